@@ -66,7 +66,7 @@ for _name in COMMANDS:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, turning our own errors into one line and an exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except SpecsweepError as exc:
         typer.secho(f"specsweep: error: {exc}", err=True, fg=typer.colors.RED)
         sys.exit(exc.exit_code)
@@ -85,3 +85,4 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -219,7 +219,7 @@ def server_config(experiment: Experiment, variant_name: str, params: dict[str, S
     service = experiment.service
     rendered: dict[str, Any] = {"kind": service.kind}
     command_template = service.command_template()
-    rendered["command"] = render(command_template, values) if command_template is not None else None
+    rendered["command"] = render(command_template, values).strip() if command_template is not None else None
     rendered["environment"] = {k: render(v, values) for k, v in service.environment.items()}
     rendered.update(service.identity())
     return rendered

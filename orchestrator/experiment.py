@@ -1,0 +1,735 @@
+"""Experiment files: the user's interface, validated before anything touches a host.
+
+``load_experiment(path)`` reads YAML, validates it with pydantic models (``extra="forbid"``; a ``kind`` field
+wherever there are alternatives), then checks what a schema cannot: every template placeholder resolves for
+every variant, every matrix key and variant field is used somewhere, baselines name real variants, and the
+matrix does not explode. Every problem becomes one ``ConfigError`` naming the file, line, column and key path,
+with the nearest valid key suggested for a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.durations import parse_duration
+from orchestrator.errors import ConfigError
+from orchestrator.templates import TemplateSyntaxError, fields
+from orchestrator.yamlsource import Positions, load_yaml_with_positions, locate
+
+__all__ = [
+    "BUILTIN_FIELDS",
+    "ChecksSpec",
+    "Experiment",
+    "HostSpec",
+    "LoadSpec",
+    "LocalHostSpec",
+    "ProcessServiceSpec",
+    "RegexParserSpec",
+    "SSHHostSpec",
+    "ServerSpec",
+    "ServiceSpec",
+    "SystemdServiceSpec",
+    "Variant",
+    "load_experiment",
+    "parse_experiment",
+]
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Scalar = str | int | float | bool
+Engine = Literal["sglang", "vllm", "llamacpp", "sim"]
+
+#: Placeholders every template may use besides vars, variant fields and matrix keys.
+BUILTIN_FIELDS = {
+    "python": "the controller's Python interpreter (for the local simulator demo)",
+    "experiment": "the experiment's name",
+}
+#: Placeholders resolved at run time, per host; only allowed where documented (server.url).
+RUNTIME_FIELDS = {"host"}
+
+MAX_DEPLOYMENTS = 2000
+MAX_LOAD_POINTS = 20000
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_UNIT = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,240}\.service$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SSHHostSpec(_Strict):
+    """A host reached over SSH: ``user@host[:port]`` or an alias from ~/.ssh/config."""
+
+    kind: Literal["ssh"] = "ssh"
+    ssh: str = Field(min_length=1)
+    name: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    host_key_policy: Literal["strict", "accept-new"] = "strict"
+    ssh_config: str | None = None
+    connect_timeout: Duration = 10.0
+    command_timeout: Duration = 60.0
+    keepalive: Duration = 15.0
+    sudo: Literal["auto", "always", "never"] = "auto"
+
+    @field_validator("ssh")
+    @classmethod
+    def _target(cls, value: str) -> str:
+        if any(ch.isspace() for ch in value) or value.startswith("-"):
+            raise ValueError(f"not an ssh target (user@host[:port] or a ~/.ssh/config alias): {value!r}")
+        return value
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.ssh
+
+    @property
+    def address(self) -> str:
+        """The host part of the target (for ``{host}`` in server.url)."""
+        target = self.ssh.rsplit("@", 1)[-1]
+        if target.startswith("["):
+            return target[1:].split("]", 1)[0]
+        return target.rsplit(":", 1)[0] if target.count(":") == 1 else target
+
+
+class LocalHostSpec(_Strict):
+    """This machine: commands run as local subprocesses (the local demo, a controller on the GPU host)."""
+
+    kind: Literal["local"] = "local"
+    name: str = "local"
+
+    @property
+    def display_name(self) -> str:
+        return self.name
+
+    @property
+    def address(self) -> str:
+        return "127.0.0.1"
+
+
+HostSpec = Annotated[SSHHostSpec | LocalHostSpec, Field(discriminator="kind")]
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"environment variable name {key!r} is not valid (letters, digits, _)")
+    return env
+
+
+class SystemdServiceSpec(_Strict):
+    """A systemd unit changed through a drop-in (default) or, in ``mode: unit``, by replacing the unit file."""
+
+    kind: Literal["systemd"] = "systemd"
+    unit: str
+    exec_start: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    mode: Literal["dropin", "unit"] = "dropin"
+    unit_file: str | None = None
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, value: str) -> str:
+        if "." not in value:
+            value += ".service"
+        if not _UNIT.match(value) or value.startswith("-"):
+            raise ValueError(f"not a valid service unit name: {value!r}")
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value)
+
+    @model_validator(mode="after")
+    def _something_to_apply(self) -> SystemdServiceSpec:
+        if self.mode == "dropin" and self.exec_start is None and not self.environment:
+            raise ValueError("set exec_start and/or environment: the drop-in would change nothing")
+        if self.mode == "unit" and self.unit_file is None:
+            raise ValueError("mode: unit needs unit_file (the whole unit as a template)")
+        return self
+
+    def command_template(self) -> str | None:
+        return self.unit_file if self.mode == "unit" else self.exec_start
+
+    def templates(self) -> dict[str, str]:
+        out = {"exec_start": self.exec_start} if self.exec_start is not None else {}
+        if self.unit_file is not None:
+            out["unit_file"] = self.unit_file
+        out.update({f"environment.{k}": v for k, v in self.environment.items()})
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        return {"unit": self.unit, "mode": self.mode}
+
+
+class ProcessServiceSpec(_Strict):
+    """A plain process (hosts without systemd, the local demo): started in its own session, logs to a file."""
+
+    kind: Literal["process"] = "process"
+    command: str
+    workdir: str | None = None
+    log_file: str | None = None
+    environment: dict[str, str] = Field(default_factory=dict)
+    stop_timeout: Duration = 30.0
+
+    @field_validator("environment")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_env(value)
+
+    def command_template(self) -> str | None:
+        return self.command
+
+    def templates(self) -> dict[str, str]:
+        out = {"command": self.command}
+        out.update({f"environment.{k}": v for k, v in self.environment.items()})
+        return out
+
+    def identity(self) -> dict[str, Any]:
+        return {"workdir": self.workdir}
+
+
+ServiceSpec = Annotated[SystemdServiceSpec | ProcessServiceSpec, Field(discriminator="kind")]
+
+_DEFAULT_HEALTH = {
+    "sglang": ["/health", "/v1/models"],
+    "vllm": ["/health", "/v1/models"],
+    "sim": ["/health", "/v1/models"],
+    "llamacpp": ["/health"],
+}
+
+
+class ServerSpec(_Strict):
+    """Where the server answers and how long it may take to come up."""
+
+    url: str
+    model: str | None = None
+    api: Literal["chat", "completions", "generate", "llamacpp"] = "chat"
+    ready_timeout: Duration = 900.0
+    health_paths: list[str] | None = None
+    metrics_path: str | None = "/metrics"
+    expected_load_time: Duration = 60.0
+    expected_tokens_per_second: float = Field(50.0, gt=0)
+    api_key: SecretStr | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("health_paths")
+    @classmethod
+    def _paths(cls, value: list[str] | None) -> list[str] | None:
+        for path in value or []:
+            if not path.startswith("/"):
+                raise ValueError(f"health paths start with '/', got {path!r}")
+        return value
+
+
+class RegexParserSpec(_Strict):
+    """A user parser: each log line matching ``regex`` gives a sample whose fields are the named groups."""
+
+    name: str
+    regex: str
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            pattern = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex does not compile: {exc}") from None
+        if not pattern.groupindex:
+            raise ValueError("regex needs at least one named group, like (?P<accept_len>[0-9.]+)")
+        return value
+
+
+class Variant(BaseModel):
+    """A named configuration family. Keys other than matrix/include/exclude are template fields."""
+
+    model_config = ConfigDict(extra="allow")
+
+    matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
+    include: list[dict[str, Scalar]] = Field(default_factory=list)
+    exclude: list[dict[str, Scalar]] = Field(default_factory=list)
+
+    @field_validator("matrix")
+    @classmethod
+    def _non_empty(cls, value: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
+        for key, values in value.items():
+            if not values:
+                raise ValueError(f"matrix key {key!r} has an empty list: it would expand to no deployment")
+            if len({repr(v) for v in values}) != len(values):
+                raise ValueError(f"matrix key {key!r} lists a value twice")
+        return value
+
+    @model_validator(mode="after")
+    def _field_values(self) -> Variant:
+        for key, value in (self.model_extra or {}).items():
+            if value is None:
+                self.model_extra[key] = ""  # type: ignore[index]
+            elif isinstance(value, dict | list):
+                raise ValueError(f"template field {key!r} must be a string or number, got a {type(value).__name__}")
+        return self
+
+    @property
+    def template_fields(self) -> dict[str, str]:
+        return {k: v if isinstance(v, str) else _scalar_text(v) for k, v in (self.model_extra or {}).items()}
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class TimeoutsSpec(_Strict):
+    connect: Duration = 10.0
+    first_token: Duration = 300.0
+    total: Duration = 900.0
+
+
+class LoadSpec(_Strict):
+    """The client side of every deployment: concurrency levels and/or request rates, and the workload."""
+
+    concurrency: list[Annotated[int, Field(ge=1, le=100000)]] = Field(default_factory=list)
+    rates: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
+    max_in_flight: int | None = Field(None, ge=1)
+    warmup: int = Field(3, ge=0)
+    requests: int | None = Field(None, ge=1)
+    duration: Duration | None = None
+    max_tokens: int = Field(256, ge=1)
+    temperature: float = Field(0.0, ge=0)
+    prompts: str = "builtin:chat"
+    ignore_eos: bool = False
+    seed: int = 0
+    stream: bool = True
+    timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
+
+    @field_validator("concurrency", "rates", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _complete(self) -> LoadSpec:
+        if not self.concurrency and not self.rates:
+            raise ValueError("set concurrency (a list like [1, 8, 32]) and/or rates (requests per second)")
+        if len(set(self.concurrency)) != len(self.concurrency):
+            raise ValueError("concurrency lists a level twice")
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError("duration must be positive")
+        if self.requests is None and self.duration is None:
+            self.requests = 32
+        return self
+
+
+class ChecksSpec(_Strict):
+    """Tolerances of the consistency checks the analysis runs on every point."""
+
+    chain_tolerance: float = Field(0.10, ge=0)
+    client_server_tolerance: float = Field(0.25, ge=0)
+    speedup_slack: float = Field(1.10, ge=1)
+    min_requests: int = Field(10, ge=0)
+    disabled: list[str] = Field(default_factory=list)
+
+
+class Experiment(_Strict):
+    """A validated experiment file."""
+
+    name: str
+    description: str | None = None
+    host: HostSpec | None = None
+    hosts: list[HostSpec] | None = None
+    service: ServiceSpec
+    server: ServerSpec
+    engine: Engine
+    parsers: list[RegexParserSpec] = Field(default_factory=list)
+    vars: dict[str, Scalar] = Field(default_factory=dict)
+    variants: dict[str, Variant]
+    baselines: list[str] = Field(default_factory=list)
+    baselines_from: str | None = None
+    load: LoadSpec
+    checks: ChecksSpec = Field(default_factory=ChecksSpec)
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "host" in data:
+            data["host"] = _host_shorthand(data["host"])
+        if isinstance(data.get("hosts"), list):
+            data["hosts"] = [_host_shorthand(h) for h in data["hosts"]]
+        if isinstance(data.get("variants"), dict):
+            data["variants"] = {k: ({} if v is None else v) for k, v in data["variants"].items()}
+        if isinstance(data.get("baselines"), str):
+            data["baselines"] = [data["baselines"]]
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME.match(value):
+            raise ValueError(f"name must be letters, digits, '.', '_' or '-' (it names a folder), got {value!r}")
+        return value
+
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, value: dict[str, Variant]) -> dict[str, Variant]:
+        if not value:
+            raise ValueError("define at least one variant")
+        for name in value:
+            if not _NAME.match(str(name)):
+                raise ValueError(f"variant name {name!r} must be letters, digits, '.', '_' or '-'")
+        return value
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    @property
+    def health_paths(self) -> list[str]:
+        return self.server.health_paths or _DEFAULT_HEALTH[self.engine]
+
+    def host_specs(self) -> list[SSHHostSpec | LocalHostSpec]:
+        """Every host of the experiment, in file order (``host`` alone is a pool of one; none means local)."""
+        if self.hosts:
+            return list(self.hosts)
+        return [self.host if self.host is not None else LocalHostSpec()]
+
+    def server_url(self, host: SSHHostSpec | LocalHostSpec) -> str:
+        """``server.url`` with ``{host}`` replaced by the host's address."""
+        return self.server.url.replace("{host}", host.address)
+
+    def builtin_values(self) -> dict[str, Scalar]:
+        return {"python": sys.executable, "experiment": self.name}
+
+    def template_values(self, variant_name: str, params: dict[str, Scalar]) -> dict[str, Scalar]:
+        """Everything a service template may use for one (variant, params)."""
+        from orchestrator.templates import render
+
+        base: dict[str, Scalar] = {**self.builtin_values(), **self.vars, **params}
+        rendered = {k: render(v, base) for k, v in self.variants[variant_name].template_fields.items()}
+        return {**base, **rendered}
+
+
+def _host_shorthand(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"kind": "local"} if value == "local" else {"kind": "ssh", "ssh": value}
+    if isinstance(value, dict) and "kind" not in value:
+        if "ssh" in value:
+            return {"kind": "ssh", **value}
+        if value.get("local") is True and len(value) == 1:
+            return {"kind": "local"}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------------- errors
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The model classes an annotation may hold (through Optional, Annotated, list, dict, unions)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        out: list[Any] = []
+        for arg in typing.get_args(annotation):
+            out.extend(_unwrap(arg))
+        return out
+    if origin in (list, dict):
+        return [(origin, typing.get_args(annotation))]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return []
+
+
+def _valid_keys(path: tuple[Any, ...], data: Any) -> list[str]:
+    """The keys the schema accepts at ``path`` (for "did you mean"), following the document's kinds."""
+    candidates: list[Any] = [Experiment]
+    node = data
+    for part in path:
+        next_candidates: list[Any] = []
+        for cand in candidates:
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                if isinstance(node, dict) and "kind" in node:
+                    kind_field = cand.model_fields.get("kind")
+                    if kind_field is not None and typing.get_args(kind_field.annotation) != (node["kind"],):
+                        continue
+                info = cand.model_fields.get(part) if isinstance(part, str) else None
+                if info is not None:
+                    next_candidates.extend(_unwrap(info.annotation))
+            elif isinstance(cand, tuple):
+                origin, args = cand
+                if origin is list and isinstance(part, int) or origin is dict:
+                    for arg in args[-1:]:
+                        next_candidates.extend(_unwrap(arg))
+        candidates = next_candidates
+        node = node.get(part) if isinstance(node, dict) else (node[part] if isinstance(node, list) and
+                                                              isinstance(part, int) and part < len(node) else None)
+    keys: list[str] = []
+    for cand in candidates:
+        if isinstance(cand, type) and issubclass(cand, BaseModel):
+            if isinstance(node, dict) and "kind" in node:
+                kind_field = cand.model_fields.get("kind")
+                if kind_field is not None and typing.get_args(kind_field.annotation) != (node["kind"],):
+                    continue
+            keys.extend(k for k in cand.model_fields if k not in keys)
+    return keys
+
+
+def suggest(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(str(word), options, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else (f" (valid keys: {', '.join(options)})" if options else "")
+
+
+def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Drop pydantic's union tags and validator names from an error location, keeping document keys."""
+    path: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, dict | list):
+            # a tag like 'systemd' or 'function-after[...]', or a missing key: keep it only if last
+            if part is loc[-1] and isinstance(part, str) and not part.startswith(("function-", "tagged-union")):
+                if part not in ("ssh", "local", "systemd", "process") or not isinstance(node, dict):
+                    path.append(part)
+                elif node.get("kind") != part:
+                    path.append(part)
+        else:
+            break
+    return tuple(path)
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _error_from_validation(exc: ValidationError, data: Any, positions: Positions, file: str) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    # An unknown key usually explains a "missing" one next to it (a typo): report it first.
+    rank = {"extra_forbidden": 0, "union_tag_invalid": 1}
+    errors.sort(key=lambda e: rank.get(e["type"], 2))
+    first = errors[0]
+    loc = tuple(first["loc"])
+    path = _doc_path(loc, data)
+    etype = first["type"]
+    message = first["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if etype == "extra_forbidden":
+        bad = path[-1] if path else loc[-1]
+        message = f"unknown key {bad!r}" + suggest(str(bad), _valid_keys(path[:-1], data))
+    elif etype == "missing":
+        missing = loc[-1]
+        if path and path[-1] == missing:
+            path = path[:-1]
+        message = f"missing required key {missing!r}"
+        path = (*path, missing)
+    elif etype == "union_tag_invalid":
+        expected = [t.strip(" '") for t in str(first.get("ctx", {}).get("expected_tags", "")).split(",")]
+        got = str(first.get("ctx", {}).get("tag", ""))
+        message = f"unknown kind {got!r} (expected one of: {', '.join(expected)})" + suggest(got, expected)
+        path = (*path, "kind")
+    elif etype == "union_tag_not_found":
+        message = "missing key 'kind'"
+        path = (*path, "kind")
+    elif "input" in first and etype not in ("value_error", "assertion_error"):
+        message = f"{message}, got {_describe(first['input'])}"
+    line, column = locate(positions, path)
+    more = len(errors) - 1
+    if more:
+        message += f" (and {more} more error{'s' if more > 1 else ''})"
+    return ConfigError(message, file=file, line=line, column=column, key=".".join(str(p) for p in path) or None)
+
+
+# ---------------------------------------------------------------------------------------------- semantics
+
+
+class _Problem(Exception):
+    def __init__(self, path: tuple[Any, ...], message: str) -> None:
+        self.path = path
+        self.message = message
+
+
+def _check_templates(exp: Experiment) -> None:
+    service_templates = exp.service.templates()
+    builtins = set(exp.builtin_values())
+    url_fields = _fields_or_problem(("server", "url"), exp.server.url)
+    for name in url_fields:
+        if name not in RUNTIME_FIELDS:
+            raise _Problem(("server", "url"), f"unknown placeholder {{{name}}}: server.url may only use {{host}}")
+    used_by_service: dict[str, tuple[Any, ...]] = {}
+    for key, template in service_templates.items():
+        path = ("service", *key.split(".", 1))
+        for name in _fields_or_problem(path, template):
+            used_by_service.setdefault(name, path)
+    for key, value in exp.vars.items():
+        if not str(key).isidentifier():
+            raise _Problem(("vars", key), f"vars key {key!r} must be a name (letters, digits, _)")
+        del value
+    for vname, variant in exp.variants.items():
+        vpath: tuple[Any, ...] = ("variants", vname)
+        matrix_keys = set(variant.matrix)
+        for extra in variant.include:
+            if set(extra) != matrix_keys:
+                raise _Problem(
+                    (*vpath, "include"),
+                    f"include entries must set exactly the matrix keys {sorted(matrix_keys)}, got {sorted(extra)}",
+                )
+        for rule in variant.exclude:
+            for key in rule:
+                if key not in matrix_keys:
+                    raise _Problem((*vpath, "exclude"), f"exclude key {key!r} is not a matrix key"
+                                   + suggest(key, sorted(matrix_keys)))
+        field_templates = variant.template_fields
+        reserved = ["matrix", "include", "exclude"]
+        for fname in field_templates:
+            if not fname.isidentifier():
+                raise _Problem((*vpath, fname), f"template field {fname!r} must be a name (letters, digits, _)")
+        available = builtins | set(exp.vars) | matrix_keys
+        referenced = set(used_by_service) | _all_fields(field_templates)
+        for key in variant.matrix:
+            if key not in referenced:
+                options = sorted(referenced - matrix_keys - builtins - set(exp.vars) - set(field_templates))
+                raise _Problem(
+                    (*vpath, "matrix", key),
+                    f"matrix key {key!r} is used by no template" + suggest(key, options or sorted(referenced)),
+                )
+        used_by_fields: set[str] = set()
+        for fname, template in field_templates.items():
+            for name in _fields_or_problem((*vpath, fname), template):
+                if name not in available:
+                    raise _Problem(
+                        (*vpath, fname),
+                        f"placeholder {{{name}}} has no value in variant {vname!r}"
+                        + suggest(name, sorted(available)).replace("did you mean", "did you mean placeholder"),
+                    )
+                used_by_fields.add(name)
+        for fname in field_templates:
+            if fname not in used_by_service:
+                options = reserved + sorted(used_by_service)
+                raise _Problem(
+                    (*vpath, fname),
+                    f"unknown key {fname!r}: no service template uses {{{fname}}}" + suggest(fname, options),
+                )
+        everything = available | set(field_templates)
+        for name, where in used_by_service.items():
+            if name not in everything:
+                raise _Problem(
+                    where,
+                    f"placeholder {{{name}}} has no value for variant {vname!r} "
+                    f"(define it in the variant, its matrix, or vars)" + suggest(name, sorted(everything)),
+                )
+
+
+def _all_fields(templates: dict[str, str]) -> set[str]:
+    out: set[str] = set()
+    for path, template in templates.items():
+        out.update(_fields_or_problem((path,), template))
+    return out
+
+
+def _fields_or_problem(path: tuple[Any, ...], template: str) -> list[str]:
+    try:
+        return fields(template)
+    except TemplateSyntaxError as exc:
+        raise _Problem(path, str(exc)) from None
+
+
+def _check_semantics(exp: Experiment) -> None:
+    if exp.host is not None and exp.hosts is not None:
+        raise _Problem(("hosts",), "set either host or hosts, not both")
+    if exp.hosts is not None and not exp.hosts:
+        raise _Problem(("hosts",), "hosts is empty")
+    names = [h.display_name for h in exp.host_specs()]
+    if len(set(names)) != len(names):
+        raise _Problem(("hosts",), "two hosts have the same name; give each a distinct name:")
+    for index, name in enumerate(exp.baselines):
+        if name not in exp.variants:
+            raise _Problem(("baselines", index), f"baseline {name!r} is not a variant"
+                           + suggest(name, list(exp.variants)))
+    if len(set(exp.baselines)) != len(exp.baselines):
+        raise _Problem(("baselines",), "a baseline is listed twice")
+    _check_templates(exp)
+    total = 0
+    for vname, variant in exp.variants.items():
+        size = math.prod(len(v) for v in variant.matrix.values()) if variant.matrix else 1
+        total += size + len(variant.include)
+        if total > MAX_DEPLOYMENTS:
+            raise _Problem(
+                ("variants", vname, "matrix"),
+                f"the variants expand to more than {MAX_DEPLOYMENTS} deployments (restarts); split the sweep",
+            )
+    points = total * (len(exp.load.concurrency) + len(exp.load.rates))
+    if points > MAX_LOAD_POINTS:
+        raise _Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}")
+
+
+def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
+    """Validate already-parsed YAML data (positions locate errors in ``file``)."""
+    if data is None:
+        raise ConfigError("the file is empty; an experiment needs name, service, server, engine, variants, load",
+                          file=file)
+    if not isinstance(data, dict):
+        raise ConfigError(f"an experiment is a mapping of keys, got a {type(data).__name__}", file=file, line=1)
+    for key in data:
+        if not isinstance(key, str):
+            line, column = locate(positions, (key,))
+            raise ConfigError(f"keys must be strings, got {key!r}", file=file, line=line, column=column)
+    try:
+        exp = Experiment.model_validate(data)
+    except ValidationError as exc:
+        raise _error_from_validation(exc, data, positions, file) from None
+    except (RecursionError, TypeError, OverflowError) as exc:
+        raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
+    try:
+        _check_semantics(exp)
+    except _Problem as problem:
+        line, column = locate(positions, problem.path)
+        raise ConfigError(
+            problem.message, file=file, line=line, column=column, key=".".join(str(p) for p in problem.path)
+        ) from None
+    return exp
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment file; every problem is a ``ConfigError`` naming file, line and key."""
+    path = Path(path)
+    data, positions = load_yaml_with_positions(path)
+    exp = parse_experiment(data, positions, str(path))
+    exp._source = path
+    return exp

@@ -1,0 +1,102 @@
+"""Reading YAML while keeping where every key came from, so errors can name the file, line and column.
+
+``load_yaml_with_positions`` returns the plain data (as ``yaml.safe_load`` would) and a map from key paths
+(tuples of keys and list indexes) to 1-based (line, column). Duplicate keys, which PyYAML silently merges, are an
+error here: in an experiment file the second ``budget:`` is almost always a mistake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import ConfigError
+
+__all__ = ["Positions", "load_yaml_with_positions", "locate"]
+
+Positions = dict[tuple[Any, ...], tuple[int, int]]
+
+_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _walk(node: yaml.Node, path: tuple[Any, ...], positions: Positions, file: str, depth: int = 0) -> None:
+    if depth > 100:
+        raise ConfigError("the document is nested too deeply", file=file, line=node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Hashable, int] = {}
+        for key_node, value_node in node.value:
+            key: Any = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key == "<<":  # merge key: its entries belong to this mapping
+                _walk(value_node, path, positions, file, depth + 1)
+                continue
+            line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
+            if key is not None:
+                if key in seen:
+                    raise ConfigError(
+                        f"duplicate key {key!r} (first defined on line {seen[key]})",
+                        file=file,
+                        line=line,
+                        column=col,
+                        key=".".join(str(p) for p in (*path, key)),
+                    )
+                seen[key] = line
+                positions.setdefault((*path, key), (line, col))
+                _walk(value_node, (*path, key), positions, file, depth + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            positions.setdefault((*path, index), (item.start_mark.line + 1, item.start_mark.column + 1))
+            _walk(item, (*path, index), positions, file, depth + 1)
+
+
+def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
+    """Parse ``path``; raise ``ConfigError`` (with line and column) for anything that is not well-formed YAML."""
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("no such file", file=file) from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not an experiment file", file=file) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=file) from None
+    if len(raw) > _MAX_BYTES:
+        raise ConfigError(f"file is {len(raw)} bytes; experiment files are limited to {_MAX_BYTES}", file=file)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=file) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ConfigError(
+            f"invalid YAML: {problem}",
+            file=file,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", file=file) from None
+    except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+        raise ConfigError(f"invalid YAML: {type(exc).__name__}: {exc}", file=file) from None
+    positions: Positions = {}
+    if node is not None:
+        try:
+            _walk(node, (), positions, file)
+        except RecursionError:
+            raise ConfigError("the document is nested too deeply", file=file) from None
+    return data, positions
+
+
+def locate(positions: Positions, path: tuple[Any, ...]) -> tuple[int | None, int | None]:
+    """The position of ``path`` or of its nearest ancestor that has one."""
+    for end in range(len(path), 0, -1):
+        hit = positions.get(tuple(path[:end]))
+        if hit:
+            return hit
+    return None, None
