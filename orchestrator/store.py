@@ -1,0 +1,510 @@
+"""The run directory: where a sweep writes everything it learns, and where analysis reads it back.
+
+Layout of ``results/<experiment>/<YYYYmmddTHHMMSSZ>-<short id>/`` (the directory name is the run id)::
+
+    run.json           schema_version, specsweep version, controller, started_at/ended_at, state, run_id
+    experiment.yaml    the resolved experiment (secrets already redacted by the caller)
+    plan.json          the plan (``Plan.to_json_dict()``)
+    records.jsonl      one ``Record`` per finished point, appended, flushed and fsynced as it exists
+    events.jsonl       deploy / health / restore events with times, appended the same way
+    windows/           raw server text of each load point's window
+
+Records are append-only: a retried point gets a new line with a higher ``attempt`` and the last line for a
+(host, point id) wins. A line torn by ``kill -9`` in the middle of a write is skipped on load and counted in
+``RunStore.skipped_lines``; the next append first terminates it with a newline so it can never swallow a good
+record. Every OS error (disk full, permission, a missing directory) becomes a ``StoreError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import errno
+import getpass
+import json
+import os
+import re
+import secrets
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator import __version__
+from orchestrator.errors import SchemaVersionError, StoreError
+
+__all__ = [
+    "RUN_SCHEMA_VERSION",
+    "Record",
+    "RunInfo",
+    "RunState",
+    "RunStore",
+    "SkippedLine",
+    "find_latest",
+    "is_run_directory",
+    "utc_now_iso",
+]
+
+# One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
+# would misread the new one (adding an optional field does not need a bump).
+RUN_SCHEMA_VERSION = 1
+
+RunState = Literal["running", "done", "interrupted", "failed"]
+_FINAL_STATES = ("done", "interrupted", "failed")
+_SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+Scalar = str | int | float | bool
+
+
+def utc_now_iso() -> str:
+    """Now, as ISO 8601 UTC with milliseconds and a ``Z`` (the time format of every store file)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Record(BaseModel):
+    """One finished (deployment, load point) on one host: one line of ``records.jsonl``.
+
+    ``client`` is the load generator's ``LoadResult.to_dict()``, ``server`` the metrics'
+    ``WindowMetrics.to_dict()``; both stay plain dicts here so the store never depends on those packages.
+    Unknown extra fields are kept, so a newer runner adding an optional field does not break older readers.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    run_id: str
+    experiment: str
+    deployment_id: str
+    point_id: str
+    config_hash: str
+    host: str
+    variant: str
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    aliases: list[dict[str, Any]] = Field(default_factory=list)
+    baseline: bool = False
+    # A run directory when the baseline was reused from an earlier run instead of measured in this one.
+    baseline_source: str | None = None
+    mode: Literal["concurrency", "rate"]
+    concurrency: int | None = None
+    rate: float | None = None
+    status: Literal["ok", "failed", "skipped"]
+    attempt: int = 1
+    started_at: str
+    finished_at: str
+    client: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # {kind, message, evidence: [lines]}
+    window_file: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What identifies a point across attempts and resumes: (host, point id)."""
+        return (self.host, self.point_id)
+
+
+class Controller(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    hostname: str
+    user: str
+
+
+class RunInfo(BaseModel):
+    """The content of ``run.json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    specsweep_version: str = __version__
+    run_id: str
+    experiment: str
+    controller: Controller
+    started_at: str
+    ended_at: str | None = None
+    state: RunState = "running"
+    # Each ``--resume`` that reopened this run, in order.
+    resumed_at: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A ``records.jsonl`` line that could not be read (torn by a kill, or not a valid record)."""
+
+    line_number: int
+    reason: str
+    text: str
+
+
+def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
+    reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+    return StoreError(f"cannot {action} {path}: {reason}")
+
+
+def _refuse_schema(found: object, where: Path) -> SchemaVersionError:
+    if isinstance(found, int) and found > RUN_SCHEMA_VERSION:
+        hint = (
+            f"it was written by a newer specsweep (schema {found}; this one, {__version__}, reads schema "
+            f"{RUN_SCHEMA_VERSION}): upgrade specsweep to read it"
+        )
+    else:
+        hint = (
+            f"its schema version {found!r} is not one this specsweep ({__version__}) reads "
+            f"(schema {RUN_SCHEMA_VERSION}): open it with the specsweep version that wrote it"
+        )
+    return SchemaVersionError(f"{where}: {hint}")
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes a newly created or renamed entry survive a power loss, not only a process kill.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _append_bytes(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _safe_name(text: str) -> str:
+    cleaned = _SAFE_NAME_RE.sub("_", text).strip("._")
+    return cleaned or "_"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise StoreError(f"{path.parent}: not a run directory (no {path.name})") from exc
+    except OSError as exc:
+        raise _store_error("read", path, exc) from exc
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+
+
+def find_latest(root: str | Path, experiment: str) -> Path:
+    """The newest run directory of ``experiment`` under ``root`` (run ids sort by their UTC start time)."""
+    base = Path(root) / experiment
+    try:
+        candidates = sorted(p for p in base.iterdir() if (p / "run.json").is_file())
+    except FileNotFoundError as exc:
+        raise StoreError(f"no runs of experiment {experiment!r} under {Path(root)}") from exc
+    except OSError as exc:
+        raise _store_error("list", base, exc) from exc
+    if not candidates:
+        raise StoreError(f"no runs of experiment {experiment!r} under {base}")
+    return candidates[-1]
+
+
+class RunStore:
+    """One run directory, for writing (the runner) and reading (resume, analysis, reports).
+
+    Appends are serialised by a lock, so several host workers may share one store.
+    """
+
+    def __init__(self, path: Path, info: RunInfo) -> None:
+        self.path = path
+        self._info = info
+        self._lock = threading.Lock()
+        self._tail_checked = False
+        self.skipped_lines: list[SkippedLine] = []
+
+    # ---- creating and opening -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        root: str | Path,
+        experiment_name: str,
+        resolved_experiment: dict[str, Any] | str,
+        plan_json: dict[str, Any],
+        *,
+        now: datetime | None = None,
+    ) -> RunStore:
+        """Make ``root/<experiment>/<UTC time>-<short id>/`` with its files, state ``running``."""
+        started = now or datetime.now(UTC)
+        base = Path(root) / _safe_name(experiment_name)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            for _ in range(20):
+                run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+                path = base / run_id
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            else:  # pragma: no cover - 20 collisions of 24 random bits within one second
+                raise StoreError(f"cannot create a new run directory under {base}")
+        except OSError as exc:
+            raise _store_error("create a run directory under", base, exc) from exc
+        info = RunInfo(
+            run_id=run_id,
+            experiment=experiment_name,
+            controller=Controller(hostname=socket.gethostname(), user=_user()),
+            started_at=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        )
+        store = cls(path, info)
+        if isinstance(resolved_experiment, str):
+            experiment_text = resolved_experiment
+        else:
+            experiment_text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        try:
+            (path / "windows").mkdir()
+            _write_atomic(path / "experiment.yaml", experiment_text)
+            _write_atomic(path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+            for name in ("records.jsonl", "events.jsonl"):
+                (path / name).touch()
+            store._write_info()
+            _fsync_dir(base)
+        except OSError as exc:
+            raise _store_error("write the run directory", path, exc) from exc
+        store._tail_checked = True
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunStore:
+        """Open an existing run directory, refusing one whose schema version this specsweep cannot read."""
+        path = Path(path)
+        raw = _read_json(path / "run.json")
+        if not isinstance(raw, dict):
+            raise StoreError(f"{path / 'run.json'}: expected a JSON object")
+        if raw.get("schema_version") != RUN_SCHEMA_VERSION:
+            raise _refuse_schema(raw.get("schema_version"), path)
+        try:
+            info = RunInfo.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise StoreError(f"{path / 'run.json'}: {where}: {first['msg']}") from exc
+        return cls(path, info)
+
+    @classmethod
+    def resolve(cls, ref: str | Path, root: str | Path, experiment: str) -> RunStore:
+        """Open ``ref``: a run directory path, or ``latest`` for the newest run of ``experiment``."""
+        if str(ref) == "latest":
+            return cls.open(find_latest(root, experiment))
+        return cls.open(ref)
+
+    # ---- what the run is -------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self._info.run_id
+
+    @property
+    def info(self) -> RunInfo:
+        return self._info
+
+    def experiment_text(self) -> str:
+        try:
+            return (self.path / "experiment.yaml").read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _store_error("read", self.path / "experiment.yaml", exc) from exc
+
+    def experiment(self) -> dict[str, Any]:
+        """The resolved experiment as stored (a plain dict; ``{}`` when the file is empty)."""
+        try:
+            data = yaml.safe_load(self.experiment_text())
+        except yaml.YAMLError as exc:
+            raise StoreError(f"{self.path / 'experiment.yaml'}: not valid YAML ({exc})") from exc
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.path / 'experiment.yaml'}: expected a mapping")
+        return data
+
+    def plan(self) -> dict[str, Any]:
+        data = _read_json(self.path / "plan.json")
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.path / 'plan.json'}: expected a JSON object")
+        return data
+
+    # ---- writing -----------------------------------------------------------------------------------
+
+    def append(self, record: Record) -> None:
+        """Append one record as one line, flushed and fsynced before returning."""
+        line = record.model_dump_json() + "\n"
+        target = self.path / "records.jsonl"
+        with self._lock:
+            self._terminate_torn_tail(target)
+            try:
+                _append_bytes(target, line.encode("utf-8"))
+            except OSError as exc:
+                raise _store_error("append a record to", target, exc) from exc
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
+        entry = {"time": utc_now_iso(), "kind": kind, **fields}
+        target = self.path / "events.jsonl"
+        data = (json.dumps(entry, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                _append_bytes(target, data)
+            except OSError as exc:
+                raise _store_error("append an event to", target, exc) from exc
+
+    def write_window(self, point_id: str, text: str, *, host: str | None = None, attempt: int = 1) -> str:
+        """Keep the raw server text of one window; returns its path relative to the run directory.
+
+        ``windows/<point id>.log``; with ``host`` (a pool, where baselines run on every host)
+        ``windows/<host>/<point id>.log``; a retry's window gets ``.attempt<N>`` so it never hides the first.
+        """
+        rel = Path("windows")
+        if host is not None:
+            rel = rel / _safe_name(host)
+        name = _safe_name(point_id) + (f".attempt{attempt}" if attempt > 1 else "") + ".log"
+        rel = rel / name
+        target = self.path / rel
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, text)
+        except OSError as exc:
+            raise _store_error("write the window", target, exc) from exc
+        return rel.as_posix()
+
+    def set_state(self, state: RunState) -> None:
+        """Record the run's state; a final state stamps ``ended_at``, ``running`` again counts a resume."""
+        with self._lock:
+            info = self._info.model_copy(deep=True)
+            if state == "running":
+                if info.state != "running" or info.ended_at is not None:
+                    info.resumed_at.append(utc_now_iso())
+                info.ended_at = None
+            elif state in _FINAL_STATES:
+                info.ended_at = utc_now_iso()
+            info.state = state
+            self._info = info
+            self._write_info()
+
+    def _write_info(self) -> None:
+        target = self.path / "run.json"
+        try:
+            _write_atomic(target, self._info.model_dump_json(indent=2) + "\n")
+        except OSError as exc:
+            raise _store_error("write", target, exc) from exc
+
+    def _terminate_torn_tail(self, target: Path) -> None:
+        # A kill -9 mid-write can leave a last line without its newline; appending straight after it would
+        # glue the next good record onto the fragment and lose both.
+        if self._tail_checked:
+            return
+        try:
+            with open(target, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        _append_bytes(target, b"\n")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _store_error("repair the last line of", target, exc) from exc
+        self._tail_checked = True
+
+    # ---- reading -----------------------------------------------------------------------------------
+
+    def records(self) -> list[Record]:
+        """Every readable record in file order; unreadable lines are skipped into ``skipped_lines``.
+
+        A line that is a record of an unknown schema version is refused (``SchemaVersionError``), not skipped:
+        reading it as if it were ours would be wrong silently.
+        """
+        target = self.path / "records.jsonl"
+        records: list[Record] = []
+        skipped: list[SkippedLine] = []
+        for number, text in self._lines(target):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                skipped.append(SkippedLine(number, f"not JSON ({exc.msg})", text[:200]))
+                continue
+            if not isinstance(raw, dict):
+                skipped.append(SkippedLine(number, "not a JSON object", text[:200]))
+                continue
+            if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
+                raise _refuse_schema(raw.get("schema_version"), target)
+            try:
+                records.append(Record.model_validate(raw))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                skipped.append(SkippedLine(number, f"not a record ({where}: {first['msg']})", text[:200]))
+        self.skipped_lines = skipped
+        return records
+
+    def latest_records(self) -> dict[tuple[str, str], Record]:
+        """The last attempt of each (host, point id), in order of first appearance."""
+        latest: dict[tuple[str, str], Record] = {}
+        for record in self.records():
+            latest[record.key] = record
+        return latest
+
+    def final_point_keys(self, retry_failed: bool = False) -> set[tuple[str, str]]:
+        """(host, point id) pairs a resume must not run again: ``ok``, or ``failed`` unless retrying them."""
+        final_statuses = {"ok"} if retry_failed else {"ok", "failed"}
+        return {key for key, rec in self.latest_records().items() if rec.status in final_statuses}
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        """The attempt number a new record of (host, point id) should carry."""
+        attempts = [r.attempt for r in self.records() if r.key == (host, point_id)]
+        return max(attempts, default=0) + 1
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every readable event, in order (torn lines skipped)."""
+        out: list[dict[str, Any]] = []
+        for _number, text in self._lines(self.path / "events.jsonl"):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+        return out
+
+    def _lines(self, target: Path) -> Iterator[tuple[int, str]]:
+        try:
+            with open(target, encoding="utf-8", errors="replace") as fh:
+                for number, line in enumerate(fh, start=1):
+                    text = line.strip()
+                    if text:
+                        yield number, text
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _store_error("read", target, exc) from exc
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in some containers
+        return str(os.getuid())
+
+
+def is_run_directory(path: str | Path) -> bool:
+    """Whether ``path`` looks like a run directory (has ``run.json``)."""
+    return (Path(path) / "run.json").is_file()
