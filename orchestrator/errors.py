@@ -80,7 +80,9 @@ class ConfigError(SpecsweepError):
                     where += f":{self.column}"
             where += ": "
         key = f"{self.key}: " if self.key else ""
-        return f"{where}{key}{self.message}"
+        # One line, always: keys and values from a file may hold newlines or control characters.
+        text = f"{where}{key}{self.message}"
+        return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 class HostError(SpecsweepError):

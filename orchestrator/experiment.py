@@ -488,12 +488,15 @@ def _valid_keys(path: tuple[Any, ...], data: Any) -> list[str]:
                     next_candidates.extend(_unwrap(info.annotation))
             elif isinstance(cand, tuple):
                 origin, args = cand
-                if origin is list and isinstance(part, int) or origin is dict:
+                if (origin is list and isinstance(part, int)) or origin is dict:
                     for arg in args[-1:]:
                         next_candidates.extend(_unwrap(arg))
         candidates = next_candidates
-        node = node.get(part) if isinstance(node, dict) else (node[part] if isinstance(node, list) and
-                                                              isinstance(part, int) and part < len(node) else None)
+        node = (
+            node.get(part)
+            if isinstance(node, dict)
+            else (node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else None)
+        )
     keys: list[str] = []
     for cand in candidates:
         if isinstance(cand, type) and issubclass(cand, BaseModel):
@@ -515,19 +518,21 @@ def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     path: list[Any] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            path.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
             path.append(part)
             node = node[part]
         elif isinstance(node, dict | list):
             # a tag like 'systemd' or 'function-after[...]', or a missing key: keep it only if last
-            if part is loc[-1] and isinstance(part, str) and not part.startswith(("function-", "tagged-union")):
-                if part not in ("ssh", "local", "systemd", "process") or not isinstance(node, dict):
-                    path.append(part)
-                elif node.get("kind") != part:
-                    path.append(part)
+            is_tag = isinstance(node, dict) and node.get("kind") == part
+            if (
+                part is loc[-1]
+                and isinstance(part, str)
+                and not part.startswith(("function-", "tagged-union"))
+                and not is_tag
+            ):
+                path.append(part)
         else:
             break
     return tuple(path)
@@ -613,15 +618,17 @@ def _check_templates(exp: Experiment) -> None:
         for rule in variant.exclude:
             for key in rule:
                 if key not in matrix_keys:
-                    raise _Problem((*vpath, "exclude"), f"exclude key {key!r} is not a matrix key"
-                                   + suggest(key, sorted(matrix_keys)))
+                    raise _Problem(
+                        (*vpath, "exclude"),
+                        f"exclude key {key!r} is not a matrix key" + suggest(key, sorted(matrix_keys)),
+                    )
         field_templates = variant.template_fields
         reserved = ["matrix", "include", "exclude"]
         for fname in field_templates:
             if not fname.isidentifier():
                 raise _Problem((*vpath, fname), f"template field {fname!r} must be a name (letters, digits, _)")
         available = builtins | set(exp.vars) | matrix_keys
-        referenced = set(used_by_service) | _all_fields(field_templates)
+        referenced = set(used_by_service) | _all_fields(field_templates, vpath)
         for key in variant.matrix:
             if key not in referenced:
                 options = sorted(referenced - matrix_keys - builtins - set(exp.vars) - set(field_templates))
@@ -656,10 +663,10 @@ def _check_templates(exp: Experiment) -> None:
                 )
 
 
-def _all_fields(templates: dict[str, str]) -> set[str]:
+def _all_fields(templates: dict[str, str], prefix: tuple[Any, ...]) -> set[str]:
     out: set[str] = set()
-    for path, template in templates.items():
-        out.update(_fields_or_problem((path,), template))
+    for key, template in templates.items():
+        out.update(_fields_or_problem((*prefix, key), template))
     return out
 
 
@@ -680,8 +687,10 @@ def _check_semantics(exp: Experiment) -> None:
         raise _Problem(("hosts",), "two hosts have the same name; give each a distinct name:")
     for index, name in enumerate(exp.baselines):
         if name not in exp.variants:
-            raise _Problem(("baselines", index), f"baseline {name!r} is not a variant"
-                           + suggest(name, list(exp.variants)))
+            raise _Problem(
+                ("baselines", index),
+                f"baseline {name!r} is not a variant" + suggest(name, list(exp.variants)),
+            )
     if len(set(exp.baselines)) != len(exp.baselines):
         raise _Problem(("baselines",), "a baseline is listed twice")
     _check_templates(exp)
@@ -702,8 +711,9 @@ def _check_semantics(exp: Experiment) -> None:
 def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
     """Validate already-parsed YAML data (positions locate errors in ``file``)."""
     if data is None:
-        raise ConfigError("the file is empty; an experiment needs name, service, server, engine, variants, load",
-                          file=file)
+        raise ConfigError(
+            "the file is empty; an experiment needs name, service, server, engine, variants, load", file=file
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"an experiment is a mapping of keys, got a {type(data).__name__}", file=file, line=1)
     for key in data:

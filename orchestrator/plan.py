@@ -169,7 +169,12 @@ def _load_points(experiment: Experiment, deployment_key: str) -> list[LoadPoint]
     request_seconds = load.max_tokens / per_user_tok_s
     points: list[LoadPoint] = []
     for c in load.concurrency:
-        content = {"mode": "concurrency", "concurrency": c, "requests": load.requests, "duration": load.duration}
+        content = {
+            "mode": "concurrency",
+            "concurrency": c,
+            "requests": load.requests,
+            "duration": load.duration,
+        }
         if load.duration is not None:
             est = load.duration
         else:

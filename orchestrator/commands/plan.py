@@ -29,7 +29,11 @@ def render_plan(plan: Plan) -> Table:
             variant += " = " + ", ".join(a.variant for a in dep.aliases)
         points = ", ".join(p.label for p in dep.load_points)
         table.add_row(
-            str(index), dep.id, variant, params, f"{len(dep.load_points)}: {points}",
+            str(index),
+            dep.id,
+            variant,
+            params,
+            f"{len(dep.load_points)}: {points}",
             format_duration(dep.estimated_seconds()),
         )
     totals = plan.totals()

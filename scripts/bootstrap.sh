@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set-up shared by scripts/demo.sh and scripts/test.sh: a virtualenv in .venv with specsweep installed
+# (editable) and, with --system, the Debian packages the system tests need (root only).
+# Idempotent: a second run only checks. Usage: source scripts/bootstrap.sh [--dev] [--system]
+set -euo pipefail
+_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+_dev=0; _system=0
+for _arg in "$@"; do case $_arg in --dev) _dev=1 ;; --system) _system=1 ;; esac; done
+
+_log(){ printf '[setup] %s\n' "$*" >&2; }
+
+if ((_system)); then
+  _need=()
+  command -v systemd-nspawn >/dev/null || _need+=(systemd-container)
+  [[ -x /usr/sbin/sshd ]] || _need+=(openssh-server)
+  command -v ssh >/dev/null || _need+=(openssh-client)
+  command -v ip >/dev/null || _need+=(iproute2)
+  command -v cmake >/dev/null || _need+=(cmake)
+  command -v ninja >/dev/null || _need+=(ninja-build)
+  command -v g++ >/dev/null || _need+=(g++)
+  if ((${#_need[@]})); then
+    if [[ $(id -u) -eq 0 ]]; then
+      _log "installing Debian packages: ${_need[*]}"
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${_need[@]}" >/dev/null
+    else
+      _log "not root: skipping Debian packages ${_need[*]} (system tests will skip)"
+    fi
+  fi
+fi
+
+_py=${PYTHON:-python3}
+if [[ ! -x $_root/.venv/bin/python ]]; then
+  _log "creating .venv with $($_py --version)"
+  "$_py" -m venv "$_root/.venv"
+fi
+_extra=""; ((_dev)) && _extra="[dev]"
+_stamp=$_root/.venv/.specsweep-installed$_extra
+if [[ ! -f $_stamp || $_root/pyproject.toml -nt $_stamp ]]; then
+  _log "installing specsweep$_extra into .venv"
+  "$_root/.venv/bin/python" -m pip install -q --disable-pip-version-check -U pip >&2
+  "$_root/.venv/bin/python" -m pip install -q --disable-pip-version-check -e "$_root$_extra" >&2
+  touch "$_stamp"
+fi
+export PATH=$_root/.venv/bin:$PATH

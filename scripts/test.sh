@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test suite, with all of its set-up: Debian packages for the system tests (when root), .venv with the dev
+# extra, the real llama.cpp engine and its model (cached), then lint, type check and pytest.
+# Extra arguments go to pytest (for example -k plan, or tests/unit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/bootstrap.sh --dev --system
+if [[ -z ${SPECSWEEP_SKIP_LLAMA:-} ]]; then
+  eval "$(bash scripts/get-llama-server.sh)" && export LLAMA_SERVER LLAMA_MODEL \
+    || echo "[setup] llama-server not available: its tests will skip" >&2
+fi
+status=0
+echo "== ruff" >&2; ruff check orchestrator tests bench || status=1
+echo "== mypy" >&2; mypy || status=1
+echo "== pytest" >&2; python -m pytest "$@" || status=$?
+exit $status
