@@ -1,7 +1,140 @@
-"""`specsweep parse`: not wired yet (placeholder while the package is being built)."""
+"""`specsweep parse --engine NAME FILE|- [--json]`: read a saved log and print its metrics as one window."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import typer
+from rich.table import Table
+
+from orchestrator.console import console
+from orchestrator.errors import MetricsError
+from orchestrator.metrics import ENGINES, WindowMetrics, parse_window
+
+
+def _read(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise MetricsError(f"cannot read {source}: {exc.strerror or exc}") from exc
+
+
+def _user_parsers(specs: list[str]) -> list[tuple[str, str]]:
+    parsers = []
+    for spec in specs:
+        name, sep, pattern = spec.partition("=")
+        if not sep or not name:
+            raise typer.BadParameter(f"expected NAME=REGEX, got {spec!r}", param_hint="--regex")
+        parsers.append((name, pattern))
+    return parsers
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
+    if isinstance(value, list):
+        return ", ".join(_fmt(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _summary(wm: WindowMetrics) -> Table:
+    table = Table(title=f"window metrics ({wm.engine})", title_justify="left", show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("accept_len (bonus incl.)", wm.accept_len),
+        ("acceptance_rate", wm.acceptance_rate),
+        ("gen_throughput (tok/s)", wm.gen_throughput),
+    ]
+    rows += [(k, v) for k, v in wm.ddtree.items() if v is not None]
+    rows += [(f"details.{k}", v) for k, v in wm.details.items()]
+    for name, data in wm.user.items():
+        rows.append((f"{name}.matches", data["matches"]))
+        rows += [(f"{name}.{group}", stats) for group, stats in data["groups"].items()]
+    for key, value in rows:
+        table.add_row(key, _fmt(value))
+    table.caption = (
+        f"{wm.lines_total} lines: {wm.lines_matched} read, {wm.lines_skipped} skipped, {wm.lines_duplicate} rank copies"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+# The columns worth a terminal's width per sample kind; --json has every field.
+_COLUMNS = {
+    "sglang_decode": ("timestamp", "ranks", "running_req", "accept_len", "accept_rate", "gen_throughput", "queue_req"),
+    "ddtree": ("values",),
+    "vllm_spec": ("accepted", "drafted", "drafts", "mean_acceptance_length", "draft_acceptance_rate", "per_position"),
+    "vllm_engine": ("engine_index", "generation_throughput", "prompt_throughput", "running", "waiting"),
+    "llamacpp_request": (
+        "slot",
+        "task",
+        "accepted",
+        "generated",
+        "mean_len",
+        "verify_steps",
+        "eval_tokens",
+        "eval_tps",
+    ),
+    "llamacpp_spec_stats": ("impl", "gen_drafts", "acc_drafts", "gen_tokens", "acc_tokens", "mean_acc_len"),
+    "user": ("parser", "groups"),
+}
+
+
+def _sample_tables(wm: WindowMetrics, limit: int) -> list[Table]:
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for sample in wm.samples:
+        row = sample.to_dict()
+        by_kind.setdefault(row.pop("kind"), []).append(row)
+    tables = []
+    for kind, rows in by_kind.items():
+        shown = rows if limit <= 0 else rows[:limit]
+        wanted = _COLUMNS.get(kind, tuple(rows[0]))
+        columns = [c for c in wanted if any(r.get(c) not in (None, [], {}) for r in shown)]
+        table = Table(title=f"{kind} samples ({len(rows)})", title_justify="left")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in shown:
+            table.add_row(*(_fmt(row.get(c)) for c in columns))
+        if len(shown) < len(rows):
+            table.caption = f"first {len(shown)} of {len(rows)}; --limit 0 shows all"
+            table.caption_justify = "left"
+        tables.append(table)
+    return tables
+
+
+def parse(
+    source: str = typer.Argument(
+        ..., metavar="FILE|-", help="A saved log: journalctl export, log file, or - for stdin."
+    ),
+    engine: str = typer.Option(..., "--engine", "-e", help=f"Engine that wrote the log: {', '.join(ENGINES)}."),
+    as_json: bool = typer.Option(False, "--json", help="Print the window aggregate and samples as JSON."),
+    regex: list[str] = typer.Option(
+        [], "--regex", "-r", metavar="NAME=REGEX", help="A user parser; named groups become fields (repeatable)."
+    ),
+    limit: int = typer.Option(20, "--limit", help="Samples shown per kind in the table (0: all)."),
+) -> None:
+    """Read a saved log as one window: print the aggregate (accept length, acceptance rate, throughput,
+    DDTree averages) and the samples."""
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
+    wm = parse_window(engine, _read(source), _user_parsers(regex))
+    if as_json:
+        typer.echo(json.dumps(wm.to_dict(), indent=2))
+        return
+    console.print(_summary(wm))
+    for table in _sample_tables(wm, limit):
+        console.print(table)
 
 
 def register(app: typer.Typer) -> None:
-    """Placeholder: registers nothing until the command lands."""
+    app.command("parse")(parse)

@@ -1,0 +1,76 @@
+"""DDTree research builds: ``DDTREE metrics: key=value key=value ...`` lines.
+
+The field report's line is ``DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=2.00
+avg_commit_len=2.00 avg_accepted_depth=5.00``. Every pair is kept, whatever its key, with numbers typed; the
+window aggregate is the mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
+already starts with ``avg_`` keeps its name). Consistency checks on these figures (accepted depth against
+commit length) belong to the analysis, which reads them from here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orchestrator.metrics.lines import RankDeduper, candidate_lines, rank_prefix
+from orchestrator.metrics.samples import DDTreeSample, ParseResult, typed_value
+
+__all__ = ["DEFINITION", "MARKER", "STANDARD_KEYS", "aggregate_ddtree", "parse_ddtree"]
+
+MARKER = "DDTREE metrics:"
+STANDARD_KEYS = ("avg_actual_nodes", "avg_accepted_drafts", "avg_commit_len", "avg_accepted_depth")
+_PAIR = re.compile(r"([A-Za-z_][\w.\-/]*)\s*=\s*([^\s,;\"]+)")
+
+DEFINITION = (
+    "DDTREE metrics: unweighted mean over the window's DDTREE lines of each numeric key (each line's values "
+    "are the engine's own per-line averages); a key k is reported as avg_k, or as itself if it starts with avg_."
+)
+
+
+def parse_ddtree(text: str) -> ParseResult:
+    """Every ``DDTREE metrics:`` line of ``text``; a line without any ``key=value`` pair is skipped."""
+    result = ParseResult()
+    dedupe = RankDeduper()
+    for offset, line in candidate_lines(text, (MARKER,)):
+        at = line.find(MARKER)
+        body = line[at + len(MARKER) :]
+        quote = body.find('"')
+        if quote != -1:
+            body = body[:quote]
+        pairs = _PAIR.findall(body)
+        if not pairs:
+            result.skip(offset, line)
+            continue
+        prefix = rank_prefix(line[:at])
+        if dedupe.is_copy(prefix, body):
+            result.duplicate(offset)
+            continue
+        values = {key: typed_value(raw) for key, raw in pairs}
+        result.samples.append(DDTreeSample(values=values, timestamp=prefix.timestamp, ranks=prefix.ranks))
+        result.read(offset)
+    return result
+
+
+def _name(key: str, keys: set[str]) -> str:
+    if key.startswith("avg_"):
+        return key
+    name = f"avg_{key}"
+    return f"mean_{key}" if name in keys else name  # both "x" and "avg_x" printed: keep them apart
+
+
+def aggregate_ddtree(samples: list[DDTreeSample]) -> dict[str, Any]:
+    """``{avg_<key>: mean}`` over the lines, the standard keys always present (None when absent)."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    keys: set[str] = set()
+    for s in samples:
+        keys.update(s.values)
+        for key, value in s.values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    out: dict[str, Any] = dict.fromkeys(STANDARD_KEYS)
+    for key in sums:
+        out[_name(key, keys)] = sums[key] / counts[key]
+    return out

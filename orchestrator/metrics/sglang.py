@@ -1,0 +1,175 @@
+"""SGLang scheduler ``Decode batch`` lines: parsing and per-window aggregation.
+
+The format string (python/sglang/srt/managers/scheduler_metrics_mixin.py, and scheduler.py before it) is
+``Decode batch{ [N]}, #running-req: R, {token fields}{accept len: L, accept rate: A, }{cuda graph: B, }gen
+throughput (token/s): T, #queue-req: Q{, }``. Versions differ: a period after ``Decode batch``, no ``accept
+rate``, ``cpu graph``/``npu graph``, hybrid-model token fields (``#full token``, ``#swa token``, ``mamba
+usage``), disaggregation fields, MFU fields after ``#queue-req``, no trailing comma, and forks printing
+``accept-len L, accept-ratio A``. So the body is read as a list of ``key: number`` pairs, and only
+``#running-req`` and ``gen throughput`` are required. ``Prefill batch`` lines and access-log lines are not
+decode samples (they never contain the marker).
+
+Each line covers one decode-log interval (``--decode-log-interval`` decode batches, 40 by default) and only
+that interval; the window aggregate weights the lines accordingly (``aggregate_sglang``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orchestrator.metrics.lines import RankDeduper, candidate_lines, rank_prefix
+from orchestrator.metrics.samples import ParseResult, SglangDecodeSample, to_float
+
+__all__ = ["DEFINITIONS", "MARKER", "aggregate_sglang", "parse_decode_line", "parse_sglang"]
+
+MARKER = "Decode batch"
+
+_HEAD = re.compile(r"Decode batch(?:\s*\[(?P<iter>\d+)\])?\s*[.,:]?\s*")
+# "key: number" pairs; keys may hold spaces, '#', parentheses and slashes ("gen throughput (token/s)").
+_PAIR = re.compile(
+    r"(?P<key>[#A-Za-z][^:,\[\]]*?)\s*:\s*"
+    r"(?P<val>[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)|True|False)(?=[,\s%]|$)"
+)
+_FORK_ACCEPT = re.compile(r"accept-len\s+(?P<len>[-+\d.eE]+|nan)(?:\s*,\s*accept-ratio\s+(?P<rate>[-+\d.eE]+|nan))?")
+
+DEFINITIONS: dict[str, str] = {
+    "accept_len": (
+        "SGLang 'accept len': tokens committed per verify step, bonus token included (accepted tokens incl. "
+        "bonus / forward count over one decode-log interval). Window value: the window's lines averaged with "
+        "weight #running-req, which stands in for each interval's verify-step count (every line covers the "
+        "same number of decode batches); lines from other windows never enter."
+    ),
+    "acceptance_rate": (
+        "SGLang 'accept rate' as printed (recent versions: accepted drafts / proposed drafts; older ones "
+        "counted the bonus token), weighted like accept_len."
+    ),
+    "gen_throughput": (
+        "Server generation throughput in tokens/s: within each DP group, total tokens / total time, with a "
+        "line's tokens taken as #running-req x accept len and its time as tokens / its gen throughput; summed "
+        "over DP groups. Lines reporting 0 tokens/s are left out."
+    ),
+}
+
+
+def _fill(sample: SglangDecodeSample, key: str, raw: str) -> None:
+    if key == "#running-req":
+        sample.running_req = _int(raw)
+    elif key.startswith("gen throughput"):
+        sample.gen_throughput = to_float(raw)
+    elif key == "accept len":
+        sample.accept_len = to_float(raw)
+    elif key == "accept rate":
+        sample.accept_rate = to_float(raw)
+    elif key == "#token":
+        sample.token = _int(raw)
+    elif key == "token usage":
+        sample.token_usage = to_float(raw)
+    elif key == "#queue-req":
+        sample.queue_req = _int(raw)
+    elif key.endswith(" graph"):
+        sample.graph = key[:-6]
+        sample.graph_used = raw == "True"
+    else:
+        number: int | float | None = _int(raw)
+        if number is None:
+            number = to_float(raw)
+        sample.extra[key] = number
+
+
+def _int(raw: str) -> int | None:
+    try:
+        return int(raw)
+    except ValueError:
+        value = to_float(raw)
+        return int(value) if value is not None and value.is_integer() else None
+
+
+def parse_decode_line(body: str) -> SglangDecodeSample | None:
+    """Read one message that starts at ``Decode batch``; None when it lacks #running-req or gen throughput."""
+    head = _HEAD.match(body)
+    if head is None:
+        return None
+    sample = SglangDecodeSample()
+    if head.group("iter"):
+        sample.iteration = int(head.group("iter"))
+    rest = body[head.end() :]
+    for key, raw in _PAIR.findall(rest):
+        _fill(sample, key.strip(), raw)
+    if sample.accept_len is None and "accept-len" in rest:
+        fork = _FORK_ACCEPT.search(rest)
+        if fork is not None:
+            sample.accept_len = to_float(fork.group("len"))
+            sample.accept_rate = to_float(fork.group("rate"))
+    if sample.running_req is None or sample.gen_throughput is None:
+        return None
+    return sample
+
+
+def parse_sglang(text: str) -> ParseResult:
+    """Every ``Decode batch`` line of ``text``, behind any prefix; TP-rank copies counted once."""
+    result = ParseResult()
+    dedupe = RankDeduper()
+    for offset, line in candidate_lines(text, (MARKER,)):
+        at = line.find(MARKER)
+        body = line[at:]
+        quote = body.find('"')  # a `journalctl -o json` line: the message ends at its closing quote
+        if quote != -1:
+            body = body[:quote]
+        sample = parse_decode_line(body)
+        if sample is None:
+            result.skip(offset, line)
+            continue
+        prefix = rank_prefix(line[:at])
+        if dedupe.is_copy(prefix, body):
+            result.duplicate(offset)
+            continue
+        sample.timestamp = prefix.timestamp
+        sample.ranks = prefix.ranks
+        result.samples.append(sample)
+        result.read(offset)
+    return result
+
+
+def _group(sample: SglangDecodeSample) -> str:
+    if not sample.ranks:
+        return ""
+    return " ".join(t for t in sample.ranks.split() if not t.startswith(("TP", "EP", "ATTN_TP")))
+
+
+def aggregate_sglang(samples: list[SglangDecodeSample]) -> dict[str, Any]:
+    """Window figures from one window's decode lines (see DEFINITIONS); None where no line says."""
+    len_num = len_den = rate_num = rate_den = 0.0
+    groups: dict[str, list[float]] = {}  # group -> [tokens, seconds]
+    for s in samples:
+        weight = float(s.running_req or 0)
+        if weight <= 0:
+            continue
+        if s.accept_len is not None:
+            len_num += weight * s.accept_len
+            len_den += weight
+        if s.accept_rate is not None:
+            rate_num += weight * s.accept_rate
+            rate_den += weight
+        if s.gen_throughput is not None and s.gen_throughput > 0:
+            tokens = weight * (s.accept_len if s.accept_len else 1.0)
+            acc = groups.setdefault(_group(s), [0.0, 0.0])
+            acc[0] += tokens
+            acc[1] += tokens / s.gen_throughput
+    throughput = sum(t / sec for t, sec in groups.values() if sec > 0) if groups else None
+    return {
+        "accept_len": len_num / len_den if len_den > 0 else None,
+        "acceptance_rate": rate_num / rate_den if rate_den > 0 else None,
+        "gen_throughput": throughput,
+        "details": {
+            "decode_lines": len(samples),
+            "lines_with_accept_len": sum(1 for s in samples if s.accept_len is not None),
+            "dp_groups": sorted(groups) if any(groups) else [],
+            "accept_len_unweighted": _mean([s.accept_len for s in samples]),
+        },
+    }
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None

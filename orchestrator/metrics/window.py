@@ -1,0 +1,152 @@
+"""One window's server metrics: run the engine's parsers over the window's text and aggregate.
+
+A window is what the server logged while one load point ran (the runner cuts it by journal cursor or log
+offset and keeps the raw text). ``parse_window`` reads that text once and returns a ``WindowMetrics``:
+headline figures (accept length with the bonus token, acceptance rate, generation throughput), DDTree
+averages, user-parser fields, every sample, line counts, and a ``definitions`` note per figure saying
+exactly how it was computed for this engine. Lines are never averaged across windows: every figure comes
+from this text only.
+
+Engines: ``sglang`` and ``sim`` (the built-in simulator prints SGLang's lines), ``vllm``, ``llamacpp``.
+``DDTREE metrics:`` lines are read for every engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import MetricsError
+from orchestrator.metrics import ddtree, llamacpp, sglang, vllm
+from orchestrator.metrics.lines import count_lines
+from orchestrator.metrics.regex import DEFINITION as USER_DEFINITION
+from orchestrator.metrics.regex import UserParser, aggregate_user, compile_user_parsers, parse_user
+from orchestrator.metrics.samples import (
+    DDTreeSample,
+    LlamaRequestSample,
+    ParseResult,
+    Sample,
+    SglangDecodeSample,
+    UserSample,
+    VllmEngineSample,
+    VllmSpecSample,
+)
+
+__all__ = ["ENGINES", "WindowMetrics", "parse_window"]
+
+ENGINES = ("sglang", "sim", "vllm", "llamacpp")
+
+_LINE_DEFINITIONS = {
+    "lines_total": "Lines in the window's text.",
+    "lines_matched": "Lines read into a sample (each of a llama.cpp request's several lines counts).",
+    "lines_skipped": "Lines that carry one of the engine's metric markers but could not be read.",
+    "lines_duplicate": "Copies of a line printed by another TP rank (same time, DP group and text): counted once.",
+}
+
+
+@dataclass(slots=True)
+class WindowMetrics:
+    """The server's own metrics over one window, aggregated the way each source defines its numbers."""
+
+    engine: str
+    lines_total: int = 0
+    lines_matched: int = 0
+    lines_skipped: int = 0
+    lines_duplicate: int = 0
+    accept_len: float | None = None
+    acceptance_rate: float | None = None
+    gen_throughput: float | None = None
+    ddtree: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(ddtree.STANDARD_KEYS))
+    ddtree_lines: int = 0
+    details: dict[str, Any] = field(default_factory=dict)
+    user: dict[str, Any] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    skipped_examples: list[str] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, float | None]:
+        """The figures other sources can be compared on (see ``compare_sources``)."""
+        return {
+            "accept_len": self.accept_len,
+            "acceptance_rate": self.acceptance_rate,
+            "gen_throughput": self.gen_throughput,
+            **self.ddtree,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: headline figures, DDTree averages at top level, details, user fields, samples, notes."""
+        return {
+            "engine": self.engine,
+            "lines_total": self.lines_total,
+            "lines_matched": self.lines_matched,
+            "lines_skipped": self.lines_skipped,
+            "lines_duplicate": self.lines_duplicate,
+            "accept_len": self.accept_len,
+            "acceptance_rate": self.acceptance_rate,
+            "gen_throughput": self.gen_throughput,
+            **self.ddtree,
+            "ddtree_lines": self.ddtree_lines,
+            "details": dict(self.details),
+            "user_parsers": dict(self.user),
+            "samples": [s.to_dict() for s in self.samples],
+            "skipped_examples": list(self.skipped_examples),
+            "definitions": dict(self.definitions),
+        }
+
+
+def _engine_parse(engine: str, text: str) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
+    if engine in ("sglang", "sim"):
+        result = sglang.parse_sglang(text)
+        figures = sglang.aggregate_sglang([s for s in result.samples if isinstance(s, SglangDecodeSample)])
+        return result, figures, sglang.DEFINITIONS
+    if engine == "vllm":
+        result = vllm.parse_vllm(text)
+        spec = [s for s in result.samples if isinstance(s, VllmSpecSample)]
+        engines = [s for s in result.samples if isinstance(s, VllmEngineSample)]
+        return result, vllm.aggregate_vllm(spec, engines), vllm.DEFINITIONS
+    result = llamacpp.parse_llamacpp(text)  # one sample per request, already assembled
+    requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
+    return result, llamacpp.aggregate_llamacpp(requests), llamacpp.DEFINITIONS
+
+
+def parse_window(
+    engine: str,
+    text: str | bytes,
+    user_parsers: Sequence[tuple[str, str] | UserParser] = (),
+) -> WindowMetrics:
+    """Parse one window's log text for ``engine`` and aggregate it.
+
+    Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
+    unknown engine and ``ConfigError`` for an invalid user regex.
+    """
+    if engine not in ENGINES:
+        raise MetricsError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    parsers = compile_user_parsers(user_parsers)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    result, figures, definitions = _engine_parse(engine, text)
+    tree = ddtree.parse_ddtree(text)
+    result.extend(tree)
+    user = parse_user(text, parsers) if parsers else ParseResult()
+    tree_samples = [s for s in tree.samples if isinstance(s, DDTreeSample)]
+    wm = WindowMetrics(
+        engine=engine,
+        lines_total=count_lines(text),
+        lines_matched=result.matched,
+        lines_skipped=result.skipped,
+        lines_duplicate=result.duplicates,
+        accept_len=figures["accept_len"],
+        acceptance_rate=figures["acceptance_rate"],
+        gen_throughput=figures["gen_throughput"],
+        ddtree=ddtree.aggregate_ddtree(tree_samples),
+        ddtree_lines=len(tree_samples),
+        details=figures["details"],
+        user=aggregate_user([s for s in user.samples if isinstance(s, UserSample)], parsers),
+        samples=result.samples + user.samples,
+        skipped_examples=result.skipped_examples,
+    )
+    wm.definitions = {**_LINE_DEFINITIONS, **definitions, "ddtree": ddtree.DEFINITION}
+    if parsers:
+        wm.definitions["user_parsers"] = USER_DEFINITION
+    return wm

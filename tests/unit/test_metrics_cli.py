@@ -1,0 +1,83 @@
+"""`specsweep parse`: the command over saved logs, text and JSON output, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from orchestrator.commands import parse
+from orchestrator.errors import MetricsError
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    # Only this command: the test does not depend on the other commands' modules.
+    application = typer.Typer()
+    parse.register(application)
+
+    @application.callback()
+    def _root() -> None:
+        """specsweep"""
+
+    return application
+
+
+def test_json_output(app: typer.Typer) -> None:
+    result = CliRunner().invoke(app, ["parse", "--engine", "sglang", str(DATA / "sglang_tp4_short_iso.log"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["engine"] == "sglang"
+    assert (data["lines_matched"], data["lines_skipped"], data["lines_duplicate"]) == (3, 0, 9)
+    assert data["accept_len"] == pytest.approx(3.375)
+    assert len(data["samples"]) == 3
+    assert data["samples"][0]["kind"] == "sglang_decode"
+
+
+def test_stdin_and_user_regex(app: typer.Typer) -> None:
+    text = (DATA / "sim_ddtree_cat.log").read_text()
+    result = CliRunner().invoke(
+        app, ["parse", "-e", "sim", "-", "--json", "-r", r"nodes=avg_actual_nodes=(?P<n>[\d.]+)"], input=text
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["avg_commit_len"], data["ddtree_lines"]) == (3.0, 2)
+    assert data["user_parsers"]["nodes"]["groups"]["n"]["mean"] == 8.0
+
+
+@pytest.mark.parametrize(
+    ("engine", "name", "figure"),
+    [
+        ("sglang", "sglang_tp4_short_iso.log", "3.375"),
+        ("vllm", "vllm_v1.log", "3.059"),
+        ("llamacpp", "llamacpp_server.log", "2.92"),
+    ],
+)
+def test_table_output(app: typer.Typer, engine: str, name: str, figure: str) -> None:
+    result = CliRunner().invoke(app, ["parse", "--engine", engine, str(DATA / name)])
+    assert result.exit_code == 0, result.output
+    assert "accept_len" in result.stdout
+    assert figure in result.stdout
+    assert "samples" in result.stdout
+
+
+def test_unknown_engine_is_a_usage_error(app: typer.Typer) -> None:
+    result = CliRunner().invoke(app, ["parse", "--engine", "tgi", str(DATA / "vllm_v1.log")])
+    assert result.exit_code == 2
+    assert "tgi" in result.output
+
+
+def test_bad_regex_option_is_a_usage_error(app: typer.Typer) -> None:
+    result = CliRunner().invoke(app, ["parse", "-e", "sglang", str(DATA / "vllm_v1.log"), "-r", "no-equals-sign"])
+    assert result.exit_code == 2
+
+
+def test_missing_file_is_a_metrics_error(app: typer.Typer, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["parse", "-e", "sglang", str(tmp_path / "absent.log")])
+    assert isinstance(result.exception, MetricsError)
+    assert "absent.log" in str(result.exception)

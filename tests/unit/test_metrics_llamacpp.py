@@ -1,0 +1,193 @@
+"""llama-server per-request lines: assembled into requests, aggregated per window."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.metrics import parse_window, scrape_delta
+from orchestrator.metrics.llamacpp import parse_llamacpp
+from orchestrator.metrics.samples import LlamaRequestSample, LlamaSpecStatsSample
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CAPTURES = sorted((DATA / "llamacpp").glob("*.log"))
+
+
+def _requests(text: str) -> list[LlamaRequestSample]:
+    return [s for s in parse_llamacpp(text).samples if isinstance(s, LlamaRequestSample)]
+
+
+def test_lead_measured_line() -> None:
+    line = (
+        "slot print_timing: id  3 | task 1 | draft acceptance = 0.64706 (   66 accepted /   102 generated), "
+        "mean len =  3.54"
+    )
+    (req,) = _requests(line)
+    assert (req.slot, req.task, req.accepted, req.generated, req.draft_acceptance) == (3, 1, 66, 102, 0.64706)
+    assert (req.mean_len, req.verify_steps) == (3.54, 26)  # 66 / 2.54 = 25.98; 3.54 allows 25.93 .. 26.04
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted", "generated", "mean_len", "per_pos"),
+    [
+        pytest.param(
+            "0.16.519.195 I slot print_timing: id  0 | task 42 | draft acceptance = 0.66237 (  257 accepted /   "
+            "388 generated), mean len =  3.65",
+            257,
+            388,
+            3.65,
+            [],
+            id="verbose-stamp",
+        ),
+        pytest.param(
+            "slot print_timing: id  0 | task 42 | draft acceptance rate = 0.71901 (  174 accepted /   242 generated)",
+            174,
+            242,
+            None,
+            [],
+            id="older-rate-no-mean-len",
+        ),
+        pytest.param(
+            "slot print_timing: id  0 | task 42 | draft acceptance = 0.90000 (   90 accepted /   100 generated), "
+            "mean acceptance length =  4.50, acceptance rate per position = (1.000, 0.900)",
+            90,
+            100,
+            4.5,
+            [1.0, 0.9],
+            id="long-names-inline-per-pos",
+        ),
+        pytest.param(
+            "slot print_timing: id  0 | task 42 | draft acceptance = 0.66237 (  257 accepted /   388 generated), "
+            "mean len =  3.65\nslot print_timing: id  0 | task 42 |      acc per pos = (0.804, 0.701, 0.629, 0.515)",
+            257,
+            388,
+            3.65,
+            [0.804, 0.701, 0.629, 0.515],
+            id="trace-per-pos-line",
+        ),
+    ],
+)
+def test_draft_acceptance_variants(
+    text: str, accepted: int, generated: int, mean_len: float | None, per_pos: list[float]
+) -> None:
+    (req,) = _requests(text)
+    assert (req.accepted, req.generated, req.mean_len, req.acc_per_pos) == (accepted, generated, mean_len, per_pos)
+
+
+def test_old_layout_prefix_alone_on_its_line() -> None:
+    text = (
+        "slot print_timing: id  1 | task 7 | \n"
+        "prompt eval time =     100.00 ms /    10 tokens (   10.00 ms per token,   100.00 tokens per second)\n"
+        "       eval time =    1000.00 ms /    50 tokens (   20.00 ms per token,    50.00 tokens per second)\n"
+        "      total time =    1100.00 ms /    60 tokens\n"
+        "slot print_timing: id  1 | task 7 | \n"
+        "draft acceptance rate = 0.25000 (   10 accepted /    40 generated)\n"
+    )
+    (req,) = _requests(text)
+    assert (req.slot, req.task, req.prompt_tokens, req.eval_tokens, req.eval_tps, req.total_tokens) == (
+        1,
+        7,
+        10,
+        50,
+        50.0,
+        60,
+    )
+    assert (req.accepted, req.generated) == (10, 40)
+
+
+def test_lines_without_any_slot_prefix_split_on_repeated_fields() -> None:
+    line = "draft acceptance = 0.50000 (   10 accepted /    20 generated), mean len =  2.00\n"
+    reqs = _requests(line * 3)
+    assert [(r.slot, r.accepted) for r in reqs] == [(None, 10)] * 3
+
+
+def test_statistics_line_is_a_sample_but_not_aggregated() -> None:
+    text = (
+        "0.34.089.513 I spec common_specu: statistics        draft-mtp: #calls(b,g,a) =    1    200    200, "
+        "#gen drafts =    200, #acc drafts =   170, #gen tokens =    399, #acc tokens =   311, #mean acc len = "
+        "2.55, #acc rate/pos = (0.850, 0.705), dur(b,g,a) = 0.004, 1011.730, 0.465 ms"
+    )
+    wm = parse_window("llamacpp", text)
+    (stats,) = wm.samples
+    assert isinstance(stats, LlamaSpecStatsSample)
+    assert (stats.impl, stats.gen_drafts, stats.acc_tokens, stats.acc_rate_per_pos) == (
+        "draft-mtp",
+        200,
+        311,
+        [0.85, 0.705],
+    )
+    assert wm.accept_len is None
+
+
+def test_other_llama_lines_are_neither_read_nor_skipped() -> None:
+    text = (
+        "slot update_slots: id  3 | task 1 | new prompt, n_ctx_slot = 4096, n_keep = 0, task.n_tokens = 25\n"
+        "llama_perf_context_print:        eval time =     123.00 ms /    12 runs   (   10.25 ms per token)\n"
+        "srv  update_slots: all slots are idle\n"
+    )
+    result = parse_llamacpp(text)
+    assert (result.matched, result.skipped, result.samples) == (0, 0, [])
+
+
+def test_unreadable_acceptance_line_is_skipped() -> None:
+    result = parse_llamacpp("slot print_timing: id  3 | task 1 | draft acceptance = broken\n")
+    assert (result.matched, result.skipped) == (0, 1)
+
+
+def test_window_sums_over_requests() -> None:
+    # Hand-checked: rate (66 + 30) / (102 + 60) = 0.5926; steps 26 and 24 (30 / 1.25), accept len 1 + 96/50.
+    wm = parse_window("llamacpp", (DATA / "logs" / "llamacpp_server.log").read_text())
+    assert wm.lines_skipped == 0
+    assert wm.lines_matched == 8
+    assert wm.acceptance_rate == pytest.approx(96 / 162)
+    assert wm.accept_len == pytest.approx(1 + 96 / 50)
+    assert wm.gen_throughput is None
+    details = wm.details
+    assert (details["requests"], details["verify_steps"], details["eval_tokens"]) == (2, 50, 192)
+    assert details["decode_tps_per_request"] == pytest.approx(192 / 2.03456)
+
+
+def test_request_without_mean_len_counts_for_rate_only() -> None:
+    text = (
+        "slot print_timing: id  0 | task 1 | draft acceptance = 0.50000 (   10 accepted /    20 generated), "
+        "mean len =  2.00\n"
+        "slot print_timing: id  1 | task 2 | draft acceptance rate = 0.25000 (   10 accepted /    40 generated)\n"
+    )
+    wm = parse_window("llamacpp", text)
+    assert wm.accept_len == pytest.approx(2.0)
+    assert wm.acceptance_rate == pytest.approx(20 / 60)
+    assert wm.details["requests_without_steps"] == 1
+
+
+def test_autoregressive_requests_have_timings_only() -> None:
+    text = (
+        "slot print_timing: id  0 | task 1 |        eval time =     500.00 ms /    50 tokens (   10.00 ms per "
+        "token,   100.00 tokens per second)\n"
+    )
+    wm = parse_window("llamacpp", text)
+    assert (wm.accept_len, wm.acceptance_rate) == (None, None)
+    assert wm.details["decode_tps_per_request"] == pytest.approx(100.0)
+
+
+@pytest.mark.skipif(not CAPTURES, reason="no real llama-server capture in tests/data/llamacpp yet")
+@pytest.mark.parametrize("log", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_real_llama_server_capture(log: Path) -> None:
+    text = log.read_text(errors="replace")
+    wm = parse_window("llamacpp", text)
+    assert wm.lines_skipped == 0, wm.skipped_examples
+    requests = [s for s in wm.samples if isinstance(s, LlamaRequestSample)]
+    if "draft acceptance" in text:
+        drafted = [r for r in requests if r.generated]
+        assert drafted
+        for r in drafted:
+            assert r.accepted is not None and r.generated is not None and r.accepted <= r.generated
+            if r.mean_len is not None and r.accepted:
+                assert r.verify_steps is not None
+                assert round(1 + r.accepted / r.verify_steps, 2) == pytest.approx(r.mean_len, abs=0.011)
+    before, after = log.with_suffix(".metrics.before"), log.with_suffix(".metrics.after")
+    if before.exists() and after.exists() and wm.details["accepted"]:
+        prom = scrape_delta(before.read_text(), after.read_text(), "llamacpp")
+        # The log may have been trimmed by hand, never extended: it cannot hold more than the counters.
+        assert prom.details["accepted"] is not None
+        assert wm.details["accepted"] <= prom.details["accepted"]

@@ -1,0 +1,244 @@
+"""SGLang ``Decode batch`` lines (every variant in DOMAIN.md) and their per-window aggregation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.metrics import parse_window
+from orchestrator.metrics.sglang import aggregate_sglang, parse_decode_line, parse_sglang
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
+
+# Written from the format strings in sglang/srt/managers/scheduler_metrics_mixin.py and older scheduler.py.
+CURRENT = (
+    "Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, accept len: 3.52, accept rate: 0.63, "
+    "cuda graph: True, gen throughput (token/s): 86.12, #queue-req: 0, "
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param(
+            CURRENT,
+            {
+                "running_req": 1,
+                "accept_len": 3.52,
+                "accept_rate": 0.63,
+                "gen_throughput": 86.12,
+                "graph": "cuda",
+                "graph_used": True,
+                "token": 1234,
+                "queue_req": 0,
+            },
+            id="current",
+        ),
+        pytest.param(
+            "Decode batch. #running-req: 4, #token: 900, token usage: 0.03, gen throughput (token/s): 310.50, "
+            "#queue-req: 2, ",
+            {"running_req": 4, "accept_len": None, "gen_throughput": 310.5, "queue_req": 2},
+            id="period-no-spec",
+        ),
+        pytest.param(
+            "Decode batch. #running-req: 2, #token: 500, token usage: 0.01, accept len: 2.41, gen throughput "
+            "(token/s): 120.00, #queue-req: 0, ",
+            {"running_req": 2, "accept_len": 2.41, "accept_rate": None, "gen_throughput": 120.0},
+            id="no-accept-rate",
+        ),
+        pytest.param(
+            "Decode batch [1520], #running-req: 8, #token: 4000, token usage: 0.05, accept len: 3.10, accept rate: "
+            "0.52, cuda graph: True, gen throughput (token/s): 640.00, #queue-req: 0, ",
+            {"iteration": 1520, "running_req": 8, "accept_len": 3.1},
+            id="forward-iter",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 1, #token: 64, token usage: 0.00, cpu graph: False, gen throughput "
+            "(token/s): 9.87, #queue-req: 0, ",
+            {"graph": "cpu", "graph_used": False, "gen_throughput": 9.87},
+            id="cpu-graph",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 1, #token: 64, token usage: 0.00, accept len: 1.80, accept rate: 0.40, "
+            "npu graph: True, gen throughput (token/s): 40.00, #queue-req: 0, ",
+            {"graph": "npu", "graph_used": True, "accept_len": 1.8},
+            id="npu-graph",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 3, #full token: 3000, full token usage: 0.10, #swa token: 800, swa token "
+            "usage: 0.20, accept len: 2.90, accept rate: 0.48, cuda graph: True, gen throughput (token/s): "
+            "250.00, #queue-req: 1, ",
+            {
+                "running_req": 3,
+                "token": None,
+                "accept_len": 2.9,
+                "queue_req": 1,
+                "extra": {"#full token": 3000, "full token usage": 0.1, "#swa token": 800, "swa token usage": 0.2},
+            },
+            id="hybrid-swa",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 3, #full token: 3000, full token usage: 0.10, mamba num: 3, mamba usage: "
+            "0.01, cuda graph: True, gen throughput (token/s): 250.00, #queue-req: 1, ",
+            {"extra": {"#full token": 3000, "full token usage": 0.1, "mamba num": 3, "mamba usage": 0.01}},
+            id="hybrid-mamba",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, accept len: 3.52, accept rate: 0.63, "
+            "cuda graph: True, gen throughput (token/s): 86.12, #queue-req: 0",
+            {"accept_len": 3.52, "queue_req": 0},
+            id="no-trailing-comma",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 2, #token: 100, token usage: 0.00, accept len: 3.00, accept rate: 0.50, "
+            "pre-allocated usage: 0.10, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, cuda graph: True, "
+            "gen throughput (token/s): 99.00, #queue-req: 0, est. decode TFLOPS/s (per GPU): 1.20, est. read BW "
+            "(GB/s per GPU): 800.00, est. write BW (GB/s per GPU): 3.00, fwd occupancy: 91.50%",
+            {
+                "accept_len": 3.0,
+                "gen_throughput": 99.0,
+                "extra": {
+                    "pre-allocated usage": 0.1,
+                    "#prealloc-req": 0,
+                    "#transfer-req": 1,
+                    "#retracted-req": 0,
+                    "est. decode TFLOPS/s (per GPU)": 1.2,
+                    "est. read BW (GB/s per GPU)": 800.0,
+                    "est. write BW (GB/s per GPU)": 3.0,
+                    "fwd occupancy": 91.5,
+                },
+            },
+            id="disagg-and-mfu-fields",
+        ),
+        pytest.param(
+            "Decode batch. #running-req: 2, #token: 500, token usage: 0.01, accept-len 2.75, accept-ratio 0.44, "
+            "gen throughput (token/s): 77.70, #queue-req: 0, ",
+            {"accept_len": 2.75, "accept_rate": 0.44},
+            id="fork-accept-len",
+        ),
+        pytest.param(
+            "Decode batch, #running-req: 1, #token: 10, token usage: 0.00, accept len: nan, accept rate: nan, "
+            "cuda graph: True, gen throughput (token/s): 0.00, #queue-req: 0, ",
+            {"accept_len": None, "accept_rate": None, "gen_throughput": 0.0},
+            id="nan-values-are-none",
+        ),
+    ],
+)
+def test_decode_line_variants(body: str, expected: dict[str, object]) -> None:
+    sample = parse_decode_line(body)
+    assert sample is not None
+    for key, value in expected.items():
+        assert getattr(sample, key) == value, key
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        pytest.param("", id="bare"),
+        pytest.param("[2026-05-30 00:39:10 TP0] ", id="sglang-logger"),
+        pytest.param("[2026-05-30 00:39:10 DP1 TP5] ", id="dp-tp"),
+        pytest.param("2026-05-30T00:39:10+0000 gpu-box python3[4101]: [2026-05-30 00:39:10 TP0] ", id="short-iso"),
+        pytest.param("May 30 00:39:10 gpu-box sglang[4101]: [2026-05-30 00:39:10] ", id="short-no-rank"),
+        pytest.param("2026-05-30 00:39:10,123 - sglang.srt.managers.scheduler - INFO - ", id="python-logging"),
+    ],
+)
+def test_decode_line_behind_any_prefix(prefix: str) -> None:
+    result = parse_sglang(prefix + CURRENT + "\n")
+    assert (result.matched, result.skipped) == (1, 0)
+    assert result.samples[0].accept_len == 3.52  # type: ignore[attr-defined]
+
+
+def test_json_export_line_is_read_up_to_the_message_end() -> None:
+    line = '{"__CURSOR":"s=abc","PRIORITY":"6","MESSAGE":"[2026-05-30 00:39:10 TP0] ' + CURRENT + '","_PID":"4101"}'
+    result = parse_sglang(line)
+    assert result.matched == 1
+    sample = result.samples[0]
+    assert (sample.accept_len, sample.queue_req, sample.ranks) == (3.52, 0, "TP0")  # type: ignore[attr-defined]
+
+
+def test_prefill_and_access_log_lines_are_not_decode_samples() -> None:
+    text = (
+        "[2026-05-30 00:39:01 TP0] Prefill batch, #new-seq: 1, #new-token: 812, #cached-token: 0, token usage: "
+        "0.00, #running-req: 0, #queue-req: 0, \n"
+        'INFO:     127.0.0.1:53400 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+        "[2026-05-30 00:39:01 TP0] Prefill batch [12], #new-seq: 1, #new-token: 8, #cached-token: 0, token "
+        "usage: 0.00, #running-req: 1, #queue-req: 0, \n"
+    )
+    result = parse_sglang(text)
+    assert (result.matched, result.skipped, result.samples) == (0, 0, [])
+
+
+def test_marker_without_fields_is_skipped_and_counted() -> None:
+    result = parse_sglang("Decode batch failed: CUDA error\nsomething else\nDecode batch, #running-req: x\n")
+    assert (result.matched, result.skipped) == (0, 2)
+    assert result.skipped_examples[0] == "Decode batch failed: CUDA error"
+
+
+def test_tp_ranks_printing_the_same_line_count_once() -> None:
+    lines = [f"[2026-05-30 00:39:10 TP{tp}] {CURRENT}" for tp in range(8)]
+    result = parse_sglang("\n".join(lines))
+    assert (result.matched, result.duplicates) == (1, 7)
+
+
+def test_dp_groups_are_different_data_and_are_kept() -> None:
+    text = f"[2026-05-30 00:39:10 DP0 TP0] {CURRENT}\n[2026-05-30 00:39:10 DP1 TP4] {CURRENT}\n"
+    result = parse_sglang(text)
+    assert (result.matched, result.duplicates) == (2, 0)
+
+
+def test_identical_lines_without_rank_or_from_the_same_rank_are_two_intervals() -> None:
+    untagged = parse_sglang(f"{CURRENT}\n{CURRENT}\n")
+    same_rank = parse_sglang(f"[2026-05-30 00:39:10 TP0] {CURRENT}\n[2026-05-30 00:39:10 TP0] {CURRENT}\n")
+    later = parse_sglang(f"[2026-05-30 00:39:10 TP0] {CURRENT}\n[2026-05-30 00:39:11 TP1] {CURRENT}\n")
+    assert (untagged.matched, same_rank.matched, later.matched) == (2, 2, 2)
+
+
+def test_window_aggregate_weights_lines_by_running_requests() -> None:
+    # Hand-checked: accept len (1*3.5 + 2*3.0 + 1*4.0) / 4 = 3.375; rate (0.62 + 1.00 + 0.75) / 4 = 0.5925;
+    # tokens 3.5, 6, 4 in 3.5/80 + 6/150 + 4/100 = 0.12375 s -> 13.5 / 0.12375 = 109.0909 tok/s.
+    wm = parse_window("sglang", (DATA / "sglang_tp4_short_iso.log").read_text())
+    assert wm.lines_matched == 3
+    assert wm.lines_duplicate == 9
+    assert wm.lines_skipped == 0
+    assert wm.lines_total == 17
+    assert wm.accept_len == pytest.approx(3.375)
+    assert wm.acceptance_rate == pytest.approx(0.5925)
+    assert wm.gen_throughput == pytest.approx(13.5 / 0.12375)
+    assert wm.details["accept_len_unweighted"] == pytest.approx(3.5)
+
+
+def test_throughput_of_dp_groups_adds_up() -> None:
+    line = "Decode batch, #running-req: 2, accept len: 3.00, gen throughput (token/s): {t}, #queue-req: 0"
+    text = (
+        f"[2026-05-30 00:39:10 DP0 TP0] {line.format(t='100.00')}\n"
+        f"[2026-05-30 00:39:10 DP1 TP4] {line.format(t='50.00')}\n"
+        f"[2026-05-30 00:39:11 DP0 TP0] {line.format(t='100.00')}\n"
+    )
+    wm = parse_window("sglang", text)
+    assert wm.gen_throughput == pytest.approx(150.0)
+    assert wm.details["dp_groups"] == ["DP0", "DP1"]
+
+
+def test_zero_throughput_and_zero_running_lines_do_not_count() -> None:
+    samples = parse_sglang(
+        "Decode batch, #running-req: 0, accept len: 9.00, gen throughput (token/s): 10.00, #queue-req: 0\n"
+        "Decode batch, #running-req: 1, accept len: 2.00, gen throughput (token/s): 0.00, #queue-req: 0\n"
+        "Decode batch, #running-req: 1, accept len: 4.00, gen throughput (token/s): 50.00, #queue-req: 0\n"
+    ).samples
+    figures = aggregate_sglang(samples)  # type: ignore[arg-type]
+    assert figures["accept_len"] == pytest.approx(3.0)
+    assert figures["gen_throughput"] == pytest.approx(50.0)
+
+
+def test_autoregressive_window_has_no_accept_len() -> None:
+    wm = parse_window(
+        "sglang",
+        "Decode batch. #running-req: 4, #token: 9, token usage: 0.0, gen throughput (token/s): 310.50, #queue-req: 2",
+    )
+    assert (wm.accept_len, wm.acceptance_rate, wm.gen_throughput) == (None, None, 310.5)
+
+
+def test_empty_window() -> None:
+    wm = parse_window("sglang", "")
+    assert (wm.lines_total, wm.lines_matched, wm.accept_len, wm.gen_throughput) == (0, 0, None, None)

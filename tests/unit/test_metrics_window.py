@@ -1,0 +1,174 @@
+"""The public API: parse_window's shape, user parsers, step recovery, source comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+import orchestrator.metrics as metrics
+from orchestrator.errors import ConfigError, MetricsError
+from orchestrator.metrics import compare_sources, parse_window, response_figures, scrape_delta
+from orchestrator.metrics.samples import recover_steps, typed_value
+
+LINE = (
+    "[2026-05-30 00:39:10 TP0] Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, accept len: 3.52, "
+    "accept rate: 0.63, cuda graph: True, gen throughput (token/s): 86.12, #queue-req: 0,"
+)
+
+
+def test_public_api() -> None:
+    assert set(metrics.__all__) >= {"parse_window", "WindowMetrics", "scrape_delta", "compare_sources"}
+    for name in metrics.__all__:
+        assert hasattr(metrics, name)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "sim", "vllm", "llamacpp"])
+def test_to_dict_has_the_documented_keys_and_is_strict_json(engine: str) -> None:
+    data = parse_window(engine, LINE + "\nDDTREE metrics: bs=1 avg_commit_len=nan\n").to_dict()
+    for key in (
+        "engine",
+        "lines_matched",
+        "lines_skipped",
+        "accept_len",
+        "acceptance_rate",
+        "gen_throughput",
+        "samples",
+        "avg_commit_len",
+        "avg_accepted_depth",
+        "avg_actual_nodes",
+        "avg_accepted_drafts",
+        "user_parsers",
+        "definitions",
+    ):
+        assert key in data, key
+    assert data["engine"] == engine
+    for figure in ("accept_len", "acceptance_rate", "gen_throughput", "lines_skipped"):
+        assert figure in data["definitions"]
+    json.dumps(data, allow_nan=False)  # no NaN sneaks into a record
+
+
+def test_unknown_engine_is_a_metrics_error() -> None:
+    with pytest.raises(MetricsError, match="unknown engine 'tgi'"):
+        parse_window("tgi", "")
+
+
+def test_bytes_are_decoded_leniently() -> None:
+    wm = parse_window("sglang", LINE.encode() + b"\n\xff\xfe garbage\n")
+    assert (wm.lines_matched, wm.lines_total, wm.accept_len) == (1, 2, 3.52)
+
+
+def test_user_parsers_named_groups_become_fields() -> None:
+    text = "step=1 loss=0.5 tag=a\nstep=2 loss=0.25 tag=b\nother\n"
+    wm = parse_window("sglang", text, [("train", r"step=(?P<step>\d+) loss=(?P<loss>[\d.]+) tag=(?P<tag>\w+)")])
+    user = wm.user["train"]
+    assert user["matches"] == 2
+    assert user["groups"]["loss"] == {"mean": 0.375, "sum": 0.75, "min": 0.25, "max": 0.5, "last": 0.25}
+    assert "tag" not in user["groups"]  # text groups are in the samples only
+    samples = [s.to_dict() for s in wm.samples]
+    assert samples[0] == {"kind": "user", "parser": "train", "groups": {"step": 1, "loss": 0.5, "tag": "a"}}
+    assert "user_parsers" in wm.definitions
+
+
+def test_user_parser_that_matches_empty_strings_does_not_flood() -> None:
+    wm = parse_window("sglang", "abc\n" * 10, [("empty", r"x*")])
+    assert wm.user["empty"]["matches"] == 0
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        pytest.param([("bad", "(unclosed")], id="invalid-regex"),
+        pytest.param([("a", "x"), ("a", "y")], id="duplicate-name"),
+    ],
+)
+def test_bad_user_parsers_are_config_errors(specs: list[tuple[str, str]]) -> None:
+    with pytest.raises(ConfigError, match="parsers"):
+        parse_window("sglang", "", specs)
+
+
+@pytest.mark.parametrize(
+    ("accepted", "mean_len", "candidate", "expected"),
+    [
+        pytest.param(66, 3.54, None, (26, True), id="llamacpp-example"),
+        pytest.param(412, 2.95, None, (211, True), id="vllm-example"),
+        pytest.param(300, 4.00, 100, (100, True), id="candidate-fits"),
+        pytest.param(300, 4.00, 99, (100, True), id="candidate-outside-bounds-ignored"),
+        pytest.param(0, 1.00, 20, (20, True), id="nothing-accepted-candidate"),
+        pytest.param(0, 1.00, None, (None, False), id="nothing-accepted"),
+        pytest.param(1, 1.00, None, (None, False), id="rounded-to-one"),
+        pytest.param(5000, 1.50, None, (10000, False), id="several-integers-fit"),
+        pytest.param(5, 0.5, None, (None, False), id="inconsistent"),
+    ],
+)
+def test_recover_steps(
+    accepted: int, mean_len: float, candidate: float | None, expected: tuple[int | None, bool]
+) -> None:
+    assert recover_steps(accepted, mean_len, candidate=candidate) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("7", 7), ("7.50", 7.5), ("1e3", 1000.0), ("True", True), ("nan", None), ("inf", None), ("abc,", "abc")],
+)
+def test_typed_value(text: str, value: object) -> None:
+    assert typed_value(text) == value
+
+
+def test_compare_sources_keeps_disagreement_as_values() -> None:
+    journal = parse_window("sglang", LINE)
+    report = compare_sources(
+        {
+            "journal": journal,
+            "prometheus": {"accept_len": 3.40, "gen_throughput": None},
+            "response": {"accept_len": 3.60, "acceptance_rate": math.nan},
+            "client": {"gen_throughput": 70.0},
+        },
+        rel_tol=0.05,
+    )
+    accept = report["figures"]["accept_len"]
+    assert accept["reference"] == "journal"
+    assert accept["values"] == {"journal": 3.52, "prometheus": 3.40, "response": 3.60}
+    assert accept["rel_diff"]["prometheus"] == pytest.approx((3.40 - 3.52) / 3.52)
+    assert accept["max_rel_diff"] == pytest.approx(0.12 / 3.52)
+    assert accept["agree"] is True
+    throughput = report["figures"]["gen_throughput"]
+    assert throughput["agree"] is False
+    assert throughput["rel_diff"]["client"] == pytest.approx((70.0 - 86.12) / 86.12)
+    assert report["figures"]["acceptance_rate"]["agree"] is None  # only the journal has it
+    assert report["disagreements"] == ["gen_throughput"]
+    json.dumps(report, allow_nan=False)
+
+
+def test_compare_against_a_zero_reference() -> None:
+    report = compare_sources({"a": {"x": 0.0}, "b": {"x": 0.0}, "c": {"x": 1.0}})
+    assert report["figures"]["x"]["rel_diff"] == {"b": 0.0, "c": None}
+    assert report["figures"]["x"]["agree"] is False
+
+
+def test_compare_accepts_prometheus_windows() -> None:
+    prom = scrape_delta(
+        "", "vllm:spec_decode_num_drafts_total 10\nvllm:spec_decode_num_accepted_tokens_total 20\n", "vllm"
+    )
+    report = compare_sources({"prometheus": prom, "journal": {"accept_len": 3.0}})
+    assert report["figures"]["accept_len"]["agree"] is True
+
+
+def test_response_figures() -> None:
+    responses: list[dict[str, Any]] = [
+        {"meta_info": {"completion_tokens": 100, "spec_verify_ct": 40}},
+        {"usage": {"completion_tokens": 50}, "meta_info": {"spec_verify_ct": 10}},
+        {"timings": {"draft_n": 48, "draft_n_accepted": 31}},
+        {"completion_tokens": 7},
+    ]
+    figures = response_figures(responses)
+    assert figures["accept_len"] == pytest.approx(150 / 50)
+    assert figures["acceptance_rate"] == pytest.approx(31 / 48)
+    assert figures["details"] == {"responses": 4, "responses_with_verify_ct": 2, "responses_with_drafts": 1}
+    assert response_figures([]) == {
+        "accept_len": None,
+        "acceptance_rate": None,
+        "details": {"responses": 0, "responses_with_verify_ct": 0, "responses_with_drafts": 0},
+    }
