@@ -1,0 +1,61 @@
+"""Services: how a server configuration is applied on a host and undone.
+
+:class:`Service` is the interface (see :mod:`orchestrator.services.base` for the cursor and marker
+contracts), :class:`SystemdService` and :class:`ProcessService` the implementations, :func:`make_service`
+builds one from an experiment's service spec, :func:`driving` holds one for the length of a run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.services.base import Leftover, LogChunk, Service, ServiceState, driving, select_evidence
+from orchestrator.services.process import ProcessService
+from orchestrator.services.systemd import SystemdService
+
+if TYPE_CHECKING:
+    from orchestrator.hosts.base import Host
+
+__all__ = [
+    "Leftover",
+    "LogChunk",
+    "ProcessService",
+    "Service",
+    "ServiceState",
+    "SystemdService",
+    "driving",
+    "make_service",
+    "select_evidence",
+]
+
+
+def make_service(source: Any, host: Host, *, name: str | None = None, state_dir: str | None = None) -> Service:
+    """A Service on ``host`` for an experiment (its ``service`` spec) or a service spec directly.
+
+    ``kind: systemd`` gives a :class:`SystemdService`, ``kind: process`` a :class:`ProcessService` whose files
+    and lock are named after ``name`` (default: the experiment's name, else ``server``). ``state_dir``
+    overrides where markers and locks live. For ``mode: unit`` the spec's ``unit_file`` template text is kept
+    to check each rendered unit against it.
+    """
+    spec = getattr(source, "service", source)
+    if name is None and spec is not source:
+        name = getattr(source, "name", None)
+    kind = getattr(spec, "kind", None)
+    if kind == "systemd":
+        mode = getattr(spec, "mode", "dropin")
+        template = getattr(spec, "unit_file", None) if mode == "unit" else None
+        kwargs: dict[str, Any] = {"mode": mode, "unit_template": template}
+        if state_dir is not None:
+            kwargs["state_dir"] = state_dir
+        return SystemdService(host, spec.unit, **kwargs)
+    if kind == "process":
+        pkwargs: dict[str, Any] = {
+            "workdir": getattr(spec, "workdir", None),
+            "log_file": getattr(spec, "log_file", None),
+            "stop_timeout": float(getattr(spec, "stop_timeout", 30.0)),
+        }
+        if state_dir is not None:
+            pkwargs["state_dir"] = state_dir
+        return ProcessService(host, name or "server", **pkwargs)
+    raise ConfigError(f"unknown service kind {kind!r} (expected systemd or process)", key="service.kind")

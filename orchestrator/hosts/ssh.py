@@ -1,0 +1,411 @@
+"""SSHHost: a remote host reached with paramiko, the way a careful person would use ssh.
+
+- The destination is resolved through ``~/.ssh/config`` (:mod:`orchestrator.hosts.ssh_config`); keys come
+  from the spec's ``identity_file``, the config's ``IdentityFile``, the agent and the default key files.
+- Host keys are checked against known_hosts. An unknown key is refused unless the experiment says
+  ``host_key_policy: accept-new`` (then it is appended to known_hosts, like ``StrictHostKeyChecking=accept-new``);
+  a changed key is always refused. Both errors name the host and the SHA256 fingerprint.
+- Every command runs as ``sh -c 'SCRIPT'`` (whatever the login shell is), through ``sudo -n`` when the login
+  user is not root (``sudo: auto``), so file writes under /etc work for a sudoer too.
+- Keep-alives detect a dead link; a dropped connection is reopened on the next command, and a command that
+  is safe to repeat (``idempotent=True``, the default) is retried on the new connection.
+- paramiko, socket and EOF errors are translated here, once, into
+  :class:`~orchestrator.errors.HostConnectionError`, :class:`~orchestrator.errors.HostKeyError` and
+  :class:`~orchestrator.errors.CommandError`, each naming the host.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import paramiko
+
+from orchestrator.errors import CommandError, ConfigError, HostConnectionError, HostKeyError
+from orchestrator.hosts.base import CommandResult, ShellFileOps, as_script, summarize_command
+from orchestrator.hosts.ssh_config import SSHTarget, resolve_target
+from orchestrator.quoting import shell_quote
+
+__all__ = ["SSHHost", "fingerprint"]
+
+HostKeyPolicy = Literal["strict", "accept-new"]
+SudoPolicy = Literal["auto", "always", "never"]
+_SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
+_NETWORK_ERRORS = (paramiko.SSHException, EOFError, OSError)
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """``SHA256:...`` as ``ssh-keygen -l`` prints it."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class _Dropped(Exception):
+    """Internal: the connection went away under a command."""
+
+
+class _KeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys, or (accept-new) file them in known_hosts and go on."""
+
+    def __init__(self, host: SSHHost, target: SSHTarget, accept_new: bool) -> None:
+        self.host = host
+        self.target = target
+        self.accept_new = accept_new
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        files = ", ".join(self.target.known_hosts_files) or "known_hosts"
+        if not self.accept_new:
+            raise HostKeyError(
+                f"unknown host key {key.get_name()} {fingerprint(key)} for {hostname} (not in {files}); "
+                f"verify it, then add it (ssh-keyscan -p {self.target.port} {self.target.hostname} >> "
+                f"{self.target.known_hosts_files[0] if self.target.known_hosts_files else 'known_hosts'}) "
+                "or set host_key_policy: accept-new",
+                host=self.host.name,
+            )
+        path = self.target.known_hosts_files[0] if self.target.known_hosts_files else None
+        if path:
+            try:
+                os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "a") as fh:
+                    fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+            except OSError as exc:
+                raise HostKeyError(f"cannot record the new host key in {path}: {exc}", host=self.host.name) from exc
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.host.accepted_keys.append(f"{hostname} {key.get_name()} {fingerprint(key)}")
+
+
+class SSHHost(ShellFileOps):
+    """Run commands on a remote host over SSH (paramiko)."""
+
+    def __init__(
+        self,
+        destination: str,
+        *,
+        name: str | None = None,
+        identity_file: str | None = None,
+        known_hosts: str | None = None,
+        host_key_policy: HostKeyPolicy = "strict",
+        ssh_config: str | None = None,
+        connect_timeout: float = 10.0,
+        command_timeout: float = 60.0,
+        keepalive: float = 15.0,
+        sudo: SudoPolicy = "auto",
+        retries: int = 2,
+    ) -> None:
+        if host_key_policy not in ("strict", "accept-new"):
+            raise ConfigError(f"unknown host_key_policy {host_key_policy!r}", key="host.host_key_policy")
+        if identity_file is not None and not os.path.isfile(os.path.expanduser(identity_file)):
+            raise ConfigError(f"identity file {identity_file} does not exist", key="host.identity_file")
+        self.destination = destination
+        self.target = resolve_target(
+            destination, ssh_config=ssh_config, identity_file=identity_file, known_hosts=known_hosts
+        )
+        self.name = name or destination
+        self.address = self.target.hostname
+        self.connect_timeout = connect_timeout
+        self.command_timeout = command_timeout
+        self.keepalive = keepalive
+        self.retries = retries
+        self.accepted_keys: list[str] = []
+        self.connections = 0  # how many times a connection was opened (1 + reconnects)
+        self._explicit_known_hosts = known_hosts is not None
+        self._ssh_config = ssh_config
+        self._identity_file = identity_file
+        self._policy = host_key_policy
+        self._sudo_policy = sudo
+        self._use_sudo: bool | None = None
+        self._client: paramiko.SSHClient | None = None
+        self._jumps: list[paramiko.SSHClient] = []
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> SSHHost:
+        """Build from an experiment's SSHHostSpec (duck-typed: the fields of that model)."""
+        return cls(
+            spec.ssh,
+            name=getattr(spec, "name", None),
+            identity_file=getattr(spec, "identity_file", None),
+            known_hosts=getattr(spec, "known_hosts", None),
+            host_key_policy=getattr(spec, "host_key_policy", "strict"),
+            ssh_config=getattr(spec, "ssh_config", None),
+            connect_timeout=float(getattr(spec, "connect_timeout", 10.0)),
+            command_timeout=float(getattr(spec, "command_timeout", 60.0)),
+            keepalive=float(getattr(spec, "keepalive", 15.0)),
+            sudo=getattr(spec, "sudo", "auto"),
+        )
+
+    def __repr__(self) -> str:
+        return f"SSHHost({self.name!r}, {self.target.display!r})"
+
+    # -- connections ---------------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the connection now (it is otherwise opened by the first command)."""
+        self._ensure()
+
+    @property
+    def uses_sudo(self) -> bool:
+        """Whether commands go through ``sudo -n`` (known after the first connection)."""
+        self._ensure()
+        return bool(self._use_sudo)
+
+    def _ensure(self) -> paramiko.SSHClient:
+        with self._lock:
+            client = self._client
+            if client is not None:
+                transport = client.get_transport()
+                if transport is not None and transport.is_active():
+                    return client
+                self._close_locked()
+            client = self._open()
+            self._client = client
+            self.connections += 1
+        if self._use_sudo is None:
+            self._use_sudo = self._decide_sudo(client)
+        return client
+
+    def _open(self) -> paramiko.SSHClient:
+        sock: Any = None
+        jumps: list[paramiko.SSHClient] = []
+        try:
+            if self.target.proxy_command:
+                sock = paramiko.ProxyCommand(self.target.proxy_command)
+            elif self.target.proxy_jump:
+                hops = [
+                    resolve_target(
+                        hop.strip(),
+                        ssh_config=self._ssh_config,
+                        identity_file=self._identity_file,
+                        known_hosts=self.target.known_hosts_files[0] if self._explicit_known_hosts else None,
+                    )
+                    for hop in self.target.proxy_jump.split(",")
+                ]
+                for i, hop in enumerate(hops):
+                    jump = self._connect(hop, sock)
+                    jumps.append(jump)
+                    nxt = hops[i + 1] if i + 1 < len(hops) else self.target
+                    transport = jump.get_transport()
+                    assert transport is not None
+                    sock = self._translate(
+                        lambda t=transport, n=nxt: t.open_channel(
+                            "direct-tcpip", (n.hostname, n.port), ("127.0.0.1", 0), timeout=self.connect_timeout
+                        ),
+                        f"opening a tunnel through {hop.display}",
+                    )
+            client = self._connect(self.target, sock)
+        except BaseException:
+            for jump in jumps:
+                jump.close()
+            raise
+        self._jumps = jumps
+        return client
+
+    def _connect(self, target: SSHTarget, sock: Any) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        try:
+            self._load_known_hosts(client, target)
+            client.set_missing_host_key_policy(_KeyPolicy(self, target, self._policy == "accept-new"))
+            identities = [p for p in target.identity_files if os.path.isfile(p)]
+            timeout = self.connect_timeout
+            key_files: Any = identities or None  # paramiko takes a list too; its stubs say str only
+            client.connect(
+                hostname=target.hostname,
+                port=target.port,
+                username=target.user,
+                key_filename=key_files,
+                look_for_keys=not identities,
+                allow_agent=True,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+                sock=sock,
+            )
+            transport = client.get_transport()
+            if transport is not None and self.keepalive > 0:
+                transport.set_keepalive(max(1, int(self.keepalive)))
+            return client
+        except HostKeyError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            got, expected = exc.key, exc.expected_key
+            files = ", ".join(target.known_hosts_files)
+            raise HostKeyError(
+                f"the host key of {target.known_hosts_name} has CHANGED: it offers {got.get_name()} "
+                f"{fingerprint(got)}, known_hosts ({files}) has {fingerprint(expected)}; if the host was "
+                f"reinstalled, remove the old entry (ssh-keygen -R '{target.known_hosts_name}') and verify the "
+                "new key",
+                host=self.name,
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            keys = ", ".join(target.identity_files) or "the agent and default keys"
+            raise HostConnectionError(
+                f"authentication as {target.user}@{target.hostname}:{target.port} failed ({exc}); tried {keys}",
+                host=self.name,
+            ) from None
+        except socket.gaierror as exc:
+            client.close()
+            raise HostConnectionError(f"cannot resolve {target.hostname!r}: {exc.strerror}", host=self.name) from None
+        except TimeoutError:
+            client.close()
+            raise HostConnectionError(
+                f"no answer from {target.hostname}:{target.port} within {self.connect_timeout:g} s", host=self.name
+            ) from None
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            client.close()
+            reasons = "; ".join(sorted({getattr(e, "strerror", None) or str(e) for e in exc.errors.values()}))
+            raise HostConnectionError(
+                f"cannot connect to {target.hostname}:{target.port}: {reasons}", host=self.name
+            ) from None
+        except _NETWORK_ERRORS as exc:
+            client.close()
+            raise HostConnectionError(
+                f"cannot connect to {target.hostname}:{target.port}: {exc or type(exc).__name__}", host=self.name
+            ) from None
+
+    def _load_known_hosts(self, client: paramiko.SSHClient, target: SSHTarget) -> None:
+        files = list(target.known_hosts_files)
+        if not self._explicit_known_hosts and os.path.isfile(_SYSTEM_KNOWN_HOSTS):
+            files.append(_SYSTEM_KNOWN_HOSTS)
+        for path in files:
+            if not os.path.isfile(path):
+                continue
+            try:
+                client.load_system_host_keys(path)
+            except (OSError, paramiko.SSHException, ValueError) as exc:
+                raise ConfigError(f"cannot read known_hosts file {path}: {exc}", key="host.known_hosts") from exc
+
+    def _translate(self, call: Any, what: str) -> Any:
+        try:
+            return call()
+        except _NETWORK_ERRORS as exc:
+            raise HostConnectionError(f"{what}: {exc or type(exc).__name__}", host=self.name) from None
+
+    def _decide_sudo(self, client: paramiko.SSHClient) -> bool:
+        if self._sudo_policy == "never":
+            return False
+        if self._sudo_policy == "always":
+            return True
+        if self.target.user == "root":
+            return False
+        try:
+            result = self._exec(client, "id -u", self.command_timeout, None, "id -u")
+        except _Dropped as exc:
+            raise HostConnectionError("the connection dropped right after login", host=self.name) from exc
+        return result.stdout.strip() != "0"
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        for jump in self._jumps:
+            jump.close()
+        self._jumps = []
+
+    def _drop(self, client: paramiko.SSHClient) -> None:
+        with self._lock:
+            if self._client is client:
+                self._close_locked()
+
+    # -- commands ------------------------------------------------------------------------------------------
+
+    def _wrap(self, script: str) -> str:
+        command = "sh -c " + shell_quote(script)
+        return "sudo -n -- " + command if self._use_sudo else command
+
+    def run(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        *,
+        input: str | None = None,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        limit = self.command_timeout if timeout is None else timeout
+        summary = summarize_command(cmd)
+        attempt = 0
+        while True:
+            client = self._ensure()
+            try:
+                return self._exec(client, self._wrap(as_script(cmd)), limit, input, summary)
+            except _Dropped as exc:
+                self._drop(client)
+                if not idempotent:
+                    raise HostConnectionError(
+                        f"the connection dropped while running `{summary}` (not retried: it must not run twice)",
+                        host=self.name,
+                    ) from exc
+                if attempt >= self.retries:
+                    raise HostConnectionError(
+                        f"the connection dropped while running `{summary}` ({attempt + 1} attempts): {exc}",
+                        host=self.name,
+                    ) from exc
+                attempt += 1
+                time.sleep(min(0.2 * 2**attempt, 2.0))
+
+    def _exec(
+        self, client: paramiko.SSHClient, command: str, limit: float, input: str | None, summary: str
+    ) -> CommandResult:
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise _Dropped("the transport is closed")
+        try:
+            chan = transport.open_session(timeout=self.connect_timeout)
+        except _NETWORK_ERRORS as exc:
+            raise _Dropped(str(exc) or type(exc).__name__) from exc
+        out, err = bytearray(), bytearray()
+        try:
+            chan.exec_command(command)
+            if input is not None:
+                chan.sendall(input.encode())
+            chan.shutdown_write()
+            deadline = time.monotonic() + limit
+            while True:
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                if chan.closed or (chan.exit_status_ready() and chan.eof_received):
+                    if not chan.recv_ready() and not chan.recv_stderr_ready():
+                        break
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if not transport.is_active():
+                        raise _Dropped("the transport died during the command")
+                    raise CommandError(f"`{summary}` did not finish within {limit:g} s", host=self.name)
+                # The channel's fileno wakes on stdout, stderr and close; the cap notices the exit status.
+                select.select([chan], [], [], min(remaining, 0.05))
+        except _NETWORK_ERRORS as exc:
+            raise _Dropped(str(exc) or type(exc).__name__) from exc
+        finally:
+            chan.close()
+        status = chan.exit_status if chan.exit_status_ready() else -1
+        if status == -1:
+            # No exit status: the connection died, or the command was killed by a signal (OpenSSH then sends
+            # exit-signal, which paramiko does not record). The transport tells which.
+            for _ in range(30):
+                if not transport.is_active():
+                    raise _Dropped("the connection closed before the command's exit status arrived")
+                time.sleep(0.01)
+        return CommandResult(
+            exit_code=status,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            stdout_bytes=bytes(out),
+        )

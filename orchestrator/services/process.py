@@ -1,0 +1,309 @@
+"""ProcessService: the server as a plain process, for hosts without systemd and for the local demo.
+
+The command runs in its own session (``setsid``) under a tiny ``sh`` wrapper that records its exit code, with
+stdout and stderr appended to a log file; stopping it signals the whole process group (TERM, then KILL after
+``stop_timeout``). Byte offsets into the log serve as cursors. The pid file stores the pid and its start
+time, so a recycled pid is never mistaken for the server.
+
+Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
+``<name>.exit``, ``<name>.log`` (unless ``log_file`` is given; the log is kept after restore, for
+post-mortems), ``<name>.marker.json`` and ``<name>.lock``. The marker is written before the process starts,
+so a killed run's server is found and stopped by the next run or ``specsweep restore``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ConfigError, ServiceError
+from orchestrator.quoting import shell_join, shell_quote, split_command, validate_env_name
+from orchestrator.services.base import Leftover, LogChunk, ServiceState
+from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
+
+if TYPE_CHECKING:
+    from orchestrator.hosts.base import Host
+    from orchestrator.plan import Deployment
+
+__all__ = ["DEFAULT_STATE_DIR", "ProcessService"]
+
+DEFAULT_STATE_DIR = "~/.local/state/specsweep"
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+# $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), then the argv.
+_WRAPPER = 'echo $$ > "$1"; shift; "$@"; echo $? > "$0"'
+# Prints "alive", "exit N" or "gone" for a pid and its recorded start time.
+_PROBE = """p={pid}; s={start}
+if [ -r /proc/$p/stat ]; then
+  st=$(sed 's/.*) //' /proc/$p/stat)
+  set -- $st
+  if [ "$1" != Z ] && [ "${{20}}" = "$s" ]; then echo alive; exit 0; fi
+fi
+if [ -s {exit_file} ]; then echo "exit $(cat {exit_file})"; else echo gone; fi
+"""
+
+
+class ProcessService:
+    """A server started as a process in its own session, with a pid file and a log file."""
+
+    def __init__(
+        self,
+        host: Host,
+        name: str = "server",
+        *,
+        workdir: str | None = None,
+        log_file: str | None = None,
+        stop_timeout: float = 30.0,
+        state_dir: str = DEFAULT_STATE_DIR,
+    ) -> None:
+        if not _NAME.fullmatch(name):
+            raise ConfigError(f"{name!r} is not a valid process service name (letters, digits, _.- only)")
+        self.host = host
+        self.name = name
+        self.workdir = workdir
+        self.stop_timeout = stop_timeout
+        self._state_dir_spec = state_dir
+        self._log_file_spec = log_file
+        self._resolved: dict[str, str] | None = None
+        self._lock: HostLock | None = None
+        self._label = ""
+        self._marker_ready = False
+        self._stopped_by_us = False
+        self._current: dict[str, Any] | None = None
+        self.start_cursor: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ProcessService({self.host.name!r}, {self.name!r})"
+
+    # -- paths ---------------------------------------------------------------------------------------------
+
+    def _paths(self) -> dict[str, str]:
+        if self._resolved is None:
+            home = ""
+            if self._state_dir_spec.startswith("~") or (self._log_file_spec or "").startswith("~"):
+                home = self.host.run('printf %s "$HOME"').check("reading $HOME", host=self.host.name).stdout
+            state = self._expand(self._state_dir_spec, home).rstrip("/")
+            log = self._expand(self._log_file_spec, home) if self._log_file_spec else f"{state}/{self.name}.log"
+            self._resolved = {
+                "state": state,
+                "pid": f"{state}/{self.name}.pid",
+                "exit": f"{state}/{self.name}.exit",
+                "log": log,
+                "marker": f"{state}/{self.name}.marker.json",
+                "lock": f"{state}/{self.name}.lock",
+            }
+        return self._resolved
+
+    @staticmethod
+    def _expand(path: str, home: str) -> str:
+        if path == "~" or path.startswith("~/"):
+            return home + path[1:]
+        return path
+
+    @property
+    def log_path(self) -> str:
+        return self._paths()["log"]
+
+    def _host_lock(self) -> HostLock:
+        if self._lock is None:
+            self._lock = HostLock(self.host, self._paths()["lock"], service=self.name)
+        return self._lock
+
+    # -- configuration -------------------------------------------------------------------------------------
+
+    def command_line(self, deployment: Deployment) -> list[str]:
+        """The argv that runs ``deployment`` (``env -- K=V ... program args``); validates every value."""
+        if deployment.command is None:
+            raise ServiceError(f"deployment {deployment.id} has no command for the process service")
+        argv = split_command(deployment.command, what="the process command")
+        if "=" in argv[0]:
+            raise ConfigError(f"the program {argv[0]!r} contains '='; give the program's path first")
+        env = [f"{validate_env_name(k)}={v}" for k, v in deployment.environment.items()]
+        return ["env", "--", *env, *argv]
+
+    def apply(self, deployment: Deployment) -> None:
+        argv = self.command_line(deployment)
+        paths = self._paths()
+        self._ensure_marker()
+        self._stop_current()
+        q = shell_quote
+        cd = f"cd -- {q(self.workdir)}\n" if self.workdir else ""
+        script = (
+            f'set -e\nmkdir -p -- {q(paths["state"])} "$(dirname -- {q(paths["log"])})"\n'
+            f"rm -f -- {q(paths['exit'])} {q(paths['pid'])}\n: >> {q(paths['log'])}\n"
+            f"offset=$(wc -c < {q(paths['log'])})\n{cd}"
+            f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {shell_join(argv)} "
+            f">> {q(paths['log'])} 2>&1 < /dev/null &\n"
+            "pid=$!\n"
+            "start=$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f20)\n"
+            'echo "$pid $start $offset"\n'
+        )
+        # Starting a server twice would leave one behind: never retried after a dropped connection.
+        result = self.host.run(script, idempotent=False).check(f"starting {self.name}", host=self.host.name)
+        try:
+            pid_text, start, offset = result.stdout.split()
+            pid = int(pid_text)
+        except ValueError as exc:
+            raise ServiceError(f"{self.host.name}: unexpected answer starting {self.name}: {result.stdout!r}") from exc
+        self._current = {"pid": pid, "start": start, "log_offset": int(offset), "deployment": deployment.id}
+        self.start_cursor = offset
+        self._stopped_by_us = False
+        marker = read_json(self.host, paths["marker"]) or {}
+        marker["process"] = self._current
+        write_json(self.host, paths["marker"], marker)
+
+    def _ensure_marker(self) -> None:
+        if self._marker_ready:
+            return
+        paths = self._paths()
+        if read_json(self.host, paths["marker"]) is None:
+            write_json(
+                self.host,
+                paths["marker"],
+                {
+                    "version": 1,
+                    "kind": "process",
+                    "name": self.name,
+                    **controller_identity(),
+                    "label": self._label,
+                    "process": None,
+                },
+            )
+        self._marker_ready = True
+
+    # -- observing -----------------------------------------------------------------------------------------
+
+    def _probe(self, process: dict[str, Any]) -> str:
+        script = _PROBE.format(
+            pid=int(process["pid"]),
+            start=shell_quote(str(process["start"])),
+            exit_file=shell_quote(self._paths()["exit"]),
+        )
+        return self.host.run(script).stdout.strip()
+
+    def state(self) -> ServiceState:
+        process = self._current
+        if process is None:
+            return ServiceState(active_state="inactive", sub_state="dead")
+        answer = self._probe(process)
+        pid = int(process["pid"])
+        invocation = f"{pid}-{process['start']}"
+        if answer == "alive":
+            return ServiceState("active", "running", "success", None, 0, pid, invocation)
+        if answer.startswith("exit "):
+            code = int(answer.split()[1]) if answer.split()[1].lstrip("-").isdigit() else -1
+            if code == 0:
+                return ServiceState("inactive", "dead", "success", 0, 0, None, invocation)
+            return ServiceState("failed", "failed", "exit-code", code, 0, None, invocation)
+        if self._stopped_by_us:
+            return ServiceState("inactive", "dead", "success", None, 0, None, invocation)
+        return ServiceState("failed", "failed", "signal", None, 0, None, invocation)
+
+    def journal_cursor(self) -> str:
+        log = shell_quote(self._paths()["log"])
+        result = self.host.run(f"if [ -e {log} ]; then wc -c < {log}; else echo 0; fi")
+        return str(int(result.stdout.strip() or 0))
+
+    def journal_since(self, cursor: str) -> LogChunk:
+        start = int(cursor) if cursor.strip().isdigit() else 0
+        log = shell_quote(self._paths()["log"])
+        result = self.host.run(
+            f"s=$(wc -c < {log} 2>/dev/null || echo 0); c={start}; "
+            'if [ "$s" -lt "$c" ]; then c=0; fi; '  # the log was truncated or replaced: start over
+            'echo "$s $c"; '
+            f'[ "$s" -gt "$c" ] && tail -c +$((c + 1)) {log} | head -c $((s - c)); true'
+        )
+        head, _, body = result.stdout_bytes.partition(b"\n")
+        try:
+            _size, begin = (int(x) for x in head.split())
+        except ValueError as exc:
+            raise ServiceError(
+                f"{self.host.name}: cannot read the log of {self.name}: {result.stderr.strip()}"
+            ) from exc
+        # Only whole lines: a line still being written belongs to the next window.
+        end = body.rfind(b"\n") + 1
+        return LogChunk(body[:end].decode("utf-8", "replace"), str(begin + end))
+
+    def logs_tail(self, n: int = 50) -> list[str]:
+        result = self.host.run(["tail", "-n", str(int(n)), self._paths()["log"]])
+        return result.stdout.splitlines()
+
+    # -- stopping, restore, leftovers ----------------------------------------------------------------------
+
+    def _stop(self, process: dict[str, Any]) -> None:
+        """TERM the process group, wait up to stop_timeout, then KILL it."""
+        pid = int(process["pid"])
+        if self._probe(process) != "alive":
+            return
+        self.host.run(f"kill -TERM -- -{pid} 2>/dev/null; true")
+        deadline = time.monotonic() + self.stop_timeout
+        delay = 0.05
+        while time.monotonic() < deadline:
+            if self._probe(process) != "alive":
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        self.host.run(f"kill -KILL -- -{pid} 2>/dev/null; true")
+
+    def _stop_current(self) -> None:
+        if self._current is not None:
+            self._stopped_by_us = True
+            self._stop(self._current)
+
+    def restore(self) -> bool:
+        paths = self._paths()
+        marker = read_json(self.host, paths["marker"])
+        if marker is None and self._current is None:
+            self._marker_ready = False
+            return False
+        process = (marker or {}).get("process") or self._current
+        if process:
+            self._stopped_by_us = True
+            self._stop(process)
+        q = shell_quote
+        self.host.run(
+            f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['marker'])}; "
+            f"rmdir -- {q(paths['state'])} 2>/dev/null; true"
+        )
+        self._marker_ready = False
+        return True
+
+    def find_leftovers(self) -> Leftover | None:
+        paths = self._paths()
+        marker = None if self._marker_ready else read_json(self.host, paths["marker"])
+        lock_obj = self._host_lock()
+        lock = lock_obj.read()
+        if lock is not None and lock_obj.held and lock.get("token") == lock_obj.token:
+            lock = None
+        if marker is None and lock is None:
+            return None
+        stale, why = lock_is_stale(lock) if lock and not lock.get("corrupt") else (True, "")
+        detail = why if lock else ""
+        process = (marker or {}).get("process")
+        if process:
+            alive = self._probe(process) == "alive"
+            detail = f"process {process['pid']} {'still running' if alive else 'gone'}" + (f"; {why}" if lock else "")
+        return Leftover(
+            host=self.host.name,
+            service=self.name,
+            marker=marker,
+            lock=lock,
+            lock_stale=stale,
+            detail=detail,
+            files=[paths["marker"]] if marker else [],
+        )
+
+    def recover(self) -> Leftover | None:
+        leftover = self.find_leftovers()
+        if leftover is None or leftover.marker is None:
+            return None
+        self.restore()
+        return leftover
+
+    def lock(self, label: str, *, break_lock: bool = False) -> None:
+        self._label = label
+        self._host_lock().acquire(label, break_lock=break_lock)
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()

@@ -1,0 +1,382 @@
+"""SystemdService: one server configuration at a time on a systemd unit, and back.
+
+Default mode, ``dropin``: the unit stays untouched; specsweep writes
+``/etc/systemd/system/<unit>.d/50-specsweep.conf`` (``ExecStart=`` reset, then the rendered command;
+``Environment=`` lines), runs ``daemon-reload`` and restarts the unit. Mode ``unit``: the whole unit file,
+rendered by the plan from the experiment's ``unit_file`` template, goes to ``/etc/systemd/system/<unit>``,
+the original file being backed up byte for byte.
+
+Every value is quoted by :mod:`orchestrator.quoting` (drop-in mode) or checked not to change the template's
+structure (unit mode): a hostile value can neither run a command nor add a directive.
+
+Before its first change the service records, in ``/var/lib/specsweep/<unit>.marker.json`` plus copies of any
+file it will overwrite, what it found (the unit's state; whether the drop-in directory, a drop-in of ours,
+the unit file existed). ``restore()`` puts exactly that back: files restored or removed, ``daemon-reload``,
+the unit restarted if it was running and stopped (and its failed state cleared) if not. A marker found at
+the first change (a killed run's) is adopted as is: it describes the state before that run, which is the
+state to go back to.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Literal
+
+from orchestrator.errors import ConfigError, ServiceError, StartFailed
+from orchestrator.quoting import (
+    environment_lines,
+    exec_start_value,
+    sanitize_comment,
+    shell_quote,
+    split_command,
+    validate_unit_name,
+)
+from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_evidence
+from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
+
+if TYPE_CHECKING:
+    from orchestrator.hosts.base import Host
+    from orchestrator.plan import Deployment
+
+__all__ = ["DROPIN_NAME", "STATE_DIR", "UNIT_DIR", "SystemdService", "render_dropin", "render_unit"]
+
+UNIT_DIR = "/etc/systemd/system"
+STATE_DIR = "/var/lib/specsweep"
+DROPIN_NAME = "50-specsweep.conf"
+MARKER_VERSION = 1
+_SHOW_PROPERTIES = "ActiveState,SubState,Result,ExecMainStatus,ExecMainCode,NRestarts,MainPID,InvocationID,LoadState"
+_RUNNING = {"active", "activating", "reloading"}
+_CURSOR_PREFIX = "-- cursor: "
+
+
+def _header(deployment: Deployment) -> str:
+    return f"# Written by specsweep for deployment {sanitize_comment(deployment.id)}; `specsweep restore` removes it.\n"
+
+
+def render_dropin(deployment: Deployment) -> str:
+    """The drop-in that applies ``deployment``: ExecStart reset and replaced, Environment lines added."""
+    lines = [_header(deployment).rstrip("\n"), "[Service]"]
+    if deployment.command is not None:
+        argv = split_command(deployment.command, what="the service command")
+        lines += ["ExecStart=", "ExecStart=" + exec_start_value(argv)]
+    lines += environment_lines(deployment.environment)
+    return "\n".join(lines) + "\n"
+
+
+def _shape(text: str) -> list[str]:
+    """What makes a unit file's structure: per line, its section header or setting name, continuation
+    backslashes, and (for Exec lines) the number of lone ``;`` command separators."""
+    shape: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            shape.append("")
+            continue
+        continued = "\\" if line.endswith("\\") else ""
+        if line.startswith("["):
+            shape.append(line + continued)
+            continue
+        key, _, value = line.partition("=")
+        separators = value.split().count(";") if key.strip().startswith("Exec") else 0
+        shape.append(f"{key.strip()}={separators}{continued}")
+    return shape
+
+
+def render_unit(template: str | None, deployment: Deployment) -> str:
+    """The whole unit file of ``deployment`` (mode ``unit``).
+
+    The plan renders the experiment's ``unit_file`` template into ``deployment.command``. Values land in the
+    user's own unit text unescaped, so the result is checked against the template: same lines, same sections
+    and setting names, no new line continuation, no new ``;`` command separator. A value that would add a
+    directive or a command is refused. Environment values are appended as escaped ``Environment=`` lines.
+    """
+    text = deployment.command
+    if text is None:
+        raise ServiceError(f"deployment {deployment.id} has no unit file text")
+    if template is not None and _shape(template) != _shape(text):
+        changed = next(
+            (i + 1 for i, (a, b) in enumerate(zip(_shape(template), _shape(text), strict=False)) if a != b),
+            min(len(_shape(template)), len(_shape(text))) + 1,
+        )
+        raise ConfigError(
+            f"a template value changes the structure of the unit file (line {changed}: a newline, a new setting, "
+            "a line continuation or a ';' command separator); values may only fill in settings",
+            key="service.unit_file",
+        )
+    if "\0" in text:
+        raise ConfigError("the unit file contains a NUL character", key="service.unit_file")
+    if deployment.environment:
+        text = text.rstrip("\n") + "\n\n[Service]\n" + "\n".join(environment_lines(deployment.environment))
+    return _header(deployment) + text.rstrip("\n") + "\n"
+
+
+def _parse_show(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, "", "[not set]") else default
+    except ValueError:
+        return default
+
+
+class SystemdService:
+    """A systemd unit on a host, configured by a drop-in (default) or a whole unit file."""
+
+    def __init__(
+        self,
+        host: Host,
+        unit: str,
+        *,
+        mode: Literal["dropin", "unit"] = "dropin",
+        unit_template: str | None = None,
+        state_dir: str = STATE_DIR,
+        restart_timeout: float = 120.0,
+        stop_timeout: float = 150.0,
+    ) -> None:
+        if mode not in ("dropin", "unit"):
+            raise ServiceError(f"unknown systemd mode {mode!r} (expected dropin or unit)")
+        self.host = host
+        self.unit = validate_unit_name(unit)
+        self.name = self.unit
+        self.mode = mode
+        self.unit_template = unit_template
+        self.state_dir = state_dir.rstrip("/") or "/"
+        self.restart_timeout = restart_timeout
+        self.stop_timeout = stop_timeout
+        self.dropin_dir = f"{UNIT_DIR}/{self.unit}.d"
+        self.dropin_path = f"{self.dropin_dir}/{DROPIN_NAME}"
+        self.unit_path = f"{UNIT_DIR}/{self.unit}"
+        self.marker_path = f"{self.state_dir}/{self.unit}.marker.json"
+        self.backup_dir = f"{self.state_dir}/{self.unit}.backup"
+        self._lock = HostLock(host, f"{self.state_dir}/{self.unit}.lock", service=self.unit)
+        self._label = ""
+        self._marker_ready = False
+        self.start_cursor: str | None = None
+
+    def __repr__(self) -> str:
+        return f"SystemdService({self.host.name!r}, {self.unit!r}, mode={self.mode!r})"
+
+    # -- configuration -------------------------------------------------------------------------------------
+
+    def render(self, deployment: Deployment) -> str:
+        """The file text ``apply`` would write (validates every value first)."""
+        if self.mode == "unit":
+            return render_unit(self.unit_template, deployment)
+        return render_dropin(deployment)
+
+    def apply(self, deployment: Deployment) -> None:
+        text = self.render(deployment)  # refuse bad values before touching the host
+        self._ensure_marker()
+        target = self.unit_path if self.mode == "unit" else self.dropin_path
+        self.host.write_text(target, text, 0o644)
+        before = self.state()
+        self.start_cursor = self.journal_cursor()
+        u = shell_quote(self.unit)
+        result = self.host.run(
+            f"systemctl daemon-reload && {{ systemctl reset-failed {u} 2>/dev/null; true; }} && "
+            f"systemctl restart --no-block {u}",
+            timeout=max(self.host_timeout(), 60.0),
+        )
+        if not result.ok:
+            evidence = [ln for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
+            evidence += select_evidence(self.logs_tail(30), tail=10)
+            raise StartFailed(
+                f"{self.host.name}: systemd refused to restart {self.unit}: "
+                f"{(result.stderr.strip().splitlines() or ['exit ' + str(result.exit_code)])[0]}",
+                evidence=evidence,
+                reason="failed",
+            )
+        self._wait_new_start(before.invocation_id)
+
+    def host_timeout(self) -> float:
+        return float(getattr(self.host, "command_timeout", 60.0))
+
+    def _wait_new_start(self, old_invocation: str) -> None:
+        """Return once the restart job has begun a new invocation (so health never sees the old server)."""
+        deadline = time.monotonic() + self.restart_timeout
+        delay = 0.02
+        while True:
+            state = self.state()
+            if state.invocation_id and state.invocation_id != old_invocation:
+                return
+            if time.monotonic() > deadline:
+                raise ServiceError(
+                    f"{self.host.name}: {self.unit} did not begin a new start within {self.restart_timeout:g} s "
+                    f"(state {state.describe()})"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+    # -- observing -----------------------------------------------------------------------------------------
+
+    def state(self) -> ServiceState:
+        result = self.host.run(["systemctl", "show", self.unit, f"--property={_SHOW_PROPERTIES}"])
+        result.check(f"systemctl show {self.unit}", host=self.host.name)
+        v = _parse_show(result.stdout)
+        pid = _int(v.get("MainPID"))
+        exited = v.get("ExecMainCode", "0") not in ("", "0")
+        return ServiceState(
+            active_state=v.get("ActiveState", "unknown"),
+            sub_state=v.get("SubState", ""),
+            result=v.get("Result", ""),
+            exec_main_status=_int(v.get("ExecMainStatus")) if exited else None,
+            n_restarts=_int(v.get("NRestarts")),
+            main_pid=pid or None,
+            invocation_id=v.get("InvocationID", ""),
+            load_state=v.get("LoadState", ""),
+        )
+
+    def journal_cursor(self) -> str:
+        # --sync first: what the server logged before this instant is in the journal, hence before the cursor.
+        result = self.host.run("journalctl --sync 2>/dev/null; journalctl -q -n 0 --show-cursor --no-pager")
+        for line in reversed(result.stdout.splitlines()):
+            if line.startswith(_CURSOR_PREFIX):
+                return line[len(_CURSOR_PREFIX) :].strip()
+        if result.exit_code != 0:
+            result.check("reading the journal cursor", host=self.host.name)
+        return ""
+
+    def journal_since(self, cursor: str) -> LogChunk:
+        after = f" --after-cursor={shell_quote(cursor)}" if cursor else ""
+        result = self.host.run(
+            "journalctl --sync 2>/dev/null; "
+            f"journalctl -q -u {shell_quote(self.unit)} -o cat --no-pager --show-cursor{after}"
+        )
+        if result.exit_code != 0 and not result.stdout:
+            if result.stderr.strip():
+                raise ServiceError(
+                    f"{self.host.name}: cannot read the journal of {self.unit} after cursor {cursor!r}: "
+                    f"{result.stderr.strip().splitlines()[-1]}"
+                )
+            return LogChunk("", cursor)  # exit 1 and silence: nothing new
+        lines = result.stdout.splitlines(keepends=True)
+        new_cursor = cursor
+        if lines and lines[-1].startswith(_CURSOR_PREFIX):
+            new_cursor = lines.pop()[len(_CURSOR_PREFIX) :].strip()
+        return LogChunk("".join(lines), new_cursor)
+
+    def logs_tail(self, n: int = 50) -> list[str]:
+        result = self.host.run(["journalctl", "-q", "-u", self.unit, "-o", "cat", "--no-pager", "-n", str(int(n))])
+        return result.stdout.splitlines()
+
+    # -- marker, restore, leftovers ------------------------------------------------------------------------
+
+    def _ensure_marker(self) -> None:
+        if self._marker_ready:
+            return
+        if read_json(self.host, self.marker_path) is not None:
+            self._marker_ready = True  # a killed run's marker: it holds the original state; keep it
+            return
+        before = self.state()
+        q = shell_quote
+        probe = self.host.run(
+            f"set -e; mkdir -p -- {q(self.backup_dir)}; "
+            f"d=0; f=0; u=0; "
+            f"if [ -d {q(self.dropin_dir)} ]; then d=1; fi; "
+            f"if [ -e {q(self.dropin_path)} ]; then f=1; "
+            f"cp -p -- {q(self.dropin_path)} {q(self.backup_dir)}/dropin; fi; "
+            f"if [ -e {q(self.unit_path)} ]; then u=1; cp -p -- {q(self.unit_path)} {q(self.backup_dir)}/unit; fi; "
+            'echo "$d $f $u"'
+        ).check(f"recording the state of {self.unit}", host=self.host.name)
+        d, f, u = (bit == "1" for bit in probe.stdout.split())
+        marker = {
+            "version": MARKER_VERSION,
+            "kind": "systemd",
+            "unit": self.unit,
+            "mode": self.mode,
+            **controller_identity(),
+            "label": self._label,
+            "prior": {
+                "active_state": before.active_state,
+                "sub_state": before.sub_state,
+                "load_state": before.load_state,
+                "running": before.active_state in _RUNNING,
+            },
+            "dropin_dir_existed": d,
+            "dropin_existed": f,
+            "unit_file_existed": u,
+        }
+        write_json(self.host, self.marker_path, marker)
+        self._marker_ready = True
+
+    def restore(self) -> bool:
+        marker = read_json(self.host, self.marker_path)
+        if marker is None:
+            self._marker_ready = False
+            return False
+        q, u = shell_quote, shell_quote(self.unit)
+        prior = marker.get("prior", {})
+        running = bool(prior.get("running"))
+        if not running:  # stop while our configuration still describes the unit
+            self.host.run(f"systemctl stop {u}", timeout=self.stop_timeout)
+        steps = ["set -e"]
+        if marker.get("dropin_existed"):
+            steps.append(f"mkdir -p -- {q(self.dropin_dir)}")
+            steps.append(f"cp -p -- {q(self.backup_dir)}/dropin {q(self.dropin_path)}.specsweep-restore")
+            steps.append(f"mv -f -- {q(self.dropin_path)}.specsweep-restore {q(self.dropin_path)}")
+        else:
+            steps.append(f"rm -f -- {q(self.dropin_path)}")
+        if not marker.get("dropin_dir_existed"):
+            steps.append(f"rmdir -- {q(self.dropin_dir)} 2>/dev/null || true")
+        if marker.get("mode") == "unit":
+            if marker.get("unit_file_existed"):
+                steps.append(f"cp -p -- {q(self.backup_dir)}/unit {q(self.unit_path)}.specsweep-restore")
+                steps.append(f"mv -f -- {q(self.unit_path)}.specsweep-restore {q(self.unit_path)}")
+            else:
+                steps.append(f"rm -f -- {q(self.unit_path)}")
+        steps.append("systemctl daemon-reload")
+        self.host.run("\n".join(steps) + "\n").check(f"restoring {self.unit}", host=self.host.name)
+        if running:
+            self.host.run(f"systemctl reset-failed {u} 2>/dev/null; systemctl restart --no-block {u}").check(
+                f"restarting {self.unit}", host=self.host.name
+            )
+        elif prior.get("active_state") != "failed":
+            self.host.run(f"systemctl reset-failed {u} 2>/dev/null; true")
+        self.host.run(
+            f"rm -rf -- {q(self.backup_dir)} && rm -f -- {q(self.marker_path)} && "
+            f"{{ rmdir -- {q(self.state_dir)} 2>/dev/null; true; }}"
+        ).check(f"removing the marker of {self.unit}", host=self.host.name)
+        self._marker_ready = False
+        return True
+
+    def find_leftovers(self) -> Leftover | None:
+        marker = None if self._marker_ready else read_json(self.host, self.marker_path)
+        lock = self._lock.read()
+        if lock is not None and self._lock.held and lock.get("token") == self._lock.token:
+            lock = None
+        if marker is None and lock is None:
+            return None
+        stale, why = lock_is_stale(lock) if lock and not lock.get("corrupt") else (True, "")
+        files = [self.marker_path] if marker else []
+        if marker:
+            files.append(self.unit_path if marker.get("mode") == "unit" else self.dropin_path)
+        return Leftover(
+            host=self.host.name,
+            service=self.unit,
+            marker=marker,
+            lock=lock,
+            lock_stale=stale,
+            detail=why if lock else "",
+            files=files,
+        )
+
+    def recover(self) -> Leftover | None:
+        leftover = self.find_leftovers()
+        if leftover is None or leftover.marker is None:
+            return None
+        self.restore()
+        return leftover
+
+    def lock(self, label: str, *, break_lock: bool = False) -> None:
+        self._label = label
+        self._lock.acquire(label, break_lock=break_lock)
+
+    def unlock(self) -> None:
+        self._lock.release()
