@@ -1,0 +1,384 @@
+"""Per-API interpretation of responses: what each event or body says about tokens, finish and engine metadata.
+
+One decoder per request. ``on_event`` takes the data of one SSE event and returns how many tokens it carried
+(an online estimate, for live progress); ``on_body`` takes a whole non-streamed response; ``finish`` settles
+the record's token counts (see :mod:`orchestrator.load.records`). A response that cannot be understood raises
+:class:`StreamFault` with an error kind; the client turns it into a failed record.
+
+APIs and what they send:
+
+- ``chat`` / ``completions`` (OpenAI): ``choices[0].delta.content`` / ``choices[0].text``, ``finish_reason``,
+  ``usage`` (in every chunk with ``continuous_usage_stats``, else in a final chunk with no choices), ``[DONE]``.
+  llama.cpp adds ``timings`` (``draft_n``, ``draft_n_accepted``) to its last chunk; SGLang may add ``meta_info``.
+- ``generate`` (SGLang native): cumulative ``text`` and ``meta_info.completion_tokens`` in every chunk,
+  ``meta_info.spec_verify_ct``, ``meta_info.finish_reason = {"type": "length"}``, ``[DONE]``.
+- ``llamacpp`` (llama.cpp native ``/completion``): ``content`` per token (``tokens`` ids in newer builds), a
+  last chunk with ``stop: true``, ``tokens_predicted``, ``stop_type`` and ``timings``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.load.records import RequestRecord, spread_tokens
+
+__all__ = ["DECODERS", "Decoder", "StreamFault"]
+
+_loads = json.loads
+_DONE = b"[DONE]"
+_LLAMACPP_STOP = {"limit": "length", "eos": "stop", "word": "stop"}
+
+
+class StreamFault(Exception):
+    """The response broke the protocol or reported an error; ``kind`` is the error kind counted."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+
+class Decoder:
+    """Common bookkeeping; subclasses implement ``_chunk`` (one parsed event) and ``_body``."""
+
+    __slots__ = (
+        "_counts",
+        "_cums",
+        "_final_total",
+        "_last_cum",
+        "_times",
+        "_usage_chunks",
+        "_weights",
+        "done",
+        "record",
+    )
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self.done = False  # the end-of-stream marker arrived
+        self._times: list[float] = []
+        self._counts: list[int] = []
+        self._weights: list[int] = []
+        self._cums: list[int | None] = []
+        self._usage_chunks = 0
+        self._last_cum = 0
+        self._final_total: int | None = None
+
+    # -- streaming ---------------------------------------------------------------------------------------
+    def on_event(self, data: bytes, now: float) -> int:
+        if self.done:
+            return 0  # anything after the end marker is ignored
+        if data == _DONE or data.strip() == _DONE:
+            self.done = True
+            return 0
+        try:
+            obj = _loads(data)
+        except ValueError:
+            if b"\n" in data:
+                # Several JSON documents on consecutive data lines without blank lines between them.
+                return sum(self.on_event(line, now) for line in data.split(b"\n") if line.strip())
+            raise StreamFault("malformed", f"an event is not JSON: {data[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise StreamFault("malformed", f"an event is not a JSON object: {data[:120]!r}")
+        if obj.get("error") or obj.get("object") == "error":
+            raise StreamFault("stream_error", _error_text(obj))
+        return self._chunk(obj, now)
+
+    def on_error_event(self, data: bytes) -> None:
+        """An ``event: error`` SSE event."""
+        try:
+            obj = _loads(data)
+        except ValueError:
+            obj = None
+        message = _error_text(obj) if isinstance(obj, dict) else data[:200].decode("utf-8", "replace")
+        raise StreamFault("stream_error", message)
+
+    def _add(self, now: float, count: int, weight: int, cum: int | None) -> int:
+        """Note a chunk; only chunks that carry text or raise the cumulative count are kept."""
+        delta = 0
+        if cum is not None:
+            self._usage_chunks += 1
+            if cum > self._last_cum:
+                delta = cum - self._last_cum
+                self._last_cum = cum
+        if count <= 0 and delta == 0:
+            return 0
+        self._times.append(now)
+        self._counts.append(count)
+        self._weights.append(weight)
+        self._cums.append(cum)
+        return delta or count
+
+    # -- not streamed ------------------------------------------------------------------------------------
+    def on_body(self, body: bytes, now: float) -> None:
+        try:
+            obj = _loads(body)
+        except ValueError:
+            raise StreamFault("malformed", f"the response is not JSON: {body[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise StreamFault("malformed", f"the response is not a JSON object: {body[:120]!r}")
+        if obj.get("error") or obj.get("object") == "error":
+            raise StreamFault("stream_error", _error_text(obj))
+        self.done = True
+        text, total = self._body(obj)
+        if total is None:
+            total = max(1, round(len(text) / 4)) if text else 0  # no count given: about 4 characters a token
+            self.record.token_source = "estimate"
+        self._final_total = total
+        if total > 0:
+            self._times.append(now)
+            self._counts.append(total)
+            self._weights.append(len(text))
+            self._cums.append(None)
+
+    # -- both --------------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Settle token counts on the record (call once, after the last event)."""
+        record = self.record
+        counts = self._counts
+        final = self._final_total
+        cums = self._cums
+        if self._usage_chunks >= 2 and counts and all(c is not None for c in cums):
+            previous = 0
+            exact: list[int] = []
+            for cum in cums:
+                assert cum is not None
+                exact.append(max(0, cum - previous))
+                previous = max(previous, cum)
+            counts = exact
+            record.token_source = "continuous_usage"
+        elif final is not None and counts:
+            if sum(counts) != final:
+                counts = spread_tokens(final, self._weights)
+            if record.token_source != "estimate":
+                record.token_source = "usage"
+        elif final is not None:
+            record.token_source = "usage"
+        elif record.token_source != "estimate":
+            record.token_source = "chunks" if counts else "none"
+        times = self._times
+        if 0 in counts:
+            pairs = [(t, n) for t, n in zip(times, counts, strict=True) if n > 0]
+            times = [t for t, _ in pairs]
+            counts = [n for _, n in pairs]
+        record.chunk_times = times
+        record.chunk_tokens = counts
+        record.output_tokens = final if final is not None else sum(counts)
+        record.first_token = times[0] if times else None
+
+    def _chunk(self, obj: dict[str, Any], now: float) -> int:
+        raise NotImplementedError
+
+    def _body(self, obj: dict[str, Any]) -> tuple[str, int | None]:
+        raise NotImplementedError
+
+    # -- engine metadata ---------------------------------------------------------------------------------
+    def _metadata(self, obj: dict[str, Any]) -> None:
+        timings = obj.get("timings")
+        if isinstance(timings, dict):
+            record = self.record
+            draft_n = timings.get("draft_n")
+            if isinstance(draft_n, int):
+                record.draft_n = draft_n
+            accepted = timings.get("draft_n_accepted")
+            if isinstance(accepted, int):
+                record.draft_n_accepted = accepted
+            prompt_n = timings.get("prompt_n")
+            if isinstance(prompt_n, int) and record.input_tokens is None:
+                record.input_tokens = prompt_n + _int(timings.get("cache_n"))
+        meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            self._meta_info(meta)
+
+    def _meta_info(self, meta: dict[str, Any]) -> int | None:
+        """SGLang's ``meta_info``; returns its cumulative ``completion_tokens`` when present."""
+        record = self.record
+        verify = meta.get("spec_verify_ct")
+        if isinstance(verify, int):
+            record.spec_verify_ct = verify
+        prompt = meta.get("prompt_tokens")
+        if isinstance(prompt, int):
+            record.input_tokens = prompt
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict):
+            kind = finish.get("type")
+            if isinstance(kind, str):
+                record.finish_reason = kind
+        elif isinstance(finish, str):
+            record.finish_reason = finish
+        completion = meta.get("completion_tokens")
+        return completion if isinstance(completion, int) else None
+
+
+class OpenAIDecoder(Decoder):
+    """``/v1/chat/completions`` and ``/v1/completions``."""
+
+    __slots__ = ("_chat",)
+
+    def __init__(self, record: RequestRecord, chat: bool) -> None:
+        super().__init__(record)
+        self._chat = chat
+
+    def _chunk(self, obj: dict[str, Any], now: float) -> int:
+        count = 0
+        weight = 0
+        cum: int | None = None
+        choices = obj.get("choices")
+        if choices and isinstance(choices, list):
+            choice = choices[0]
+            if isinstance(choice, dict):
+                text = _choice_text(choice, self._chat, delta=True)
+                if text:
+                    count = 1
+                    weight = len(text)
+                reason = choice.get("finish_reason")
+                if reason:
+                    self.record.finish_reason = str(reason)
+        usage = obj.get("usage")
+        if usage and isinstance(usage, dict):
+            completion = usage.get("completion_tokens")
+            if isinstance(completion, int):
+                self._final_total = completion
+                if choices:
+                    cum = completion
+            prompt = usage.get("prompt_tokens")
+            if isinstance(prompt, int):
+                self.record.input_tokens = prompt
+        if "timings" in obj or "meta_info" in obj:
+            self._metadata(obj)
+        return self._add(now, count, weight, cum)
+
+    def _body(self, obj: dict[str, Any]) -> tuple[str, int | None]:
+        text = ""
+        choices = obj.get("choices")
+        if choices and isinstance(choices, list) and isinstance(choices[0], dict):
+            text = _choice_text(choices[0], self._chat, delta=False)
+            reason = choices[0].get("finish_reason")
+            if reason:
+                self.record.finish_reason = str(reason)
+        total: int | None = None
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            if isinstance(usage.get("completion_tokens"), int):
+                total = usage["completion_tokens"]
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.record.input_tokens = usage["prompt_tokens"]
+        self._metadata(obj)
+        return text, total
+
+
+class GenerateDecoder(Decoder):
+    """SGLang's native ``/generate``: cumulative text and token counts in every chunk."""
+
+    __slots__ = ("_text_len",)
+
+    def __init__(self, record: RequestRecord) -> None:
+        super().__init__(record)
+        self._text_len = 0
+
+    def _chunk(self, obj: dict[str, Any], now: float) -> int:
+        text = obj.get("text")
+        weight = 0
+        if isinstance(text, str):
+            # Cumulative by default; with --incremental-streaming-output each chunk is new text only.
+            weight = len(text) - self._text_len if len(text) >= self._text_len else len(text)
+            self._text_len = max(self._text_len, len(text))
+        cum: int | None = None
+        meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            cum = self._meta_info(meta)
+            if cum is not None:
+                self._final_total = cum
+        return self._add(now, 1 if weight > 0 else 0, max(weight, 0), cum)
+
+    def _body(self, obj: dict[str, Any]) -> tuple[str, int | None]:
+        total = None
+        meta = obj.get("meta_info")
+        if isinstance(meta, dict):
+            total = self._meta_info(meta)
+        text = obj.get("text")
+        return (text if isinstance(text, str) else ""), total
+
+
+class LlamaCppDecoder(Decoder):
+    """llama.cpp's native ``/completion``."""
+
+    __slots__ = ()
+
+    def _chunk(self, obj: dict[str, Any], now: float) -> int:
+        content = obj.get("content")
+        weight = len(content) if isinstance(content, str) else 0
+        count = 1 if weight else 0
+        stop = obj.get("stop") is True
+        tokens = obj.get("tokens")
+        if not stop and isinstance(tokens, list) and tokens:
+            count = len(tokens)
+        if stop:
+            self.done = True
+            self._final(obj)
+        return self._add(now, count, weight, None)
+
+    def _body(self, obj: dict[str, Any]) -> tuple[str, int | None]:
+        self._final(obj)
+        content = obj.get("content")
+        return (content if isinstance(content, str) else ""), self._final_total
+
+    def _final(self, obj: dict[str, Any]) -> None:
+        predicted = obj.get("tokens_predicted")
+        timings = obj.get("timings")
+        if not isinstance(predicted, int) and isinstance(timings, dict):
+            predicted = timings.get("predicted_n")
+        if isinstance(predicted, int):
+            self._final_total = predicted
+        evaluated = obj.get("tokens_evaluated")
+        if isinstance(evaluated, int):
+            self.record.input_tokens = evaluated
+        stop_type = obj.get("stop_type")
+        if isinstance(stop_type, str):
+            self.record.finish_reason = _LLAMACPP_STOP.get(stop_type, stop_type)
+        elif obj.get("stopped_limit"):
+            self.record.finish_reason = "length"
+        elif obj.get("stopped_eos") or obj.get("stopped_word"):
+            self.record.finish_reason = "stop"
+        self._metadata(obj)
+
+
+def _choice_text(choice: dict[str, Any], chat: bool, *, delta: bool) -> str:
+    if chat:
+        part = choice.get("delta" if delta else "message")
+        if not isinstance(part, dict):
+            return ""
+        text = part.get("content") or part.get("reasoning_content") or part.get("reasoning")
+    else:
+        text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def _error_text(obj: dict[str, Any] | None) -> str:
+    if not isinstance(obj, dict):
+        return "error"
+    error = obj.get("error", obj)
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("detail") or json.dumps(error)[:200]
+        return str(message)
+    return str(error)[:200]
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _openai_chat(record: RequestRecord) -> Decoder:
+    return OpenAIDecoder(record, chat=True)
+
+
+def _openai_completions(record: RequestRecord) -> Decoder:
+    return OpenAIDecoder(record, chat=False)
+
+
+DECODERS = {
+    "chat": _openai_chat,
+    "completions": _openai_completions,
+    "generate": GenerateDecoder,
+    "llamacpp": LlamaCppDecoder,
+}

@@ -1,0 +1,103 @@
+"""What the client saw of one request, and how chunk arrivals become token arrivals.
+
+Times are ``time.perf_counter()`` seconds. A chunk may carry several tokens (a speculative engine commits all
+tokens accepted in one verify step at once), so each chunk keeps a token count. The counts come, best first,
+from a cumulative count the server sends in every chunk (SGLang's ``meta_info.completion_tokens``, OpenAI
+``continuous_usage_stats``), else from counting the chunks that carry text, reconciled with the final usage:
+when the server says 300 tokens and 100 chunks carried text, the 300 are spread over the chunks in proportion
+to their text length (each keeping at least one), so a chunk with three times the text counts three tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["RequestRecord", "spread_tokens"]
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as measured. ``error_kind`` is None for a success."""
+
+    index: int
+    warmup: bool = False
+    streamed: bool = True
+    sent: float = 0.0
+    first_token: float | None = None
+    end: float | None = None
+    # Token-bearing chunks: arrival time and token count (after :meth:`finish`).
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    output_tokens: int = 0
+    input_tokens: int | None = None
+    finish_reason: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    status: int | None = None
+    token_source: str = "chunks"  # continuous_usage | usage | chunks | none
+    spec_verify_ct: int | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.sent
+
+    @property
+    def e2e(self) -> float | None:
+        return None if self.end is None else self.end - self.sent
+
+    def fail(self, kind: str, message: str) -> None:
+        self.error_kind = kind
+        self.error = message[:300]
+
+    def to_dict(self) -> dict[str, object]:
+        """A compact JSON-able form (times relative to the send time, in seconds)."""
+        return {
+            "index": self.index,
+            "warmup": self.warmup,
+            "ok": self.ok,
+            "error_kind": self.error_kind,
+            "error": self.error,
+            "status": self.status,
+            "ttft_s": self.ttft,
+            "e2e_s": self.e2e,
+            "output_tokens": self.output_tokens,
+            "input_tokens": self.input_tokens,
+            "finish_reason": self.finish_reason,
+            "token_source": self.token_source,
+            "chunks": len(self.chunk_times),
+            "spec_verify_ct": self.spec_verify_ct,
+            "draft_n": self.draft_n,
+            "draft_n_accepted": self.draft_n_accepted,
+        }
+
+
+def spread_tokens(total: int, weights: list[int]) -> list[int]:
+    """Split ``total`` tokens over chunks in proportion to ``weights`` (rounded, keeping the sum).
+
+    With at least as many tokens as chunks every chunk keeps one token; with fewer, some chunks get none.
+    """
+    count = len(weights)
+    if count == 0 or total <= 0:
+        return [0] * count
+    weight_sum = sum(weights)
+    if weight_sum <= 0:
+        weights, weight_sum = [1] * count, count
+    ideal = [total * w / weight_sum for w in weights]
+    floor = 1 if total >= count else 0
+    shares = [max(floor, int(x)) for x in ideal]
+    # Settle the rounding: add where the share falls furthest below its ideal, take where it lies furthest
+    # above (never below the floor; on a tie, from the largest share). Earlier chunks win remaining ties.
+    while (diff := total - sum(shares)) != 0:
+        if diff > 0:
+            i = max(range(count), key=lambda j: (ideal[j] - shares[j], -j))
+            shares[i] += 1
+        else:
+            i = max((j for j in range(count) if shares[j] > floor), key=lambda j: (shares[j] - ideal[j], shares[j], -j))
+            shares[i] -= 1
+    return shares

@@ -1,0 +1,221 @@
+"""One load run end to end: resolve the workload and model, warm up, run the loop, summarise.
+
+``run_load`` is what the sweep runner and ``specsweep load`` call. It raises ``LoadError`` only when the run
+cannot start (bad prompts file, no model name to be had); a server that refuses or fails requests yields a
+result whose ``errors`` say so. With ``stop`` set mid-run it returns promptly with what finished, marked
+``partial``. Progress goes to the optional callback a few times a second, never to a terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from orchestrator.load.client import LoadClient, discover_model
+from orchestrator.load.loops import LoopState, closed_loop, open_loop, run_batch
+from orchestrator.load.records import RequestRecord
+from orchestrator.load.settings import LoadSettings
+from orchestrator.load.stats import summarize
+from orchestrator.load.workloads import load_workload
+
+__all__ = ["LoadProgress", "LoadResult", "run_load"]
+
+_TICK_S = 0.25
+_LIVE_WINDOW_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProgress:
+    """A progress report: requests finished of ``total`` (None when the run is bounded by time)."""
+
+    phase: Literal["warmup", "load", "done"]
+    done: int
+    total: int | None
+    errors: int
+    elapsed_s: float
+    duration_s: float | None
+    live_tok_s: float
+
+
+ProgressCallback = Callable[[LoadProgress], None]
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """What one load run measured. ``to_dict()`` is the JSON-able record the store keeps."""
+
+    settings: LoadSettings
+    model: str | None
+    figures: dict[str, Any]
+    records: list[RequestRecord] = field(repr=False)
+    warmup_requests: int = 0
+    warmup_errors: int = 0
+    cancelled: int = 0
+    partial: bool = False
+    started_at: float = 0.0
+    ended_at: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return int(self.figures["requests"])
+
+    @property
+    def errors(self) -> int:
+        return int(self.figures["errors"])
+
+    @property
+    def output_tok_s(self) -> float:
+        return float(self.figures["output_tok_s"])
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "api": s.api,
+            "url": s.url,
+            "model": self.model,
+            "loop": "open" if s.open_loop else "closed",
+            "concurrency": s.concurrency,
+            "rate": s.rate,
+            "max_in_flight": s.in_flight_cap if s.open_loop else None,
+            "stream": s.stream,
+            "max_tokens": s.max_tokens,
+            "prompts": s.prompts,
+            "seed": s.seed,
+            **self.figures,
+            "warmup_requests": self.warmup_requests,
+            "warmup_errors": self.warmup_errors,
+            "cancelled": self.cancelled,
+            "partial": self.partial,
+            "started_at": round(self.started_at, 3),
+            "ended_at": round(self.ended_at, 3),
+        }
+
+
+async def run_load(
+    settings: LoadSettings,
+    progress: ProgressCallback | None = None,
+    stop: asyncio.Event | None = None,
+) -> LoadResult:
+    """Warm up, then run one load point; see the module docstring."""
+    workload = load_workload(settings.prompts, settings.seed)
+    model = settings.model
+    if model is None and settings.api in ("chat", "completions"):
+        model = await discover_model(settings)
+    wall0, perf0 = time.time(), time.perf_counter()
+
+    async with LoadClient(settings, model) as client:
+        warm = LoopState()
+        measured = LoopState()
+        ticker = (
+            asyncio.create_task(_tick(progress, client, settings, warm, measured)) if progress is not None else None
+        )
+        try:
+            if settings.warmup:
+
+                async def send_warmup(i: int) -> RequestRecord:
+                    return await client.send(i, workload.warmup_prompt(i), warmup=True)
+
+                await run_batch(send_warmup, settings.warmup, settings.in_flight_cap or 1, stop, warm)
+
+            async def send(i: int) -> RequestRecord:
+                return await client.send(i, workload.prompt(i))
+
+            if not warm.partial:
+                if settings.open_loop:
+                    assert settings.rate is not None
+                    await open_loop(
+                        send,
+                        settings.rate,
+                        settings.in_flight_cap,
+                        settings.request_budget,
+                        settings.duration_s,
+                        settings.seed,
+                        stop,
+                        measured,
+                    )
+                else:
+                    assert settings.concurrency is not None
+                    await closed_loop(
+                        send, settings.concurrency, settings.request_budget, settings.duration_s, stop, measured
+                    )
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+
+    records = sorted(measured.records, key=lambda r: r.index)
+    figures = summarize(
+        records,
+        open_loop=settings.open_loop,
+        concurrency=settings.concurrency,
+        started=measured.started,
+        ended=measured.ended,
+    )
+    started = measured.started if measured.started is not None else time.perf_counter()
+    ended = measured.ended if measured.ended is not None else started
+    result = LoadResult(
+        settings=settings,
+        model=model,
+        figures=figures,
+        records=records,
+        warmup_requests=len(warm.records),
+        warmup_errors=warm.errors,
+        cancelled=measured.cancelled + warm.cancelled,
+        partial=warm.partial or measured.partial,
+        started_at=wall0 + (started - perf0),
+        ended_at=wall0 + (ended - perf0),
+    )
+    if progress is not None:
+        progress(
+            LoadProgress(
+                phase="done",
+                done=len(records),
+                total=settings.request_budget,
+                errors=measured.errors,
+                elapsed_s=ended - started,
+                duration_s=settings.duration_s,
+                live_tok_s=0.0,
+            )
+        )
+    return result
+
+
+async def _tick(
+    progress: ProgressCallback,
+    client: LoadClient,
+    settings: LoadSettings,
+    warm: LoopState,
+    measured: LoopState,
+) -> None:
+    """Report progress every ``_TICK_S`` seconds, with tokens per second over the last ``_LIVE_WINDOW_S``."""
+    samples: deque[tuple[float, int]] = deque()
+    perf = time.perf_counter
+    while True:
+        now = perf()
+        samples.append((now, client.tokens_seen))
+        while samples and now - samples[0][0] > _LIVE_WINDOW_S:
+            samples.popleft()
+        t0, n0 = samples[0]
+        live = (client.tokens_seen - n0) / (now - t0) if now > t0 else 0.0
+        if measured.started is None:
+            report = LoadProgress(
+                "warmup", len(warm.records), settings.warmup, warm.errors, 0.0, settings.duration_s, live
+            )
+        else:
+            report = LoadProgress(
+                "load",
+                len(measured.records),
+                settings.request_budget,
+                measured.errors,
+                now - measured.started,
+                settings.duration_s,
+                live,
+            )
+        progress(report)
+        await asyncio.sleep(_TICK_S)

@@ -1,0 +1,174 @@
+"""Figures from the measured requests of one load run (warm-up requests never reach this module).
+
+Definitions (times from the client's clock; tokens of successful requests only, as vLLM and SGLang count):
+
+- ``duration_s``: first measured send to the last measured end.
+- ``output_tok_s``: output tokens / duration. ``requests_per_s``: successful requests / duration.
+- ``steady_output_tok_s``: tokens that arrived inside the steady window / its length. Closed loop: from the
+  moment every worker of the first wave has its first token to the first completion after the last request
+  was sent (from then on fewer than C requests are in flight). Open loop: from the first completion (the
+  system has filled) to the last arrival. When that window is empty (too few requests), the plain figure is
+  repeated and ``steady_window_s`` is None.
+- ``ttft_ms``: send to the first token. ``e2e_ms``: send to the end of the response.
+- ``itl_ms``: gaps between token-bearing chunks, each gap spread over the tokens of the chunk that ends it
+  (a chunk of 3 tokens 30 ms after the previous one gives three samples of 10 ms), pooled over requests.
+- ``tpot_ms``: per request, (end - first token) / (output tokens - 1), streamed requests with 2+ tokens.
+- ``per_user_tok_s``: per request, the decode rate a user sees, (output tokens - 1) / (end - first token),
+  averaged over requests.
+- Percentiles interpolate linearly (``numpy.percentile``'s default, as the vLLM and SGLang scripts do).
+- ``spec``: from response metadata. SGLang: accept length = sum(completion tokens) / sum(spec_verify_ct).
+  llama.cpp: each verify step yields its accepted drafts plus one token, so steps = tokens - accepted and
+  accept length = tokens / (tokens - accepted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from orchestrator.load.records import RequestRecord
+
+__all__ = ["distribution", "spec_summary", "steady_window", "summarize"]
+
+EMPTY = {"mean": None, "p50": None, "p90": None, "p99": None}
+
+
+def distribution(values_s: Iterable[float], scale: float = 1000.0) -> dict[str, float | None]:
+    """mean, p50, p90 and p99 of ``values_s`` times ``scale`` (seconds to milliseconds by default)."""
+    data = np.fromiter(values_s, dtype=float)
+    if data.size == 0:
+        return dict(EMPTY)
+    data *= scale
+    p50, p90, p99 = np.percentile(data, [50, 90, 99])
+    return {"mean": _r(data.mean()), "p50": _r(p50), "p90": _r(p90), "p99": _r(p99)}
+
+
+def steady_window(records: list[RequestRecord], open_loop: bool, concurrency: int | None) -> tuple[float, float] | None:
+    """The (start, end) of the steady-state window, or None if there is none (see the module docstring)."""
+    if not records:
+        return None
+    by_index = sorted(records, key=lambda r: r.index)
+    last_dispatch = max(r.sent for r in records)
+    ends = [r.end for r in records if r.end is not None]
+    if not ends:
+        return None
+    if open_loop:
+        start = min(ends)
+        end = last_dispatch
+    else:
+        wave = by_index[: max(1, concurrency or 1)]
+        firsts = [r.first_token if r.first_token is not None else r.end for r in wave]
+        start = max(t for t in firsts if t is not None)
+        after = [t for t in ends if t >= last_dispatch]
+        end = min(after) if after else max(ends)
+    return (start, end) if end > start else None
+
+
+def spec_summary(records: list[RequestRecord]) -> dict[str, Any]:
+    """Speculative-decoding figures from response metadata (None where no response carried any)."""
+    sglang = [r for r in records if r.spec_verify_ct is not None]
+    llama = [r for r in records if r.draft_n is not None or r.draft_n_accepted is not None]
+    summary: dict[str, Any] = {
+        "accept_len": None,
+        "verify_steps": None,
+        "draft_n": None,
+        "draft_n_accepted": None,
+        "responses_with_metadata": len({r.index for r in sglang + llama}),
+    }
+    if sglang:
+        steps = sum(r.spec_verify_ct or 0 for r in sglang)
+        tokens = sum(r.output_tokens for r in sglang)
+        summary["verify_steps"] = steps
+        summary["accept_len"] = _r(tokens / steps, 4) if steps else None
+    if llama:
+        drafted = sum(r.draft_n or 0 for r in llama)
+        accepted = sum(r.draft_n_accepted or 0 for r in llama)
+        tokens = sum(r.output_tokens for r in llama)
+        summary["draft_n"] = drafted
+        summary["draft_n_accepted"] = accepted
+        if summary["accept_len"] is None and tokens > accepted:
+            summary["verify_steps"] = tokens - accepted
+            summary["accept_len"] = _r(tokens / (tokens - accepted), 4)
+    return summary
+
+
+def summarize(
+    records: list[RequestRecord],
+    *,
+    open_loop: bool,
+    concurrency: int | None,
+    started: float | None,
+    ended: float | None,
+) -> dict[str, Any]:
+    """Every figure of one run (the JSON body of ``LoadResult.to_dict`` without the settings)."""
+    ok = [r for r in records if r.ok]
+    errors = Counter(r.error_kind or "unknown" for r in records if not r.ok)
+    first_send = min((r.sent for r in records), default=started)
+    last_end = max((r.end for r in records if r.end is not None), default=ended)
+    duration = (last_end - first_send) if first_send is not None and last_end is not None else 0.0
+    output_tokens = sum(r.output_tokens for r in ok)
+    known_inputs = [r.input_tokens for r in ok if r.input_tokens is not None]
+    streamed = [r for r in ok if r.streamed]
+
+    itl: list[float] = []
+    tpot: list[float] = []
+    user_rates: list[float] = []
+    for r in streamed:
+        times = r.chunk_times
+        counts = r.chunk_tokens
+        for j in range(1, len(times)):
+            k = counts[j]
+            gap = (times[j] - times[j - 1]) / k
+            if k == 1:
+                itl.append(gap)
+            else:
+                itl.extend([gap] * k)
+        if r.first_token is not None and r.end is not None and r.output_tokens > 1:
+            decode = r.end - r.first_token
+            tpot.append(decode / (r.output_tokens - 1))
+            if decode > 0:
+                user_rates.append((r.output_tokens - 1) / decode)
+
+    window = steady_window(ok, open_loop, concurrency)
+    output_tok_s = output_tokens / duration if duration > 0 else 0.0
+    if window is not None:
+        start, end = window
+        inside = 0
+        for r in ok:
+            for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True):
+                if start <= t <= end:
+                    inside += n
+        steady = inside / (end - start)
+        steady_window_s: float | None = _r(end - start, 4)
+    else:
+        steady = output_tok_s
+        steady_window_s = None
+
+    return {
+        "requests": len(records),
+        "completed": len(ok),
+        "errors": len(records) - len(ok),
+        "errors_by_kind": dict(sorted(errors.items())),
+        "output_tokens": output_tokens,
+        "input_tokens": sum(known_inputs) if known_inputs else None,
+        "duration_s": _r(duration, 4),
+        "output_tok_s": _r(output_tok_s),
+        "steady_output_tok_s": _r(steady),
+        "steady_window_s": steady_window_s,
+        "per_user_tok_s": _r(float(np.mean(user_rates))) if user_rates else None,
+        "requests_per_s": _r(len(ok) / duration, 4) if duration > 0 else 0.0,
+        "ttft_ms": distribution(r.ttft for r in ok if r.ttft is not None),
+        "itl_ms": distribution(itl),
+        "tpot_ms": distribution(tpot),
+        "e2e_ms": distribution(r.e2e for r in ok if r.e2e is not None),
+        "finish_reasons": dict(sorted(Counter(r.finish_reason or "none" for r in ok).items())),
+        "token_sources": dict(sorted(Counter(r.token_source for r in ok).items())),
+        "spec": spec_summary(ok),
+    }
+
+
+def _r(value: float, digits: int = 3) -> float:
+    return round(float(value), digits)
