@@ -1,0 +1,491 @@
+"""Consistency checks: every number a run produced, tested against physics and against the other numbers.
+
+Each check is a named function from a ``CheckContext`` to a list of ``Finding`` (check, point, severity,
+message, evidence). Severities: ``error`` (impossible, or the point failed), ``warning`` (suspicious, or not a
+stable figure), ``info`` (what could not be checked, and why). ``CHECKS`` lists them in report order; the
+experiment's ``checks.disabled`` turns any of them off by name. Tolerances come from ``checks:`` in the stored
+experiment (``CheckSettings``), with the defaults below.
+
+Alias rows (a configuration the plan merged into another's deployment) are the same measurement, so checks
+look at measured rows only and a finding is never reported twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
+from orchestrator.errors import ConfigError
+from orchestrator.store import SkippedLine
+
+__all__ = [
+    "CHECKS",
+    "CheckContext",
+    "CheckSettings",
+    "Finding",
+    "Severity",
+    "findings_frame",
+    "run_checks",
+]
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+# Metric lines print two decimals; a difference below this is rounding, not physics.
+_PRINT_SLACK = 0.011
+_EVIDENCE_LINES = 12
+
+
+class Finding(BaseModel):
+    """One thing a check found. ``point`` is the point id (``None`` for a finding about the whole run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    check: str
+    point: str | None
+    severity: Severity
+    message: str
+    evidence: list[str] = Field(default_factory=list)
+    host: str | None = None
+    config: str | None = None
+    load: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``ddtree(budget=7, topk=1) @ C=1 on gpu-box``, or ``run`` for a run-level finding."""
+        text = " @ ".join(p for p in (self.config, self.load) if p)
+        if self.host:
+            text = f"{text} on {self.host}" if text else self.host
+        return text or "run"
+
+
+class CheckSettings(BaseModel):
+    """The experiment's ``checks:`` block (unknown keys are ignored here; the experiment loader rejects them)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    chain_tolerance: float = Field(0.10, ge=0)
+    client_server_tolerance: float = Field(0.25, ge=0)
+    speedup_slack: float = Field(1.10, ge=1)
+    min_requests: int = Field(10, ge=0)
+    disabled: list[str] = Field(default_factory=list)
+    # Drafts per step of the linear baseline, when neither its parameters nor its command say it.
+    linear_chain_length: int | None = Field(None, ge=1)
+
+    @classmethod
+    def from_experiment(cls, experiment: dict[str, Any], *, source: str = "experiment.yaml") -> CheckSettings:
+        raw = experiment.get("checks") or {}
+        if not isinstance(raw, dict):
+            raise ConfigError("checks must be a mapping", file=source, key="checks")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = "checks." + ".".join(str(p) for p in first["loc"])
+            raise ConfigError(first["msg"], file=source, key=key) from exc
+
+
+@dataclass
+class CheckContext:
+    """What the checks read: the analysed frame (with ``role``/``tree_*``/comparison columns) and settings."""
+
+    frame: pd.DataFrame
+    roles: BaselineRoles
+    settings: CheckSettings = field(default_factory=CheckSettings)
+    run_path: Path | None = None
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+
+    @property
+    def measured(self) -> pd.DataFrame:
+        return self.frame[self.frame["alias_of"].isna()]
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        measured = self.measured
+        return measured[measured["status"] == "ok"]
+
+    def window_lines(self, row: dict[str, Any], pattern: str, limit: int = 3) -> list[str]:
+        """Up to ``limit`` lines of the point's raw window that match ``pattern`` (evidence for a finding)."""
+        name = row.get("window_file")
+        if self.run_path is None or not isinstance(name, str):
+            return []
+        path = (self.run_path / name).resolve()
+        if not path.is_relative_to(self.run_path.resolve()):
+            return []
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        regex = re.compile(pattern)
+        hits = [line.rstrip() for line in text.splitlines() if regex.search(line)]
+        return [f"{name}: {line}" for line in hits[:limit]]
+
+
+def _finding(check: str, row: dict[str, Any], severity: Severity, message: str, evidence: list[str]) -> Finding:
+    return Finding(
+        check=check,
+        point=row.get("point_id"),
+        severity=severity,
+        message=message,
+        evidence=evidence[:_EVIDENCE_LINES],
+        host=row.get("host"),
+        config=row.get("label"),
+        load=row.get("load_label"),
+    )
+
+
+def _rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dict("records")  # type: ignore[return-value]
+
+
+def _f(value: float) -> str:
+    return f"{value:.2f}"
+
+
+# ---- the checks ---------------------------------------------------------------------------------------------
+
+
+def failed_points(ctx: CheckContext) -> list[Finding]:
+    """A failed point is an error with its reason and the lines that explain it; a skipped one is noted."""
+    out: list[Finding] = []
+    for row in _rows(ctx.measured[ctx.measured["status"] != "ok"]):
+        kind = row.get("error_kind") or "unknown"
+        message = row.get("error_message") or "no reason recorded"
+        evidence = list(row.get("error_evidence") or [])
+        if row["status"] == "failed":
+            out.append(_finding("failed_points", row, "error", f"point failed ({kind}): {message}", evidence))
+        else:
+            out.append(_finding("failed_points", row, "info", f"point skipped ({kind}): {message}", evidence))
+    return out
+
+
+def request_errors(ctx: CheckContext) -> list[Finding]:
+    """Requests that errored inside a point that otherwise completed."""
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        errors = finite(row.get("errors"))
+        requests = finite(row.get("requests"))
+        if not errors:
+            continue
+        by_kind = row.get("errors_by_kind")
+        detail = ""
+        if isinstance(by_kind, str):
+            try:
+                detail = " (" + ", ".join(f"{k}: {v}" for k, v in json.loads(by_kind).items()) + ")"
+            except (json.JSONDecodeError, AttributeError):
+                detail = f" ({by_kind})"
+        total = f" of {requests:.0f}" if requests is not None else ""
+        severity: Severity = "error" if requests is not None and errors >= requests else "warning"
+        out.append(_finding("request_errors", row, severity, f"{errors:.0f}{total} requests errored{detail}", []))
+    return out
+
+
+def too_few_requests(ctx: CheckContext) -> list[Finding]:
+    """A throughput from a handful of requests is noise, not a figure."""
+    minimum = ctx.settings.min_requests
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        requests = finite(row.get("requests"))
+        errors = finite(row.get("errors")) or 0.0
+        if requests is None:
+            continue
+        completed = requests - errors
+        if completed < minimum:
+            message = (
+                f"only {completed:.0f} requests completed (checks.min_requests is {minimum}): "
+                "too few for a stable figure; raise load.requests or load.duration"
+            )
+            out.append(_finding("too_few_requests", row, "warning", message, []))
+    return out
+
+
+def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
+    """Accepted depth can never exceed the commit length: commit = accepted drafts + 1 bonus token."""
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        depth = finite(row.get("ddtree_avg_accepted_depth"))
+        commit = finite(row.get("ddtree_avg_commit_len"))
+        if depth is None or commit is None:
+            continue
+        if depth > commit + _PRINT_SLACK:
+            message = (
+                f"accepted depth {_f(depth)} exceeds commit length {_f(commit)}: impossible in a well-formed "
+                "chain (commit = accepted drafts + 1 bonus token). Verification accepted tokens that were "
+                "never committed: look for a bug in the commit path; throughput follows the commit length"
+            )
+            evidence = [f"avg_accepted_depth={_f(depth)} avg_commit_len={_f(commit)}"]
+            evidence += ctx.window_lines(row, r"DDTREE metrics", limit=1)
+            out.append(_finding("depth_vs_commit", row, "error", message, evidence))
+    return out
+
+
+def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | None, float | None, str]:
+    """(linear accept length, linear chain drafts, where from) for a row: same host and load, else the mean of
+    the linear baseline on that host."""
+    linear = ctx.ok[ctx.ok["role"] == "linear"]
+    linear = linear[linear["host"] == row.get("host")]
+    if linear.empty:
+        return None, None, ""
+    drafts = finite(linear["chain_drafts"].dropna().iloc[0]) if linear["chain_drafts"].notna().any() else None
+    same = linear[(linear["mode"] == row.get("mode")) & (linear["load"] == row.get("load"))]
+    accept = finite(same["accept_len"].iloc[0]) if not same.empty else None
+    if accept is not None:
+        return accept, drafts, f"linear at {row.get('load_label')}"
+    values = pd.to_numeric(linear["accept_len"], errors="coerce").dropna()
+    if values.empty:
+        return None, drafts, ""
+    return float(values.mean()), drafts, "linear, mean over its loads"
+
+
+def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
+    """A top-k = 1 tree is a chain and must accept what the linear chain of that length accepts."""
+    tol = ctx.settings.chain_tolerance
+    out: list[Finding] = []
+    candidates = _rows(ctx.ok[(ctx.ok["tree_topk"] == 1) & (ctx.ok["role"] != "linear")])
+    if candidates and ctx.roles.linear is None:
+        return [
+            Finding(
+                check="topk1_vs_chain",
+                point=None,
+                severity="info",
+                message="top-k = 1 trees not checked: the run has no linear baseline",
+            )
+        ]
+    unknown_length = False
+    for row in candidates:
+        accept = finite(row.get("accept_len"))
+        drafts = finite(row.get("chain_drafts"))
+        linear_accept, linear_drafts, source = _linear_reference(ctx, row)
+        if accept is None or drafts is None or linear_accept is None:
+            continue
+        if linear_drafts is None:
+            unknown_length = True
+            continue
+        low, high = expected_chain_range(linear_accept, int(linear_drafts), int(drafts))
+        if low * (1 - tol) <= accept <= high * (1 + tol):
+            continue
+        expected = _f(low) if math.isclose(low, high) else f"{_f(low)}–{_f(high)}"
+        message = (
+            f"top-k=1 tree (budget {row.get('tree_budget'):.0f}) is a chain of {drafts:.0f} drafts and should "
+            f"accept {expected} tokens/step (±{tol:.0%}, from the linear chain of {linear_drafts:.0f} drafts "
+            f"accepting {_f(linear_accept)}), but accepts {_f(accept)}"
+        )
+        evidence = [f"{row.get('label')}: accept_len={_f(accept)} ({row.get('accept_len_source')})"]
+        evidence.append(f"{source}: accept_len={_f(linear_accept)}, chain of {linear_drafts:.0f} drafts")
+        evidence += ctx.window_lines(row, r"DDTREE metrics", limit=1) + ctx.window_lines(row, r"accept len", limit=1)
+        out.append(_finding("topk1_vs_chain", row, "error", message, evidence))
+    if unknown_length:
+        out.append(
+            Finding(
+                check="topk1_vs_chain",
+                point=None,
+                severity="info",
+                message="top-k = 1 trees not checked: the linear baseline's chain length is unknown "
+                "(set checks.linear_chain_length, or a draft-token parameter or flag)",
+            )
+        )
+    return out
+
+
+def tree_below_chain(ctx: CheckContext) -> list[Finding]:
+    """A tree with room for the whole linear chain that accepts fewer tokens than the chain: suspicious, since
+    under greedy verification a tree containing the chain accepts at least what the chain does."""
+    tol = ctx.settings.chain_tolerance
+    out: list[Finding] = []
+    for row in _rows(ctx.ok[(ctx.ok["tree_topk"] > 1) & (ctx.ok["role"] != "linear")]):
+        accept = finite(row.get("accept_len"))
+        budget = finite(row.get("tree_budget"))
+        linear_accept, linear_drafts, source = _linear_reference(ctx, row)
+        if accept is None or budget is None or linear_accept is None:
+            continue
+        if linear_drafts is not None and budget < linear_drafts:
+            continue  # too small to hold the chain: it may rightly accept less
+        if accept < linear_accept * (1 - tol):
+            message = (
+                f"tree (budget {budget:.0f}, top-k {row.get('tree_topk'):.0f}) accepts {_f(accept)} tokens/step, "
+                f"{1 - accept / linear_accept:.0%} fewer than the linear chain ({_f(linear_accept)}); a tree "
+                "that contains the greedy chain cannot accept less under greedy verification"
+            )
+            evidence = [f"{source}: accept_len={_f(linear_accept)}"]
+            evidence += ctx.window_lines(row, r"accept len", limit=1)
+            out.append(_finding("tree_below_chain", row, "warning", message, evidence))
+    return out
+
+
+def speedup_vs_accept_len(ctx: CheckContext) -> list[Finding]:
+    """Each verify step costs at least one AR step, so a speedup over AR cannot exceed the accept length."""
+    slack = ctx.settings.speedup_slack
+    out: list[Finding] = []
+    for row in _rows(ctx.ok[ctx.ok["role"] != "ar"]):
+        speedup = finite(row.get("speedup_vs_ar"))
+        accept = finite(row.get("accept_len"))
+        if speedup is None or accept is None:
+            continue
+        if speedup > accept * slack:
+            message = (
+                f"{speedup:.2f}x over AR, but an accept length of {_f(accept)} allows at most "
+                f"{accept * slack:.2f}x (accept length × checks.speedup_slack {slack:g}): the AR baseline or "
+                "this point's throughput is wrong, or the accept length under-counts"
+            )
+            evidence = [
+                f"output_tok_s={_f(finite(row.get('output_tok_s')) or 0)} "
+                f"AR output_tok_s={_f(finite(row.get('ar_output_tok_s')) or 0)} accept_len={_f(accept)}"
+            ]
+            out.append(_finding("speedup_vs_accept_len", row, "error", message, evidence))
+    return out
+
+
+def client_vs_server(ctx: CheckContext) -> list[Finding]:
+    """What the client measured against what the server says: throughput, and accept length per source."""
+    tol = ctx.settings.client_server_tolerance
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        pairs = [
+            ("throughput (tok/s)", "output_tok_s", "server_gen_throughput"),
+            ("accept length", "client_accept_len", "server_accept_len"),
+            ("accept length", "prom_accept_len", "server_accept_len"),
+            ("throughput (tok/s)", "prom_gen_throughput", "server_gen_throughput"),
+        ]
+        for what, figure in (("accept length", "_accept_len"), ("throughput (tok/s)", "_gen_throughput")):
+            sources = sorted(k for k in row if k.startswith("source_") and k.endswith(figure))
+            pairs += [(what, a, b) for i, a in enumerate(sources) for b in sources[i + 1 :]]
+        for what, left, right in pairs:
+            a, b = finite(row.get(left)), finite(row.get(right))
+            if a is None or b is None or max(a, b) <= 0:
+                continue
+            gap = abs(a - b) / max(a, b)
+            if gap > tol:
+                message = (
+                    f"{what} disagrees: {left} {_f(a)} against {right} {_f(b)} ({gap:.0%} apart, "
+                    f"checks.client_server_tolerance is {tol:.0%})"
+                )
+                evidence = ctx.window_lines(row, r"gen throughput|accept len|SpecDecoding metrics")
+                out.append(_finding("client_vs_server", row, "warning", message, evidence))
+    return out
+
+
+def speculation_off(ctx: CheckContext) -> list[Finding]:
+    """A speculative configuration with no speculative metrics at all, or one that accepts nothing."""
+    out: list[Finding] = []
+    for row in _rows(ctx.ok[ctx.ok["speculative"].astype(bool)]):
+        accept = finite(row.get("accept_len"))
+        ddtree = [k for k in row if k.startswith("ddtree_") and finite(row.get(k)) is not None]
+        lines = finite(row.get("server_lines_matched"))
+        if accept is None and not ddtree:
+            detail = f" ({lines:.0f} metric lines matched)" if lines is not None else ""
+            message = (
+                "a speculative configuration produced no speculative metrics at all" + detail + ": speculation "
+                "may be silently off (check the server flags) or the engine's log format is not parsed"
+            )
+            out.append(_finding("speculation_off", row, "error", message, ctx.window_lines(row, r".", 3)))
+        elif accept is not None and accept <= 1.0 + 0.005:
+            message = (
+                f"accept length {_f(accept)}: no drafted token was ever accepted; speculation is off or the "
+                "drafter does not match the model"
+            )
+            out.append(_finding("speculation_off", row, "warning", message, ctx.window_lines(row, r"accept", 3)))
+    return out
+
+
+def missing_baseline(ctx: CheckContext) -> list[Finding]:
+    """Points that have no baseline on their host at their load cannot be compared (noted, once per load)."""
+    out: list[Finding] = []
+    for role, variant in (("AR", ctx.roles.ar), ("linear", ctx.roles.linear)):
+        if variant is None:
+            out.append(
+                Finding(
+                    check="missing_baseline",
+                    point=None,
+                    severity="info",
+                    message=f"the experiment names no {role} baseline: no speedup against {role}",
+                )
+            )
+            continue
+        have = ctx.ok[ctx.ok["variant"] == variant][["host", "mode", "load"]].drop_duplicates()
+        wanted = ctx.ok[["host", "mode", "load", "load_label"]].drop_duplicates()
+        missing = wanted.merge(have, how="left", indicator=True)
+        for row in _rows(missing[missing["_merge"] == "left_only"]):
+            message = f"no successful {role} baseline ({variant}) at this load on this host: no comparison"
+            out.append(
+                Finding(
+                    check="missing_baseline",
+                    point=None,
+                    severity="info",
+                    message=message,
+                    host=row["host"],
+                    load=row["load_label"],
+                )
+            )
+    return out
+
+
+def unreadable_records(ctx: CheckContext) -> list[Finding]:
+    """Lines of records.jsonl that could not be read (a torn last line after kill -9, or damage)."""
+    if not ctx.skipped_lines:
+        return []
+    evidence = [f"line {s.line_number}: {s.reason}: {s.text[:120]}" for s in ctx.skipped_lines]
+    message = f"{len(ctx.skipped_lines)} line(s) of records.jsonl could not be read and were left out"
+    return [
+        Finding(
+            check="unreadable_records",
+            point=None,
+            severity="warning",
+            message=message,
+            evidence=evidence[:_EVIDENCE_LINES],
+        )
+    ]
+
+
+CheckFunction = Callable[[CheckContext], list[Finding]]
+
+CHECKS: dict[str, CheckFunction] = {
+    "depth_vs_commit": depth_vs_commit,
+    "topk1_vs_chain": topk1_vs_chain,
+    "tree_below_chain": tree_below_chain,
+    "speedup_vs_accept_len": speedup_vs_accept_len,
+    "speculation_off": speculation_off,
+    "client_vs_server": client_vs_server,
+    "failed_points": failed_points,
+    "request_errors": request_errors,
+    "too_few_requests": too_few_requests,
+    "missing_baseline": missing_baseline,
+    "unreadable_records": unreadable_records,
+}
+
+
+def run_checks(ctx: CheckContext) -> list[Finding]:
+    """Every enabled check, findings ordered by severity, then check order, then as found."""
+    findings: list[Finding] = []
+    for name in ctx.settings.disabled:
+        if name not in CHECKS:
+            findings.append(
+                Finding(
+                    check="settings",
+                    point=None,
+                    severity="info",
+                    message=f"checks.disabled names an unknown check {name!r}; known: " + ", ".join(CHECKS),
+                )
+            )
+    if ctx.frame.empty:
+        return findings + unreadable_records(ctx)
+    for name, check in CHECKS.items():
+        if name not in ctx.settings.disabled:
+            findings.extend(check(ctx))
+    order = {name: i for i, name in enumerate(CHECKS)}
+    return sorted(findings, key=lambda f: (SEVERITY_ORDER[f.severity], order.get(f.check, -1)))
+
+
+def findings_frame(findings: list[Finding]) -> pd.DataFrame:
+    """Findings as a table (evidence joined into one text column), for reports and notebooks."""
+    columns = ["severity", "check", "config", "load", "host", "message", "evidence", "point"]
+    rows = [{**f.model_dump(), "evidence": "\n".join(f.evidence)} for f in findings]
+    return pd.DataFrame(rows, columns=columns)

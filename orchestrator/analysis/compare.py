@@ -1,0 +1,122 @@
+"""Comparisons inside one run: every point against its baselines, the winner at each load, the Pareto front.
+
+A point is compared only with baselines measured on the same host at the same load (mode and concurrency or
+rate): comparisons never cross machines or load levels. Throughput is the client's ``output_tok_s`` (total
+output tokens per second of the load window) unless a caller names another column.
+
+Columns added by ``add_baseline_comparisons``:
+
+- ``ar_<metric>``, ``linear_<metric>``, ``ar_accept_len``, ``linear_accept_len``: the baselines' figures;
+- ``speedup_vs_ar`` = metric / AR metric, ``speedup_vs_linear`` = metric / linear metric;
+- ``accept_len_vs_linear`` = accept length / the linear baseline's accept length.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from orchestrator.analysis.roles import BaselineRoles
+
+__all__ = [
+    "COMPARISON_COLUMNS",
+    "JOIN_KEYS",
+    "THROUGHPUT",
+    "add_baseline_comparisons",
+    "baseline_rows",
+    "best_per_load",
+    "pareto_front",
+]
+
+THROUGHPUT = "output_tok_s"
+JOIN_KEYS = ["host", "mode", "load"]
+COMPARISON_COLUMNS = ["speedup_vs_ar", "speedup_vs_linear", "accept_len_vs_linear"]
+
+
+def _ok(frame: pd.DataFrame) -> pd.Series:
+    return frame["status"] == "ok"
+
+
+def baseline_rows(frame: pd.DataFrame, variant: str | None) -> pd.DataFrame:
+    """The measured, successful points of one baseline variant (records marked ``baseline``; if the run has
+    none so marked, points of that variant name)."""
+    if variant is None or frame.empty:
+        return frame.iloc[0:0]
+    of_variant = (frame["variant"] == variant) & frame["alias_of"].isna() & _ok(frame)
+    marked = frame[of_variant & frame["baseline"].astype(bool)]
+    return marked if not marked.empty else frame[of_variant]
+
+
+def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metric: str = THROUGHPUT) -> pd.DataFrame:
+    """``frame`` with its baselines' figures and the ratios to them (see the module docstring)."""
+    out = frame.copy()
+    for column in (metric, "accept_len"):
+        if column not in out.columns:
+            out[column] = float("nan")
+    for role, variant in (("ar", roles.ar), ("linear", roles.linear)):
+        base = baseline_rows(frame, variant)
+        renamed = {metric: f"{role}_{metric}", "accept_len": f"{role}_accept_len"}
+        columns = JOIN_KEYS + [c for c in (metric, "accept_len") if c in base.columns]
+        table = base.drop_duplicates(JOIN_KEYS, keep="last")[columns].rename(columns=renamed)
+        out = out.drop(columns=[c for c in renamed.values() if c in out.columns]).merge(table, on=JOIN_KEYS, how="left")
+        for column in renamed.values():
+            if column not in out.columns:
+                out[column] = float("nan")
+    value = pd.to_numeric(out[metric], errors="coerce")
+    ok = _ok(out)
+    out["speedup_vs_ar"] = (value / pd.to_numeric(out[f"ar_{metric}"], errors="coerce")).where(ok)
+    out["speedup_vs_linear"] = (value / pd.to_numeric(out[f"linear_{metric}"], errors="coerce")).where(ok)
+    accept = pd.to_numeric(out["accept_len"], errors="coerce")
+    out["accept_len_vs_linear"] = (accept / pd.to_numeric(out["linear_accept_len"], errors="coerce")).where(ok)
+    return out
+
+
+def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT) -> pd.DataFrame:
+    """The configuration with the highest ``metric`` at each (host, mode, load), baselines included, with
+    the runner-up and the margin (best / runner-up - 1)."""
+    shown = ["host", "mode", "load", "load_label", "label", "variant", metric, "per_user_tok_s", "accept_len"]
+    columns = [*shown, *COMPARISON_COLUMNS, "runner_up", "margin"]
+    candidates = frame[_ok(frame) & frame["alias_of"].isna()].copy()
+    if metric not in candidates.columns:
+        return pd.DataFrame(columns=columns)
+    candidates[metric] = pd.to_numeric(candidates[metric], errors="coerce")
+    candidates = candidates.dropna(subset=[metric])
+    rows = []
+    for _key, group in candidates.groupby(JOIN_KEYS, sort=True):
+        ranked = group.sort_values(metric, ascending=False, kind="stable")
+        best = ranked.iloc[0]
+        row = {c: best.get(c) for c in [*shown, *COMPARISON_COLUMNS]}
+        row["runner_up"], row["margin"] = None, float("nan")
+        if len(ranked) > 1:
+            second = ranked.iloc[1]
+            row["runner_up"] = second["label"]
+            if second[metric] > 0:
+                row["margin"] = best[metric] / second[metric] - 1
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def pareto_front(
+    frame: pd.DataFrame, *, x: str = "per_user_tok_s", y: str = THROUGHPUT, by: list[str] | None = None
+) -> pd.DataFrame:
+    """The points no other point beats on both ``x`` and ``y`` (higher is better on both), per host.
+
+    The usual serving trade-off: per-user speed (interactivity) against total throughput (cost).
+    Returned sorted by ``x``; ties on both figures keep every tied point.
+    """
+    by = ["host"] if by is None else by
+    points = frame[_ok(frame) & frame["alias_of"].isna()].copy()
+    points[x] = pd.to_numeric(points[x], errors="coerce")
+    points[y] = pd.to_numeric(points[y], errors="coerce")
+    points = points.dropna(subset=[x, y])
+    kept = []
+    groups = points.groupby(by, sort=True) if by else [((), points)]
+    for _key, group in groups:
+        ordered = group.sort_values([x, y], ascending=[False, False], kind="stable")
+        best_y = float("-inf")
+        best_x = float("inf")
+        for index, row in ordered.iterrows():
+            # On the front if nothing with at least this x has a higher y (equal pairs stay together).
+            if row[y] > best_y or (row[y] == best_y and row[x] == best_x):
+                kept.append(index)
+                best_y, best_x = row[y], row[x]
+    return points.loc[kept].sort_values([*by, x], kind="stable")

@@ -1,0 +1,128 @@
+"""What changed between two runs of the same experiment: per point, figure by figure, and in the findings.
+
+Points are matched on (host, configuration label, mode, load), not on point ids, so a run whose load settings
+changed (new ids) still lines up with the old one. ``change`` is the relative change b / a - 1; a point has
+*changed* when its status differs or any compared figure moved by at least ``threshold`` (5% by default).
+Latencies are compared too, where lower is better, so read their sign accordingly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from orchestrator.analysis.checks import Finding
+from orchestrator.analysis.result import Analysis
+
+__all__ = ["DIFF_FIGURES", "RunComparison", "compare_frames", "compare_runs"]
+
+DIFF_KEYS = ["host", "label", "mode", "load"]
+DIFF_FIGURES = [
+    "output_tok_s",
+    "per_user_tok_s",
+    "accept_len",
+    "speedup_vs_ar",
+    "speedup_vs_linear",
+    "ttft_ms_p50",
+    "itl_ms_p50",
+]
+
+
+@dataclass
+class RunComparison:
+    """Run A against run B. ``table`` has one row per point of either run."""
+
+    run_a: str
+    run_b: str
+    experiment_a: str
+    experiment_b: str
+    table: pd.DataFrame
+    threshold: float
+    findings_new: list[Finding] = field(default_factory=list)
+    findings_gone: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> pd.DataFrame:
+        return self.table[self.table["changed"]]
+
+    @property
+    def only_in_a(self) -> pd.DataFrame:
+        return self.table[self.table["presence"] == "only_a"]
+
+    @property
+    def only_in_b(self) -> pd.DataFrame:
+        return self.table[self.table["presence"] == "only_b"]
+
+
+def compare_frames(
+    a: pd.DataFrame, b: pd.DataFrame, *, threshold: float = 0.05, figures: list[str] | None = None
+) -> pd.DataFrame:
+    """Pure arithmetic on two analysed frames: ``<fig>_a``, ``<fig>_b``, ``<fig>_delta`` (b - a) and
+    ``<fig>_change`` (b / a - 1) per figure, ``status_a``/``status_b``, ``presence`` (both/only_a/only_b) and
+    ``changed``."""
+    figures = figures or DIFF_FIGURES
+
+    def pick(frame: pd.DataFrame) -> pd.DataFrame:
+        measured = frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
+        columns = DIFF_KEYS + ["load_label", "status"] + [f for f in figures if f in measured.columns]
+        picked = measured[columns].drop_duplicates(DIFF_KEYS, keep="last").copy()
+        for fig in figures:
+            if fig not in picked.columns:
+                picked[fig] = float("nan")
+            picked[fig] = pd.to_numeric(picked[fig], errors="coerce")
+        return picked
+
+    merged = pick(a).merge(pick(b), on=DIFF_KEYS, how="outer", suffixes=("_a", "_b"), indicator=True)
+    merged["presence"] = merged["_merge"].map({"both": "both", "left_only": "only_a", "right_only": "only_b"})
+    merged["load_label"] = merged["load_label_a"].fillna(merged["load_label_b"])
+    changed = merged["presence"] != "both"
+    changed |= (merged["status_a"] != merged["status_b"]) & (merged["presence"] == "both")
+    ordered = [*DIFF_KEYS, "load_label", "presence", "status_a", "status_b"]
+    for fig in figures:
+        left, right = merged[f"{fig}_a"], merged[f"{fig}_b"]
+        merged[f"{fig}_delta"] = right - left
+        merged[f"{fig}_change"] = (right / left - 1).where(left != 0)
+        changed |= merged[f"{fig}_change"].abs().fillna(0) >= threshold
+        ordered += [f"{fig}_a", f"{fig}_b", f"{fig}_delta", f"{fig}_change"]
+    merged["changed"] = changed.astype(bool)
+    merged = merged[[*ordered, "changed"]]
+    # Configurations in the order the runs measured them (baselines first), loads ascending.
+    order = {label: i for i, label in enumerate(dict.fromkeys([*a["label"], *b["label"]]))}
+    merged = merged.assign(_order=merged["label"].map(order))
+    merged = merged.sort_values(["host", "_order", "mode", "load"], kind="stable").drop(columns="_order")
+    return merged.reset_index(drop=True)
+
+
+def _finding_key(finding: Finding) -> tuple[str, str | None, str | None, str | None, str]:
+    return (finding.check, finding.host, finding.config, finding.load, finding.severity)
+
+
+def compare_runs(a: Analysis, b: Analysis, *, threshold: float = 0.05) -> RunComparison:
+    """Run B against run A (A is the reference)."""
+    notes: list[str] = []
+    if a.experiment_name != b.experiment_name:
+        notes.append(
+            f"different experiments ({a.experiment_name} and {b.experiment_name}): only points with the same "
+            "host, configuration and load are compared"
+        )
+    if a.metric != b.metric:
+        notes.append(f"throughput measured as {a.metric} in A and {b.metric} in B")
+    hosts_a, hosts_b = set(a.frame["host"]), set(b.frame["host"])
+    if hosts_a != hosts_b:
+        notes.append(f"hosts differ: A ran on {sorted(hosts_a)}, B on {sorted(hosts_b)}")
+    table = compare_frames(a.frame, b.frame, threshold=threshold)
+    keys_a = {_finding_key(f) for f in a.findings}
+    keys_b = {_finding_key(f) for f in b.findings}
+    return RunComparison(
+        run_a=a.run_id,
+        run_b=b.run_id,
+        experiment_a=a.experiment_name,
+        experiment_b=b.experiment_name,
+        table=table,
+        threshold=threshold,
+        findings_new=[f for f in b.findings if _finding_key(f) not in keys_a],
+        findings_gone=[f for f in a.findings if _finding_key(f) not in keys_b],
+        notes=notes,
+    )

@@ -1,0 +1,331 @@
+"""A run directory as one tidy pandas frame: one row per point, every figure in its own named column.
+
+Columns (a missing figure is NaN / None, never absent when another row has it):
+
+- identity: ``run_id experiment host variant label baseline baseline_source alias_of deployment_id point_id
+  config_hash command mode concurrency rate load load_label status attempt started_at finished_at
+  error_kind error_message error_evidence window_file``. ``load`` is the concurrency or the rate (a number
+  to plot against); ``label`` is ``variant(k=v, ...)``.
+- parameters: one column per matrix key under its own name (``budget``, ``topk``); a key that collides with
+  a column above becomes ``param_<key>``.
+- client (the load generator's figures): ``requests errors output_tokens duration_s output_tok_s
+  steady_output_tok_s per_user_tok_s requests_per_s``, each latency as ``ttft_ms_p50`` (``mean p50 p90 p99``
+  of ``ttft_ms itl_ms tpot_ms e2e_ms``), ``errors_by_kind`` as JSON text, the per-response speculative
+  figures as ``client_accept_len client_verify_steps client_draft_n client_draft_n_accepted``.
+- server (the engine's own figures over the window, ``WindowMetrics.to_dict()``): ``server_<key>`` for
+  scalars (``server_accept_len``, ``server_acceptance_rate``, ``server_gen_throughput``,
+  ``server_lines_matched`` ...), DDTree averages as ``ddtree_<key>`` (``ddtree_avg_commit_len``,
+  ``ddtree_avg_accepted_depth`` ...), the Prometheus window's scalars as ``prom_<key>`` (``prom_accept_len``,
+  ``prom_gen_throughput``), per-source figures as ``source_<source>_<figure>``; samples and prose are left
+  to the window file.
+- ``accept_len`` and ``accept_len_source``: the accept length the analysis uses, tokens per verify step with
+  the bonus token: the server's log window figure, else its Prometheus window figure, else the client's
+  per-response one, else DDTree's ``avg_commit_len`` (what was actually committed per step).
+
+A point retried in the same run keeps only its last attempt (``all_attempts=True`` keeps every line). A
+deployment that stood for several (variant, params) (``aliases``) gets one row per alias with ``alias_of``
+naming the measured configuration, so a heatmap cell is never empty because the plan deduplicated it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.store import Record, RunInfo, RunStore, SkippedLine
+
+__all__ = [
+    "IDENTITY_COLUMNS",
+    "RunData",
+    "config_label",
+    "load_run",
+    "open_run",
+    "tidy_frame",
+]
+
+IDENTITY_COLUMNS = [
+    "run_id",
+    "experiment",
+    "host",
+    "variant",
+    "label",
+    "baseline",
+    "baseline_source",
+    "alias_of",
+    "deployment_id",
+    "point_id",
+    "config_hash",
+    "command",
+    "mode",
+    "concurrency",
+    "rate",
+    "load",
+    "load_label",
+    "status",
+    "attempt",
+    "started_at",
+    "finished_at",
+    "error_kind",
+    "error_message",
+    "error_evidence",
+    "window_file",
+]
+_DERIVED = ["accept_len", "accept_len_source"]
+_LATENCY_STATS = ("mean", "p50", "p90", "p99")
+_CLIENT_SPEC_KEYS = {"accept_len", "verify_steps", "draft_n", "draft_n_accepted"}
+_DDTREE_TOP_LEVEL = {"budget", "bs", "topk"}
+_NAME_RE = re.compile(r"[^0-9A-Za-z]+")
+_SERVER_SKIPPED = {"definitions", "skipped_examples", "samples"}
+
+
+@dataclass
+class RunData:
+    """Everything analysis needs from one run directory, read once."""
+
+    path: Path
+    info: RunInfo
+    experiment: dict[str, Any]
+    plan: dict[str, Any]
+    frame: pd.DataFrame
+    param_columns: list[str]
+    skipped_lines: list[SkippedLine] = field(default_factory=list)
+    records_total: int = 0
+
+    @property
+    def planned_points(self) -> int:
+        return sum(len(d.get("load_points", [])) for d in self.plan.get("deployments", []))
+
+
+def config_label(variant: str, params: dict[str, Any]) -> str:
+    """``ddtree(budget=7, topk=1)``: the same text as the plan's deployment label."""
+    if not params:
+        return variant
+    return variant + "(" + ", ".join(f"{k}={_text(v)}" for k, v in params.items()) + ")"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def load_label(mode: str, concurrency: int | None, rate: float | None) -> str:
+    if mode == "rate":
+        return f"rate={rate:g}/s" if rate is not None else "rate=?"
+    return f"C={concurrency}"
+
+
+def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
+    """Read a run directory (refusing an unknown schema) into a ``RunData`` with its tidy frame."""
+    store = RunStore.open(path)
+    records = store.records()
+    experiment = store.experiment()
+    try:
+        plan = store.plan()
+    except Exception:  # a run killed before plan.json landed is still worth reading
+        plan = {}
+    commands = {d.get("id"): d.get("command") for d in plan.get("deployments", []) if isinstance(d, dict)}
+    chosen = records if all_attempts else list({r.key: r for r in records}.values())
+    frame, params = tidy_frame(chosen, commands=commands)
+    return RunData(
+        path=Path(path),
+        info=store.info,
+        experiment=experiment,
+        plan=plan,
+        frame=frame,
+        param_columns=params,
+        skipped_lines=list(store.skipped_lines),
+        records_total=len(records),
+    )
+
+
+def load_run(path: str | Path, *, all_attempts: bool = False) -> pd.DataFrame:
+    """The tidy frame of a run directory: one row per point (last attempt), see the module docstring."""
+    return open_run(path, all_attempts=all_attempts).frame
+
+
+def tidy_frame(records: Iterable[Record], *, commands: dict[Any, Any] | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Records -> (frame, parameter column names). Pure: tests build frames from hand-made records."""
+    commands = commands or {}
+    rows: list[dict[str, Any]] = []
+    param_names: list[str] = []
+    for record in records:
+        for variant, params, alias_of in _configurations(record):
+            for name in params:
+                if name not in param_names:
+                    param_names.append(name)
+            rows.append(_row(record, variant, params, alias_of, commands.get(record.deployment_id)))
+    # Parameters travel under a private key while rows are built; they keep their own names unless one would
+    # overwrite a figure column of any row (then it becomes ``param_<name>``).
+    taken = set(IDENTITY_COLUMNS) | set(_DERIVED)
+    for row in rows:
+        taken.update(row)
+    rename = {n: (f"param_{n}" if n in taken or n.startswith("param_") else n) for n in param_names}
+    for row in rows:
+        for name, value in row.pop(_PARAM_KEY).items():
+            row[rename[name]] = value
+    param_columns = [rename[n] for n in param_names]
+    frame = pd.DataFrame(rows)
+    for column in IDENTITY_COLUMNS + param_columns + _DERIVED:
+        if column not in frame.columns:
+            frame[column] = None
+    ordered = IDENTITY_COLUMNS + param_columns + _DERIVED
+    rest = [c for c in frame.columns if c not in ordered]
+    frame = frame[ordered + rest]
+    return frame.reset_index(drop=True), param_columns
+
+
+_PARAM_KEY = "\x00params"
+
+
+def _configurations(record: Record) -> list[tuple[str, dict[str, Any], str | None]]:
+    measured = config_label(record.variant, record.params)
+    out: list[tuple[str, dict[str, Any], str | None]] = [(record.variant, dict(record.params), None)]
+    for alias in record.aliases:
+        variant = alias.get("variant")
+        if isinstance(variant, str):
+            params = alias.get("params") or {}
+            out.append((variant, dict(params) if isinstance(params, dict) else {}, measured))
+    return out
+
+
+def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | None, command: Any) -> dict[str, Any]:
+    error = record.error or {}
+    evidence = error.get("evidence")
+    row: dict[str, Any] = {
+        "run_id": record.run_id,
+        "experiment": record.experiment,
+        "host": record.host,
+        "variant": variant,
+        "label": config_label(variant, params),
+        "baseline": bool(record.baseline) if alias_of is None else False,
+        "baseline_source": record.baseline_source,
+        "alias_of": alias_of,
+        "deployment_id": record.deployment_id,
+        "point_id": record.point_id,
+        "config_hash": record.config_hash,
+        "command": command if isinstance(command, str) else None,
+        "mode": record.mode,
+        "concurrency": record.concurrency,
+        "rate": record.rate,
+        "load": float((record.concurrency if record.mode == "concurrency" else record.rate) or 0),
+        "load_label": load_label(record.mode, record.concurrency, record.rate),
+        "status": record.status,
+        "attempt": record.attempt,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "error_kind": error.get("kind"),
+        "error_message": error.get("message"),
+        "error_evidence": [str(x) for x in evidence] if isinstance(evidence, list) else None,
+        "window_file": record.window_file,
+        _PARAM_KEY: params,
+    }
+    row.update(flatten_client(record.client))
+    row.update(flatten_server(record.server))
+    accept, source = None, None
+    for column, name in (
+        ("server_accept_len", "server"),
+        ("prom_accept_len", "prometheus"),
+        ("client_accept_len", "client"),
+        ("ddtree_avg_commit_len", "ddtree_commit"),
+    ):
+        value = _number(row.get(column))
+        if value is not None:
+            accept, source = value, name
+            break
+    row["accept_len"] = accept
+    row["accept_len_source"] = source
+    return row
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return None if value != value else float(value)  # NaN is "no figure"
+    return None
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _clean(name: str) -> str:
+    return _NAME_RE.sub("_", name).strip("_")
+
+
+_CLIENT_RESERVED = set(IDENTITY_COLUMNS) | set(_DERIVED)
+
+
+def flatten_client(client: dict[str, Any] | None) -> dict[str, Any]:
+    """The load generator's figures as flat columns (see the module docstring for the names)."""
+    if not client:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in client.items():
+        if key == "errors_by_kind":
+            out["errors_by_kind"] = json.dumps(value, sort_keys=True) if value else None
+        elif key == "spec":
+            for sub, sub_value in (value or {}).items():
+                if _scalar(sub_value):
+                    out[f"client_{_clean(sub)}"] = sub_value
+        elif isinstance(value, dict):
+            for stat, stat_value in value.items():
+                if _scalar(stat_value):
+                    out[f"{_clean(key)}_{_clean(str(stat))}"] = stat_value
+        elif _scalar(value):
+            name = _clean(key)
+            if name in _CLIENT_RESERVED or name in _CLIENT_SPEC_KEYS:
+                name = f"client_{name}"
+            out[name] = value
+    return out
+
+
+def flatten_server(server: dict[str, Any] | None) -> dict[str, Any]:
+    """The engine's window figures as flat columns (see the module docstring for the names)."""
+    if not server:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in server.items():
+        if isinstance(value, list) or key in _SERVER_SKIPPED:
+            continue  # samples and prose: the window file and the aggregates carry what matters
+        if key == "ddtree" and isinstance(value, dict):
+            out.update({f"ddtree_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+        elif key == "prometheus" and isinstance(value, dict):
+            out.update({f"prom_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+        elif key == "disagreement" and isinstance(value, dict):
+            out.update({f"disagreement_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+        elif key in ("sources", "comparison") and isinstance(value, dict):
+            out.update(_flatten_sources(value))
+        elif isinstance(value, dict):
+            out.update({f"server_{_clean(key)}_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+        elif key.startswith("avg_") or key in _DDTREE_TOP_LEVEL:
+            out[f"ddtree_{_clean(key)}"] = value
+        else:
+            out[f"server_{_clean(key)}"] = value
+    return out
+
+
+def _flatten_sources(value: dict[str, Any]) -> dict[str, Any]:
+    """Per-source figures as ``source_<source>_<figure>``, from either shape the metrics layer writes:
+    ``compare_sources`` output (``{"figures": {fig: {"values": {source: v}}}}``) or ``{source: {fig: v}}``."""
+    out: dict[str, Any] = {}
+    figures = value.get("figures")
+    if isinstance(figures, dict):
+        for figure, entry in figures.items():
+            values = entry.get("values") if isinstance(entry, dict) else None
+            if isinstance(values, dict):
+                for source, v in values.items():
+                    if _scalar(v):
+                        out[f"source_{_clean(str(source))}_{_clean(str(figure))}"] = v
+        return out
+    for source, entry in value.items():
+        if isinstance(entry, dict):
+            out.update({f"source_{_clean(source)}_{_clean(k)}": v for k, v in entry.items() if _scalar(v)})
+    return out

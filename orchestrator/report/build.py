@@ -1,0 +1,299 @@
+"""``build_report(run_dir)``: everything ``specsweep report`` writes, from the run directory alone.
+
+Into the run directory (or ``out_dir``): ``report.html`` (self-contained), ``report.md``, ``summary.csv``,
+``records.parquet`` (the analysed frame), ``checks.json`` (every finding) and ``figures/*.png``. The order of
+the report is the order a reader needs: findings, winners, figures, tables, failed points, then the run's
+particulars.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from orchestrator import __version__
+from orchestrator.analysis.checks import CHECKS
+from orchestrator.analysis.result import Analysis, analyse
+from orchestrator.errors import StoreError
+from orchestrator.report import figures as figs
+from orchestrator.report import tables
+from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
+
+__all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
+
+CHECKS_SCHEMA_VERSION = 1
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ReportResult:
+    """What ``build_report`` wrote: name -> path, and the analysis it wrote it from."""
+
+    directory: Path
+    files: dict[str, Path]
+    analysis: Analysis
+    figures: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.analysis.counts()
+
+
+@dataclass
+class _FigureSpec:
+    name: str
+    caption: str
+    draw: Callable[[Analysis, str | None], Figure | None]
+
+
+_FIGURES = [
+    _FigureSpec(
+        "throughput_vs_concurrency",
+        "Output throughput against concurrency, a line per configuration; baselines dashed.",
+        lambda a, h: figs.throughput_vs_load(a, host=h, mode="concurrency"),
+    ),
+    _FigureSpec(
+        "throughput_vs_rate",
+        "Output throughput against the offered request rate (open loop); baselines dashed.",
+        lambda a, h: figs.throughput_vs_load(a, host=h, mode="rate"),
+    ),
+    _FigureSpec(
+        "accept_len_heatmap",
+        "Accept length of each tree configuration (budget × top-k), tokens per verify step.",
+        lambda a, h: figs.accept_len_heatmap(a, host=h),
+    ),
+    _FigureSpec(
+        "speedup_vs_ar",
+        "Tree throughput over the autoregressive baseline at each load (ratio; >1 is faster).",
+        lambda a, h: figs.speedup_heatmaps(a, against="ar", host=h),
+    ),
+    _FigureSpec(
+        "speedup_vs_linear",
+        "Tree throughput over the linear baseline at each load (ratio; >1 is faster).",
+        lambda a, h: figs.speedup_heatmaps(a, against="linear", host=h),
+    ),
+    _FigureSpec(
+        "latency_percentiles",
+        "Time to first token and inter-token latency: p50 bars, p90 and p99 markers.",
+        lambda a, h: figs.latency_percentiles(a, host=h),
+    ),
+    _FigureSpec(
+        "pareto",
+        "Per-user against total throughput for every point; the Pareto front is joined and labelled.",
+        lambda a, h: figs.pareto_plot(a, host=h),
+    ),
+]
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
+
+
+def write_figures(analysis: Analysis, directory: Path, progress: Progress | None = None) -> dict[str, tuple[Path, str]]:
+    """Draw and save every figure that has data; returns name -> (png path, caption)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hosts = sorted(set(analysis.frame["host"])) if not analysis.frame.empty else []
+    per_host: list[str | None] = [None] if len(hosts) <= 1 else list(hosts)
+    out: dict[str, tuple[Path, str]] = {}
+    for spec in _FIGURES:
+        for host in per_host:
+            figure = spec.draw(analysis, host)
+            if figure is None:
+                continue
+            name = spec.name if host is None else f"{spec.name}-{_safe(host)}"
+            path = directory / f"{name}.png"
+            figure.savefig(path, format="png")
+            caption = spec.caption if host is None else f"{spec.caption} Host {host}."
+            out[name] = (path, caption)
+            if progress:
+                progress(f"figure {path.name}")
+    return out
+
+
+def _run_lines(analysis: Analysis) -> list[str]:
+    info = analysis.run.info
+    statuses = analysis.status_counts()
+    hosts = ", ".join(sorted(set(analysis.frame["host"]))) or "none"
+    engine = analysis.run.experiment.get("engine", "?")
+    lines = [
+        f"Run {info.run_id} of experiment {info.experiment} ({engine}), state {info.state}; "
+        f"started {info.started_at}, ended {info.ended_at or '(not ended)'}; host(s): {hosts}.",
+        f"{statuses['ok']} points ok, {statuses['failed']} failed, {statuses['skipped']} skipped; "
+        f"{analysis.run.planned_points} points planned per host.",
+    ]
+    if info.state != "done":
+        lines.append(f"This run is {info.state}: the figures show only the points it finished.")
+    return lines
+
+
+def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path) -> list[Block]:
+    """The report as a list of blocks (both renderings share it)."""
+    blocks: list[Block] = [
+        Heading(f"specsweep report: {analysis.experiment_name}, run {analysis.run_id}", 1),
+    ]
+    blocks += [Paragraph(line, "muted") for line in _run_lines(analysis)]
+
+    counts = analysis.counts()
+    blocks.append(Heading("Findings"))
+    groups = tables.group_findings(analysis.findings)
+    if counts["error"] == 0 and counts["warning"] == 0:
+        enabled = [c for c in CHECKS if c not in analysis.settings.disabled]
+        blocks.append(Paragraph(f"No errors or warnings: every check passed ({', '.join(enabled)}).", "ok"))
+    else:
+        css = "error" if counts["error"] else "warning"
+        blocks.append(
+            Paragraph(
+                f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) "
+                f"({len(analysis.findings)} findings, grouped by check and configuration below).",
+                css,
+            )
+        )
+    if groups:
+        blocks.append(Table(tables.formatted(tables.findings_by_check(analysis.findings)), "Findings by check"))
+        blocks.append(Items([(g.severity, f"[{g.check}] {g.where}: {g.message}", g.evidence) for g in groups]))
+
+    blocks.append(Heading("Winners"))
+    sentences = tables.headline(analysis)
+    if sentences:
+        blocks.append(Items([("", s, []) for s in sentences]))
+        blocks.append(Table(tables.formatted(tables.winners_table(analysis)), "Best configuration at each load"))
+    else:
+        blocks.append(Paragraph("No successful point to rank.", "warning"))
+
+    if figures:
+        blocks.append(Heading("Figures"))
+        for path, caption in figures.values():
+            blocks.append(Image(path, path.relative_to(base).as_posix(), caption))
+
+    blocks.append(Heading("Tables"))
+    for table, caption, kind in (
+        (tables.throughput_table(analysis), f"Output throughput ({analysis.metric}, tokens/s)", ""),
+        (tables.speedup_table(analysis, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
+        (tables.speedup_table(analysis, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
+        (tables.accept_table(analysis), "Accept length (tokens per verify step, bonus included)", "accept"),
+        (tables.latency_table(analysis, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
+        (tables.latency_table(analysis, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
+    ):
+        if not table.empty and not table.isna().all().all():
+            blocks.append(Table(tables.formatted(table, kind=kind), caption))
+
+    failed = tables.failed_points(analysis)
+    blocks.append(Heading("Failed points"))
+    if failed.empty:
+        blocks.append(Paragraph("None: every point completed.", "ok"))
+    else:
+        shown = failed.drop(columns=["error_evidence"], errors="ignore").rename(
+            columns={
+                "label": "configuration",
+                "load_label": "load",
+                "error_kind": "kind",
+                "error_message": "reason",
+                "window_file": "server log of the window",
+                "point_id": "point",
+            }
+        )
+        blocks.append(Table(tables.formatted(shown), "Points that failed or were skipped"))
+        for row in failed.to_dict("records"):
+            evidence = row.get("error_evidence") or []
+            if len(evidence):
+                title = f"{row['label']} @ {row['load_label']} on {row['host']}: {row.get('error_message') or ''}"
+                blocks.append(Evidence(title, [str(line) for line in evidence]))
+
+    blocks.append(Heading("About this report"))
+    skipped = analysis.run.skipped_lines
+    notes = [
+        f"Built by specsweep {__version__} from the run directory alone. Throughput is the client's "
+        f"{analysis.metric}; accept length is tokens per verify step with the bonus token.",
+        f"Baselines: AR = {analysis.roles.ar or 'none'}, linear = {analysis.roles.linear or 'none'}. "
+        f"Check tolerances: {analysis.settings.model_dump()}.",
+        "Files: report.md, report.html, summary.csv (one row per point), records.parquet (every column), "
+        "checks.json (every finding), figures/.",
+    ]
+    if skipped:
+        notes.append(f"{len(skipped)} unreadable line(s) of records.jsonl were left out.")
+    blocks += [Paragraph(n, "muted") for n in notes]
+    return blocks
+
+
+def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns Arrow can type: an object column mixing kinds (a parameter that is a number for one variant
+    and text for another) becomes text; lists stay lists of text."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype != object:
+            continue
+        values = [v for v in out[column] if v is not None and not (isinstance(v, float) and v != v)]
+        kinds = {type(v) for v in values}
+        converted: list[Any]
+        if kinds <= {list}:
+            converted = [None if not isinstance(v, list) else [str(x) for x in v] for v in out[column]]
+        elif len(kinds) > 1 or (kinds and not kinds <= {str, int, float, bool}):
+            converted = [None if v is None or (isinstance(v, float) and v != v) else str(v) for v in out[column]]
+        else:
+            continue
+        out[column] = pd.Series(converted, index=out.index, dtype=object)
+    return out
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _checks_json(analysis: Analysis) -> dict[str, Any]:
+    return {
+        "schema_version": CHECKS_SCHEMA_VERSION,
+        "run_id": analysis.run_id,
+        "experiment": analysis.experiment_name,
+        "settings": analysis.settings.model_dump(),
+        "baselines": {"ar": analysis.roles.ar, "linear": analysis.roles.linear},
+        "counts": analysis.counts(),
+        "findings": [f.model_dump() for f in analysis.findings],
+    }
+
+
+def build_report(
+    run_dir: str | Path,
+    *,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    analysis: Analysis | None = None,
+) -> ReportResult:
+    """Analyse ``run_dir`` and write the report files (see the module docstring); returns what was written."""
+    run_dir = Path(run_dir)
+    analysis = analysis or analyse(run_dir)
+    target = Path(out_dir) if out_dir is not None else run_dir
+    files: dict[str, Path] = {}
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        if progress:
+            progress("figures")
+        figures = write_figures(analysis, target / "figures", progress)
+        summary = target / "summary.csv"
+        tables.summary_table(analysis).to_csv(summary, index=False)
+        files["summary.csv"] = summary
+        parquet = target / "records.parquet"
+        _parquet_ready(analysis.frame).to_parquet(parquet, index=False)
+        files["records.parquet"] = parquet
+        checks = target / "checks.json"
+        _write_text(checks, json.dumps(_checks_json(analysis), indent=2) + "\n")
+        files["checks.json"] = checks
+        blocks = report_blocks(analysis, figures, target)
+        markdown = target / "report.md"
+        _write_text(markdown, to_markdown(blocks))
+        files["report.md"] = markdown
+        page = target / "report.html"
+        _write_text(page, to_html(blocks, title=f"specsweep: {analysis.experiment_name} {analysis.run_id}"))
+        files["report.html"] = page
+        if progress:
+            progress("done")
+    except OSError as exc:
+        raise StoreError(f"cannot write the report into {target}: {exc.strerror or exc}") from exc
+    return ReportResult(directory=target, files=files, analysis=analysis, figures={k: v[0] for k, v in figures.items()})

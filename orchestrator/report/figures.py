@@ -1,0 +1,452 @@
+"""The report's figures, drawn from an ``Analysis`` with matplotlib's Agg backend (no display, no pyplot state).
+
+Each function returns a ``matplotlib.figure.Figure`` (a notebook shows it as it is; the report saves it as a
+PNG), or ``None`` when the run has nothing to draw for it (no tree variant for a heatmap, no AR baseline for a
+speedup). Colours are fixed per configuration across figures; baselines are drawn dashed in black (AR) and
+grey (linear).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from orchestrator.analysis.result import Analysis
+
+__all__ = [
+    "accept_len_heatmap",
+    "config_colours",
+    "latency_percentiles",
+    "pareto_plot",
+    "speedup_heatmaps",
+    "throughput_vs_load",
+]
+
+_AR_COLOUR = "#111111"
+_LINEAR_COLOUR = "#7a7a7a"
+_TITLE_SIZE = 12
+_LABEL_SIZE = 10
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)  # Agg explicitly: the report must draw on a machine with no display
+    return figure
+
+
+def _measured_ok(analysis: Analysis, host: str | None, mode: str | None = None) -> pd.DataFrame:
+    frame = analysis.frame
+    rows = frame[(frame["status"] == "ok") & frame["alias_of"].isna()]
+    if host is not None:
+        rows = rows[rows["host"] == host]
+    if mode is not None:
+        rows = rows[rows["mode"] == mode]
+    return rows
+
+
+def config_order(analysis: Analysis) -> list[str]:
+    """Configurations in the order the plan ran them (baselines first), measured ones only."""
+    measured = analysis.frame[analysis.frame["alias_of"].isna()]
+    return list(dict.fromkeys(measured["label"]))
+
+
+def config_colours(analysis: Analysis) -> dict[str, str]:
+    """A fixed colour per configuration: AR black, linear grey, the rest from a qualitative palette without
+    its greys (so no configuration can be mistaken for a baseline)."""
+    labels = config_order(analysis)
+    others = [label for label in labels if label not in (analysis.roles.ar, analysis.roles.linear)]
+    name, greys = ("tab10", {7}) if len(others) <= 9 else ("tab20", {14, 15})
+    palette = matplotlib.colormaps[name]
+    choices = [matplotlib.colors.to_hex(palette(i)) for i in range(palette.N) if i not in greys]
+    colours = {label: choices[i % len(choices)] for i, label in enumerate(others)}
+    if analysis.roles.ar:
+        colours[analysis.roles.ar] = _AR_COLOUR
+    if analysis.roles.linear:
+        colours[analysis.roles.linear] = _LINEAR_COLOUR
+    return colours
+
+
+def _failed(analysis: Analysis, host: str | None, mode: str | None = None) -> pd.DataFrame:
+    frame = analysis.frame
+    rows = frame[(frame["status"] == "failed") & frame["alias_of"].isna()]
+    if host is not None:
+        rows = rows[rows["host"] == host]
+    if mode is not None:
+        rows = rows[rows["mode"] == mode]
+    return rows
+
+
+def _role_of_label(analysis: Analysis, label: str) -> str | None:
+    return analysis.roles.role_of(label)
+
+
+def _load_axis(ax: Axes, loads: Sequence[float], mode: str) -> None:
+    loads = sorted(set(loads))
+    if mode == "concurrency" and loads and min(loads) > 0:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(loads)
+    ax.set_xticklabels([f"{v:g}" for v in loads])
+    ax.minorticks_off()
+    label = "concurrent users (closed loop)" if mode == "concurrency" else "request rate (requests/s, open loop)"
+    ax.set_xlabel(label, fontsize=_LABEL_SIZE)
+
+
+def _host_note(analysis: Analysis, host: str | None) -> str:
+    hosts = sorted(set(analysis.frame["host"]))
+    if host is not None and len(hosts) > 1:
+        return f" on {host}"
+    return ""
+
+
+def _config_lines(
+    ax: Axes, analysis: Analysis, rows: pd.DataFrame, column: str, colours: dict[str, str], legend: bool
+) -> None:
+    for label in config_order(analysis):
+        line = rows[rows["label"] == label].sort_values("load")
+        values = pd.to_numeric(line[column], errors="coerce")
+        if line.empty or values.isna().all():
+            continue
+        baseline = _role_of_label(analysis, label) is not None
+        ax.plot(
+            line["load"],
+            values,
+            label=(f"{label} (baseline)" if baseline else label) if legend else None,
+            color=colours.get(label),
+            linestyle="--" if baseline else "-",
+            linewidth=2.4 if baseline else 1.5,
+            marker="s" if baseline else "o",
+            markersize=5 if baseline else 4,
+            zorder=3 if baseline else 2,
+        )
+
+
+def _mark_failed(ax: Axes, failed: pd.DataFrame, colours: dict[str, str], legend: bool) -> None:
+    if failed.empty:
+        return
+    ax.scatter(
+        failed["load"],
+        [0.0] * len(failed),
+        marker="X",
+        s=70,
+        color=[colours.get(label, "#c62828") for label in failed["label"]],
+        edgecolors="#c62828",
+        linewidths=1.2,
+        zorder=4,
+        clip_on=False,
+        label="failed point (colour: its configuration)" if legend else None,
+    )
+
+
+def throughput_vs_load(analysis: Analysis, *, host: str | None = None, mode: str = "concurrency") -> Figure | None:
+    """Total output tok/s against concurrency (or rate), a line per configuration, baselines dashed; beside it
+    the same figures relative to AR, where small differences at low load are visible. Failed points are
+    marked with an X on the axis."""
+    rows = _measured_ok(analysis, host, mode)
+    metric = analysis.metric
+    if rows.empty or pd.to_numeric(rows[metric], errors="coerce").isna().all():
+        return None
+    colours = config_colours(analysis)
+    failed = _failed(analysis, host, mode)
+    relative = analysis.roles.ar is not None and rows["speedup_vs_ar"].notna().any()
+    figure = _figure(15.5 if relative else 10.5, 5.8)
+    axes = figure.subplots(1, 2 if relative else 1, squeeze=False)[0]
+    what = "concurrency" if mode == "concurrency" else "request rate"
+    ax = axes[0]
+    _config_lines(ax, analysis, rows, metric, colours, legend=True)
+    _mark_failed(ax, failed, colours, legend=True)
+    _load_axis(ax, list(rows["load"]) + list(failed["load"]), mode)
+    ax.set_ylabel("output throughput (tokens/s, all users)", fontsize=_LABEL_SIZE)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("total output tokens/s (higher is better)", fontsize=_LABEL_SIZE + 1)
+    if relative:
+        right = axes[1]
+        _config_lines(right, analysis, rows, "speedup_vs_ar", colours, legend=False)
+        right.axhline(1.0, color=_AR_COLOUR, linewidth=1.0, alpha=0.5)
+        _load_axis(right, list(rows["load"]), mode)
+        right.set_ylabel(f"speedup over AR ({analysis.roles.ar}), × tokens/s", fontsize=_LABEL_SIZE)
+        right.grid(True, alpha=0.3)
+        right.set_title("relative to the AR baseline (1.0 = as fast as AR)", fontsize=_LABEL_SIZE + 1)
+    figure.suptitle(
+        f"{analysis.experiment_name}: output throughput vs {what}{_host_note(analysis, host)} (baselines dashed)",
+        fontsize=_TITLE_SIZE,
+    )
+    figure.legend(loc="outside right upper", fontsize=8.5, frameon=False)
+    return figure
+
+
+def _tree_variants(rows: pd.DataFrame) -> list[str]:
+    trees = rows[rows["tree_budget"].notna() & rows["tree_topk"].notna()]
+    return list(dict.fromkeys(trees["variant"]))
+
+
+def _annotate_grid(
+    ax: Axes,
+    grid: pd.DataFrame,
+    text: str,
+    dark: Callable[[float], bool],
+    failed: set[tuple[float, float]] | None = None,
+) -> None:
+    values = grid.to_numpy(dtype=float)
+    for i, budget in enumerate(grid.index):
+        for j, topk in enumerate(grid.columns):
+            value = float(values[i, j])
+            if failed and (budget, topk) in failed:
+                ax.text(j, i, "failed", ha="center", va="center", fontsize=9, color="#c62828", weight="bold")
+            elif math.isnan(value):
+                ax.text(j, i, "–", ha="center", va="center", fontsize=9, color="#666666")
+            else:
+                colour = "white" if dark(value) else "black"
+                ax.text(j, i, text.format(value), ha="center", va="center", fontsize=9, color=colour)
+
+
+def _below(threshold: float) -> Callable[[float], bool]:
+    return lambda value: value < threshold
+
+
+def _grid(rows: pd.DataFrame, value: str, shape: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Budget (rows, ascending) x top-k (columns) of ``value``; ``shape`` rows fix the full set of cells."""
+    data = rows.assign(_v=pd.to_numeric(rows[value], errors="coerce"))
+    grid = data.pivot_table(index="tree_budget", columns="tree_topk", values="_v", aggfunc="mean", dropna=False)
+    source = shape if shape is not None else rows
+    budgets = sorted(set(source["tree_budget"].dropna()) | set(grid.index))
+    topks = sorted(set(source["tree_topk"].dropna()) | set(grid.columns))
+    return grid.reindex(index=budgets, columns=topks)
+
+
+def _grid_axes(ax: Axes, grid: pd.DataFrame) -> None:
+    ax.set_xticks(range(len(grid.columns)))
+    ax.set_xticklabels([f"{c:g}" for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)))
+    ax.set_yticklabels([f"{b:g}" for b in grid.index])
+    ax.set_xlabel("top-k (children per node)", fontsize=_LABEL_SIZE)
+
+
+def accept_len_heatmap(analysis: Analysis, *, host: str | None = None) -> Figure | None:
+    """Accept length of each tree configuration as a budget x top-k grid (mean over the loads measured)."""
+    rows = _measured_ok(analysis, host)
+    variants = _tree_variants(rows)
+    if not variants:
+        return None
+    figure = _figure(max(4.6 * len(variants) + 1.4, 7.0), 5.0)
+    axes = figure.subplots(1, len(variants), squeeze=False)[0]
+    loads = rows.sort_values("load")["load_label"].drop_duplicates().tolist()
+    linear = pd.to_numeric(rows[rows["role"] == "linear"]["accept_len"], errors="coerce").dropna()
+    for ax, variant in zip(axes, variants, strict=True):
+        grid = _grid(rows[rows["variant"] == variant], "accept_len")
+        values = grid.to_numpy(dtype=float)
+        if np.isnan(values).all():
+            ax.set_axis_off()
+            ax.set_title(f"{variant}: no accept length measured", fontsize=_LABEL_SIZE)
+            continue
+        image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
+        middle = np.nanmin(values) + (np.nanmax(values) - np.nanmin(values)) / 2
+        _annotate_grid(ax, grid, "{:.2f}", _below(float(middle)))
+        _grid_axes(ax, grid)
+        ax.set_ylabel("budget (max tree nodes)", fontsize=_LABEL_SIZE)
+        ax.set_title(variant, fontsize=_LABEL_SIZE + 1)
+        colourbar = figure.colorbar(image, ax=ax, shrink=0.9)
+        colourbar.set_label("accept length (tokens/step, bonus included)", fontsize=9)
+    span = f"{loads[0]}…{loads[-1]}" if len(loads) > 1 else (loads[0] if loads else "")
+    reference = f"; linear chain accepts {linear.mean():.2f}" if not linear.empty else ""
+    figure.suptitle(
+        f"{analysis.experiment_name}: tree accept length, budget × top-k{_host_note(analysis, host)}\n"
+        f"tokens per verify step, mean over {span}{reference}\n(higher is better)",
+        fontsize=_TITLE_SIZE,
+    )
+    return figure
+
+
+def speedup_heatmaps(analysis: Analysis, *, against: str = "ar", host: str | None = None) -> Figure | None:
+    """Tree speedup (tok/s ratio) over a baseline as budget x top-k grids, one panel per load level."""
+    column = f"speedup_vs_{against}"
+    baseline = analysis.roles.ar if against == "ar" else analysis.roles.linear
+    rows = _measured_ok(analysis, host)
+    variants = _tree_variants(rows)
+    if not variants or baseline is None or rows[column].isna().all():
+        return None
+    rows = rows[rows["variant"].isin(variants)]
+    failed = _failed(analysis, host)
+    loads = rows.sort_values(["mode", "load"])[["mode", "load", "load_label"]].drop_duplicates()
+    values = pd.to_numeric(rows[column], errors="coerce").dropna()
+    low, high = float(min(values.min(), 0.95)), float(max(values.max(), 1.05))
+    norm = TwoSlopeNorm(vmin=low, vcenter=1.0, vmax=high)
+    panels = [(v, load) for v in variants for load in loads.itertuples(index=False)]
+    columns = min(4, len(panels))
+    lines = math.ceil(len(panels) / columns)
+    figure = _figure(3.3 * columns + 1.4, 3.3 * lines + 1.0)
+    axes = figure.subplots(lines, columns, squeeze=False)
+    image = None
+    for index, (variant, load) in enumerate(panels):
+        ax = axes[index // columns][index % columns]
+        subset = rows[(rows["variant"] == variant) & (rows["mode"] == load.mode) & (rows["load"] == load.load)]
+        lost = failed[(failed["variant"] == variant) & (failed["mode"] == load.mode) & (failed["load"] == load.load)]
+        grid = _grid(subset, column, shape=rows[rows["variant"] == variant])
+        image = ax.imshow(grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, aspect="auto", origin="lower")
+        cells = set(zip(lost["tree_budget"], lost["tree_topk"], strict=True))
+        _annotate_grid(ax, grid, "{:.2f}×", lambda v: abs(float(norm(v)) - 0.5) > 0.35, cells)
+        _grid_axes(ax, grid)
+        if index % columns == 0:
+            ax.set_ylabel("budget (max tree nodes)", fontsize=_LABEL_SIZE)
+        title = load.load_label if len(variants) == 1 else f"{variant} @ {load.load_label}"
+        ax.set_title(title, fontsize=_LABEL_SIZE + 1)
+    for index in range(len(panels), lines * columns):
+        axes[index // columns][index % columns].set_axis_off()
+    if image is not None:
+        colourbar = figure.colorbar(image, ax=axes, shrink=0.85)
+        colourbar.set_label(f"tok/s ÷ {baseline} tok/s (1.0 = same)", fontsize=9)
+    name = "autoregressive" if against == "ar" else "linear"
+    named = name if baseline == name else f"{name} ({baseline})"
+    figure.suptitle(
+        f"{analysis.experiment_name}: tree speedup over the {named} baseline at each load"
+        f"{_host_note(analysis, host)}\n(output tok/s ratio; blue = faster, red = slower)",
+        fontsize=_TITLE_SIZE,
+    )
+    return figure
+
+
+def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figure | None:
+    """TTFT and ITL per configuration at each load: p50 bars with p90 and p99 markers."""
+    rows = _measured_ok(analysis, host)
+    metrics = [m for m in ("ttft_ms", "itl_ms") if f"{m}_p50" in rows.columns and rows[f"{m}_p50"].notna().any()]
+    if rows.empty or not metrics:
+        return None
+    labels = [label for label in config_order(analysis) if label in set(rows["label"])]
+    loads = rows.sort_values(["mode", "load"])[["mode", "load", "load_label"]].drop_duplicates()
+    colours = config_colours(analysis)
+    failed = _failed(analysis, host)
+    figure = _figure(2.9 * len(loads) + 3.2, 0.28 * len(labels) * len(metrics) + 1.6 * len(metrics) + 0.6)
+    axes = figure.subplots(len(metrics), len(loads), squeeze=False, sharey=True)
+    names = {"ttft_ms": "time to first token (ms)", "itl_ms": "inter-token latency (ms)"}
+    positions = np.arange(len(labels))
+    for r, metric in enumerate(metrics):
+        for c, load in enumerate(loads.itertuples(index=False)):
+            ax = axes[r][c]
+            at = rows[(rows["mode"] == load.mode) & (rows["load"] == load.load)].set_index("label")
+            figures = {
+                stat: [
+                    float(pd.to_numeric(at[f"{metric}_{stat}"], errors="coerce").get(label, np.nan))
+                    if f"{metric}_{stat}" in at.columns
+                    else np.nan
+                    for label in labels
+                ]
+                for stat in ("p50", "p90", "p99")
+            }
+            ax.barh(
+                positions,
+                figures["p50"],
+                color=[colours.get(label, "#1f77b4") for label in labels],
+                alpha=0.85,
+                height=0.7,
+            )
+            ax.plot(figures["p90"], positions, linestyle="none", marker="|", markersize=9, color="black")
+            ax.plot(figures["p99"], positions, linestyle="none", marker="x", markersize=5, color="#b22222")
+            lost = failed[(failed["mode"] == load.mode) & (failed["load"] == load.load)]
+            for position, label in zip(positions, labels, strict=True):
+                if label in set(lost["label"]):
+                    ax.text(0, position, " failed", va="center", ha="left", fontsize=8, color="#c62828")
+            ax.set_yticks(positions)
+            ax.set_yticklabels(labels, fontsize=8.5)
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.set_xlim(left=0)
+            ax.tick_params(axis="x", labelsize=8.5)
+            if r == 0:
+                ax.set_title(load.load_label, fontsize=_LABEL_SIZE + 1)
+            ax.set_xlabel(names[metric], fontsize=9)
+    axes[0][0].invert_yaxis()  # shared by every panel: first configuration on top
+    handles = [
+        Line2D([], [], color="#888888", linewidth=6, label="p50 (bar)"),
+        Line2D([], [], color="black", marker="|", linestyle="none", markersize=9, label="p90"),
+        Line2D([], [], color="#b22222", marker="x", linestyle="none", markersize=6, label="p99"),
+    ]
+    figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
+    figure.suptitle(
+        f"{analysis.experiment_name}: latency percentiles per configuration and load{_host_note(analysis, host)}\n"
+        "(lower is better)",
+        fontsize=_TITLE_SIZE,
+    )
+    return figure
+
+
+def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None:
+    """Every point as per-user tok/s against total tok/s; the Pareto front joined and labelled."""
+    rows = _measured_ok(analysis, host)
+    metric = analysis.metric
+    rows = rows.assign(
+        _x=pd.to_numeric(rows["per_user_tok_s"], errors="coerce") if "per_user_tok_s" in rows else np.nan,
+        _y=pd.to_numeric(rows[metric], errors="coerce"),
+    ).dropna(subset=["_x", "_y"])
+    if rows.empty:
+        return None
+    front = analysis.pareto
+    if host is not None:
+        front = front[front["host"] == host]
+    colours = config_colours(analysis)
+    figure = _figure(10.5, 6.0)
+    ax = figure.add_subplot()
+    for label in config_order(analysis):
+        points = rows[rows["label"] == label]
+        if points.empty:
+            continue
+        role = _role_of_label(analysis, label)
+        ax.scatter(
+            points["_x"],
+            points["_y"],
+            color=colours.get(label),
+            s=46 if role else 30,
+            marker={"ar": "s", "linear": "^"}.get(role or "", "o"),
+            label=f"{label} (baseline)" if role else label,
+            zorder=3,
+            edgecolors="white",
+            linewidths=0.5,
+        )
+    if not front.empty:
+        ordered = front.sort_values("per_user_tok_s")
+        ax.plot(
+            ordered["per_user_tok_s"],
+            ordered[metric],
+            color="black",
+            linewidth=1.0,
+            alpha=0.6,
+            zorder=2,
+            label="Pareto front",
+        )
+        ax.scatter(
+            ordered["per_user_tok_s"],
+            ordered[metric],
+            s=130,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.0,
+            zorder=4,
+        )
+        for _, point in ordered.iterrows():
+            ax.annotate(
+                f"{point['label']} @ {point['load_label']}",
+                (point["per_user_tok_s"], point[metric]),
+                textcoords="offset points",
+                xytext=(6, 4),
+                fontsize=7.5,
+                color="#333333",
+            )
+    ax.set_xlabel("per-user throughput (tokens/s per user; interactivity)", fontsize=_LABEL_SIZE)
+    ax.set_ylabel("total output throughput (tokens/s, all users)", fontsize=_LABEL_SIZE)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(
+        f"{analysis.experiment_name}: per-user vs total throughput, every configuration and load"
+        f"{_host_note(analysis, host)}\n(up and right is better; the front is what no other point beats on both)",
+        fontsize=_TITLE_SIZE,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False)
+    return figure
