@@ -53,7 +53,7 @@ class RequestRecord:
 
     def fail(self, kind: str, message: str) -> None:
         self.error_kind = kind
-        self.error = message[:300]
+        self.error = " ".join(message.split())[:300]  # one line, whatever the library's message looked like
 
     def to_dict(self) -> dict[str, object]:
         """A compact JSON-able form (times relative to the send time, in seconds)."""

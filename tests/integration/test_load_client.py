@@ -1,0 +1,483 @@
+"""The load client against scripted servers on loopback: every API's wire format, and every way a server
+misbehaves (statuses, refused connections, resets, malformed events, stalls) becoming a counted error kind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from orchestrator.errors import LoadError
+from orchestrator.load import LoadProgress, LoadSettings, run_load
+from orchestrator.load import client as client_module
+from orchestrator.load.client import LoadClient, discover_model
+from orchestrator.load.workloads import Prompt
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class FakeServer:
+    """An aiohttp server on 127.0.0.1 whose responses follow scripts, one per request, in order."""
+
+    def __init__(self) -> None:
+        self.scripts: deque[Handler] = deque()
+        self.default: Handler = sse_script(chat_events(["a", "b"]))
+        self.bodies: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.1)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.paths.append(request.path)
+        self.headers.append(dict(request.headers))
+        self.bodies.append(await request.json())
+        script = self.scripts.popleft() if self.scripts else self.default
+        return await script(request)
+
+
+def chat_events(tokens: list[str], finish: str = "length", usage: bool = True) -> list[bytes]:
+    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    events += [{"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]} for t in tokens]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if usage:
+        events.append({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": len(tokens)}})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def sse_script(parts: list[bytes | float | str], status: int = 200, content_type: str = "text/event-stream") -> Handler:
+    """Write each bytes part as its own HTTP chunk; a float sleeps; 'reset' aborts the connection with RST;
+    'close' ends the body cleanly where it is; 'hang' sleeps until the client goes away."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(status=status, headers={"Content-Type": content_type})
+        await response.prepare(request)
+        for part in parts:
+            if isinstance(part, bytes):
+                await response.write(part)
+            elif isinstance(part, float):
+                await asyncio.sleep(part)
+            elif part == "reset":
+                transport = request.transport
+                assert transport is not None
+                sock = transport.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                transport.abort()
+                return response
+            elif part == "close":
+                break
+            elif part == "hang":
+                await asyncio.sleep(3600)
+        await response.write_eof()
+        return response
+
+    return handler
+
+
+def json_script(body: object, status: int = 200) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response(body, status=status)
+
+    return handler
+
+
+def text_script(text: str, status: int) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=text, status=status)
+
+    return handler
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeServer]:
+    fake = FakeServer()
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+def settings_for(url: str, **overrides: Any) -> LoadSettings:
+    base: dict[str, Any] = {
+        "url": url,
+        "model": "m",
+        "concurrency": 1,
+        "requests": 1,
+        "warmup": 0,
+        "connect_timeout": 2.0,
+        "first_token_timeout": 5.0,
+        "total_timeout": 10.0,
+    }
+    base.update(overrides)
+    return LoadSettings(**base)
+
+
+async def send_one(settings: LoadSettings, prompt: str = "hello") -> Any:
+    async with LoadClient(settings, settings.model) as client:
+        return await client.send(0, Prompt(text=prompt))
+
+
+# -- what goes on the wire, per API -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("api", "path", "expected"),
+    [
+        pytest.param(
+            "chat",
+            "/v1/chat/completions",
+            {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hello"}],
+                "max_tokens": 7,
+                "temperature": 0.0,
+                "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                "ignore_eos": True,
+            },
+            id="chat",
+        ),
+        pytest.param(
+            "completions",
+            "/v1/completions",
+            {
+                "model": "m",
+                "prompt": "hello",
+                "max_tokens": 7,
+                "temperature": 0.0,
+                "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+                "ignore_eos": True,
+            },
+            id="completions",
+        ),
+        pytest.param(
+            "generate",
+            "/generate",
+            {
+                "text": "hello",
+                "sampling_params": {"max_new_tokens": 7, "temperature": 0.0, "ignore_eos": True},
+                "stream": True,
+            },
+            id="generate",
+        ),
+        pytest.param(
+            "llamacpp",
+            "/completion",
+            {"prompt": "hello", "n_predict": 7, "temperature": 0.0, "stream": True, "ignore_eos": True},
+            id="llamacpp",
+        ),
+    ],
+)
+async def test_request_bodies(server: FakeServer, api: str, path: str, expected: dict[str, Any]) -> None:
+    await send_one(settings_for(server.url, api=api, max_tokens=7, ignore_eos=True, api_key="k3y"))
+    assert server.paths == [path]
+    assert server.bodies == [expected]
+    assert server.headers[0]["Authorization"] == "Bearer k3y"
+
+
+async def test_ignore_eos_is_only_sent_when_asked(server: FakeServer) -> None:
+    await send_one(settings_for(server.url))
+    assert "ignore_eos" not in server.bodies[0]
+
+
+# -- streams that arrive in awkward pieces ---------------------------------------------------------------
+
+
+async def test_stream_split_anywhere_with_comments_and_keepalives(server: FakeServer) -> None:
+    whole = b"".join(chat_events(["one", " two three", " four"], usage=False))
+    whole = whole.replace(b"\n\n", b"\r\n\r\n", 2)  # mixed line endings
+    pieces: list[bytes | float | str] = [b": keep-alive\n\n", 0.01]
+    for i in range(0, len(whole), 7):  # 7-byte HTTP chunks, each its own write
+        pieces += [whole[i : i + 7], 0.001]
+    server.scripts.append(sse_script(pieces))
+    record = await send_one(settings_for(server.url))
+    assert record.ok, record.error
+    assert record.output_tokens == 3  # no usage: one per text chunk
+    assert record.finish_reason == "length"
+    assert record.ttft is not None and record.ttft >= 0.01  # the server waited 10 ms before any token
+    assert record.end >= record.first_token > record.sent
+
+
+async def test_usage_spreads_tokens_over_chunks(server: FakeServer) -> None:
+    events = chat_events(["a", "bbb", "c"])
+    events[-2] = b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}\n\n'
+    server.scripts.append(sse_script([*events]))
+    record = await send_one(settings_for(server.url))
+    assert record.output_tokens == 5
+    assert record.chunk_tokens == [1, 3, 1]
+    assert record.input_tokens == 5
+
+
+async def test_generate_and_llamacpp_streams(server: FakeServer) -> None:
+    generate = [
+        b'data: {"text": " a", "meta_info": {"completion_tokens": 1, "spec_verify_ct": 0}}\n\n',
+        b'data: {"text": " a b c", "meta_info": {"completion_tokens": 3, "spec_verify_ct": 1, '
+        b'"finish_reason": {"type": "length"}}}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    llamacpp = [
+        b'data: {"content": " a", "stop": false}\n\n',
+        b'data: {"content": " b", "stop": false}\n\n',
+        b'data: {"content": "", "stop": true, "tokens_predicted": 2, "stop_type": "limit", '
+        b'"timings": {"draft_n": 3, "draft_n_accepted": 1}}\n\n',
+    ]
+    server.scripts.extend([sse_script(generate), sse_script(llamacpp)])
+    first = await send_one(settings_for(server.url, api="generate"))
+    second = await send_one(settings_for(server.url, api="llamacpp"))
+    assert (first.ok, first.output_tokens, first.chunk_tokens, first.spec_verify_ct) == (True, 3, [1, 2], 1)
+    assert (second.ok, second.output_tokens, second.draft_n, second.draft_n_accepted) == (True, 2, 3, 1)
+    assert second.finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("api", "body", "tokens"),
+    [
+        (
+            "chat",
+            {"choices": [{"message": {"content": "x y"}, "finish_reason": "stop"}], "usage": {"completion_tokens": 2}},
+            2,
+        ),
+        ("completions", {"choices": [{"text": "x", "finish_reason": "length"}], "usage": {"completion_tokens": 1}}, 1),
+        ("generate", {"text": "x", "meta_info": {"completion_tokens": 4, "finish_reason": {"type": "length"}}}, 4),
+        ("llamacpp", {"content": "x", "tokens_predicted": 3, "stop_type": "limit"}, 3),
+    ],
+)
+async def test_not_streamed(server: FakeServer, api: str, body: dict[str, Any], tokens: int) -> None:
+    server.scripts.append(json_script(body))
+    record = await send_one(settings_for(server.url, api=api, stream=False))
+    assert record.ok, record.error
+    assert record.output_tokens == tokens
+    assert not record.streamed
+    assert server.bodies[0]["stream"] is False
+
+
+async def test_json_answer_to_a_stream_request(server: FakeServer) -> None:
+    body = {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": {"completion_tokens": 1}}
+    server.scripts.append(json_script(body))
+    record = await send_one(settings_for(server.url))
+    assert record.ok
+    assert record.output_tokens == 1
+
+
+async def test_done_without_the_body_ending_counts_as_complete(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "_DONE_GRACE_S", 0.05)
+    server.scripts.append(sse_script([*chat_events(["a"]), "hang"]))
+    record = await send_one(settings_for(server.url))
+    assert record.ok, record.error
+    assert record.output_tokens == 1
+
+
+async def test_a_finish_reason_without_done_is_enough(server: FakeServer) -> None:
+    server.scripts.append(sse_script(chat_events(["a"], usage=False)[:-1]))
+    record = await send_one(settings_for(server.url))
+    assert record.ok, record.error
+
+
+# -- servers that misbehave ------------------------------------------------------------------------------
+
+_OPENAI_500 = {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError", "code": 500}
+
+
+@pytest.mark.parametrize(
+    ("script", "overrides", "kind", "message"),
+    [
+        pytest.param(json_script(_OPENAI_500, 500), {}, "http_500", "CUDA out of memory", id="500-json"),
+        pytest.param(
+            json_script({"error": {"message": "max_tokens too large", "code": 400}}, 400),
+            {},
+            "http_400",
+            "max_tokens too large",
+            id="400-openai",
+        ),
+        pytest.param(text_script("slow down", 429), {}, "http_429", "slow down", id="429-text"),
+        pytest.param(sse_script([*chat_events(["a", "b"])[:2], 0.01, "reset"]), {}, "reset", "", id="reset-mid-stream"),
+        pytest.param(sse_script([*chat_events(["a"])[:2], "close"]), {}, "truncated", "end marker", id="truncated"),
+        pytest.param(sse_script([b"data: {not json\n\n"]), {}, "malformed", "not JSON", id="malformed-json"),
+        pytest.param(sse_script([b"data: [1]\n\n"]), {}, "malformed", "object", id="not-an-object"),
+        pytest.param(
+            sse_script([chat_events(["a"])[1], b'data: {"error": {"message": "engine died"}}\n\n']),
+            {},
+            "stream_error",
+            "engine died",
+            id="error-in-data",
+        ),
+        pytest.param(
+            sse_script([b'event: error\ndata: {"message": "overloaded"}\n\n']),
+            {},
+            "stream_error",
+            "overloaded",
+            id="error-event",
+        ),
+        pytest.param(
+            sse_script([chat_events([])[0], "hang"]),
+            {"first_token_timeout": 0.2},
+            "first_token_timeout",
+            "no token",
+            id="stall-before-first-token",
+        ),
+        pytest.param(
+            sse_script([*chat_events(["a", "b"])[:2], "hang"]),
+            {"idle_timeout": 0.2},
+            "stall",
+            "",
+            id="stall-mid-stream",
+        ),
+        pytest.param(
+            sse_script([*chat_events(["a"])[:2]] + [0.05, chat_events(["a"])[1]] * 400),
+            {"total_timeout": 0.4},
+            "total_timeout",
+            "not finished",
+            id="too-slow",
+        ),
+        pytest.param(sse_script([], status=200), {}, "truncated", "", id="empty-stream"),
+    ],
+)
+async def test_misbehaving_server(
+    server: FakeServer, script: Handler, overrides: dict[str, Any], kind: str, message: str
+) -> None:
+    server.scripts.append(script)
+    record = await send_one(settings_for(server.url, **overrides))
+    assert record.error_kind == kind, record.error
+    assert message in (record.error or "")
+    assert record.end is not None and record.end >= record.sent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_refused_connection() -> None:
+    record = await send_one(settings_for(f"http://127.0.0.1:{_free_port()}"))
+    assert record.error_kind == "connect"
+
+
+async def _raw_server(reply: bytes) -> tuple[asyncio.Server, int]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(reply)
+        await writer.drain()
+        writer.close()
+
+    raw = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return raw, raw.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("reply", "kinds"),
+    [
+        pytest.param(b"NOT HTTP AT ALL\r\n\r\n", {"protocol"}, id="garbage-status-line"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n",
+            {"protocol"},
+            id="bad-chunk-size",
+        ),
+        pytest.param(b"", {"reset"}, id="closed-without-answer"),
+    ],
+)
+async def test_broken_http(reply: bytes, kinds: set[str]) -> None:
+    raw, port = await _raw_server(reply)
+    try:
+        record = await send_one(settings_for(f"http://127.0.0.1:{port}"))
+    finally:
+        raw.close()
+        await raw.wait_closed()
+    assert record.error_kind in kinds, (record.error_kind, record.error)
+
+
+# -- whole runs ------------------------------------------------------------------------------------------
+
+
+async def test_run_load_excludes_warmup_and_reports_progress(server: FakeServer) -> None:
+    reports: list[LoadProgress] = []
+    settings = settings_for(server.url, model=None, concurrency=3, requests=9, warmup=2)
+    result = await run_load(settings, progress=reports.append)
+    assert len(server.bodies) == 11  # 2 warm-up + 9 measured
+    assert result.model == "fake-model"
+    data = result.to_dict()
+    json.dumps(data)  # JSON-able
+    assert data["requests"] == 9
+    assert data["warmup_requests"] == 2
+    assert data["errors"] == 0
+    assert data["output_tokens"] == 18
+    assert data["concurrency"] == 3
+    assert data["partial"] is False
+    assert data["ended_at"] >= data["started_at"] > 1e9
+    for key in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
+        assert set(data[key]) == {"mean", "p50", "p90", "p99"}
+    assert reports[-1].phase == "done"
+    assert reports[-1].done == 9
+
+
+async def test_run_load_counts_failures_instead_of_raising(server: FakeServer) -> None:
+    server.default = json_script(_OPENAI_500, 500)
+    result = await run_load(settings_for(server.url, concurrency=2, requests=4, warmup=1))
+    assert result.errors == 4
+    assert result.to_dict()["errors_by_kind"] == {"http_500": 4}
+    assert result.warmup_errors == 1
+
+
+async def test_run_load_against_nothing_is_errors_not_a_crash() -> None:
+    result = await run_load(settings_for(f"http://127.0.0.1:{_free_port()}", requests=3))
+    assert result.to_dict()["errors_by_kind"] == {"connect": 3}
+
+
+async def test_stop_returns_promptly_with_what_finished(server: FakeServer) -> None:
+    server.default = sse_script([*chat_events(["a"])[:2], "hang"])
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.3, stop.set)
+    result = await run_load(settings_for(server.url, concurrency=4, requests=100, warmup=0), stop=stop)
+    assert result.partial
+    assert result.requests == 0
+    assert result.cancelled == 4
+
+
+async def test_open_loop_run(server: FakeServer) -> None:
+    result = await run_load(settings_for(server.url, concurrency=None, rate=50.0, requests=6, warmup=0))
+    data = result.to_dict()
+    assert data["loop"] == "open"
+    assert data["requests"] == 6
+    assert data["errors"] == 0
+
+
+async def test_model_discovery_failure_is_a_load_error() -> None:
+    with pytest.raises(LoadError, match="model"):
+        await discover_model(settings_for(f"http://127.0.0.1:{_free_port()}", model=None))
+
+
+async def test_bad_prompts_file_is_a_load_error(server: FakeServer) -> None:
+    with pytest.raises(LoadError, match="does not exist"):
+        await run_load(settings_for(server.url, prompts="missing.jsonl"))
