@@ -132,6 +132,8 @@ class Engine:
                 if self.stats.interval.steps == 0:
                     self.stats.interval.started = deadline
             batch = self._admit()
+            if not batch and not self._running:
+                continue  # everything that waited was cancelled
             if batch:
                 new_tokens = sum(r.prompt_tokens for r in batch)
                 deadline = await self._sleep_step(deadline, self.timing.prefill_seconds(new_tokens))
@@ -233,8 +235,6 @@ class Engine:
             for req in self._running:
                 if req.live:
                     keep.append(req)
-                elif req.stalled:
-                    self._stalled.append(req)
                 else:
                     self._finish(req)
             self._running = keep
@@ -261,9 +261,13 @@ class Engine:
         self._reserved -= req.prompt_tokens + req.max_tokens
 
     def _finish(self, req: SimRequest) -> None:
+        """Take a request that left the batch off the books. A stalled one is dropped by the scheduler (its
+        stream just never continues) but kept, so that ``close`` can end it."""
         self._release(req)
         self.stats.kv_tokens -= req.prompt_tokens + req.completion_tokens
-        if req.finish_reason != "abort":
+        if req.stalled:
+            self._stalled.append(req)
+        elif req.finish_reason != "abort":
             self.stats.requests_finished += 1
 
     def _update_gauges(self) -> None:
@@ -345,10 +349,7 @@ class Engine:
             if ended:
                 self._running = [r for r in self._running if r.live]
                 for req in ended:
-                    if req.stalled:
-                        self._stalled.append(req)
-                    else:
-                        self._finish(req)
+                    self._finish(req)
             if batch:
                 self.stats.decode_steps += 1
                 self.stats.interval.steps += 1

@@ -34,7 +34,7 @@ __all__ = ["SimServer"]
 
 _SHUTDOWN_TIMEOUT = 0.3  # seconds aiohttp waits for handlers before cancelling them
 _LOAD_SHARDS = 64
-_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "Connection": "keep-alive"}
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:

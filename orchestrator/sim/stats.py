@@ -6,6 +6,8 @@ Counting rules (the ones a client cross-checks against):
 - ``accepted_tokens`` counts committed drafts, the bonus token excluded; ``draft_tokens`` counts drafted nodes.
   So over any window, accept length = 1 + d(accepted) / d(verify steps) = committed / verify steps.
 - ``generation_tokens`` counts every completion token, including the one each prefill produces.
+- Under ``ar`` nothing is speculative: the ``spec_*`` counters and gauges stay 0, ``Decode batch`` lines carry
+  no accept fields, and ``/get_server_info`` has no ``avg_spec_accept_length`` (as with SGLang).
 """
 
 from __future__ import annotations

@@ -347,6 +347,7 @@ async def test_fault_stall_stops_a_stream_mid_response(start_sim: StartSim, sess
         len(json.loads(e[6:])["choices"][0]["delta"].get("content", "").split()) for e in received.strip().split("\n\n")
     )
     assert tokens == 20  # half of max_tokens, then nothing
+    assert server.stats.running == 0  # the scheduler dropped it; the stream stays open
     # Stopping the server ends the stalled stream too.
     await asyncio.wait_for(server.stop(), 5)
 
