@@ -1,0 +1,58 @@
+"""``specsweep sweep --dry-run``: per deployment, exactly what would be written and run, touching nothing.
+
+The text comes from the same pure render functions the services use, so a dry run cannot drift from a real
+run: the drop-in (or unit file) a systemd service would write, the argv a process service would start.
+"""
+
+from __future__ import annotations
+
+from orchestrator.experiment import Experiment, SystemdServiceSpec
+from orchestrator.plan import build_plan
+from orchestrator.quoting import shell_join, split_command
+from orchestrator.services.systemd import DROPIN_NAME, UNIT_DIR, render_dropin, render_unit
+
+__all__ = ["describe_plan"]
+
+
+def describe_plan(experiment: Experiment) -> str:
+    """A plain-text description of every deployment's host actions and load points."""
+    plan = build_plan(experiment)
+    service = experiment.service
+    hosts = ", ".join(h.display_name for h in experiment.host_specs())
+    out: list[str] = [
+        f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points on {hosts}",
+        "# nothing below has been run",
+        "",
+    ]
+    for index, deployment in enumerate(plan.deployments, 1):
+        out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
+        if isinstance(service, SystemdServiceSpec):
+            unit = service.unit
+            if service.mode == "unit":
+                path = f"{UNIT_DIR}/{unit}"
+                text = render_unit(service.unit_file, deployment)
+                out.append(f"write {path} (the original is backed up and restored byte for byte):")
+            else:
+                path = f"{UNIT_DIR}/{unit}.d/{DROPIN_NAME}"
+                text = render_dropin(deployment)
+                out.append(f"write {path}:")
+            out.extend("    " + line for line in text.rstrip("\n").splitlines())
+            out.append("run: systemctl daemon-reload")
+            out.append(f"run: systemctl restart {unit}")
+        else:
+            argv = split_command(deployment.command or "", what="the process command")
+            env = [f"{k}={v}" for k, v in deployment.environment.items()]
+            out.append("stop the previous server process group, then start in its own session:")
+            out.append("    " + shell_join(["env", "--", *env, *argv]))
+        out.append(
+            f"wait until healthy: {', '.join(experiment.health_paths)} under {experiment.server.url} "
+            f"(timeout {experiment.server.ready_timeout:g}s)"
+        )
+        if experiment.load.warmup:
+            out.append(f"warm up: {experiment.load.warmup} requests at C=1")
+        for point in deployment.load_points:
+            size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
+            out.append(f"load {point.label}: {size} ({point.id})")
+        out.append("")
+    out.append("finally: restore every host as it was found (drop-in removed, daemon-reload, unit state put back)")
+    return "\n".join(out)

@@ -1,0 +1,751 @@
+"""The sweep loop: deploy, wait, warm up, measure every load point in its exact window, store, restore.
+
+For each deployment of the plan (baselines first; on a pool of hosts every host measures the baselines itself
+and then takes the other deployments from a shared queue, one at a time):
+
+    apply -> wait until healthy -> warm up -> for each pending load point:
+        window start -> load -> window end -> parse -> Record -> append (fsync) -> next
+    -> after the last deployment, or on any way out: restore the host
+
+Failures are data: a deployment that never becomes healthy gives a failed record for each of its points with
+the journal lines that explain it; a server that dies mid-point fails that point and is re-applied once; the
+sweep goes on. A stop request (Ctrl-C, SIGTERM) ends the load promptly, restores every host and marks the run
+``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import HostError, Interrupted, ServiceError, SpecsweepError, StartFailed, StoreError
+from orchestrator.eta import EtaModel
+from orchestrator.events import (
+    DeploymentFailed,
+    DeploymentReady,
+    DeploymentStarted,
+    HealthProgress,
+    HostRestored,
+    LoadProgress,
+    Notice,
+    Observer,
+    PointFinished,
+    PointStarted,
+    SweepEvent,
+    SweepStarted,
+)
+from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
+from orchestrator.health import wait_until_healthy
+from orchestrator.hosts import connect_host
+from orchestrator.load import LoadSettings, run_load
+from orchestrator.metrics import compare_sources, parse_window, scrape_delta
+from orchestrator.plan import Deployment, LoadPoint, Plan, build_plan
+from orchestrator.services import make_service
+from orchestrator.store import Record, RunStore, utc_now_iso
+
+__all__ = ["StopSignal", "SweepOptions", "SweepResult", "run_sweep"]
+
+HostSpecT = SSHHostSpec | LocalHostSpec
+
+
+class StopSignal:
+    """Set once to stop at the next safe point; set twice to also skip waiting (the host is still restored)."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.hurry = threading.Event()
+
+    def request(self) -> None:
+        if self.requested.is_set():
+            self.hurry.set()
+        self.requested.set()
+
+    def __bool__(self) -> bool:
+        return self.requested.is_set()
+
+
+@dataclass
+class SweepOptions:
+    results_root: Path = Path("results")
+    resume: str | None = None
+    retry_failed: bool = False
+    redeploy_limit: int = 1
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    state: str
+    records: list[Record] = field(default_factory=list)
+    restore_errors: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.records if r.status == "failed")
+
+
+def resolved_experiment(experiment: Experiment) -> dict[str, Any]:
+    """The experiment as it will run, with defaults filled in and secrets redacted."""
+    return experiment.model_dump(mode="json", exclude_none=True)
+
+
+def _point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **overrides: Any) -> LoadSettings:
+    load = experiment.load
+    settings: dict[str, Any] = {
+        "url": url,
+        "model": experiment.server.model or "default",
+        "api": experiment.server.api,
+        "concurrency": point.concurrency if point else 1,
+        "rate": point.rate if point else None,
+        "max_in_flight": point.max_in_flight if point else None,
+        "requests": point.requests if point else None,
+        "duration_s": point.duration_s if point else None,
+        "warmup": 0,
+        "max_tokens": load.max_tokens,
+        "temperature": load.temperature,
+        "prompts": load.prompts,
+        "ignore_eos": load.ignore_eos,
+        "seed": load.seed,
+        "connect_timeout": load.timeouts.connect,
+        "first_token_timeout": load.timeouts.first_token,
+        "total_timeout": load.timeouts.total,
+        "api_key": experiment.server.api_key.get_secret_value() if experiment.server.api_key else None,
+        "stream": load.stream,
+    }
+    if experiment.load.prompts and not experiment.load.prompts.startswith(("builtin:", "synthetic:")):
+        source = experiment.source
+        path = Path(experiment.load.prompts).expanduser()
+        if not path.is_absolute() and source is not None:
+            settings["prompts"] = str((source.parent / path).resolve())
+    settings.update(overrides)
+    return LoadSettings(**settings)
+
+
+def _run_async_load(settings: LoadSettings, stop: StopSignal, progress: Any) -> Any:
+    """Run one load in this thread's own event loop, cancelling promptly when a stop is requested."""
+
+    async def main() -> Any:
+        stop_event = asyncio.Event()
+
+        async def watch() -> None:
+            while not stop.requested.is_set():
+                await asyncio.sleep(0.1)
+            stop_event.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            return await run_load(settings, progress=progress, stop=stop_event)
+        finally:
+            watcher.cancel()
+
+    return asyncio.run(main())
+
+
+def _scrape(url: str, path: str | None, api_key: str | None) -> str | None:
+    if not path:
+        return None
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        response = httpx.get(url + path, timeout=5.0, headers=headers)
+    except httpx.HTTPError:
+        return None
+    return response.text if response.status_code == 200 else None
+
+
+class _HostWorker:
+    """Drives one host: its baselines, then deployments from the shared queue."""
+
+    def __init__(self, sweep: _Sweep, spec: HostSpecT) -> None:
+        self.sweep = sweep
+        self.spec = spec
+        self.name = spec.display_name
+        self.url = sweep.experiment.server_url(spec)
+        self.host: Any = None
+        self.service: Any = None
+        self.applied = False
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def emit(self, event: SweepEvent) -> None:
+        self.sweep.emit(event)
+
+    def connect(self) -> None:
+        exp = self.sweep.experiment
+        self.host = connect_host(self.spec)
+        self.service = make_service(exp, self.host)
+        self.service.lock(f"{self.sweep.experiment.name} {self.sweep.store.run_id}")
+        leftovers = self.service.recover()
+        if leftovers:
+            self.emit(Notice(host=self.name, message=f"restored what an earlier run left: {leftovers}"))
+            self.sweep.store.event("recovered", host=self.name, detail=str(leftovers))
+        self.check_port_free()
+
+    def check_port_free(self) -> None:
+        """Refuse to start when something that is not our server already answers at the server URL.
+
+        Otherwise a stray server on the port would pass every health check while ours fails to bind, and
+        its numbers would be recorded as ours.
+        """
+        if self.service.state().running:
+            return
+        exp = self.sweep.experiment
+        api_key = exp.server.api_key.get_secret_value() if exp.server.api_key else None
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        path = exp.health_paths[0]
+        try:
+            response = httpx.get(self.url + path, timeout=2.0, headers=headers)
+        except httpx.HTTPError:
+            return
+        raise ServiceError(
+            f"{self.name}: {self.url}{path} already answers (HTTP {response.status_code}) although the service is "
+            "not running: another process serves that port; stop it or change the port in the experiment"
+        )
+
+    def restore(self) -> str | None:
+        if self.service is None:
+            return None
+        error: str | None = None
+        try:
+            self.service.restore()
+            self.sweep.store.event("restore", host=self.name)
+            self.emit(HostRestored(host=self.name))
+        except SpecsweepError as exc:
+            error = f"{self.name}: restore failed: {exc}"
+            self.sweep.store.event("restore_failed", host=self.name, error=str(exc))
+        finally:
+            with contextlib.suppress(SpecsweepError):
+                self.service.unlock()
+            with contextlib.suppress(Exception):
+                self.host.close()
+        return error
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for deployment in self.sweep.deployments_for(self):
+            if self.sweep.stop:
+                break
+            self.run_deployment(deployment)
+
+    def run_deployment(self, deployment: Deployment) -> None:
+        pending = self.sweep.pending_points(self.name, deployment)
+        if not pending:
+            self.sweep.eta.load_skipped()
+            return
+        attempt = 1
+        while pending and not self.sweep.stop:
+            if not self.deploy(deployment, pending, attempt):
+                return
+            pending = self.measure(deployment, pending)
+            if pending and attempt <= self.sweep.options.redeploy_limit and not self.sweep.stop:
+                attempt += 1
+                self.emit(Notice(host=self.name, message=f"{deployment.label}: server died; re-applying once"))
+                continue
+            break
+        for point in pending:  # the server died again: what is left fails with the evidence
+            self.fail_point(deployment, point, "server_died", "the server is not running", self.evidence())
+
+    def deploy(self, deployment: Deployment, pending: list[LoadPoint], attempt: int) -> bool:
+        exp = self.sweep.experiment
+        index = self.sweep.plan.deployments.index(deployment) + 1
+        self.emit(
+            DeploymentStarted(
+                host=self.name,
+                deployment_id=deployment.id,
+                label=deployment.label,
+                index=index,
+                total=len(self.sweep.plan.deployments),
+                attempt=attempt,
+            )
+        )
+        self.sweep.store.event("deploy", host=self.name, deployment=deployment.id, attempt=attempt)
+        started = time.monotonic()
+        try:
+            self.service.apply(deployment)
+            self.applied = True
+
+            def progress(elapsed: float, timeout: float, last_line: str) -> None:
+                self.emit(
+                    HealthProgress(
+                        host=self.name,
+                        deployment_id=deployment.id,
+                        elapsed=elapsed,
+                        timeout=timeout,
+                        last_line=last_line,
+                    )
+                )
+
+            wait_until_healthy(
+                self.service,
+                self.url,
+                exp.health_paths,
+                exp.server.ready_timeout,
+                api_key=exp.server.api_key.get_secret_value() if exp.server.api_key else None,
+                progress=progress,
+                stop=self.sweep.stop.requested,
+            )
+        except StartFailed as exc:
+            self.sweep.eta.load_observed(time.monotonic() - started)
+            self.sweep.store.event("start_failed", host=self.name, deployment=deployment.id, reason=exc.reason)
+            if self.sweep.stop:
+                return False
+            evidence = list(exc.evidence)
+            self.emit(
+                DeploymentFailed(
+                    host=self.name,
+                    deployment_id=deployment.id,
+                    label=deployment.label,
+                    reason=str(exc),
+                    evidence=tuple(evidence[-20:]),
+                )
+            )
+            for point in pending:
+                self.fail_point(deployment, point, f"start_{exc.reason}", str(exc), evidence)
+            return False
+        except (ServiceError, HostError) as exc:
+            self.sweep.store.event("deploy_failed", host=self.name, deployment=deployment.id, error=str(exc))
+            if self.sweep.stop:
+                return False
+            evidence = self.evidence()
+            self.emit(
+                DeploymentFailed(
+                    host=self.name,
+                    deployment_id=deployment.id,
+                    label=deployment.label,
+                    reason=str(exc),
+                    evidence=tuple(evidence[-20:]),
+                )
+            )
+            for point in pending:
+                self.fail_point(deployment, point, "deploy_failed", str(exc), evidence)
+            return False
+        load_seconds = time.monotonic() - started
+        self.sweep.eta.load_observed(load_seconds)
+        self.sweep.store.event("healthy", host=self.name, deployment=deployment.id, seconds=round(load_seconds, 3))
+        self.emit(
+            DeploymentReady(
+                host=self.name, deployment_id=deployment.id, label=deployment.label, load_seconds=load_seconds
+            )
+        )
+        self.warm_up()
+        return True
+
+    def warm_up(self) -> None:
+        warmup = self.sweep.experiment.load.warmup
+        if warmup <= 0 or self.sweep.stop:
+            return
+        settings = _point_settings(self.sweep.experiment, self.url, None, concurrency=1, requests=warmup)
+        result = _run_async_load(settings, self.sweep.stop, None)
+        self.sweep.store.event("warmup", host=self.name, requests=warmup, errors=result.to_dict().get("errors"))
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        try:
+            return list(self.service.logs_tail(lines))
+        except SpecsweepError as exc:
+            return [f"(could not read the server log: {exc})"]
+
+    def alive(self) -> bool:
+        try:
+            return bool(self.service.state().running)
+        except SpecsweepError:
+            return False
+
+    def measure(self, deployment: Deployment, pending: list[LoadPoint]) -> list[LoadPoint]:
+        """Measure pending points in order; return the points left when the server died."""
+        for position, point in enumerate(pending):
+            if self.sweep.stop:
+                return []
+            died = self.measure_point(deployment, point)
+            if died:
+                return pending[position + 1 :]
+        return []
+
+    def measure_point(self, deployment: Deployment, point: LoadPoint) -> bool:
+        exp = self.sweep.experiment
+        store = self.sweep.store
+        attempt = self.sweep.next_attempt(self.name, point.id)
+        self.emit(
+            PointStarted(
+                host=self.name,
+                deployment_id=deployment.id,
+                point_id=point.id,
+                label=point.label,
+                requests=point.requests,
+            )
+        )
+        started_at = utc_now_iso()
+        t0 = time.monotonic()
+        api_key = exp.server.api_key.get_secret_value() if exp.server.api_key else None
+        cursor = self.service.journal_cursor()
+        before = _scrape(self.url, exp.server.metrics_path, api_key)
+
+        def progress(report: Any) -> None:
+            if report.phase == "load":
+                self.emit(
+                    LoadProgress(
+                        host=self.name,
+                        point_id=point.id,
+                        done=report.done,
+                        total=report.total,
+                        live_tok_s=report.live_tok_s,
+                    )
+                )
+
+        settings = _point_settings(exp, self.url, point)
+        result = _run_async_load(settings, self.sweep.stop, progress)
+        client = result.to_dict()
+        after = _scrape(self.url, exp.server.metrics_path, api_key)
+        text = self.service.journal_since(cursor)
+        window_file = store.write_window(point.id, text, host=self.name if self.sweep.pooled else None, attempt=attempt)
+        window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers])
+        server = window.to_dict()
+        sources: dict[str, Any] = {"journal": window}
+        if before is not None and after is not None:
+            prom = scrape_delta(before, after, exp.engine)
+            server["prometheus"] = prom.to_dict()
+            sources["prometheus"] = prom
+        spec = client.get("spec") or {}
+        if any(v is not None for v in spec.values()):
+            sources["responses"] = spec
+        server["sources"] = compare_sources(sources)
+        alive = self.alive()
+        interrupted = bool(self.sweep.stop) and client.get("partial", False)
+        status = "ok"
+        error: dict[str, Any] | None = None
+        requests = int(client.get("requests") or 0)
+        errors = int(client.get("errors") or 0)
+        if interrupted:
+            status, error = "skipped", {"kind": "interrupted", "message": "stopped by the user mid-point"}
+        elif not alive:
+            status = "failed"
+            error = {
+                "kind": "server_died",
+                "message": "the server stopped during the point",
+                "evidence": self.evidence(),
+            }
+        elif requests and errors >= requests:
+            status = "failed"
+            error = {
+                "kind": "all_requests_failed",
+                "message": f"all {requests} requests failed",
+                "evidence": [f"{k}: {v}" for k, v in (client.get("errors_by_kind") or {}).items()],
+            }
+        record = self.sweep.make_record(
+            self.name,
+            deployment,
+            point,
+            status,
+            started_at,
+            client=client,
+            server=server,
+            error=error,
+            window_file=window_file,
+            attempt=attempt,
+        )
+        if status != "skipped":
+            store.append(record)
+            self.sweep.eta.point_observed(point.estimated_seconds, time.monotonic() - t0)
+        self.sweep.finished(record, point)
+        return not alive and not interrupted
+
+    def fail_point(
+        self, deployment: Deployment, point: LoadPoint, kind: str, message: str, evidence: list[str]
+    ) -> None:
+        attempt = self.sweep.next_attempt(self.name, point.id)
+        record = self.sweep.make_record(
+            self.name,
+            deployment,
+            point,
+            "failed",
+            utc_now_iso(),
+            error={"kind": kind, "message": message, "evidence": evidence[-60:]},
+            attempt=attempt,
+        )
+        self.sweep.store.append(record)
+        self.sweep.eta.point_observed(point.estimated_seconds, 0.0)
+        self.sweep.finished(record, point)
+
+
+class _Sweep:
+    """The state shared by the host workers of one sweep."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        plan: Plan,
+        store: RunStore,
+        options: SweepOptions,
+        observer: Observer | None,
+        stop: StopSignal,
+    ) -> None:
+        self.experiment = experiment
+        self.plan = plan
+        self.store = store
+        self.options = options
+        self.observer = observer
+        self.stop = stop
+        self.hosts = experiment.host_specs()
+        self.pooled = len(self.hosts) > 1
+        self._lock = threading.Lock()
+        self._final = store.final_point_keys(retry_failed=options.retry_failed)
+        self._attempts: dict[tuple[str, str], int] = {}
+        for record in store.records():
+            key = (record.host, record.point_id)
+            self._attempts[key] = max(self._attempts.get(key, 0), record.attempt)
+        self.records: list[Record] = []
+        self.points_done = 0
+        self._shared: queue.SimpleQueue[Deployment] = queue.SimpleQueue()
+        for deployment in plan.deployments:
+            if not deployment.baseline:
+                self._shared.put(deployment)
+        pending = self.pending_count()
+        loads = sum(
+            1
+            for spec in self.hosts
+            for d in plan.deployments
+            if (d.baseline or not self.pooled) and self.pending_points(spec.display_name, d)
+        )
+        if self.pooled:
+            loads += sum(
+                1
+                for d in plan.deployments
+                if not d.baseline and any(self.pending_points(s.display_name, d) for s in self.hosts)
+            )
+        self.eta = EtaModel(
+            expected_load_seconds=experiment.server.expected_load_time,
+            remaining_loads=loads,
+            remaining_point_estimates=sum(
+                p.estimated_seconds
+                for spec in self.hosts
+                for d in plan.deployments
+                for p in self.pending_points(spec.display_name, d)
+                if d.baseline or not self.pooled
+            )
+            + (
+                sum(
+                    p.estimated_seconds
+                    for d in plan.deployments
+                    if not d.baseline
+                    for p in d.load_points
+                    if (self.hosts[0].display_name, p.id) not in self._final
+                )
+                if self.pooled
+                else 0.0
+            ),
+        )
+        self.total_points = pending
+
+    def emit(self, event: SweepEvent) -> None:
+        if self.observer is not None:
+            self.observer(event)
+
+    def pending_points(self, host: str, deployment: Deployment) -> list[LoadPoint]:
+        return [p for p in deployment.load_points if (host, p.id) not in self._final]
+
+    def pending_count(self) -> int:
+        if not self.pooled:
+            return sum(len(self.pending_points(self.hosts[0].display_name, d)) for d in self.plan.deployments)
+        baseline = sum(
+            len(self.pending_points(s.display_name, d)) for s in self.hosts for d in self.plan.deployments if d.baseline
+        )
+        # a shared deployment is pending when no host has finished its points
+        shared = sum(
+            1
+            for d in self.plan.deployments
+            if not d.baseline
+            for p in d.load_points
+            if not any((s.display_name, p.id) in self._final for s in self.hosts)
+        )
+        return baseline + shared
+
+    def deployments_for(self, worker: _HostWorker) -> Iterator[Deployment]:
+        if not self.pooled:
+            yield from self.plan.deployments
+            return
+        for deployment in self.plan.deployments:
+            if deployment.baseline:
+                yield deployment
+        while not self.stop:
+            try:
+                deployment = self._shared.get_nowait()
+            except queue.Empty:
+                return
+            # In a pool a shared point counts as done once any host finished it.
+            if all(any((s.display_name, p.id) in self._final for s in self.hosts) for p in deployment.load_points):
+                self.eta.load_skipped()
+                continue
+            yield deployment
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        with self._lock:
+            key = (host, point_id)
+            self._attempts[key] = self._attempts.get(key, 0) + 1
+            return self._attempts[key]
+
+    def make_record(
+        self, host: str, deployment: Deployment, point: LoadPoint, status: str, started_at: str, **fields: Any
+    ) -> Record:
+        return Record(
+            run_id=self.store.run_id,
+            experiment=self.experiment.name,
+            deployment_id=deployment.id,
+            point_id=point.id,
+            config_hash=deployment.config_hash,
+            host=host,
+            variant=deployment.variant,
+            params=dict(deployment.params),
+            aliases=[a.model_dump() for a in deployment.aliases],
+            baseline=deployment.baseline,
+            mode=point.mode,
+            concurrency=point.concurrency,
+            rate=point.rate,
+            status=status,
+            started_at=started_at,
+            finished_at=utc_now_iso(),
+            **fields,
+        )
+
+    def finished(self, record: Record, point: LoadPoint) -> None:
+        with self._lock:
+            self.records.append(record)
+            if record.status != "skipped":
+                self._final.add((record.host, record.point_id))
+                self.points_done += 1
+            done = self.points_done
+        self.emit(
+            PointFinished(
+                host=record.host,
+                deployment_id=record.deployment_id,
+                point_id=record.point_id,
+                label=point.label,
+                status=record.status,
+                summary=_summary(record),
+                eta_seconds=self.eta.remaining(len(self.hosts)),
+                points_done=done,
+            )
+        )
+
+
+def _summary(record: Record) -> dict[str, Any]:
+    client = record.client or {}
+    server = record.server or {}
+    return {
+        "output_tok_s": client.get("output_tok_s"),
+        "accept_len": server.get("accept_len"),
+        "errors": client.get("errors"),
+        "error": (record.error or {}).get("message"),
+    }
+
+
+def open_store(experiment: Experiment, plan: Plan, options: SweepOptions) -> tuple[RunStore, bool]:
+    """A new run directory, or the one ``--resume`` names (checked against the plan)."""
+    if options.resume is None:
+        return RunStore.create(
+            options.results_root, experiment.name, resolved_experiment(experiment), plan.to_json_dict()
+        ), False
+    store = RunStore.resolve(options.resume, options.results_root, experiment.name)
+    stored_plan = store.plan()
+    known = {p["id"] for d in stored_plan.get("deployments", []) for p in d.get("load_points", [])}
+    current = {p.id for d in plan.deployments for p in d.load_points}
+    finished = {r.point_id for r in store.records()}
+    orphaned = finished - current
+    if orphaned:
+        raise StoreError(
+            f"cannot resume {store.path}: the experiment changed since that run; {len(orphaned)} finished "
+            f"point(s) match no point of the current plan (e.g. {sorted(orphaned)[0]}); "
+            f"{len(current - known)} point(s) are new. Start a new run, or restore the old experiment file."
+        )
+    store.set_state("running")
+    return store, True
+
+
+def run_sweep(
+    experiment: Experiment,
+    options: SweepOptions | None = None,
+    *,
+    observer: Observer | None = None,
+    stop: StopSignal | None = None,
+) -> SweepResult:
+    """Run (or resume) one experiment end to end; the hosts are restored on every way out."""
+    options = options or SweepOptions()
+    stop = stop or StopSignal()
+    plan = build_plan(experiment)
+    store, resumed = open_store(experiment, plan, options)
+    sweep = _Sweep(experiment, plan, store, options, observer, stop)
+    sweep.emit(
+        SweepStarted(
+            run_dir=str(store.path),
+            total_points=plan.load_point_count * (len(sweep.hosts) if sweep.pooled else 1),
+            pending_points=sweep.total_points,
+            deployments=len(plan.deployments),
+            eta_seconds=sweep.eta.remaining(len(sweep.hosts)),
+            resumed=resumed,
+        )
+    )
+    store.event("start", resumed=resumed, hosts=[h.display_name for h in sweep.hosts])
+    workers = [_HostWorker(sweep, spec) for spec in sweep.hosts]
+    errors: list[BaseException] = []
+    restore_errors: list[str] = []
+
+    def work(worker: _HostWorker) -> None:
+        try:
+            worker.connect()
+            worker.run()
+        except BaseException as exc:
+            errors.append(exc)
+            stop.request()
+        finally:
+            problem = worker.restore()
+            if problem:
+                restore_errors.append(problem)
+
+    state = "failed"
+    try:
+        if len(workers) == 1:
+            work(workers[0])
+        else:
+            threads = [threading.Thread(target=work, args=(w,), name=f"host-{w.name}") for w in workers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        own_errors = [e for e in errors if not isinstance(e, KeyboardInterrupt)]
+        if own_errors:
+            state = "failed"
+        elif stop or errors:
+            state = "interrupted"
+        else:
+            state = "done"
+    except KeyboardInterrupt:
+        stop.request()
+        state = "interrupted"
+        raise
+    finally:
+        store.event("end", state=state, restore_errors=restore_errors)
+        with contextlib.suppress(StoreError):
+            store.set_state(state)  # type: ignore[arg-type]
+    result = SweepResult(run_dir=store.path, state=state, records=sweep.records, restore_errors=restore_errors)
+    if restore_errors:
+        raise ServiceError("; ".join(restore_errors) + f" (run directory: {store.path})")
+    first = next((e for e in errors if not isinstance(e, KeyboardInterrupt)), None)
+    if first is not None:
+        if isinstance(first, SpecsweepError):
+            raise (
+                type(first)(f"{first} (run directory: {store.path}; hosts restored)")
+                if type(first) in (HostError, ServiceError, StoreError)
+                else first
+            )
+        raise first
+    if state == "interrupted":
+        raise Interrupted(f"interrupted; hosts restored; resume with --resume {store.path}")
+    return result
