@@ -34,6 +34,8 @@ __all__ = [
     "build_plan",
     "content_id",
     "expand_matrix",
+    "make_deployment",
+    "server_config",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -230,6 +232,31 @@ def server_config(experiment: Experiment, variant_name: str, params: dict[str, S
     return rendered
 
 
+def make_deployment(
+    experiment: Experiment,
+    variant: str,
+    params: dict[str, Scalar],
+    *,
+    aliases: list[Alias] | None = None,
+    baseline: bool = False,
+) -> Deployment:
+    """One deployment of ``variant`` with ``params``, with the experiment's load points (playbooks use this)."""
+    config = server_config(experiment, variant, params)
+    key = content_id("c", config)
+    return Deployment(
+        id=content_id("d", config),
+        variant=variant,
+        params=params,
+        aliases=aliases or [],
+        baseline=baseline,
+        command=config["command"],
+        environment=config["environment"],
+        config_hash=key,
+        load_points=_load_points(experiment, key),
+        expected_load_seconds=experiment.server.expected_load_time,
+    )
+
+
 def build_plan(experiment: Experiment) -> Plan:
     """Expand, render, deduplicate and order: the Plan of one Experiment."""
     order = list(experiment.baselines) + [v for v in experiment.variants if v not in experiment.baselines]
@@ -249,21 +276,10 @@ def build_plan(experiment: Experiment) -> Plan:
                 "aliases": [],
                 "baseline": name in experiment.baselines,
             }
-    deployments = []
-    for key, entry in by_hash.items():
-        config = entry["config"]
-        deployments.append(
-            Deployment(
-                id=content_id("d", config),
-                variant=entry["variant"],
-                params=entry["params"],
-                aliases=entry["aliases"],
-                baseline=entry["baseline"],
-                command=config["command"],
-                environment=config["environment"],
-                config_hash=key,
-                load_points=_load_points(experiment, key),
-                expected_load_seconds=experiment.server.expected_load_time,
-            )
+    deployments = [
+        make_deployment(
+            experiment, entry["variant"], entry["params"], aliases=entry["aliases"], baseline=entry["baseline"]
         )
+        for entry in by_hash.values()
+    ]
     return Plan(experiment=experiment.name, deployments=deployments)

@@ -52,7 +52,7 @@ from orchestrator.plan import Deployment, LoadPoint, Plan, build_plan
 from orchestrator.services import make_service
 from orchestrator.store import Record, RunStore, utc_now_iso
 
-__all__ = ["StopSignal", "SweepOptions", "SweepResult", "run_sweep"]
+__all__ = ["HostWorker", "StopSignal", "SweepOptions", "SweepResult", "SweepState", "open_store", "run_sweep"]
 
 HostSpecT = SSHHostSpec | LocalHostSpec
 
@@ -161,10 +161,15 @@ def _scrape(url: str, path: str | None, api_key: str | None) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
-class _HostWorker:
-    """Drives one host: its baselines, then deployments from the shared queue."""
+class HostWorker:
+    """Drives one host: its baselines, then deployments from the shared queue.
 
-    def __init__(self, sweep: _Sweep, spec: HostSpecT) -> None:
+    Playbooks reuse it step by step: ``connect()``, ``deploy(deployment, points, attempt)``,
+    ``measure_point(deployment, point)`` (appends a Record and returns whether the server died),
+    ``restore()``.
+    """
+
+    def __init__(self, sweep: SweepState, spec: HostSpecT) -> None:
         self.sweep = sweep
         self.spec = spec
         self.name = spec.display_name
@@ -475,8 +480,8 @@ class _HostWorker:
         self.sweep.finished(record, point)
 
 
-class _Sweep:
-    """The state shared by the host workers of one sweep."""
+class SweepState:
+    """The state shared by the host workers of one sweep (or one playbook run, with its own small plan)."""
 
     def __init__(
         self,
@@ -567,7 +572,7 @@ class _Sweep:
         )
         return baseline + shared
 
-    def deployments_for(self, worker: _HostWorker) -> Iterator[Deployment]:
+    def deployments_for(self, worker: HostWorker) -> Iterator[Deployment]:
         if not self.pooled:
             yield from self.plan.deployments
             return
@@ -680,7 +685,7 @@ def run_sweep(
     stop = stop or StopSignal()
     plan = build_plan(experiment)
     store, resumed = open_store(experiment, plan, options)
-    sweep = _Sweep(experiment, plan, store, options, observer, stop)
+    sweep = SweepState(experiment, plan, store, options, observer, stop)
     sweep.emit(
         SweepStarted(
             run_dir=str(store.path),
@@ -692,11 +697,11 @@ def run_sweep(
         )
     )
     store.event("start", resumed=resumed, hosts=[h.display_name for h in sweep.hosts])
-    workers = [_HostWorker(sweep, spec) for spec in sweep.hosts]
+    workers = [HostWorker(sweep, spec) for spec in sweep.hosts]
     errors: list[BaseException] = []
     restore_errors: list[str] = []
 
-    def work(worker: _HostWorker) -> None:
+    def work(worker: HostWorker) -> None:
         try:
             worker.connect()
             worker.run()
