@@ -195,10 +195,11 @@ def too_few_requests(ctx: CheckContext) -> list[Finding]:
     out: list[Finding] = []
     for row in _rows(ctx.ok):
         requests = finite(row.get("requests"))
-        errors = finite(row.get("errors")) or 0.0
-        if requests is None:
-            continue
-        completed = requests - errors
+        completed = finite(row.get("completed"))
+        if completed is None:
+            if requests is None:
+                continue
+            completed = requests - (finite(row.get("errors")) or 0.0)
         if completed < minimum:
             message = (
                 f"only {completed:.0f} requests completed (checks.min_requests is {minimum}): "

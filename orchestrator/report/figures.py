@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import matplotlib
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -31,6 +30,7 @@ __all__ = [
     "throughput_vs_load",
 ]
 
+_NAN = float("nan")
 _AR_COLOUR = "#111111"
 _LINEAR_COLOUR = "#7a7a7a"
 _TITLE_SIZE = 12
@@ -244,12 +244,13 @@ def accept_len_heatmap(analysis: Analysis, *, host: str | None = None) -> Figure
     for ax, variant in zip(axes, variants, strict=True):
         grid = _grid(rows[rows["variant"] == variant], "accept_len")
         values = grid.to_numpy(dtype=float)
-        if np.isnan(values).all():
+        if grid.isna().all().all():
             ax.set_axis_off()
             ax.set_title(f"{variant}: no accept length measured", fontsize=_LABEL_SIZE)
             continue
         image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
-        middle = np.nanmin(values) + (np.nanmax(values) - np.nanmin(values)) / 2
+        low, high = float(grid.min().min()), float(grid.max().max())
+        middle = low + (high - low) / 2
         _annotate_grid(ax, grid, "{:.2f}", _below(float(middle)))
         _grid_axes(ax, grid)
         ax.set_ylabel("budget (max tree nodes)", fontsize=_LABEL_SIZE)
@@ -327,16 +328,16 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
     figure = _figure(2.9 * len(loads) + 3.2, 0.28 * len(labels) * len(metrics) + 1.6 * len(metrics) + 0.6)
     axes = figure.subplots(len(metrics), len(loads), squeeze=False, sharey=True)
     names = {"ttft_ms": "time to first token (ms)", "itl_ms": "inter-token latency (ms)"}
-    positions = np.arange(len(labels))
+    positions = list(range(len(labels)))
     for r, metric in enumerate(metrics):
         for c, load in enumerate(loads.itertuples(index=False)):
             ax = axes[r][c]
             at = rows[(rows["mode"] == load.mode) & (rows["load"] == load.load)].set_index("label")
             figures = {
                 stat: [
-                    float(pd.to_numeric(at[f"{metric}_{stat}"], errors="coerce").get(label, np.nan))
+                    float(pd.to_numeric(at[f"{metric}_{stat}"], errors="coerce").get(label, _NAN))
                     if f"{metric}_{stat}" in at.columns
-                    else np.nan
+                    else _NAN
                     for label in labels
                 ]
                 for stat in ("p50", "p90", "p99")
@@ -382,7 +383,7 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
     rows = _measured_ok(analysis, host)
     metric = analysis.metric
     rows = rows.assign(
-        _x=pd.to_numeric(rows["per_user_tok_s"], errors="coerce") if "per_user_tok_s" in rows else np.nan,
+        _x=pd.to_numeric(rows["per_user_tok_s"], errors="coerce") if "per_user_tok_s" in rows else _NAN,
         _y=pd.to_numeric(rows[metric], errors="coerce"),
     ).dropna(subset=["_x", "_y"])
     if rows.empty:

@@ -21,10 +21,12 @@ __all__ = [
     "accept_table",
     "failed_points",
     "findings_by_check",
+    "findings_table",
     "formatted",
     "group_findings",
     "headline",
     "latency_table",
+    "run_overview",
     "speedup_table",
     "summary_table",
     "throughput_table",
@@ -101,6 +103,48 @@ def findings_by_check(findings: list[Finding]) -> pd.DataFrame:
         shown = ", ".join(configs[:4]) + (f", … ({len(configs)} in all)" if len(configs) > 4 else "")
         out.append({**row, "configurations": shown or "(whole run)"})
     return pd.DataFrame(out, columns=["severity", "check", "points", "configurations"])
+
+
+def findings_table(findings: list[Finding]) -> pd.DataFrame:
+    """Grouped findings (one row per check and configuration) with the loads they hold at."""
+    rows = [
+        {
+            "severity": g.severity,
+            "check": g.check,
+            "configuration": g.config or "",
+            "loads": ", ".join(g.loads),
+            "host": g.host or "",
+            "message": g.message,
+            "evidence": "\n".join(g.evidence),
+        }
+        for g in group_findings(findings)
+    ]
+    return pd.DataFrame(rows, columns=["severity", "check", "configuration", "loads", "host", "message", "evidence"])
+
+
+def run_overview(analysis: Analysis) -> pd.DataFrame:
+    """What the run was: id, experiment, engine, state, times, hosts, baselines, point counts, findings."""
+    info = analysis.run.info
+    statuses = analysis.status_counts()
+    counts = analysis.counts()
+    items = [
+        ("run", info.run_id),
+        ("experiment", info.experiment),
+        ("engine", str(analysis.run.experiment.get("engine", "?"))),
+        ("state", info.state),
+        ("started", info.started_at),
+        ("ended", info.ended_at or "(not ended)"),
+        ("hosts", ", ".join(_hosts(analysis))),
+        ("baselines", f"AR = {analysis.roles.ar or 'none'}, linear = {analysis.roles.linear or 'none'}"),
+        (
+            "points",
+            f"{statuses['ok']} ok, {statuses['failed']} failed, {statuses['skipped']} skipped "
+            f"({analysis.run.planned_points} planned per host)",
+        ),
+        ("findings", f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes"),
+        ("throughput figure", analysis.metric),
+    ]
+    return pd.DataFrame(items, columns=["", "value"]).set_index("")
 
 
 def _hosts(analysis: Analysis) -> list[str]:

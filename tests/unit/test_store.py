@@ -20,9 +20,7 @@ from orchestrator.store import RUN_SCHEMA_VERSION, Record, RunStore, find_latest
 PLAN = {"schema_version": 1, "experiment": "demo", "deployments": [], "totals": {}}
 
 
-def make_record(
-    point: str, status: str = "ok", *, host: str = "local", attempt: int = 1, **extra: Any
-) -> Record:
+def make_record(point: str, status: str = "ok", *, host: str = "local", attempt: int = 1, **extra: Any) -> Record:
     fields: dict[str, Any] = {
         "run_id": "r",
         "experiment": "demo",
@@ -75,9 +73,7 @@ def test_experiment_text_is_stored_verbatim(tmp_path: Path) -> None:
 
 def test_append_round_trips_records_and_params_keep_their_types(store: RunStore) -> None:
     store.append(make_record("p-1"))
-    store.append(
-        make_record("p-2", "failed", error={"kind": "start_failed", "message": "m", "evidence": ["x"]})
-    )
+    store.append(make_record("p-2", "failed", error={"kind": "start_failed", "message": "m", "evidence": ["x"]}))
     again = RunStore.open(store.path).records()
     assert [r.point_id for r in again] == ["p-1", "p-2"]
     params = again[0].params
@@ -189,9 +185,7 @@ def test_resume_bookkeeping_last_attempt_wins(store: RunStore) -> None:
         pytest.param(None, "specsweep version that wrote it", id="missing"),
     ],
 )
-def test_unknown_schema_is_refused_with_what_to_do(
-    store: RunStore, version: int | None, expected: str
-) -> None:
+def test_unknown_schema_is_refused_with_what_to_do(store: RunStore, version: int | None, expected: str) -> None:
     info = json.loads((store.path / "run.json").read_text())
     info["schema_version"] = version
     (store.path / "run.json").write_text(json.dumps(info))
