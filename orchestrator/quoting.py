@@ -91,7 +91,7 @@ def validate_unit_name(name: str) -> str:
             f"{name!r} is not a valid systemd service name (letters, digits and :_.-\\ only, an optional @instance)",
             key="service.unit",
         )
-    if candidate.startswith(".") or candidate.startswith("@"):
+    if candidate[0] in ".@-":  # a leading "-" would read as an option to systemctl and journalctl
         raise ConfigError(f"{name!r} is not a valid systemd service name", key="service.unit")
     return candidate
 

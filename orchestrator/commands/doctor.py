@@ -1,7 +1,34 @@
-"""`specsweep doctor`: not wired yet (placeholder while the package is being built)."""
+"""`specsweep doctor FILE`: check every host of an experiment before a sweep, as a checklist."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
+from orchestrator.console import console
+from orchestrator.doctor import Check, run_doctor
+from orchestrator.experiment import load_experiment
+
+_MARKS = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]", "skip": "[dim]-[/dim]"}
+
+
+def _show(host: str, check: Check) -> None:
+    console.print(f"{_MARKS[check.status]} {host}: {check.name}: {check.detail}", highlight=False, soft_wrap=True)
+
+
+def doctor(
+    file: Path = typer.Argument(..., help="The experiment file (YAML) whose hosts to check.", show_default=False),
+) -> None:
+    """Check SSH, sudo, systemd, the unit, the journal, the port, the clock and GPUs on every host.
+    Exit 0 when nothing failed (warnings allowed), 1 otherwise."""
+    reports = run_doctor(load_experiment(file), progress=_show)
+    failed = [r.host for r in reports if not r.ok]
+    if failed:
+        console.print(f"[red]{len(failed)} host(s) not ready:[/red] {', '.join(failed)}", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"[green]all {len(reports)} host(s) ready[/green]", highlight=False)
+
 
 def register(app: typer.Typer) -> None:
-    """Placeholder: registers nothing until the command lands."""
+    app.command("doctor")(doctor)

@@ -1,7 +1,41 @@
-"""`specsweep restore`: not wired yet (placeholder while the package is being built)."""
+"""`specsweep restore FILE`: find and undo what a killed run left on every host of an experiment."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import typer
 
+from orchestrator.console import console
+from orchestrator.experiment import load_experiment
+from orchestrator.services.restore import RestoreOutcome, restore_experiment
+
+
+def _show(outcome: RestoreOutcome) -> None:
+    if outcome.error:
+        mark = "[red]error[/red]"
+    elif outcome.leftover is None:
+        mark = "[green]clean[/green]"
+    elif outcome.restored:
+        mark = "[green]restored[/green]"
+    else:
+        mark = "[yellow]found[/yellow]"
+    console.print(f"{mark} {outcome.host}: {outcome.service}: {outcome.summary}", highlight=False, soft_wrap=True)
+
+
+def restore(
+    file: Path = typer.Argument(..., help="The experiment file (YAML) whose hosts to restore.", show_default=False),
+    break_lock: bool = typer.Option(
+        False, "--break-lock", help="Also break a lock held by a run that cannot be proven dead."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be restored."),
+) -> None:
+    """Undo the configuration changes and locks a killed run left behind. Exit 1 if a host could not be
+    restored."""
+    outcomes = restore_experiment(load_experiment(file), break_lock=break_lock, dry_run=dry_run, progress=_show)
+    if any(o.error for o in outcomes):
+        raise typer.Exit(1)
+
 
 def register(app: typer.Typer) -> None:
-    """Placeholder: registers nothing until the command lands."""
+    app.command("restore")(restore)

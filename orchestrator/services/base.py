@@ -51,7 +51,8 @@ class ServiceState:
     ``sub_state``: running, start, auto-restart, dead, exited, failed, ...
     ``result``: success, exit-code, signal, core-dump, timeout, start-limit-hit, ...
     ``exec_main_status``: the exit code (or signal number) of the main process once it exited, else None.
-    ``invocation_id`` changes with every start; it tells a new start from the previous one.
+    ``invocation_id`` changes with every start (systemd clears it once the unit is inactive again);
+    ``start_stamp`` grows with every start and stays after the process exited.
     """
 
     active_state: str
@@ -62,6 +63,8 @@ class ServiceState:
     main_pid: int | None = None
     invocation_id: str = ""
     load_state: str = "loaded"
+    #: Grows with every start, and survives the process's exit (systemd: InactiveExitTimestampMonotonic).
+    start_stamp: int = 0
 
     @property
     def running(self) -> bool:

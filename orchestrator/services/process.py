@@ -188,16 +188,17 @@ class ProcessService:
         answer = self._probe(process)
         pid = int(process["pid"])
         invocation = f"{pid}-{process['start']}"
+        stamp = int(process["start"]) if str(process["start"]).isdigit() else 0
         if answer == "alive":
-            return ServiceState("active", "running", "success", None, 0, pid, invocation)
+            return ServiceState("active", "running", "success", None, 0, pid, invocation, start_stamp=stamp)
         if answer.startswith("exit "):
             code = int(answer.split()[1]) if answer.split()[1].lstrip("-").isdigit() else -1
             if code == 0:
-                return ServiceState("inactive", "dead", "success", 0, 0, None, invocation)
-            return ServiceState("failed", "failed", "exit-code", code, 0, None, invocation)
+                return ServiceState("inactive", "dead", "success", 0, 0, None, invocation, start_stamp=stamp)
+            return ServiceState("failed", "failed", "exit-code", code, 0, None, invocation, start_stamp=stamp)
         if self._stopped_by_us:
-            return ServiceState("inactive", "dead", "success", None, 0, None, invocation)
-        return ServiceState("failed", "failed", "signal", None, 0, None, invocation)
+            return ServiceState("inactive", "dead", "success", None, 0, None, invocation, start_stamp=stamp)
+        return ServiceState("failed", "failed", "signal", None, 0, None, invocation, start_stamp=stamp)
 
     def journal_cursor(self) -> str:
         log = shell_quote(self._paths()["log"])
@@ -235,7 +236,7 @@ class ProcessService:
         pid = int(process["pid"])
         if self._probe(process) != "alive":
             return
-        self.host.run(f"kill -TERM -- -{pid} 2>/dev/null; true")
+        self.host.run(f"kill -TERM -{pid} 2>/dev/null; true")
         deadline = time.monotonic() + self.stop_timeout
         delay = 0.05
         while time.monotonic() < deadline:
@@ -243,7 +244,7 @@ class ProcessService:
                 return
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
-        self.host.run(f"kill -KILL -- -{pid} 2>/dev/null; true")
+        self.host.run(f"kill -KILL -{pid} 2>/dev/null; true")
 
     def _stop_current(self) -> None:
         if self._current is not None:

@@ -19,6 +19,7 @@ state to go back to.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Literal
 
@@ -110,6 +111,13 @@ def render_unit(template: str | None, deployment: Deployment) -> str:
     return _header(deployment) + text.rstrip("\n") + "\n"
 
 
+def _message(value: object) -> str:
+    """A journal MESSAGE as text: journalctl gives non-UTF-8 or control-laden messages as byte arrays."""
+    if isinstance(value, list):
+        return bytes(b for b in value if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
 def _parse_show(text: str) -> dict[str, str]:
     values: dict[str, str] = {}
     for line in text.splitlines():
@@ -193,18 +201,23 @@ class SystemdService:
                 evidence=evidence,
                 reason="failed",
             )
-        self._wait_new_start(before.invocation_id)
+        self._wait_new_start(before)
 
     def host_timeout(self) -> float:
         return float(getattr(self.host, "command_timeout", 60.0))
 
-    def _wait_new_start(self, old_invocation: str) -> None:
-        """Return once the restart job has begun a new invocation (so health never sees the old server)."""
+    def _wait_new_start(self, before: ServiceState) -> None:
+        """Return once the restart job has begun a new start (so health never sees the old server)."""
         deadline = time.monotonic() + self.restart_timeout
         delay = 0.02
         while True:
-            state = self.state()
-            if state.invocation_id and state.invocation_id != old_invocation:
+            values = self._show()
+            state = self._state(values)
+            # The restart job was queued before systemctl returned, so no job left means it has run; a unit
+            # that exited at once may already be unloaded (and its stamps gone), hence this first test.
+            if not values.get("Job") or state.start_stamp > before.start_stamp:
+                return
+            if state.invocation_id and state.invocation_id != before.invocation_id:
                 return
             if time.monotonic() > deadline:
                 raise ServiceError(
@@ -216,10 +229,16 @@ class SystemdService:
 
     # -- observing -----------------------------------------------------------------------------------------
 
-    def state(self) -> ServiceState:
+    def _show(self) -> dict[str, str]:
         result = self.host.run(["systemctl", "show", self.unit, f"--property={_SHOW_PROPERTIES}"])
         result.check(f"systemctl show {self.unit}", host=self.host.name)
-        v = _parse_show(result.stdout)
+        return _parse_show(result.stdout)
+
+    def state(self) -> ServiceState:
+        return self._state(self._show())
+
+    @staticmethod
+    def _state(v: dict[str, str]) -> ServiceState:
         pid = _int(v.get("MainPID"))
         exited = v.get("ExecMainCode", "0") not in ("", "0")
         return ServiceState(
@@ -231,6 +250,7 @@ class SystemdService:
             main_pid=pid or None,
             invocation_id=v.get("InvocationID", ""),
             load_state=v.get("LoadState", ""),
+            start_stamp=_int(v.get("InactiveExitTimestampMonotonic")),
         )
 
     def journal_cursor(self) -> str:
@@ -244,23 +264,34 @@ class SystemdService:
         return ""
 
     def journal_since(self, cursor: str) -> LogChunk:
-        after = f" --after-cursor={shell_quote(cursor)}" if cursor else ""
+        # Not --after-cursor: journalctl 252 skips the first *matching* entry after the cursor when the cursor's
+        # own entry does not match -u (it assumes it sits on the cursor entry). --cursor is inclusive, and
+        # the cursor's entry, when it is one of ours, is dropped below by comparing cursors.
+        start = f" --cursor={shell_quote(cursor)}" if cursor else ""
         result = self.host.run(
             "journalctl --sync 2>/dev/null; "
-            f"journalctl -q -u {shell_quote(self.unit)} -o cat --no-pager --show-cursor{after}"
+            f"journalctl -q -u {shell_quote(self.unit)} -o json --output-fields=MESSAGE --no-pager{start}"
         )
         if result.exit_code != 0 and not result.stdout:
             if result.stderr.strip():
                 raise ServiceError(
-                    f"{self.host.name}: cannot read the journal of {self.unit} after cursor {cursor!r}: "
+                    f"{self.host.name}: cannot read the journal of {self.unit} from cursor {cursor!r}: "
                     f"{result.stderr.strip().splitlines()[-1]}"
                 )
             return LogChunk("", cursor)  # exit 1 and silence: nothing new
-        lines = result.stdout.splitlines(keepends=True)
+        lines: list[str] = []
         new_cursor = cursor
-        if lines and lines[-1].startswith(_CURSOR_PREFIX):
-            new_cursor = lines.pop()[len(_CURSOR_PREFIX) :].strip()
-        return LogChunk("".join(lines), new_cursor)
+        for raw in result.stdout.splitlines():
+            try:
+                entry = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            entry_cursor = entry.get("__CURSOR", "")
+            if entry_cursor == cursor:
+                continue
+            new_cursor = entry_cursor or new_cursor
+            lines.append(_message(entry.get("MESSAGE")))
+        return LogChunk("".join(line + "\n" for line in lines), new_cursor)
 
     def logs_tail(self, n: int = 50) -> list[str]:
         result = self.host.run(["journalctl", "-q", "-u", self.unit, "-o", "cat", "--no-pager", "-n", str(int(n))])

@@ -33,12 +33,17 @@ PIDF=$LAB/nspawn.pid
 LEADER=$LAB/leader.pid
 LOG=$LAB/nspawn.log
 CGROUP=specsweep-th$INDEX   # each container in its own cgroup, so two never share payload/supervisor
+# The admin channel multiplexes one connection (tests call it often); `down` ends the master.
 SSH_OPTS=(-i "$KEY" -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$KNOWN_HOSTS"
-  -o LogLevel=ERROR -o ConnectTimeout=3)
+  -o LogLevel=ERROR -o ConnectTimeout=3 -o ControlMaster=auto -o ControlPath="$LAB/ssh-control"
+  -o ControlPersist=120)
 
 log() { printf '[testhost %s %(%T)T] %s\n' "$INDEX" -1 "$*" >&2; }
 alive() { [[ -s $1 ]] && grep -qs '^State:.*[RSD]' /proc/"$(cat "$1")"/status; } # running, not a zombie
-hssh() { ssh "${SSH_OPTS[@]}" root@"$GUEST_IP" "$@"; }
+hssh() { # only while our veth exists: otherwise the address would route off this machine
+  ip link show "$VETH_HOST" >/dev/null 2>&1 || { echo "testhost $INDEX is not up" >&2; return 255; }
+  ssh "${SSH_OPTS[@]}" root@"$GUEST_IP" "$@"
+}
 
 install_pkgs() {
   local need=()
@@ -60,6 +65,8 @@ cgroup_dirs() { # the hierarchies nspawn creates its payload/supervisor groups i
 }
 
 down() {
+  [[ -S $LAB/ssh-control ]] && { ssh -o ControlPath="$LAB/ssh-control" -O exit root@"$GUEST_IP" 2>/dev/null || true; }
+  rm -f "$LAB/ssh-control"
   if alive "$PIDF"; then
     local p
     p=$(cat "$PIDF")
@@ -106,7 +113,7 @@ build_root() {
   echo "$GUEST_IP $(cut -d' ' -f1,2 "$E"/ssh/ssh_host_ed25519_key.pub)" >"$KNOWN_HOSTS"
   mkdir -p "$E"/ssh/sshd_config.d "$E"/systemd/system/multi-user.target.wants
   printf '%s\n' "ListenAddress $GUEST_IP" "HostKey /etc/ssh/ssh_host_ed25519_key" \
-    "PermitRootLogin prohibit-password" "PasswordAuthentication no" "UseDNS no" "MaxStartups 50" \
+    "PermitRootLogin prohibit-password" "PasswordAuthentication no" "UseDNS no" "MaxStartups 50" "UsePAM no" \
     "MaxSessions 50" >"$E"/ssh/sshd_config.d/00-testhost.conf
   ln -sf /lib/systemd/system/ssh.service "$E"/systemd/system/multi-user.target.wants/ssh.service
   local u
