@@ -1,0 +1,148 @@
+"""ProcessService on this machine (LocalHost) with the simulator on loopback: the local demo's path."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from orchestrator.errors import HostLockedError, StartFailed
+from orchestrator.health import wait_until_healthy
+from orchestrator.hosts import LocalHost
+from orchestrator.plan import Deployment
+from orchestrator.services import ProcessService, driving
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sim(port: int, *extra: str, load_seconds: float = 0.3) -> str:
+    return (
+        f"{sys.executable} -m orchestrator.sim --host 127.0.0.1 --port {port} --profile tiny "
+        f"--load-seconds {load_seconds:g} " + " ".join(extra)
+    )
+
+
+def dep(command: str, id: str = "d-1", env: dict[str, str] | None = None) -> Deployment:
+    return Deployment(id=id, variant="v", command=command, environment=env or {}, config_hash="c", load_points=[])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_apply_healthy_window_restore(tmp_path: Path) -> None:
+    port = free_port()
+    service = ProcessService(LocalHost(), "sim", state_dir=str(tmp_path / "state"), workdir=str(tmp_path))
+    url = f"http://127.0.0.1:{port}"
+    with driving(service, "integration"):
+        service.apply(dep(sim(port, "--decode-log-interval", "1"), env={"SIM_TAG": "x y"}))
+        report = wait_until_healthy(service, url, ["/health", "/v1/models"], 60)
+        pid = report.state.main_pid
+        assert pid is not None and alive(pid)
+        cursor = service.journal_cursor()
+        reply = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16},
+            timeout=30,
+        )
+        assert reply.status_code == 200
+        window = service.journal_since(cursor)
+        assert "Decode batch" in window and "ready to roll" not in window
+        assert service.journal_since(window.cursor) == ""
+    assert not alive(pid)
+    assert sorted(p.name for p in (tmp_path / "state").iterdir()) == ["sim.log"]
+
+
+def test_fail_start_is_reported_with_the_traceback(tmp_path: Path) -> None:
+    port = free_port()
+    service = ProcessService(LocalHost(), "sim", state_dir=str(tmp_path))
+    try:
+        service.apply(dep(sim(port, "--fault", "fail-start")))
+        with pytest.raises(StartFailed) as caught:
+            wait_until_healthy(service, f"http://127.0.0.1:{port}", ["/health"], 60)
+    finally:
+        service.restore()
+    assert caught.value.reason == "failed"
+    assert service.state().active_state in ("failed", "inactive")
+    assert any("Traceback" in line for line in caught.value.evidence)
+    assert "OutOfMemoryError" in str(caught.value)
+
+
+def test_a_new_apply_stops_the_previous_process_group(tmp_path: Path) -> None:
+    service = ProcessService(LocalHost(), "sleeper", state_dir=str(tmp_path), stop_timeout=5)
+    try:
+        service.apply(dep("/bin/sh -c 'sleep 60 & sleep 60'"))
+        first = service.state().main_pid
+        assert first is not None
+        children = subprocess.run(["pgrep", "-g", str(first)], capture_output=True, text=True).stdout.split()
+        assert len(children) >= 2
+        service.apply(dep("/bin/sleep 60", id="d-2"))
+        assert all(not alive(int(p)) for p in children)
+        assert service.state().running
+    finally:
+        service.restore()
+
+
+def test_log_windows_only_return_whole_lines(tmp_path: Path) -> None:
+    service = ProcessService(LocalHost(), "printer", state_dir=str(tmp_path))
+    try:
+        service.apply(dep("/bin/sh -c 'printf \"one\\ntw\"; sleep 60'"))
+        deadline = time.monotonic() + 10
+        while "one" not in (chunk := service.journal_since("0")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert chunk == "one\n" and chunk.cursor == "4"
+    finally:
+        service.restore()
+
+
+_KILLED = """
+import os, signal, sys
+from orchestrator.hosts import LocalHost
+from orchestrator.plan import Deployment
+from orchestrator.services import ProcessService
+service = ProcessService(LocalHost(), "orphan", state_dir=sys.argv[1])
+service.lock("doomed")
+service.apply(Deployment(id="d", variant="v", command="/bin/sleep 120", config_hash="c", load_points=[]))
+print(service.state().main_pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_killed_controllers_process_is_found_and_stopped(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _KILLED, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    orphan = int(proc.stdout.split()[0])
+    try:
+        assert alive(orphan)
+        service = ProcessService(LocalHost(), "orphan", state_dir=str(tmp_path))
+        leftover = service.find_leftovers()
+        assert leftover is not None and leftover.marker is not None and leftover.lock_stale
+        assert "still running" in leftover.detail
+        other = ProcessService(LocalHost(), "orphan", state_dir=str(tmp_path))
+        with driving(service, "next") as held:
+            assert not alive(orphan)
+            with pytest.raises(HostLockedError):
+                other.lock("concurrent")
+            assert held is service
+        assert service.find_leftovers() is None
+    finally:
+        if alive(orphan):
+            os.killpg(orphan, signal.SIGKILL)
