@@ -15,12 +15,14 @@ Columns (a missing figure is NaN / None, never absent when another row has it):
 - server (the engine's own figures over the window, ``WindowMetrics.to_dict()``): ``server_<key>`` for
   scalars (``server_accept_len``, ``server_acceptance_rate``, ``server_gen_throughput``,
   ``server_lines_matched`` ...), DDTree averages as ``ddtree_<key>`` (``ddtree_avg_commit_len``,
-  ``ddtree_avg_accepted_depth`` ...), the Prometheus window's scalars as ``prom_<key>`` (``prom_accept_len``,
-  ``prom_gen_throughput``), per-source figures as ``source_<source>_<figure>``; samples and prose are left
-  to the window file.
+  ``ddtree_avg_accepted_depth`` ...), the Prometheus window's scalars as ``prom_<key>``
+  (``prom_accept_len``, ``prom_gen_throughput``, ``prom_details_drafts`` ...; raw counters, gauges and
+  prose left out), per-source figures as ``source_<source>_<figure>``; samples and prose are left to the
+  window file.
 - ``accept_len`` and ``accept_len_source``: the accept length the analysis uses, tokens per verify step with
-  the bonus token: the server's log window figure, else its Prometheus window figure, else the client's
-  per-response one, else DDTree's ``avg_commit_len`` (what was actually committed per step).
+  the bonus token: the server's log window figure, else the client's per-response one (exact counts), else
+  the Prometheus window figure, else DDTree's ``avg_commit_len`` (what was actually committed per step); a
+  value of 0 or less is no figure (an idle gauge).
 
 A point retried in the same run keeps only its last attempt (``all_attempts=True`` keeps every line). A
 deployment that stood for several (variant, params) (``aliases``) gets one row per alias with ``alias_of``
@@ -231,12 +233,13 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
     accept, source = None, None
     for column, name in (
         ("server_accept_len", "server"),
-        ("prom_accept_len", "prometheus"),
         ("client_accept_len", "client"),
+        ("prom_accept_len", "prometheus"),
         ("ddtree_avg_commit_len", "ddtree_commit"),
     ):
         value = _number(row.get(column))
-        if value is not None:
+        # An accept length counts the bonus token, so it is at least 1; a 0 is an idle gauge, not a figure.
+        if value is not None and value > 0:
             accept, source = value, name
             break
     row["accept_len"] = accept
@@ -298,7 +301,11 @@ def flatten_server(server: dict[str, Any] | None) -> dict[str, Any]:
         if key == "ddtree" and isinstance(value, dict):
             out.update({f"ddtree_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
         elif key == "prometheus" and isinstance(value, dict):
-            out.update({f"prom_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+            for k, v in value.items():
+                if _scalar(v):
+                    out[f"prom_{_clean(k)}"] = v
+                elif isinstance(v, dict) and k not in ("counters", "gauges", "definitions"):  # raw series, prose
+                    out.update({f"prom_{_clean(k)}_{_clean(s)}": x for s, x in v.items() if _scalar(x)})
         elif key == "disagreement" and isinstance(value, dict):
             out.update({f"disagreement_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
         elif key in ("sources", "comparison") and isinstance(value, dict):

@@ -184,8 +184,9 @@ def test_tidy_frame_flattens_figures_and_keeps_params_as_columns() -> None:
     ("server", "client", "expected", "source"),
     [
         pytest.param({"accept_len": 3.0}, {"spec": {"accept_len": 2.9}}, 3.0, "server", id="server"),
-        pytest.param({"prometheus": {"accept_len": 3.1}}, {"spec": {"accept_len": 2.9}}, 3.1, "prometheus", id="prom"),
-        pytest.param({}, {"spec": {"accept_len": 2.9}}, 2.9, "client", id="client"),
+        pytest.param({"prometheus": {"accept_len": 3.1}}, {"spec": {"accept_len": 2.9}}, 2.9, "client", id="client"),
+        pytest.param({"prometheus": {"accept_len": 3.1}}, {}, 3.1, "prometheus", id="prom"),
+        pytest.param({"accept_len": 0.0, "prometheus": {"accept_len": 0.0}}, {}, None, None, id="idle-gauge"),
         pytest.param({"avg_commit_len": 2.0}, {}, 2.0, "ddtree_commit", id="commit"),
         pytest.param({}, {}, None, None, id="none"),
     ],

@@ -44,7 +44,7 @@ def record(variant: str, load: int = 1, *, status: str = "ok", **fields: Any) ->
 def point(tok_s: float, accept: float | None = None, *, requests: int = 32, **server: Any) -> dict[str, Any]:
     return {
         "client": {"requests": requests, "errors": 0, "output_tok_s": tok_s, "per_user_tok_s": tok_s},
-        "server": {"engine": "sglang", "accept_len": accept, "gen_throughput": tok_s, **server},
+        "server": {"engine": "sglang", "lines_matched": 20, "accept_len": accept, "gen_throughput": tok_s, **server},
     }
 
 
@@ -95,6 +95,25 @@ def test_clean_run_has_no_findings() -> None:
     analysis = analyse(RUNS / "clean")
     assert analysis.findings == []
     assert analysis.status_counts() == {"ok": 44, "failed": 0, "skipped": 0}
+
+
+def test_simulator_commit_bug_run_is_flagged_and_its_clean_twin_is_not() -> None:
+    """Runs the real runner produced against the simulator (sweeps/demo.yaml, and the same with the DDTree
+    variant's ``--fault commit-bug``), imported by tests/data/runs/import_run.py."""
+    clean = analyse(RUNS / "sim-demo")
+    assert [f for f in clean.findings if f.severity in ("error", "warning")] == []
+    buggy = analyse(RUNS / "sim-commit-bug")
+    errors = {(f.check, f.config) for f in buggy.findings if f.severity == "error"}
+    assert {config for check, config in errors if check == "depth_vs_commit"} == {
+        "ddtree(budget=7, topk=1)",
+        "ddtree(budget=7, topk=4)",
+        "ddtree(budget=16, topk=1)",
+        "ddtree(budget=16, topk=4)",
+    }
+    assert {config for check, config in errors if check == "topk1_vs_chain"} == {
+        "ddtree(budget=7, topk=1)",
+        "ddtree(budget=16, topk=1)",
+    }
 
 
 def test_a_torn_records_file_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def _server(
     out: dict[str, Any] = {
         "engine": "sglang",
         "lines_total": 40,
-        "lines_matched": 6 if ddtree else 3,
+        "lines_matched": 24 if ddtree else 12,
         "lines_skipped": 0,
         "lines_duplicate": 0,
         "accept_len": accept,
@@ -152,8 +152,8 @@ def _server(
         "gen_throughput": round(tps * 1.04, 2),
         **tree,
         **(ddtree or {}),
-        "ddtree_lines": 3 if ddtree else 0,
-        "details": {"intervals": 3},
+        "ddtree_lines": 12 if ddtree else 0,
+        "details": {"decode_lines": 12, "lines_with_accept_len": 0 if accept is None else 12},
         "user_parsers": {},
         "samples": [],
         "skipped_examples": [],
@@ -178,8 +178,8 @@ def _server(
 
 def _window(t: datetime, c: int, tps: float, accept: float | None, drafts: int, ddtree: str | None) -> str:
     lines = []
-    for i in range(3):
-        stamp = (t + timedelta(seconds=10 * (i + 1))).strftime("%Y-%m-%d %H:%M:%S")
+    for i in range(12):
+        stamp = (t + timedelta(seconds=4 * (i + 1))).strftime("%Y-%m-%d %H:%M:%S")
         head = f"[{stamp} TP0] Decode batch, #running-req: {c}, #token: {c * 900}, token usage: {c / 400:.2f}, "
         spec = "" if accept is None else f"accept len: {accept:.2f}, accept rate: {(accept - 1) / drafts:.2f}, "
         lines.append(f"{head}{spec}cuda graph: True, gen throughput (token/s): {tps * 1.04:.2f}, #queue-req: 0,")
