@@ -41,7 +41,7 @@ def parse_ddtree(text: str) -> ParseResult:
         if not pairs:
             result.skip(offset, line)
             continue
-        prefix = rank_prefix(line[:at])
+        prefix = rank_prefix(line, at)
         if dedupe.is_copy(prefix, body):
             result.duplicate(offset)
             continue

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.metrics.lines import RankDeduper, candidate_lines, rank_prefix
-from orchestrator.metrics.samples import ParseResult, SglangDecodeSample, to_float
+from orchestrator.metrics.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
+from orchestrator.metrics.samples import READ, ParseResult, SglangDecodeSample, to_float
 
 __all__ = ["DEFINITIONS", "MARKER", "aggregate_sglang", "parse_decode_line", "parse_sglang"]
 
@@ -31,6 +31,13 @@ _PAIR = re.compile(
     r"(?P<key>[#A-Za-z][^:,\[\]]*?)\s*:\s*"
     r"(?P<val>[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)|True|False)(?=[,\s%]|$)"
 )
+# The common shapes in one anchored pattern; anything else goes through the general key/value reader.
+_FAST_BODY = (
+    r"Decode batch(?: \[(\d+)\])?[.,] #running-req: (\d+), #token: (\d+), token usage: (\d+\.\d+), "
+    r"(?:accept len: (\d+\.\d+), (?:accept rate: (\d+\.\d+), )?)?(?:(cuda|cpu|npu) graph: (True|False), )?"
+    r"gen throughput \(token/s\): (\d+\.\d+), #queue-req: (\d+),? ?\Z"
+)
+_FAST = re.compile(_FAST_BODY)
 _FORK_ACCEPT = re.compile(r"accept-len\s+(?P<len>[-+\d.eE]+|nan)(?:\s*,\s*accept-ratio\s+(?P<rate>[-+\d.eE]+|nan))?")
 
 DEFINITIONS: dict[str, str] = {
@@ -85,8 +92,28 @@ def _int(raw: str) -> int | None:
         return int(value) if value is not None and value.is_integer() else None
 
 
+def _fast_sample(g: tuple[str | None, ...], i: int = 0) -> SglangDecodeSample:
+    """A sample from _FAST's ten groups, starting at ``g[i]`` (positional arguments: this runs per line)."""
+    alen, arate, used, it = g[i + 4], g[i + 5], g[i + 7], g[i]
+    return SglangDecodeSample(
+        int(g[i + 1]),  # type: ignore[arg-type]
+        float(g[i + 8]),  # type: ignore[arg-type]
+        float(alen) if alen is not None else None,
+        float(arate) if arate is not None else None,
+        int(g[i + 2]),  # type: ignore[arg-type]
+        float(g[i + 3]),  # type: ignore[arg-type]
+        int(g[i + 9]),  # type: ignore[arg-type]
+        g[i + 6],
+        (used == "True") if used is not None else None,
+        int(it) if it is not None else None,
+    )
+
+
 def parse_decode_line(body: str) -> SglangDecodeSample | None:
     """Read one message that starts at ``Decode batch``; None when it lacks #running-req or gen throughput."""
+    fast = _FAST.match(body)
+    if fast is not None:
+        return _fast_sample(fast.groups())
     head = _HEAD.match(body)
     if head is None:
         return None
@@ -110,37 +137,48 @@ def parse_sglang(text: str) -> ParseResult:
     """Every ``Decode batch`` line of ``text``, behind any prefix; TP-rank copies counted once."""
     result = ParseResult()
     dedupe = RankDeduper()
+    samples, status = result.samples, result.status
     for offset, line in candidate_lines(text, (MARKER,)):
         at = line.find(MARKER)
-        body = line[at:]
-        quote = body.find('"')  # a `journalctl -o json` line: the message ends at its closing quote
+        message = line[at:]
+        quote = message.find('"')  # a `journalctl -o json` line: the message ends at its closing quote
         if quote != -1:
-            body = body[:quote]
-        sample = parse_decode_line(body)
-        if sample is None:
-            result.skip(offset, line)
-            continue
-        prefix = rank_prefix(line[:at])
-        if dedupe.is_copy(prefix, body):
-            result.duplicate(offset)
-            continue
-        sample.timestamp = prefix.timestamp
-        sample.ranks = prefix.ranks
-        result.samples.append(sample)
-        result.read(offset)
+            message = message[:quote]
+        bracket = line.rfind("[", 0, at)
+        prefix = PREFIX.match(line, bracket, at) if bracket != -1 else None
+        timestamp = ranks = None
+        if prefix is not None:
+            timestamp = prefix.group(1)
+            ranks, group, has_tp = ranks_info(prefix.group(2))
+            # Copies are recognised before their fields are read: a TP8 journal is mostly copies.
+            if has_tp and dedupe.seen_before(timestamp, ranks or "", group, message):
+                result.duplicate(offset)
+                continue
+        fast = _FAST.match(message)
+        if fast is not None:  # the hot path: a common message shape
+            sample = _fast_sample(fast.groups())
+        else:
+            parsed = parse_decode_line(message)
+            if parsed is None:
+                result.skip(offset, line)
+                continue
+            if prefix is None:
+                tagged = rank_prefix(line, at)
+                timestamp, ranks = tagged.timestamp, tagged.ranks
+                if dedupe.is_copy(tagged, message):
+                    result.duplicate(offset)
+                    continue
+            sample = parsed
+        sample.timestamp, sample.ranks = timestamp, ranks
+        samples.append(sample)
+        status[offset] = READ
     return result
-
-
-def _group(sample: SglangDecodeSample) -> str:
-    if not sample.ranks:
-        return ""
-    return " ".join(t for t in sample.ranks.split() if not t.startswith(("TP", "EP", "ATTN_TP")))
 
 
 def aggregate_sglang(samples: list[SglangDecodeSample]) -> dict[str, Any]:
     """Window figures from one window's decode lines (see DEFINITIONS); None where no line says."""
     len_num = len_den = rate_num = rate_den = 0.0
-    groups: dict[str, list[float]] = {}  # group -> [tokens, seconds]
+    groups: dict[str, list[float]] = {}  # DP group -> [tokens, seconds]
     for s in samples:
         weight = float(s.running_req or 0)
         if weight <= 0:
@@ -153,7 +191,7 @@ def aggregate_sglang(samples: list[SglangDecodeSample]) -> dict[str, Any]:
             rate_den += weight
         if s.gen_throughput is not None and s.gen_throughput > 0:
             tokens = weight * (s.accept_len if s.accept_len else 1.0)
-            acc = groups.setdefault(_group(s), [0.0, 0.0])
+            acc = groups.setdefault(ranks_info(s.ranks or "")[1], [0.0, 0.0])
             acc[0] += tokens
             acc[1] += tokens / s.gen_throughput
     throughput = sum(t / sec for t, sec in groups.values() if sec > 0) if groups else None

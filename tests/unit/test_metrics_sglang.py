@@ -242,3 +242,15 @@ def test_autoregressive_window_has_no_accept_len() -> None:
 def test_empty_window() -> None:
     wm = parse_window("sglang", "")
     assert (wm.lines_total, wm.lines_matched, wm.accept_len, wm.gen_throughput) == (0, 0, None, None)
+
+
+def test_json_export_copies_of_tp_ranks_count_once() -> None:
+    lines = [f'{{"MESSAGE":"[2026-05-30 00:39:10 TP{tp}] {CURRENT}","_PID":"{4101 + tp}"}}' for tp in range(2)]
+    result = parse_sglang("\n".join(lines))
+    assert (result.matched, result.duplicates) == (1, 1)
+
+
+def test_copies_of_an_unreadable_line_are_copies() -> None:
+    lines = [f"[2026-05-30 00:39:10 TP{tp}] Decode batch, oops" for tp in range(4)]
+    result = parse_sglang("\n".join(lines))
+    assert (result.matched, result.skipped, result.duplicates) == (0, 1, 3)
