@@ -49,8 +49,10 @@ __all__ = [
     "ServiceSpec",
     "SystemdServiceSpec",
     "Variant",
+    "error_from_validation",
     "load_experiment",
     "parse_experiment",
+    "suggest",
 ]
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -471,9 +473,9 @@ def _unwrap(annotation: Any) -> list[Any]:
     return []
 
 
-def _valid_keys(path: tuple[Any, ...], data: Any) -> list[str]:
+def _valid_keys(path: tuple[Any, ...], data: Any, root: type[BaseModel] | None = None) -> list[str]:
     """The keys the schema accepts at ``path`` (for "did you mean"), following the document's kinds."""
-    candidates: list[Any] = [Experiment]
+    candidates: list[Any] = [root or Experiment]
     node = data
     for part in path:
         next_candidates: list[Any] = []
@@ -509,6 +511,7 @@ def _valid_keys(path: tuple[Any, ...], data: Any) -> list[str]:
 
 
 def suggest(word: str, options: list[str]) -> str:
+    """``; did you mean 'x'?`` for the nearest option, else the list of valid keys (or nothing)."""
     close = difflib.get_close_matches(str(word), options, n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else (f" (valid keys: {', '.join(options)})" if options else "")
 
@@ -543,7 +546,11 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _error_from_validation(exc: ValidationError, data: Any, positions: Positions, file: str) -> ConfigError:
+def _error_from_validation(
+    exc: ValidationError, data: Any, positions: Positions, file: str, root: type[BaseModel] | None = None
+) -> ConfigError:
+    """One ``ConfigError`` (file:line:column, key path, nearest valid key) for a pydantic error of a document
+    whose schema is ``root`` (the Experiment unless said otherwise; playbook files pass theirs)."""
     errors = exc.errors(include_url=False)
     # An unknown key usually explains a "missing" one next to it (a typo): report it first.
     rank = {"extra_forbidden": 0, "union_tag_invalid": 1}
@@ -557,7 +564,7 @@ def _error_from_validation(exc: ValidationError, data: Any, positions: Positions
         message = message[len("Value error, ") :]
     if etype == "extra_forbidden":
         bad = path[-1] if path else loc[-1]
-        message = f"unknown key {bad!r}" + suggest(str(bad), _valid_keys(path[:-1], data))
+        message = f"unknown key {bad!r}" + suggest(str(bad), _valid_keys(path[:-1], data, root))
     elif etype == "missing":
         missing = loc[-1]
         if path and path[-1] == missing:
@@ -743,3 +750,7 @@ def load_experiment(path: str | Path) -> Experiment:
     exp = parse_experiment(data, positions, str(path))
     exp._source = path
     return exp
+
+
+#: Public names of the helpers playbook files share with experiment files.
+error_from_validation = _error_from_validation
