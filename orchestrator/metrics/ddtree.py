@@ -3,7 +3,8 @@
 The field report's line is ``DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=2.00
 avg_commit_len=2.00 avg_accepted_depth=5.00``. Every pair is kept, whatever its key, with numbers typed; the
 window aggregate is the mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
-already starts with ``avg_`` keeps its name). Consistency checks on these figures (accepted depth against
+already starts with ``avg_`` keeps its name). A line with a broken pair (``avg_commit_len=``, ``avg_x=??``) is
+skipped and counted, not half-read. Consistency checks on these figures (accepted depth against
 commit length) belong to the analysis, which reads them from here.
 """
 
@@ -19,7 +20,7 @@ __all__ = ["DEFINITION", "MARKER", "STANDARD_KEYS", "aggregate_ddtree", "parse_d
 
 MARKER = "DDTREE metrics:"
 STANDARD_KEYS = ("avg_actual_nodes", "avg_accepted_drafts", "avg_commit_len", "avg_accepted_depth")
-_PAIR = re.compile(r"([A-Za-z_][\w.\-/]*)\s*=\s*([^\s,;\"]+)")
+_PAIR = re.compile(r"([A-Za-z_][\w.\-/]*)=([^\s,;\"=]+)")
 
 DEFINITION = (
     "DDTREE metrics: unweighted mean over the window's DDTREE lines of each numeric key (each line's values "
@@ -37,7 +38,7 @@ def parse_ddtree(text: str) -> ParseResult:
         quote = body.find('"')
         if quote != -1:
             body = body[:quote]
-        pairs = _PAIR.findall(body)
+        pairs = _pairs(body)
         if not pairs:
             result.skip(offset, line)
             continue
@@ -49,6 +50,23 @@ def parse_ddtree(text: str) -> ParseResult:
         result.samples.append(DDTreeSample(values=values, timestamp=prefix.timestamp, ranks=prefix.ranks))
         result.read(offset)
     return result
+
+
+def _pairs(body: str) -> list[tuple[str, str]] | None:
+    """The line's pairs, or None when it has none or a broken one: a token with ``=`` that is not
+    ``key=value``, or an ``avg_`` key whose value is not a number. Words without ``=`` are prose, ignored."""
+    pairs: list[tuple[str, str]] = []
+    for token in body.replace(",", " ").replace(";", " ").split():
+        if "=" not in token:
+            continue
+        match = _PAIR.fullmatch(token)
+        if match is None:
+            return None
+        key, raw = match.groups()
+        if key.startswith("avg_") and isinstance(typed_value(raw), str):
+            return None
+        pairs.append((key, raw))
+    return pairs or None
 
 
 def _name(key: str, keys: set[str]) -> str:

@@ -9,7 +9,10 @@ Derived figures: vLLM and llama.cpp expose ``spec_decode_num_drafts_total``,
 ``spec_decode_num_draft_tokens_total``, ``spec_decode_num_accepted_tokens_total`` and
 ``..._accepted_tokens_per_pos_total{position="i"}``, so accept length = 1 + d(accepted) / d(drafts), exact.
 SGLang exposes gauges ``sglang:spec_accept_length``, ``sglang:spec_accept_rate`` and
-``sglang:gen_throughput``, each describing the last decode-log interval before the scrape.
+``sglang:gen_throughput``, each describing the last decode-log interval before the scrape (0 when none ran:
+zeros are left out of the window value); the simulator adds counters ``sglang:spec_verify_steps_total``,
+``sglang:spec_draft_tokens_total`` and ``sglang:spec_accepted_tokens_total`` (bonus excluded), used like
+vLLM's when present.
 """
 
 from __future__ import annotations
@@ -33,17 +36,18 @@ _COUNTER_SUFFIXES = ("_bucket", "_count", "_sum")
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "vLLM / llama.cpp: 1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total) "
-        "between the scrapes, bonus included. SGLang: mean of the sglang:spec_accept_length gauge over the "
-        "scrapes during and at the end of the window (each value covers the last decode-log interval)."
+        "between the scrapes, bonus included (simulator: d(sglang:spec_accepted_tokens_total) / "
+        "d(sglang:spec_verify_steps_total)). SGLang: mean of the non-zero sglang:spec_accept_length gauge "
+        "samples during and at the end of the window (each value covers the last decode-log interval)."
     ),
     "acceptance_rate": (
-        "vLLM / llama.cpp: d(accepted tokens) / d(draft tokens), no bonus. SGLang: mean of the "
-        "sglang:spec_accept_rate gauge samples."
+        "vLLM / llama.cpp / simulator: d(accepted tokens) / d(draft tokens), no bonus. SGLang: mean of the "
+        "non-zero sglang:spec_accept_rate gauge samples."
     ),
     "gen_throughput": (
         "d(generation token counter) / elapsed seconds when both are known (vllm:generation_tokens_total, "
         "sglang:generation_tokens_total, llamacpp:tokens_predicted_total); else for SGLang the mean of the "
-        "sglang:gen_throughput gauge samples."
+        "non-zero sglang:gen_throughput gauge samples (summed over DP ranks)."
     ),
 }
 
@@ -184,10 +188,12 @@ def scrape_delta(
         else:
             samples = [m.values[key] for m in middle if key in m.values] + [value]
             finite = [v for v in samples if math.isfinite(v)]
+            nonzero = [v for v in finite if v != 0]
             window.gauges[key] = {
                 "before": _finite(before.values.get(key)),
                 "after": _finite(value),
                 "mean": sum(finite) / len(finite) if finite else None,
+                "mean_nonzero": sum(nonzero) / len(nonzero) if nonzero else None,
                 "min": min(finite) if finite else None,
                 "max": max(finite) if finite else None,
                 "samples": len(samples),
@@ -201,6 +207,10 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
     drafts = _by_name(window.counters, names, f"{prefix}spec_decode_num_drafts_total")
     draft_tokens = _by_name(window.counters, names, f"{prefix}spec_decode_num_draft_tokens_total")
     accepted = _by_name(window.counters, names, f"{prefix}spec_decode_num_accepted_tokens_total")
+    if drafts is None and accepted is None:  # the simulator's SGLang-style counters (bonus excluded)
+        drafts = _by_name(window.counters, names, f"{prefix}spec_verify_steps_total")
+        draft_tokens = _by_name(window.counters, names, f"{prefix}spec_draft_tokens_total")
+        accepted = _by_name(window.counters, names, f"{prefix}spec_accepted_tokens_total")
     if accepted is not None and drafts:
         window.accept_len = 1.0 + accepted / drafts
     if accepted is not None and draft_tokens:
@@ -225,7 +235,8 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
     gauge_means: dict[str, list[float]] = {}
     for key, stats in window.gauges.items():
-        mean = stats["mean"]
+        # 0 means "no decode interval since the gauge was set" (idle, or speculation off), not a value.
+        mean = stats["mean_nonzero"]
         if isinstance(mean, float | int) and _primary(after.labels[key]):
             gauge_means.setdefault(names[key], []).append(float(mean))
     lengths = gauge_means.get(f"{prefix}spec_accept_length")

@@ -77,3 +77,23 @@ def test_tp_copies_of_ddtree_lines_count_once() -> None:
     text = "\n".join(f"[2026-05-30 00:40:06 TP{tp}] {FIELD_REPORT}" for tp in range(4))
     wm = parse_window("sglang", text)
     assert (wm.ddtree_lines, wm.lines_duplicate) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        pytest.param(
+            "DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=?? avg_commit_len=", id="sim-bad"
+        ),
+        pytest.param("DDTREE metrics: bs=1 avg_commit_len=2.0 =3", id="no-key"),
+        pytest.param("DDTREE metrics: bs=1 avg_commit_len==2", id="double-equals"),
+    ],
+)
+def test_broken_pairs_skip_the_line(line: str) -> None:
+    result = parse_ddtree(line)
+    assert (result.matched, result.skipped, result.samples) == (0, 1, [])
+
+
+def test_prose_around_pairs_is_ignored() -> None:
+    (sample,) = parse_ddtree("DDTREE metrics: step 12: bs=2, avg_commit_len=3.50 (ok)").samples
+    assert sample.values == {"bs": 2, "avg_commit_len": 3.5}  # type: ignore[attr-defined]

@@ -108,3 +108,46 @@ def test_no_spec_counters_means_no_figures() -> None:
 def test_unknown_engine() -> None:
     with pytest.raises(MetricsError, match="unknown engine"):
         scrape_delta("", "", "tgi")
+
+
+def test_simulator_counters_give_exact_figures() -> None:
+    label = '{model_name="sim"}'
+    before = (
+        f"sglang:spec_verify_steps_total{label} 100.0\nsglang:spec_draft_tokens_total{label} 700.0\n"
+        f"sglang:spec_accepted_tokens_total{label} 150.0\nsglang:spec_accept_length{label} 2.5\n"
+    )
+    after = (
+        f"sglang:spec_verify_steps_total{label} 300.0\nsglang:spec_draft_tokens_total{label} 2100.0\n"
+        f"sglang:spec_accepted_tokens_total{label} 450.0\nsglang:spec_accept_length{label} 9.0\n"
+    )
+    prom = scrape_delta(before, after, "sim")
+    assert prom.accept_len == pytest.approx(1 + 300 / 200)  # counters win over the gauge
+    assert prom.acceptance_rate == pytest.approx(300 / 1400)
+
+
+def test_idle_zero_gauges_are_not_values() -> None:
+    label = '{tp_rank="0"}'
+    during = [f"sglang:spec_accept_length{label} 3.0\nsglang:gen_throughput{label} 90.0\n"]
+    after = f"sglang:spec_accept_length{label} 0.0\nsglang:gen_throughput{label} 0.0\n"
+    prom = scrape_delta("", after, "sglang", during=during)
+    assert (prom.accept_len, prom.gen_throughput) == (3.0, 90.0)
+    idle = scrape_delta("", after, "sglang")
+    assert (idle.accept_len, idle.gen_throughput) == (None, None)
+
+
+def test_the_simulators_exposition_and_its_bad_lines() -> None:
+    from orchestrator.sim.stats import ServerStats, render_prometheus
+
+    stats = ServerStats(model="sim", speculative=True)
+    before = render_prometheus(stats)
+    stats.verify_steps, stats.accepted_tokens, stats.draft_tokens, stats.generation_tokens = 40, 60, 280, 100
+    stats.last_accept_length = 2.5
+    after = render_prometheus(stats, bad_line=True)
+    prom = scrape_delta(before, after, "sim", elapsed_s=4.0)
+    assert prom.lines_skipped == 2
+    assert prom.accept_len == pytest.approx(1 + 60 / 40)
+    assert prom.acceptance_rate == pytest.approx(60 / 280)
+    assert prom.gen_throughput == pytest.approx(25.0)
+    autoregressive = ServerStats(model="sim", speculative=False)
+    idle = scrape_delta(render_prometheus(autoregressive), render_prometheus(autoregressive), "sim")
+    assert (idle.accept_len, idle.acceptance_rate) == (None, None)

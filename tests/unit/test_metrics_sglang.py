@@ -254,3 +254,13 @@ def test_copies_of_an_unreadable_line_are_copies() -> None:
     lines = [f"[2026-05-30 00:39:10 TP{tp}] Decode batch, oops" for tp in range(4)]
     result = parse_sglang("\n".join(lines))
     assert (result.matched, result.skipped, result.duplicates) == (0, 1, 3)
+
+
+def test_the_simulators_malformed_lines_are_skipped_and_counted() -> None:
+    from orchestrator.sim.logs import bad_metric_lines, decode_batch
+
+    good = decode_batch(running=2, tokens=100, usage=0.01, accept_len=3.0, accept_rate=0.5, throughput=90.0, queue=0)
+    bad = [line for i in range(4) for line in bad_metric_lines(i)]
+    wm = parse_window("sim", "\n".join([good, *bad]))
+    assert (wm.lines_matched, wm.lines_skipped) == (1, 4)
+    assert (wm.accept_len, wm.gen_throughput, wm.ddtree_lines) == (3.0, 90.0, 0)
