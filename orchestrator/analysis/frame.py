@@ -1,6 +1,7 @@
 """A run directory as one tidy pandas frame: one row per point, every figure in its own named column.
 
-Columns (a missing figure is NaN / None, never absent when another row has it):
+Columns (a missing figure is NaN / None, never absent when another row has it; ``CORE_FIGURES`` exist even
+in an empty or all-failed run):
 
 - identity: ``run_id experiment host variant label baseline baseline_source alias_of deployment_id point_id
   config_hash command mode concurrency rate load load_label status attempt started_at finished_at
@@ -79,6 +80,17 @@ IDENTITY_COLUMNS = [
     "window_file",
 ]
 _DERIVED = ["accept_len", "accept_len_source"]
+CORE_FIGURES = [
+    "requests",
+    "errors",
+    "output_tok_s",
+    "steady_output_tok_s",
+    "per_user_tok_s",
+    "ttft_ms_p50",
+    "itl_ms_p50",
+    "server_accept_len",
+    "server_gen_throughput",
+]
 _LATENCY_STATS = ("mean", "p50", "p90", "p99")
 _CLIENT_SPEC_KEYS = {"accept_len", "verify_steps", "draft_n", "draft_n_accepted"}
 _DDTREE_TOP_LEVEL = {"budget", "bs", "topk"}
@@ -177,6 +189,10 @@ def tidy_frame(records: Iterable[Record], *, commands: dict[Any, Any] | None = N
     for column in IDENTITY_COLUMNS + param_columns + _DERIVED:
         if column not in frame.columns:
             frame[column] = None
+    # Figures every consumer may ask for exist even when no record has them (an empty or all-failed run).
+    for column in CORE_FIGURES:
+        if column not in frame.columns:
+            frame[column] = float("nan")
     ordered = IDENTITY_COLUMNS + param_columns + _DERIVED
     rest = [c for c in frame.columns if c not in ordered]
     frame = frame[ordered + rest]

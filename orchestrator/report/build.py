@@ -142,7 +142,9 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
     counts = analysis.counts()
     blocks.append(Heading("Findings"))
     groups = tables.group_findings(analysis.findings)
-    if counts["error"] == 0 and counts["warning"] == 0:
+    if analysis.frame.empty:
+        blocks.append(Paragraph("The run has no records yet: nothing to check.", "warning"))
+    elif counts["error"] == 0 and counts["warning"] == 0:
         enabled = [c for c in CHECKS if c not in analysis.settings.disabled]
         blocks.append(Paragraph(f"No errors or warnings: every check passed ({', '.join(enabled)}).", "ok"))
     else:
@@ -182,10 +184,14 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
     ):
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))
+    if isinstance(blocks[-1], Heading):
+        blocks.append(Paragraph("No table: no point completed.", "muted"))
 
     failed = tables.failed_points(analysis)
     blocks.append(Heading("Failed points"))
-    if failed.empty:
+    if analysis.frame.empty:
+        blocks.append(Paragraph("None recorded.", "muted"))
+    elif failed.empty:
         blocks.append(Paragraph("None: every point completed.", "ok"))
     else:
         shown = failed.drop(columns=["error_evidence"], errors="ignore").rename(

@@ -131,6 +131,20 @@ def test_untrusted_text_is_escaped(tmp_path: Path) -> None:
     assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
 
 
+def test_a_run_without_records_still_reports(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, "demo", {"name": "demo", "baselines": ["autoregressive", "linear"]}, {})
+    markdown = to_markdown(report_blocks(analyse(store.path), {}, store.path))
+    assert "The run has no records yet" in markdown and "every check passed" not in markdown
+    store.append(
+        _record("autoregressive", status="failed", client=None, error={"kind": "start_failed", "message": "boom"})
+    )
+    analysis = analyse(store.path)
+    assert analysis.best.empty and analysis.pareto.empty
+    markdown = to_markdown(report_blocks(analysis, {}, store.path))
+    assert "No successful point to rank." in markdown and "No table: no point completed." in markdown
+    assert "point failed (start_failed): boom" in markdown
+
+
 def test_figures_only_when_there_is_something_to_draw(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "demo", {"name": "demo", "baselines": ["autoregressive"]}, {})
     for rate, tok_s in ((1.0, 90.0), (4.0, 300.0)):
