@@ -356,6 +356,7 @@ class ChecksSpec(_Strict):
     client_server_tolerance: float = Field(0.25, ge=0)
     speedup_slack: float = Field(1.10, ge=1)
     min_requests: int = Field(10, ge=0)
+    linear_chain_length: int | None = Field(None, ge=1)
     disabled: list[str] = Field(default_factory=list)
 
 

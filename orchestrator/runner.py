@@ -161,6 +161,29 @@ def _scrape(url: str, path: str | None, api_key: str | None) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
+class _GaugeSampler:
+    """Scrapes ``/metrics`` about once a second while a point runs, so gauges are sampled through the window."""
+
+    def __init__(self, url: str, path: str | None, api_key: str | None, interval: float = 1.0) -> None:
+        self._args = (url, path, api_key)
+        self._interval = interval
+        self._done = threading.Event()
+        self._texts: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="metrics-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._interval):
+            text = _scrape(*self._args)
+            if text is not None:
+                self._texts.append(text)
+
+    def finish(self) -> list[str]:
+        self._done.set()
+        self._thread.join(timeout=6.0)
+        return list(self._texts)
+
+
 class HostWorker:
     """Drives one host: its baselines, then deployments from the shared queue.
 
@@ -392,6 +415,8 @@ class HostWorker:
         api_key = exp.server.api_key.get_secret_value() if exp.server.api_key else None
         cursor = self.service.journal_cursor()
         before = _scrape(self.url, exp.server.metrics_path, api_key)
+        scraped_at = time.monotonic()
+        sampler = _GaugeSampler(self.url, exp.server.metrics_path, api_key) if before is not None else None
 
         def progress(report: Any) -> None:
             if report.phase == "load":
@@ -406,16 +431,20 @@ class HostWorker:
                 )
 
         settings = _point_settings(exp, self.url, point)
-        result = _run_async_load(settings, self.sweep.stop, progress)
+        try:
+            result = _run_async_load(settings, self.sweep.stop, progress)
+        finally:
+            during = sampler.finish() if sampler is not None else []
         client = result.to_dict()
         after = _scrape(self.url, exp.server.metrics_path, api_key)
+        elapsed = time.monotonic() - scraped_at
         text = self.service.journal_since(cursor)
         window_file = store.write_window(point.id, text, host=self.name if self.sweep.pooled else None, attempt=attempt)
         window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers])
         server = window.to_dict()
         sources: dict[str, Any] = {"journal": window}
         if before is not None and after is not None:
-            prom = scrape_delta(before, after, exp.engine)
+            prom = scrape_delta(before, after, exp.engine, during=during, elapsed_s=elapsed)
             server["prometheus"] = prom.to_dict()
             sources["prometheus"] = prom
         spec = client.get("spec") or {}
