@@ -17,8 +17,10 @@ stopped) propagates. aiohttp and socket errors are translated here, at the bound
     protocol           not valid HTTP
     client_error, internal   anything else (a bug here or in aiohttp; the message says what)
 
-Timing: the send time is taken just before the request is handed to aiohttp, each chunk's arrival time when
-its bytes come out of the connection, so a chunk carrying several events stamps them all with one time.
+Timing: the send time is taken by an aiohttp trace hook just before the request body is written to the
+connection (aiohttp on Python 3.11 writes it from a task of its own, a loop turn or, with hundreds of requests
+dispatched at once, many milliseconds after the call); each chunk's arrival time when its bytes come out of
+the connection, so a chunk carrying several events stamps them all with one time.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from orchestrator.errors import LoadError
 from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
@@ -50,7 +54,7 @@ class LoadClient:
         self.settings = settings
         self.model = model
         self.tokens_seen = 0  # tokens streamed so far, measured or not (live progress reads it)
-        self._url = settings.endpoint
+        self._url = URL(settings.endpoint)  # parsed once, not per request
         self._make_decoder = DECODERS[settings.api]
         self._session: aiohttp.ClientSession | None = None
         headers = {"Content-Type": "application/json"}
@@ -60,7 +64,7 @@ class LoadClient:
         self._headers = headers
 
     async def __aenter__(self) -> LoadClient:
-        self._session = _session(self.settings)
+        self._session = _session(self.settings, self._headers)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -110,9 +114,9 @@ class LoadClient:
         start = loop.time()
         total_deadline = start + s.total_timeout
         timeout = asyncio.timeout_at(min(start + s.first_token_timeout, total_deadline))
-        record.sent = time.perf_counter()
+        record.dispatched = record.sent = time.perf_counter()  # the trace hook moves ``sent`` to the write
         try:
-            async with timeout, session.post(self._url, data=data, headers=self._headers) as resp:
+            async with timeout, session.post(self._url, data=data, trace_request_ctx=record) as resp:
                 record.status = resp.status
                 if resp.status != 200:
                     text = await resp.content.read(_ERROR_BODY_LIMIT)
@@ -224,14 +228,31 @@ async def discover_model(settings: LoadSettings) -> str:
         raise LoadError(f"load: {url} did not list a model; pass the model name explicitly") from exc
 
 
-def _session(settings: LoadSettings) -> aiohttp.ClientSession:
+def _session(settings: LoadSettings, headers: dict[str, str]) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=60)
     timeout = aiohttp.ClientTimeout(
         total=None,
         sock_connect=settings.connect_timeout,
         sock_read=settings.idle_timeout,
     )
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=1 << 18)
+    tracing = aiohttp.TraceConfig()
+    tracing.on_request_chunk_sent.append(_stamp_sent)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=timeout,
+        headers=headers,
+        read_bufsize=1 << 18,
+        trace_configs=[tracing],
+    )
+
+
+async def _stamp_sent(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestChunkSentParams
+) -> None:
+    """Called by aiohttp just before it writes the request body: that is when the request is sent."""
+    record = context.trace_request_ctx
+    if record is not None and record.sent == record.dispatched:
+        record.sent = time.perf_counter()
 
 
 def _http_error_text(status: int, body: bytes) -> str:

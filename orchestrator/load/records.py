@@ -1,6 +1,9 @@
 """What the client saw of one request, and how chunk arrivals become token arrivals.
 
-Times are ``time.perf_counter()`` seconds. A chunk may carry several tokens (a speculative engine commits all
+Times are ``time.perf_counter()`` seconds. ``sent`` is the moment the request's bytes were written to the
+connection (stamped by an aiohttp trace hook just before the write), not the moment it was handed to the HTTP
+client: with 512 requests dispatched at once the difference is the client's own backlog, which must not be
+charged to the server; it is kept as ``send_delay``. A chunk may carry several tokens (a speculative engine commits all
 tokens accepted in one verify step at once), so each chunk keeps a token count. The counts come, best first,
 from a cumulative count the server sends in every chunk (SGLang's ``meta_info.completion_tokens``, OpenAI
 ``continuous_usage_stats``), else from counting the chunks that carry text, reconciled with the final usage:
@@ -22,7 +25,8 @@ class RequestRecord:
     index: int
     warmup: bool = False
     streamed: bool = True
-    sent: float = 0.0
+    dispatched: float = 0.0  # handed to the HTTP client
+    sent: float = 0.0  # the request's bytes went to the connection (TTFT and e2e count from here)
     first_token: float | None = None
     end: float | None = None
     # Token-bearing chunks: arrival time and token count (after :meth:`finish`).
@@ -48,6 +52,11 @@ class RequestRecord:
         return None if self.first_token is None else self.first_token - self.sent
 
     @property
+    def send_delay(self) -> float:
+        """Dispatch to the wire: connection set-up plus any backlog of the client itself."""
+        return max(0.0, self.sent - self.dispatched)
+
+    @property
     def e2e(self) -> float | None:
         return None if self.end is None else self.end - self.sent
 
@@ -64,6 +73,7 @@ class RequestRecord:
             "error_kind": self.error_kind,
             "error": self.error,
             "status": self.status,
+            "send_delay_s": self.send_delay,
             "ttft_s": self.ttft,
             "e2e_s": self.e2e,
             "output_tokens": self.output_tokens,

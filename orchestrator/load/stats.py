@@ -2,14 +2,16 @@
 
 Definitions (times from the client's clock; tokens of successful requests only, as vLLM and SGLang count):
 
-- ``duration_s``: first measured send to the last measured end.
 - ``output_tok_s``: output tokens / duration. ``requests_per_s``: successful requests / duration.
 - ``steady_output_tok_s``: tokens that arrived inside the steady window / its length. Closed loop: from the
   moment every worker of the first wave has its first token to the first completion after the last request
   was sent (from then on fewer than C requests are in flight). Open loop: from the first completion (the
   system has filled) to the last arrival. When that window is empty (too few requests), the plain figure is
   repeated and ``steady_window_s`` is None.
-- ``ttft_ms``: send to the first token. ``e2e_ms``: send to the end of the response.
+- ``ttft_ms``: send to the first token. ``e2e_ms``: send to the end of the response. "Send" is when the
+  request's bytes were written to the connection; ``send_delay_ms`` is the time from dispatch to then
+  (connection set-up, and the client's own backlog: a large p99 there says the client was overloaded).
+- ``duration_s``: from the first dispatch to the last end.
 - ``itl_ms``: gaps between token-bearing chunks, each gap spread over the tokens of the chunk that ends it
   (a chunk of 3 tokens 30 ms after the previous one gives three samples of 10 ms), pooled over requests.
 - ``tpot_ms``: per request, (end - first token) / (output tokens - 1), streamed requests with 2+ tokens.
@@ -51,7 +53,7 @@ def steady_window(records: list[RequestRecord], open_loop: bool, concurrency: in
     if not records:
         return None
     by_index = sorted(records, key=lambda r: r.index)
-    last_dispatch = max(r.sent for r in records)
+    last_dispatch = max(r.dispatched for r in records)
     ends = [r.end for r in records if r.end is not None]
     if not ends:
         return None
@@ -106,7 +108,7 @@ def summarize(
     """Every figure of one run (the JSON body of ``LoadResult.to_dict`` without the settings)."""
     ok = [r for r in records if r.ok]
     errors = Counter(r.error_kind or "unknown" for r in records if not r.ok)
-    first_send = min((r.sent for r in records), default=started)
+    first_send = min((r.dispatched for r in records), default=started)
     last_end = max((r.end for r in records if r.end is not None), default=ended)
     duration = (last_end - first_send) if first_send is not None and last_end is not None else 0.0
     output_tokens = sum(r.output_tokens for r in ok)
@@ -164,6 +166,7 @@ def summarize(
         "itl_ms": distribution(itl),
         "tpot_ms": distribution(tpot),
         "e2e_ms": distribution(r.e2e for r in ok if r.e2e is not None),
+        "send_delay_ms": distribution(r.send_delay for r in records),
         "finish_reasons": dict(sorted(Counter(r.finish_reason or "none" for r in ok).items())),
         "token_sources": dict(sorted(Counter(r.token_source for r in ok).items())),
         "spec": spec_summary(ok),

@@ -95,8 +95,9 @@ def test_completions_text_and_sglang_meta_info() -> None:
     record = feed(decoder("completions"), [chunk("ab"), chunk("cdef"), final, b"[DONE]"])
     assert record.spec_verify_ct == 2
     assert record.input_tokens == 7
-    assert record.output_tokens == 2  # no usage: one token per text chunk
-    assert record.token_source == "chunks"
+    assert record.output_tokens == 4  # no usage, but meta_info's count, spread by text length
+    assert record.chunk_tokens == [1, 3]
+    assert record.token_source == "usage"
 
 
 def test_generate_cumulative_text_and_counts() -> None:
@@ -234,3 +235,31 @@ def test_spread_tokens_keeps_the_total(total: int, weights: list[int]) -> None:
 def test_spread_tokens_follows_text_length() -> None:
     assert spread_tokens(10, [1, 3, 1, 0]) == [2, 5, 2, 1]
     assert spread_tokens(2, [1, 5, 1]) == [0, 2, 0]
+
+
+def test_completions_without_any_count_counts_text_chunks() -> None:
+    def chunk(text: str, finish: str | None = None) -> dict:
+        return {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+
+    record = feed(decoder("completions"), [chunk("ab"), chunk("cdef"), chunk("", "stop"), b"[DONE]"])
+    assert record.output_tokens == 2
+    assert record.token_source == "chunks"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(b' {"choices": [{"text": "a"}]}', id="leading-space"),
+        pytest.param(b'{"choices": [{"text": "a"}]}  ', id="trailing-space"),
+        pytest.param('{"choices": [{"text": "é"}]}'.encode(), id="utf8"),
+    ],
+)
+def test_fast_and_slow_json_paths_agree(data: bytes) -> None:
+    dec = decoder("completions")
+    assert dec.on_event(data, 1.0) == 1
+
+
+def test_trailing_garbage_after_a_json_object_is_malformed() -> None:
+    with pytest.raises(StreamFault) as caught:
+        decoder("chat").on_event(b'{"choices": []} trailing', 1.0)
+    assert caught.value.kind == "malformed"

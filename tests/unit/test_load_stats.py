@@ -21,7 +21,7 @@ def record(
     for gap in gaps:
         times.append(times[-1] + gap)
     counts = tokens or [1] * len(times)
-    r = RequestRecord(index=index, sent=sent, first_token=times[0], end=times[-1], **extra)  # type: ignore[arg-type]
+    r = RequestRecord(index=index, dispatched=sent, sent=sent, first_token=times[0], end=times[-1], **extra)  # type: ignore[arg-type]
     r.chunk_times = times
     r.chunk_tokens = counts
     r.output_tokens = sum(counts)

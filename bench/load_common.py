@@ -1,0 +1,74 @@
+"""Shared helpers of the load-generator benches: start the simulator on loopback, pin processes to cores.
+
+Everything here talks to 127.0.0.1 only. A simulator started here is stopped by its PID when the block ends,
+whatever happens inside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def pinned(command: list[str], core: int | None) -> list[str]:
+    """``command`` pinned to one core with taskset (when there is more than one core and taskset exists)."""
+    if core is None or (os.cpu_count() or 1) < 2 or shutil.which("taskset") is None:
+        return command
+    return ["taskset", "-c", str(core), *command]
+
+
+@contextlib.contextmanager
+def simulator(*args: str, core: int | None = 0) -> Iterator[str]:
+    """Run ``python -m orchestrator.sim --port P ARGS`` and yield its base URL once /health answers."""
+    port = free_port()
+    command = pinned(
+        [sys.executable, "-m", "orchestrator.sim", "--port", str(port), "--load-seconds", "0", *args], core
+    )
+    log = open(os.devnull, "wb")  # noqa: SIM115 - closed in finally
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the simulator exited with {process.returncode}: {' '.join(command)}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulator did not become healthy within 30 s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
