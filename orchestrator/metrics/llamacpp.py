@@ -61,7 +61,10 @@ _STATS = re.compile(
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "llama.cpp mean acceptance length, bonus included: 1 + sum(accepted) / sum(verify steps) over the "
-        "window's requests, each request's steps recovered from its 'mean len' (= 1 + accepted / steps)."
+        "window's requests, each request's steps recovered from its 'mean len' (= 1 + accepted / steps). "
+        "llama.cpp counts only the steps that verified a draft (a step where the n-gram or draft model "
+        "proposed nothing is a plain decode step), so this is tokens per drafted step, not per decode step. "
+        "None when a drafted request's steps cannot be recovered (0 accepted): see details.accept_len_partial."
     ),
     "acceptance_rate": (
         "llama.cpp draft acceptance: sum(accepted) / sum(generated draft tokens) over the window's requests."
@@ -198,14 +201,18 @@ def aggregate_llamacpp(requests: list[LlamaRequestSample]) -> dict[str, Any]:
     eval_ms = sum(r.eval_ms or 0.0 for r in requests if r.eval_ms)
     prompt_tokens = sum(r.prompt_tokens or 0 for r in requests if r.prompt_ms)
     prompt_ms = sum(r.prompt_ms or 0.0 for r in requests if r.prompt_ms)
+    partial = 1.0 + sum(r.accepted or 0 for r in stepped) / steps if steps > 0 else None
     return {
-        "accept_len": 1.0 + sum(r.accepted or 0 for r in stepped) / steps if steps > 0 else None,
+        # A request whose steps cannot be recovered (0 accepted prints "mean len = 1.00") would bias the
+        # window upward if left out: then the window has no log-side accept length, only a partial one.
+        "accept_len": partial if len(stepped) == len(drafted) else None,
         "acceptance_rate": accepted / generated if generated > 0 else None,
         "gen_throughput": None,
         "details": {
             "requests": len(requests),
             "requests_with_drafts": len(drafted),
             "requests_without_steps": len(drafted) - len(stepped),
+            "accept_len_partial": partial,
             "accepted": accepted,
             "generated": generated,
             "verify_steps": steps if stepped else None,

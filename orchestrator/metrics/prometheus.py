@@ -36,8 +36,9 @@ _COUNTER_SUFFIXES = ("_bucket", "_count", "_sum")
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "vLLM / llama.cpp: 1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total) "
-        "between the scrapes, bonus included (simulator: d(sglang:spec_accepted_tokens_total) / "
-        "d(sglang:spec_verify_steps_total)). SGLang: mean of the non-zero sglang:spec_accept_length gauge "
+        "between the scrapes, bonus included; a draft is one step that verified a draft (llama.cpp steps "
+        "without a draft are not counted). Simulator: 1 + d(sglang:spec_accepted_tokens_total) / "
+        "d(sglang:spec_verify_steps_total). SGLang: mean of the non-zero sglang:spec_accept_length gauge "
         "samples during and at the end of the window (each value covers the last decode-log interval)."
     ),
     "acceptance_rate": (

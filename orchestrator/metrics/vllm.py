@@ -51,7 +51,9 @@ DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "vLLM mean acceptance length, bonus included: 1 + sum(accepted) / sum(drafts) over the window's "
         "SpecDecoding lines, each line's drafts recovered as accepted / (mean acceptance length - 1) "
-        "(rounded to the integer the printed 2 decimals allow; drafted / k when that fits)."
+        "(rounded to the integer the printed 2 decimals allow; drafted / k when that fits). None when a "
+        "line that drafted has no recoverable drafts (older form, or nothing accepted and no per-position "
+        "list): see details.accept_len_partial."
     ),
     "acceptance_rate": "vLLM draft acceptance rate: sum(accepted) / sum(drafted tokens) over the window (no bonus).",
     "gen_throughput": (
@@ -146,8 +148,11 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
         if e.generation_throughput is not None:
             by_engine.setdefault(e.engine_index or 0, []).append(e.generation_throughput)
     throughput = sum(sum(v) / len(v) for v in by_engine.values()) if by_engine else None
+    partial = 1.0 + accepted_known / drafts if drafts > 0 else None
+    unknown = [s for s in spec if s.drafts is None and s.drafted]
     return {
-        "accept_len": 1.0 + accepted_known / drafts if drafts > 0 else None,
+        # Lines whose drafts cannot be recovered would bias the window if left out: no figure then.
+        "accept_len": partial if not unknown else None,
         "acceptance_rate": accepted / drafted if drafted > 0 else None,
         "gen_throughput": throughput,
         "details": {
@@ -157,7 +162,8 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
             "drafted": drafted,
             "drafts": drafts if with_drafts else None,
             "drafts_exact": bool(with_drafts) and all(s.drafts_exact for s in with_drafts),
-            "lines_without_drafts": len(spec) - len(with_drafts),
+            "lines_without_drafts": len(unknown),
+            "accept_len_partial": partial,
             "per_position_acceptance": per_position,
             "engines": sorted(by_engine),
         },

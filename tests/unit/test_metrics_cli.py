@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,13 @@ def test_missing_file_is_a_metrics_error(app: typer.Typer, tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["parse", "-e", "sglang", str(tmp_path / "absent.log")])
     assert isinstance(result.exception, MetricsError)
     assert "absent.log" in str(result.exception)
+
+
+def test_real_cli_as_a_subprocess() -> None:
+    log = str(DATA / "vllm_v1.log")
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "parse", "--engine", "vllm", log, "--json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["accept_len"] == pytest.approx(1 + 350 / 170)

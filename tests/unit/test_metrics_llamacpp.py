@@ -148,16 +148,20 @@ def test_window_sums_over_requests() -> None:
     assert details["decode_tps_per_request"] == pytest.approx(192 / 2.03456)
 
 
-def test_request_without_mean_len_counts_for_rate_only() -> None:
+def test_request_without_recoverable_steps_withholds_accept_len() -> None:
     text = (
         "slot print_timing: id  0 | task 1 | draft acceptance = 0.50000 (   10 accepted /    20 generated), "
         "mean len =  2.00\n"
-        "slot print_timing: id  1 | task 2 | draft acceptance rate = 0.25000 (   10 accepted /    40 generated)\n"
+        "slot print_timing: id  1 | task 2 | draft acceptance = 0.00000 (    0 accepted /   358 generated), "
+        "mean len =  1.00\n"
     )
     wm = parse_window("llamacpp", text)
-    assert wm.accept_len == pytest.approx(2.0)
-    assert wm.acceptance_rate == pytest.approx(20 / 60)
+    assert wm.accept_len is None  # the 0-accepted request drafted in an unknown number of steps
+    assert wm.details["accept_len_partial"] == pytest.approx(2.0)
+    assert wm.acceptance_rate == pytest.approx(10 / 378)
     assert wm.details["requests_without_steps"] == 1
+    older = parse_window("llamacpp", "draft acceptance rate = 0.25000 (   10 accepted /    40 generated)\n")
+    assert (older.accept_len, older.acceptance_rate) == (None, 0.25)
 
 
 def test_autoregressive_requests_have_timings_only() -> None:
@@ -186,8 +190,13 @@ def test_real_llama_server_capture(log: Path) -> None:
                 assert r.verify_steps is not None
                 assert round(1 + r.accepted / r.verify_steps, 2) == pytest.approx(r.mean_len, abs=0.011)
     before, after = log.with_suffix(".metrics.before"), log.with_suffix(".metrics.after")
-    if before.exists() and after.exists() and wm.details["accepted"]:
+    if before.exists() and after.exists():
+        # The captures are complete logs between the two scrapes: the log and the counters must agree exactly.
         prom = scrape_delta(before.read_text(), after.read_text(), "llamacpp")
-        # The log may have been trimmed by hand, never extended: it cannot hold more than the counters.
-        assert prom.details["accepted"] is not None
-        assert wm.details["accepted"] <= prom.details["accepted"]
+        assert wm.details["accepted"] == (prom.details["accepted"] or 0)
+        assert wm.details["generated"] == (prom.details["draft_tokens"] or 0)
+        assert wm.acceptance_rate == prom.acceptance_rate
+        if wm.accept_len is not None:
+            assert wm.accept_len == pytest.approx(prom.accept_len)
+        elif prom.accept_len is not None:
+            assert wm.details["requests_without_steps"] > 0

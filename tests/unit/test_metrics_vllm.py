@@ -92,13 +92,23 @@ def test_window_accept_len_is_one_plus_accepted_over_drafts() -> None:
     assert per_position == pytest.approx([(90 + 25) / 170, (80 + 15) / 170, (70 + 7.5) / 170, (60 + 2.5) / 170])
 
 
-def test_old_lines_count_for_rate_but_not_for_accept_len() -> None:
+def test_old_lines_count_for_rate_and_withhold_accept_len() -> None:
+    # An older-form line drafted 700 tokens in an unknown number of drafts: leaving it out would bias the
+    # window, so the window has no accept length, only the partial one over the lines that tell.
     wm = parse_window("vllm", f"{OLD}\n{CURRENT}\n")
-    assert wm.accept_len == pytest.approx(1 + 412 / 211)
+    assert wm.accept_len is None
+    assert wm.details["accept_len_partial"] == pytest.approx(1 + 412 / 211)
     assert wm.acceptance_rate == pytest.approx(824 / 1400)
     assert wm.details["lines_without_drafts"] == 1
     only_old = parse_window("vllm", OLD)
     assert (only_old.accept_len, only_old.acceptance_rate) == (None, pytest.approx(412 / 700))
+
+
+def test_nothing_accepted_without_per_position_list_withholds_accept_len() -> None:
+    line = "SpecDecoding metrics: Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 80 tokens"
+    wm = parse_window("vllm", f"{line}\n{CURRENT}\n")
+    assert wm.accept_len is None
+    assert wm.details["accept_len_partial"] == pytest.approx(1 + 412 / 211)
 
 
 def test_engines_throughputs_add_up() -> None:
