@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from orchestrator.metrics import parse_window, scrape_delta
+from orchestrator.metrics import parse_window, response_figures, scrape_delta
 from orchestrator.metrics.llamacpp import parse_llamacpp
 from orchestrator.metrics.samples import LlamaRequestSample, LlamaSpecStatsSample
 
@@ -200,3 +201,15 @@ def test_real_llama_server_capture(log: Path) -> None:
             assert wm.accept_len == pytest.approx(prom.accept_len)
         elif prom.accept_len is not None:
             assert wm.details["requests_without_steps"] > 0
+
+
+RESPONSE = DATA / "llamacpp" / "ngram-simple-n3-m16.response.json"
+
+
+@pytest.mark.skipif(not RESPONSE.exists(), reason="no real llama-server response captured")
+def test_real_response_timings_are_a_source() -> None:
+    response = json.loads(RESPONSE.read_text())
+    figures = response_figures([response])
+    timings = response["timings"]
+    assert figures["acceptance_rate"] == pytest.approx(timings["draft_n_accepted"] / timings["draft_n"])
+    assert figures["accept_len"] is None  # llama.cpp's timings carry no step count
