@@ -209,8 +209,11 @@ class HostWorker:
     def connect(self) -> None:
         exp = self.sweep.experiment
         self.host = connect_host(self.spec)
-        self.service = make_service(exp, self.host)
-        self.service.lock(f"{self.sweep.experiment.name} {self.sweep.store.run_id}")
+        service = make_service(exp, self.host)
+        service.lock(f"{self.sweep.experiment.name} {self.sweep.store.run_id}")
+        # Only once the lock is ours may restore() touch the service: a run refused by the lock must never
+        # undo (stop, reconfigure) what the run holding it applied.
+        self.service = service
         leftovers = self.service.recover()
         if leftovers:
             self.emit(Notice(host=self.name, message=f"restored what an earlier run left: {leftovers}"))
@@ -240,6 +243,9 @@ class HostWorker:
 
     def restore(self) -> str | None:
         if self.service is None:
+            if self.host is not None:
+                with contextlib.suppress(Exception):
+                    self.host.close()
             return None
         error: str | None = None
         try:
@@ -450,6 +456,8 @@ class HostWorker:
         spec = client.get("spec") or {}
         if any(v is not None for v in spec.values()):
             sources["responses"] = spec
+        if client.get("output_tok_s"):
+            sources["client"] = {"gen_throughput": client["output_tok_s"]}
         server["sources"] = compare_sources(sources)
         alive = self.alive()
         interrupted = bool(self.sweep.stop) and client.get("partial", False)
