@@ -14,7 +14,8 @@ _MARKS = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[re
 
 
 def _show(host: str, check: Check) -> None:
-    console.print(f"{_MARKS[check.status]} {host}: {check.name}: {check.detail}", highlight=False, soft_wrap=True)
+    detail = check.detail[len(host) + 2 :] if check.detail.startswith(f"{host}: ") else check.detail
+    console.print(f"{_MARKS[check.status]} {host}: {check.name}: {detail}", highlight=False, soft_wrap=True)
 
 
 def doctor(

@@ -33,7 +33,8 @@ class RestoreOutcome:
     @property
     def summary(self) -> str:
         if self.error:
-            return f"error: {self.error}"
+            prefix = f"{self.host}: "
+            return self.error[len(prefix) :] if self.error.startswith(prefix) else self.error
         if self.leftover is None:
             return "nothing to restore"
         what = self.leftover.describe().split(": ", 2)[-1]

@@ -215,7 +215,9 @@ class SystemdService:
             state = self._state(values)
             # The restart job was queued before systemctl returned, so no job left means it has run; a unit
             # that exited at once may already be unloaded (and its stamps gone), hence this first test.
-            if not values.get("Job") or state.start_stamp > before.start_stamp:
+            if (
+                not values.get("Job") and state.active_state != "deactivating"
+            ) or state.start_stamp > before.start_stamp:
                 return
             if state.invocation_id and state.invocation_id != before.invocation_id:
                 return
@@ -299,13 +301,26 @@ class SystemdService:
 
     # -- marker, restore, leftovers ------------------------------------------------------------------------
 
+    def _settled_state(self) -> ServiceState:
+        """The state once no job is pending and the unit is not between states: a unit caught mid-restart is
+        "deactivating" but about to run (systemd 252 sometimes shows no job in that moment)."""
+        deadline = time.monotonic() + self.restart_timeout
+        delay = 0.05
+        while True:
+            values = self._show()
+            moving = values.get("Job") or values.get("ActiveState") in ("activating", "deactivating", "reloading")
+            if not moving or time.monotonic() > deadline:
+                return self._state(values)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
     def _ensure_marker(self) -> None:
         if self._marker_ready:
             return
         if read_json(self.host, self.marker_path) is not None:
             self._marker_ready = True  # a killed run's marker: it holds the original state; keep it
             return
-        before = self.state()
+        before = self._settled_state()
         q = shell_quote
         probe = self.host.run(
             f"set -e; mkdir -p -- {q(self.backup_dir)}; "
