@@ -88,7 +88,7 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
         add(Check("local", "ok", "commands run on this machine"))
     service_spec = experiment.service
     is_systemd = getattr(service_spec, "kind", "") == "systemd"
-    sudo = " through sudo -n" if getattr(host, "_use_sudo", False) else ""
+    sudo = " through sudo -n" if isinstance(host, SSHHost) and host.uses_sudo else ""
     if whoami[:1] == ["0"]:
         add(Check("root", "ok", f"commands run as root{sudo}"))
     else:

@@ -7,8 +7,9 @@
   a changed key is always refused. Both errors name the host and the SHA256 fingerprint.
 - Every command runs as ``sh -c 'SCRIPT'`` (whatever the login shell is), through ``sudo -n`` when the login
   user is not root (``sudo: auto``), so file writes under /etc work for a sudoer too.
-- Keep-alives detect a dead link; a dropped connection is reopened on the next command, and a command that
-  is safe to repeat (``idempotent=True``, the default) is retried on the new connection.
+- Keep-alives detect a dead link; a dropped connection is reopened on the next command (retried for up to
+  ``reconnect_timeout``, 60 s, while the host refuses or ignores connections), and a command that is safe to
+  repeat (``idempotent=True``, the default) is retried on the new connection.
 - paramiko, socket and EOF errors are translated here, once, into
   :class:`~orchestrator.errors.HostConnectionError`, :class:`~orchestrator.errors.HostKeyError` and
   :class:`~orchestrator.errors.CommandError`, each naming the host.
@@ -99,6 +100,7 @@ class SSHHost(ShellFileOps):
         keepalive: float = 15.0,
         sudo: SudoPolicy = "auto",
         retries: int = 2,
+        reconnect_timeout: float = 60.0,
     ) -> None:
         if host_key_policy not in ("strict", "accept-new"):
             raise ConfigError(f"unknown host_key_policy {host_key_policy!r}", key="host.host_key_policy")
@@ -114,6 +116,7 @@ class SSHHost(ShellFileOps):
         self.command_timeout = command_timeout
         self.keepalive = keepalive
         self.retries = retries
+        self.reconnect_timeout = reconnect_timeout
         self.accepted_keys: list[str] = []
         self.connections = 0  # how many times a connection was opened (1 + reconnects)
         self._explicit_known_hosts = known_hosts is not None
@@ -340,7 +343,7 @@ class SSHHost(ShellFileOps):
         summary = summarize_command(cmd)
         attempt = 0
         while True:
-            client = self._ensure()
+            client = self._ensure_patiently()
             try:
                 return self._exec(client, self._wrap(as_script(cmd)), limit, input, summary)
             except _Dropped as exc:
@@ -357,6 +360,27 @@ class SSHHost(ShellFileOps):
                     ) from exc
                 attempt += 1
                 time.sleep(min(0.2 * 2**attempt, 2.0))
+
+    def _ensure_patiently(self) -> paramiko.SSHClient:
+        """``_ensure``, but once the host has been reached, a failed reconnection is tried again for up to
+        ``reconnect_timeout`` seconds: an sshd restarting or a link flapping must not end a sweep, nor keep
+        the host from being restored. A first connection that fails still fails at once."""
+        deadline: float | None = None
+        delay = 0.25
+        while True:
+            try:
+                return self._ensure()
+            except HostConnectionError as exc:
+                if self.connections == 0 or self.reconnect_timeout <= 0:
+                    raise
+                now = time.monotonic()
+                deadline = now + self.reconnect_timeout if deadline is None else deadline
+                if now >= deadline:
+                    raise HostConnectionError(
+                        f"{exc} (lost the connection; still unreachable after {self.reconnect_timeout:g} s)"
+                    ) from exc
+                time.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 2.0)
 
     def _exec(
         self, client: paramiko.SSHClient, command: str, limit: float, input: str | None, summary: str

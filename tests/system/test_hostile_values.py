@@ -14,7 +14,7 @@ from orchestrator.hosts.base import Host
 from orchestrator.quoting import shell_join
 from orchestrator.services import ProcessService, SystemdService
 from tests.system.conftest import SimUnit
-from tests.system.support import TestHost, deployment, wait_for
+from tests.system.support import PYTHON, TestHost, deployment, wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -37,7 +37,10 @@ HOSTILE_ENV = {
     "SIM_B": '" ; touch /tmp/pwned-8 ; "',
     "SIM_C": "%h $HOME \\n \\",
 }
-PRINTER = "/usr/bin/python3 -c 'import os,sys,json; print(json.dumps([sys.argv[1:], {k: v for k, v in os.environ.items() if k.startswith(\"SIM_\")}]))'"  # noqa: E501
+PRINTER = (
+    f"{PYTHON} -c 'import os,sys,json; "
+    'print(json.dumps([sys.argv[1:], {k: v for k, v in os.environ.items() if k.startswith("SIM_")}]))\''
+)
 
 
 def _no_pwned_files(host: TestHost) -> None:

@@ -197,3 +197,11 @@ def test_connect_host_builds_from_specs() -> None:
     assert (ssh.name, ssh.address, ssh.target.port, ssh.command_timeout) == ("root@10.1.2.3:2200", "10.1.2.3", 2200, 9)
     with pytest.raises(ConfigError):
         connect_host(SimpleNamespace(kind="telnet"))
+
+
+def test_remote_commands_run_under_sh_and_sudo_when_needed() -> None:
+    host = SSHHost("admin@10.1.2.3", known_hosts="/dev/null", sudo="always")  # never connects in this test
+    host._use_sudo = False
+    assert host._wrap("echo 'x' | cat") == "sh -c 'echo '\"'\"'x'\"'\"' | cat'"
+    host._use_sudo = True
+    assert host._wrap("id -u") == "sudo -n -- sh -c 'id -u'"
