@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.errors import HostConnectionError, HostKeyError
 from orchestrator.health import wait_until_healthy
+from orchestrator.hosts import SSHHost
 from orchestrator.services import SystemdService
 from tests.system.conftest import SimUnit
 from tests.system.support import TestHost, deployment, sim_command
@@ -103,4 +104,22 @@ def test_health_waiting_survives_a_cut_connection(sim_unit: SimUnit) -> None:
         assert host.connections >= 2
     finally:
         service.restore()
+        host.close()
+
+
+def test_an_ssh_config_alias_with_proxyjump(testhost: TestHost, tmp_path: Path) -> None:
+    """~/.ssh/config style: an alias, its HostName/User/IdentityFile, and a ProxyJump through a second alias."""
+    config = tmp_path / "config"
+    config.write_text(
+        f"Host th-jump\n  HostName {testhost.guest_ip}\n  User root\n  IdentityFile {testhost.key}\n"
+        f"Host th-gpu\n  HostName {testhost.guest_ip}\n  User root\n  IdentityFile {testhost.key}\n"
+        "  ProxyJump th-jump\n"
+    )
+    host = SSHHost("th-gpu", ssh_config=str(config), known_hosts=testhost.known_hosts, connect_timeout=5)
+    try:
+        # Through the jump, the final connection comes from the host itself, not from the controller's veth.
+        client = host.run("echo $SSH_CLIENT").stdout.split()[0]
+        assert client == testhost.guest_ip
+        assert host.run("hostname").stdout.strip() == testhost.info["name"]
+    finally:
         host.close()
