@@ -52,7 +52,8 @@ class _Observer:
         if isinstance(event, PlaybookStarted):
             err_console.print(
                 f"playbook {escape(event.playbook)} on experiment {escape(event.experiment)}, "
-                f"run directory: {escape(event.run_dir)}"
+                f"run directory: {escape(event.run_dir)}",
+                soft_wrap=True,
             )
         elif isinstance(event, StepStarted):
             err_console.print(f"[bold][{event.index + 1}/{event.total}][/bold] {escape(event.text)}")
@@ -144,7 +145,7 @@ def playbook(
     else:
         console.print(_outcome_table(result))
         _explain_failures(result)
-        console.print(f"run directory: {escape(str(result.run_dir))}")
+        console.print(f"run directory: {escape(str(result.run_dir))}", soft_wrap=True)
     failures = result.failures
     if failures:
         raise PlaybookFailed(

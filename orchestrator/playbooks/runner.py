@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import HostError, Interrupted, ServiceError, SpecsweepError, StoreError
-from orchestrator.events import Observer
+from orchestrator.events import HealthProgress, Observer
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
 from orchestrator.plan import Deployment, LoadPoint
 from orchestrator.playbooks.events import OutcomeReady, PlaybookStarted, StepStarted
@@ -271,7 +271,14 @@ class _Run:
 
     def smoke(self, step: ResolvedStep) -> None:
         assert isinstance(step.step, SmokeStep)
-        status, detail, evidence = smoke_test(self.experiment, self.session.spec, step.step.smoke.requests, self.stop)
+        host = self.session.spec.display_name
+
+        def progress(elapsed: float, timeout: float, last_line: str) -> None:
+            self.state.emit(HealthProgress(host=host, elapsed=elapsed, timeout=timeout, last_line=last_line))
+
+        status, detail, evidence = smoke_test(
+            self.experiment, self.session.spec, step.step.smoke.requests, self.stop, progress
+        )
         self.store.event("smoke", status=status, detail=detail)
         self.emit_outcome(Outcome(step.index, "smoke", step.text, status, detail, None, tuple(evidence)))
 
@@ -328,7 +335,7 @@ def run_playbook(
     directory named) when it could not be reached at all. ``expectations.json`` is written in every case.
     """
     options = options or PlaybookOptions()
-    stop = stop or StopSignal()
+    stop = stop if stop is not None else StopSignal()
     experiment: Experiment = program.experiment
     store = RunStore.create(
         options.results_root, program.playbook.name, resolved_experiment(experiment), program.plan.to_json_dict()

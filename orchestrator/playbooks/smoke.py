@@ -1,16 +1,20 @@
 """The smoke test: a few requests to the server as it runs now, nothing deployed, nothing changed.
 
-It answers "does the current unit serve?" before a sweep touches it. When the requests fail, the service's
-state on the host (read only) says why: a stopped unit and a broken one look alike from the client side.
+It answers "does the current unit serve?" before a sweep touches it. The service's state is read first (read
+only): a unit that is still starting is waited for (up to ``server.ready_timeout``, failing fast with the
+journal's evidence if it fails), a stopped one is named in the verdict, since from the client's side a
+stopped unit and a broken one look alike.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
-from orchestrator.errors import SpecsweepError
+from orchestrator.errors import SpecsweepError, StartFailed
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
+from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
 from orchestrator.playbooks.expectations import OutcomeStatus, format_number
 from orchestrator.runner import StopSignal, _point_settings, _run_async_load
@@ -18,14 +22,37 @@ from orchestrator.services import make_service
 
 __all__ = ["smoke_test"]
 
+#: ``progress(elapsed_seconds, timeout_seconds, latest_log_line)`` while a starting unit is waited for.
+HealthCallback = Callable[[float, float, str], None]
 
-def _service_state(experiment: Experiment, spec: SSHHostSpec | LocalHostSpec) -> str:
+
+def _wait_if_starting(
+    experiment: Experiment, spec: SSHHostSpec | LocalHostSpec, stop: StopSignal, progress: HealthCallback | None
+) -> tuple[str, list[str] | None]:
+    """(the service's state, None) or, when it is running but never became healthy, (why, evidence)."""
     host: Any = None
     try:
         host = connect_host(spec)
-        return make_service(experiment, host).state().describe()
+        service = make_service(experiment, host)
+        state = service.state()
+        if not state.running:
+            return state.describe(), None
+        api_key = experiment.server.api_key.get_secret_value() if experiment.server.api_key else None
+        try:
+            wait_until_healthy(
+                service,
+                experiment.server_url(spec),
+                experiment.health_paths,
+                experiment.server.ready_timeout,
+                api_key=api_key,
+                progress=progress,
+                stop=stop.requested,
+            )
+        except StartFailed as exc:
+            return f"running but not healthy: {exc}", list(exc.evidence)[-12:]
+        return state.describe(), None
     except SpecsweepError as exc:
-        return f"unknown ({exc})"
+        return f"unknown ({exc})", None
     finally:
         if host is not None:
             with contextlib.suppress(Exception):
@@ -33,10 +60,18 @@ def _service_state(experiment: Experiment, spec: SSHHostSpec | LocalHostSpec) ->
 
 
 def smoke_test(
-    experiment: Experiment, spec: SSHHostSpec | LocalHostSpec, requests: int, stop: StopSignal
+    experiment: Experiment,
+    spec: SSHHostSpec | LocalHostSpec,
+    requests: int,
+    stop: StopSignal,
+    progress: HealthCallback | None = None,
 ) -> tuple[OutcomeStatus, str, list[str]]:
     """(status, detail, evidence) of ``requests`` sequential requests to the experiment's server on ``spec``."""
     url = experiment.server_url(spec)
+    name = getattr(experiment.service, "unit", None) or "the service"
+    state, evidence = _wait_if_starting(experiment, spec, stop, progress)
+    if evidence is not None:
+        return "fail", f"{url}: {name} is {state}", evidence
     settings = _point_settings(experiment, url, None, concurrency=1, requests=requests)
     try:
         result = _run_async_load(settings, stop, None)
@@ -52,7 +87,4 @@ def smoke_test(
         )
         return "pass", detail, []
     errors = [f"{r.error_kind}: {r.error}" for r in result.records if r.error_kind is not None]
-    state = _service_state(experiment, spec)
-    name = getattr(experiment.service, "unit", None) or "the service"
-    detail = f"{url}: {completed}/{requests} answered; {name} is {state}"
-    return "fail", detail, errors[:5]
+    return "fail", f"{url}: {completed}/{requests} answered; {name} is {state}", errors[:5]
