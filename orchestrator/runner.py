@@ -719,7 +719,8 @@ def run_sweep(
 ) -> SweepResult:
     """Run (or resume) one experiment end to end; the hosts are restored on every way out."""
     options = options or SweepOptions()
-    stop = stop or StopSignal()
+    # Not `stop or ...`: a StopSignal is falsy until requested, and the caller's own must be the one watched.
+    stop = stop if stop is not None else StopSignal()
     plan = build_plan(experiment)
     store, resumed = open_store(experiment, plan, options)
     sweep = SweepState(experiment, plan, store, options, observer, stop)

@@ -1,0 +1,463 @@
+"""Shared machinery of the end-to-end sweep tests and the reliability suite.
+
+Experiment documents for the simulator (locally through the process service, or as a systemd unit on a test
+host over SSH), the CLI as a subprocess that is always stopped, readers of a run directory, a snapshot of what
+a host must look like after a run, and the fault triggers that need more than a flag of the simulator (an SSH
+session killed under the controller, sshd stopped for a while).
+
+Everything here only talks to loopback or to the test hosts' own network namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.system.support import TestHost, unit_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+
+#: A load small enough for a test: two levels, two requests each, short timeouts (a stalled stream costs 1 s).
+SMALL_LOAD: dict[str, Any] = {
+    "concurrency": [1, 2],
+    "warmup": 1,
+    "requests": 2,
+    "max_tokens": 8,
+    "timeouts": {"connect": "2s", "first_token": "1s", "total": "1s"},
+}
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (on loopback)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sim_template(
+    port: int, *, listen: str = "127.0.0.1", load_seconds: float = 0.3, itl_ms: float | None = None
+) -> str:
+    """The service command template of a tiny simulator; variants fill ``{spec_args}``."""
+    slow = f" --itl-ms {itl_ms:g}" if itl_ms is not None else ""
+    return (
+        f"{{python}} -m orchestrator.sim --host {listen} --port {port} --profile tiny --load-seconds {load_seconds:g} "
+        f"--decode-log-interval 1{slow} {{spec_args}}"
+    )
+
+
+def local_experiment(
+    name: str,
+    port: int,
+    variants: dict[str, str],
+    *,
+    baselines: list[str] | None = None,
+    load: dict[str, Any] | None = None,
+    ready_timeout: str = "20s",
+    itl_ms: float | None = None,
+) -> dict[str, Any]:
+    """An experiment on this machine: the simulator as a plain process (the demo's shape)."""
+    return {
+        "name": name,
+        "host": "local",
+        "service": {"kind": "process", "command": sim_template(port, itl_ms=itl_ms)},
+        "server": {
+            "url": f"http://127.0.0.1:{port}",
+            "model": "sim",
+            "ready_timeout": ready_timeout,
+            "expected_load_time": "1s",
+        },
+        "engine": "sim",
+        "variants": {k: {"spec_args": v} for k, v in variants.items()},
+        "baselines": baselines if baselines is not None else [next(iter(variants))],
+        "load": load or SMALL_LOAD,
+    }
+
+
+def ssh_host_spec(host: TestHost, **extra: Any) -> dict[str, Any]:
+    return {
+        "ssh": f"root@{host.guest_ip}",
+        "name": f"testhost{host.index}",
+        "identity_file": host.key,
+        "known_hosts": host.known_hosts,
+        "connect_timeout": "5s",
+        "command_timeout": "30s",
+        **extra,
+    }
+
+
+def ssh_experiment(
+    name: str,
+    hosts: list[TestHost],
+    unit: str,
+    port: int,
+    variants: dict[str, str],
+    *,
+    baselines: list[str] | None = None,
+    load: dict[str, Any] | None = None,
+    ready_timeout: str = "20s",
+    itl_ms: float | None = None,
+    environment: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An experiment against test hosts over SSH: the simulator as the systemd unit ``unit`` (a drop-in)."""
+    service: dict[str, Any] = {
+        "kind": "systemd",
+        "unit": unit,
+        "exec_start": sim_template(port, listen="0.0.0.0", itl_ms=itl_ms),
+    }
+    if environment:
+        service["environment"] = environment
+    doc: dict[str, Any] = {
+        "name": name,
+        "service": service,
+        "server": {
+            "url": f"http://{{host}}:{port}",
+            "model": "sim",
+            "ready_timeout": ready_timeout,
+            "expected_load_time": "1s",
+        },
+        "engine": "sim",
+        "variants": {k: {"spec_args": v} for k, v in variants.items()},
+        "baselines": baselines if baselines is not None else [next(iter(variants))],
+        "load": load or SMALL_LOAD,
+    }
+    if len(hosts) == 1:
+        doc["host"] = ssh_host_spec(hosts[0])
+    else:
+        doc["hosts"] = [ssh_host_spec(h) for h in hosts]
+    return doc
+
+
+def write_experiment(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+    return path
+
+
+# -- the CLI as a subprocess --------------------------------------------------------------------------------
+
+
+def cli_env(home: Path | None = None, **extra: str) -> dict[str, str]:
+    """The CLI's environment: wide (no wrapped lines), and with ``home`` as $HOME (the process service keeps its
+    state under ~/.local/state, which a test must not share with anyone)."""
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **extra}
+    if home is not None:
+        env["HOME"] = str(home)
+    return env
+
+
+def cli_command(*args: str) -> list[str]:
+    return [PYTHON, "-m", "orchestrator", *args]
+
+
+def run_cli(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    with started_cli(*args, env=env) as proc:
+        out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def started_cli(*args: str, env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """The CLI running in the background, in its own session (so a signal reaches it alone); killed on the way
+    out if it is still running, whatever the test did."""
+    proc = subprocess.Popen(
+        cli_command(*args),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
+            proc.communicate(timeout=30)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """Poll until ``predicate`` is truthy and return its value (a synchronisation helper, not an assertion on
+    time: the caller asserts on the value)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+# -- reading a run directory ---------------------------------------------------------------------------------
+
+
+def run_dirs(results: Path, experiment: str) -> list[Path]:
+    base = results / experiment
+    return sorted(p for p in base.iterdir() if (p / "run.json").is_file()) if base.is_dir() else []
+
+
+def only_run_dir(results: Path, experiment: str) -> Path:
+    dirs = run_dirs(results, experiment)
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return read_lines(run_dir / "records.jsonl")
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    return read_lines(run_dir / "events.jsonl")
+
+
+def run_state(run_dir: Path) -> str:
+    return str(json.loads((run_dir / "run.json").read_text())["state"])
+
+
+def planned_points(run_dir: Path, hosts: list[str] | None = None) -> set[tuple[str, str]]:
+    """(host, point id) of every point the run's plan holds (on every host for baselines of a pool).
+
+    A pool's shared (non-baseline) points are keyed with host ``*``: any host may measure them."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    names = hosts or [""]
+    out: set[tuple[str, str]] = set()
+    for deployment in plan["deployments"]:
+        for point in deployment["load_points"]:
+            if len(names) > 1 and not deployment.get("baseline"):
+                out.add(("*", point["id"]))
+            else:
+                out.update((h, point["id"]) for h in names)
+    return out
+
+
+def record_keys(recs: list[dict[str, Any]], pooled_shared: set[str] | None = None) -> list[tuple[str, str]]:
+    return [("*" if pooled_shared and r["point_id"] in pooled_shared else r["host"], r["point_id"]) for r in recs]
+
+
+def duplicates(recs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(host, point id) pairs recorded more than once."""
+    counts = Counter((r["host"], r["point_id"]) for r in recs)
+    return sorted(k for k, n in counts.items() if n > 1)
+
+
+def point_ids(recs: list[dict[str, Any]]) -> set[str]:
+    return {r["point_id"] for r in recs}
+
+
+# -- a host's state, byte for byte ---------------------------------------------------------------------------
+
+
+def changed_files(host: TestHost) -> str:
+    """Every path the host has changed under /etc/systemd/system and /var/lib/specsweep since it booted, with
+    type, mode, symlink target and content hash.
+
+    Read from the overlay's upper layer, which holds exactly what the host wrote (deletions as whiteouts):
+    unlike a listing of the merged tree, it cannot be disturbed by the controller's own /etc changing
+    underneath (the lower layer is this machine's /, shared with whoever else works here).
+    """
+    upper = host.lab / "ovl" / "upper"
+    script = (
+        'cd "$0" || exit 1; for d in etc/systemd/system var/lib/specsweep; do [ -e "$d" ] || continue; '
+        'find "$d" -printf \'%p %y %m %l\\n\'; find "$d" -type f -exec sha256sum {} +; done | sort'
+    )
+    return subprocess.run(["sh", "-c", script, str(upper)], capture_output=True, text=True, check=True).stdout
+
+
+def host_state(host: TestHost, unit: str) -> dict[str, Any]:
+    """What a run must leave exactly as it found: the files the host changed under /etc/systemd/system and
+    specsweep's state directory (byte for byte), the unit's state and configuration as systemd shows them,
+    and the text of its drop-ins."""
+    dropins = host.admin(f"cat /etc/systemd/system/{unit}.d/* 2>/dev/null; true").stdout
+    return {"files": changed_files(host), "unit": unit_snapshot(host, unit), "dropins": dropins}
+
+
+def state_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    out = []
+    for key in before:
+        if before[key] != after[key]:
+            out.append(f"{key}: before={before[key]!r} after={after[key]!r}")
+    return out
+
+
+# -- faults the simulator cannot inject itself -----------------------------------------------------------------
+
+
+_PID = re.compile(r"pid=(\d+)")
+
+
+def controller_ports(host: TestHost, pid: int) -> list[int]:
+    """Local ports of the TCP connections process ``pid`` (the controller) holds to the host's sshd."""
+    out = subprocess.run(
+        ["ss", "-tnpH", "state", "established", "dst", f"{host.guest_ip}:22"], capture_output=True, text=True
+    ).stdout
+    ports = []
+    for line in out.splitlines():
+        if f"pid={pid}," not in line:
+            continue
+        local = line.split()[2] if len(line.split()) > 3 else line.split()[0]
+        ports.append(int(local.rsplit(":", 1)[1]))
+    return ports
+
+
+def kill_ssh_sessions(host: TestHost, pid: int) -> int:
+    """Cut every SSH connection of controller process ``pid``: kill -9 the host's sshd processes serving it
+    (as a dropped link would). Returns how many connections were cut."""
+    ports = controller_ports(host, pid)
+    if not ports:
+        return 0
+    script = " ; ".join(
+        f"ss -tnpH state established '( sport = :22 and dport = :{port} )' | grep -o 'pid=[0-9]*' | cut -d= -f2"
+        for port in ports
+    )
+    pids = sorted(set(host.admin(script, check=False).stdout.split()))
+    if pids:
+        host.admin(f"kill -9 {' '.join(pids)}", check=False)
+    return len(ports)
+
+
+def stop_sshd(host: TestHost) -> None:
+    """Stop the host's sshd listener (open sessions, like the test's admin channel, stay)."""
+    host.admin("systemctl stop ssh.service ssh.socket 2>/dev/null; systemctl stop ssh.service")
+
+
+def start_sshd(host: TestHost) -> None:
+    """Start sshd again: through the admin channel's open session, else from inside the container's
+    namespaces (the admin channel may have lost its session meanwhile)."""
+    if host.admin("systemctl start ssh.service", check=False).returncode == 0:
+        return
+    subprocess.run(
+        ["nsenter", "-t", str(leader_pid(host)), "-m", "-u", "-i", "-n", "-p", "systemctl", "start", "ssh.service"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def leader_pid(host: TestHost) -> int:
+    return int((host.lab / "leader.pid").read_text().split()[0])
+
+
+# -- sweeps in this process ----------------------------------------------------------------------------------
+
+
+class Trigger:
+    """An observer that runs ``action`` once, in its own thread, at the first event ``when`` accepts.
+
+    Observers are called from inside the runner (some from the load's event loop): the action must not run
+    there, or it would stall what it means to disturb.
+    """
+
+    def __init__(self, when: Callable[[Any], bool], action: Callable[[], Any]) -> None:
+        import threading
+
+        self.when = when
+        self.action = action
+        self.fired = threading.Event()
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Any) -> None:
+        with self._lock:
+            if self.fired.is_set() or not self.when(event):
+                return
+            self.fired.set()
+        import threading
+
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.value = self.action()
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def join(self, timeout: float = 120.0) -> Any:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def observers(*callbacks: Callable[[Any], None]) -> Callable[[Any], None]:
+    def observe(event: Any) -> None:
+        for callback in callbacks:
+            callback(event)
+
+    return observe
+
+
+def is_point_progress(event: Any, *, deployment_index: int | None = None, point: int = 1) -> bool:
+    """A LoadProgress event with at least one request done (so: mid-point)."""
+    from orchestrator.events import LoadProgress
+
+    return isinstance(event, LoadProgress) and event.done >= 1
+
+
+class SweepRun:
+    """One in-process ``run_sweep``: its result, or the SpecsweepError it ended with, and its run directory."""
+
+    def __init__(self, result: Any, error: BaseException | None, run_dir: Path) -> None:
+        self.result = result
+        self.error = error
+        self.run_dir = run_dir
+
+    @property
+    def state(self) -> str:
+        return run_state(self.run_dir)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return records(self.run_dir)
+
+
+def sweep_in_process(
+    path: Path,
+    results: Path,
+    *,
+    observer: Callable[[Any], None] | None = None,
+    stop: Any = None,
+    resume: str | None = None,
+) -> SweepRun:
+    from orchestrator.errors import SpecsweepError
+    from orchestrator.experiment import load_experiment
+    from orchestrator.runner import SweepOptions, run_sweep
+
+    experiment = load_experiment(path)
+    try:
+        result = run_sweep(experiment, SweepOptions(results_root=results, resume=resume), observer=observer, stop=stop)
+    except SpecsweepError as exc:
+        dirs = run_dirs(results, experiment.name)
+        return SweepRun(None, exc, Path(resume) if resume and resume != "latest" else dirs[-1])
+    return SweepRun(result, None, result.run_dir)
