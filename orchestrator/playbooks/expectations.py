@@ -27,7 +27,7 @@ import pandas as pd
 from orchestrator.analysis.checks import CHECKS, CheckContext, CheckSettings, Finding
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.frame import config_label, tidy_frame
-from orchestrator.analysis.roles import annotate, baseline_roles, finite
+from orchestrator.analysis.roles import annotate, baseline_roles, chain_length, finite, tree_shape
 from orchestrator.experiment import Experiment, suggest
 from orchestrator.plan import Deployment, LoadPoint
 from orchestrator.playbooks.resolve import describe_expectation
@@ -186,7 +186,7 @@ def _compare(spec: ExpectSpec, a: float, b: float) -> tuple[bool, str]:
         gap = abs(a - b)
         allowed = tol * abs(b) if b else tol
         rel = f"{gap / abs(b):.1%} {'above' if a > b else 'below'}" if b else f"{gap:g} apart"
-        return gap <= allowed + 1e-12, (rel if a != b else "identical") + f"; allowed ±{tol:.0%}"
+        return gap <= allowed + 1e-12, (rel if a != b else "identical") + f"; allowed ±{tol * 100:g}%"
     if spec.compare == "at_most":
         limit = b * (1 + tol) if b >= 0 else b * (1 - tol)
         return a <= limit + 1e-12, f"limit {format_number(limit)}"
@@ -220,7 +220,28 @@ def _evaluate_metric(spec: ExpectSpec, step: int, measurements: Mapping[str, Mea
         return Outcome(step, "expect", title, "fail", f"cannot compare: {problem}", spec.message, (), values)
     passed, how = _compare(spec, a, b)
     detail = f"{spec.of}.{spec.metric} = {format_number(a)}, {b_name} = {format_number(b)} ({how})"
+    if isinstance(spec.to, MetricRef) and "accept" in spec.metric and not passed:
+        detail += _chain_note(subject, measurements[spec.to.of])
     return Outcome(step, "expect", title, "pass" if passed else "fail", detail, spec.message, (), values)
+
+
+def _chain(m: Measurement) -> int | None:
+    """Drafts per step when the measurement is a chain (a linear drafter, or a top-k = 1 tree), else None."""
+    shape = tree_shape(m.record.params, m.deployment.command)
+    if shape is not None:
+        return shape.chain_drafts if shape.topk == 1 else None
+    return chain_length(m.record.params, m.deployment.command)
+
+
+def _chain_note(a: Measurement, b: Measurement) -> str:
+    """Accept lengths of chains of different lengths differ by nature: say so next to a failed comparison."""
+    ca, cb = _chain(a), _chain(b)
+    if ca is None or cb is None or ca == cb:
+        return ""
+    return (
+        f"; note: {a.name} is a chain of {ca} drafts and {b.name} of {cb}, so their accept lengths differ by "
+        "nature: compare chains of one length, or use check: topk1_vs_chain, which scales for the length"
+    )
 
 
 def _check_frame(records: list[Record], experiment: Experiment, deployments: Mapping[str, Deployment]) -> pd.DataFrame:

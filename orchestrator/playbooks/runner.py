@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import HostError, Interrupted, ServiceError, SpecsweepError, StoreError
+from orchestrator.errors import ConfigError, Interrupted, ServiceError, SpecsweepError, StoreError
 from orchestrator.events import HealthProgress, Observer
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
 from orchestrator.plan import Deployment, LoadPoint
@@ -310,6 +310,18 @@ def _write_text(path: Path, text: str) -> None:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
+def _with_run_dir(error: SpecsweepError, run_dir: Path) -> SpecsweepError:
+    """The same error, its one line naming the run directory (what a user needs to look at next)."""
+    if isinstance(error, ConfigError):
+        return error
+    try:
+        named = type(error)(f"{error} (run directory: {run_dir}; host restored)")
+    except TypeError:  # an error class with a constructor of its own: keep it as it is
+        return error
+    named.__dict__.update(error.__dict__)  # host, evidence, reason: what callers read besides the message
+    return named
+
+
 def _playbook_json(program: Program) -> dict[str, Any]:
     playbook: Playbook = program.playbook
     return {
@@ -353,7 +365,7 @@ def run_playbook(
     )
     store.event("start", playbook=program.playbook.name, host=run.session.spec.display_name)
     final = "failed"
-    error: BaseException | None = None
+    error: SpecsweepError | None = None
     try:
         for step in program.steps:
             if stop:
@@ -387,9 +399,7 @@ def run_playbook(
     if result.restore_errors:
         raise ServiceError("; ".join(result.restore_errors) + f" (run directory: {store.path})")
     if error is not None:
-        if type(error) in (HostError, ServiceError, StoreError):
-            raise type(error)(f"{error} (run directory: {store.path}; host restored)") from error
-        raise error
+        raise _with_run_dir(error, store.path) from error
     if final == "interrupted":
         raise Interrupted(f"interrupted; host restored; run directory: {store.path}")
     return result

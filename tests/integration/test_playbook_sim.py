@@ -254,3 +254,51 @@ def test_ctrl_c_restores_the_host_and_marks_the_run_interrupted(
     (run_dir,) = (tmp_path / "results" / "long").iterdir()
     assert RunStore.open(run_dir).info.state == "interrupted"
     assert json.loads((run_dir / "expectations.json").read_text())["state"] == "interrupted"
+
+
+def test_shell_steps_keep_their_output_and_fail_on_a_non_zero_exit(
+    tmp_path: Path, sim_experiment: tuple[Path, int]
+) -> None:
+    from orchestrator.playbooks import PlaybookOptions, prepare
+    from orchestrator.playbooks import run_playbook as run_library
+
+    playbook = tmp_path / "shell.yaml"
+    playbook.write_text(
+        "name: shell\nallow_shell: true\nsteps:\n"
+        "  - shell: {command: 'echo hello; echo oops >&2; exit 3'}\n"
+        "  - shell: {command: 'exit 4', check: false}\n"
+    )
+    program = prepare(playbook, experiment_file=sim_experiment[0])
+    result = run_library(program, PlaybookOptions(results_root=tmp_path / "results"))
+    first, second = result.outcomes
+    assert (first.status, first.detail) == ("fail", "exit 3; output in shell/step-00.log")
+    assert first.evidence == ("hello", "oops")
+    assert (second.status, second.detail) == ("pass", "exit 4; output in shell/step-01.log")
+    kept = (result.run_dir / "shell" / "step-00.log").read_text()
+    assert kept.startswith("$ echo hello; echo oops >&2; exit 3\n# exit 3\n--- stdout\nhello\n--- stderr\noops\n")
+    assert not result.passed and result.state == "done"
+
+
+def test_an_unreachable_host_is_an_error_naming_the_run_directory(tmp_path: Path) -> None:
+    from orchestrator.errors import HostError
+    from orchestrator.playbooks import PlaybookOptions, prepare
+    from orchestrator.playbooks import run_playbook as run_library
+
+    port = free_port()  # nothing listens there: the SSH connection is refused on loopback
+    experiment = tmp_path / "ssh.yaml"
+    experiment.write_text(
+        f'name: unreachable\nhost: {{ssh: "root@127.0.0.1:{port}", connect_timeout: 2s}}\n'
+        "service: {kind: systemd, unit: sim.service, exec_start: '/bin/sim {args}'}\n"
+        f'server: {{url: "http://127.0.0.1:{port}"}}\nengine: sim\n'
+        "variants: {linear: {args: ''}}\nload: {concurrency: [1]}\n"
+    )
+    playbook = tmp_path / "pb.yaml"
+    playbook.write_text("name: pb\nsteps:\n  - deploy: {variant: linear}\n  - load: {concurrency: 1}\n")
+    with pytest.raises(HostError) as info:
+        run_library(prepare(playbook, experiment_file=experiment), PlaybookOptions(results_root=tmp_path / "r"))
+    (run_dir,) = (tmp_path / "r" / "pb").iterdir()
+    assert f"127.0.0.1:{port}" in str(info.value)
+    assert str(info.value).endswith(f"(run directory: {run_dir}; host restored)")
+    stored = json.loads((run_dir / "expectations.json").read_text())
+    assert stored["state"] == "failed" and stored["passed"] is False
+    assert RunStore.open(run_dir).info.state == "failed"

@@ -236,3 +236,23 @@ def test_outcome_and_measurement_summaries_are_json_ready(experiment: Experiment
     assert summary["label"] == "ddtree(budget=7, topk=1) @ C=1"
     assert summary["accept_len"] == 3.3 and summary["accept_len_source"] == "server"
     assert metric_value(tree, "ddtree_avg_commit_len") == (3.3, None)
+
+
+def test_a_failed_accept_length_comparison_notes_chains_of_different_lengths(experiment: Experiment) -> None:
+    linear = measurement(
+        "linear", "linear", server=LINEAR, command="python -m sglang.launch_server --speculative-num-draft-tokens 16"
+    )
+    tree = measurement(
+        "tree",
+        "ddtree",
+        params={"budget": 7, "topk": 1},
+        server={"accept_len": 2.6},
+        command="python -m sglang.launch_server --speculative-algorithm DDTREE",
+    )
+    spec = {"metric": "accept_len", "of": "tree", "compare": "equal", "to": {"of": "linear"}, "tolerance": 0.1}
+    outcome = run(spec, experiment, linear, tree)
+    assert outcome.status == "fail"
+    assert "note: tree is a chain of 7 drafts and linear of 15" in outcome.detail
+    same = measurement("tree", "ddtree", params={"budget": 7, "topk": 1}, server={"accept_len": 2.6})
+    seven = measurement("linear", "linear", server=LINEAR, command="sim --algorithm linear --draft-tokens 7")
+    assert "note:" not in run(spec, experiment, seven, same).detail

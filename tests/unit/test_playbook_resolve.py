@@ -171,3 +171,27 @@ def test_prepare_uses_the_playbooks_experiment_or_the_override(write_yaml: Calla
     checked = prepare(ROOT / "playbooks" / "host-check.yaml", experiment_file=SIM_CHAIN)
     assert [s.kind for s in checked.steps] == ["doctor", "smoke"]
     assert checked.plan.restarts == 0
+
+
+def test_the_public_interface() -> None:
+    import orchestrator.baselines
+    import orchestrator.playbooks
+
+    assert sorted(orchestrator.playbooks.__all__) == sorted(
+        [
+            "CHECK_INPUTS", "EXPECTATIONS_FILE", "STEP_KINDS", "Measurement", "Outcome", "OutcomeReady", "Playbook",
+            "PlaybookOptions", "PlaybookResult", "PlaybookStarted", "Program", "ResolvedStep", "StepStarted",
+            "apply_vars", "load_playbook", "metric_value", "parse_playbook", "prepare", "resolve", "run_playbook",
+            "select_host",
+        ]
+    )  # fmt: skip
+    assert sorted(orchestrator.baselines.__all__) == [
+        "BaselineReuse",
+        "COMPARED_SETTINGS",
+        "adopt_reused",
+        "baselines_source",
+        "reuse_baselines",
+    ]
+    for module in (orchestrator.playbooks, orchestrator.baselines):
+        for name in module.__all__:
+            assert hasattr(module, name), name
