@@ -79,6 +79,7 @@ class SweepOptions:
     resume: str | None = None
     retry_failed: bool = False
     redeploy_limit: int = 1
+    break_lock: bool = False
 
 
 @dataclass
@@ -210,7 +211,9 @@ class HostWorker:
         exp = self.sweep.experiment
         self.host = connect_host(self.spec)
         service = make_service(exp, self.host)
-        service.lock(f"{self.sweep.experiment.name} {self.sweep.store.run_id}")
+        service.lock(
+            f"{self.sweep.experiment.name} {self.sweep.store.run_id}", break_lock=self.sweep.options.break_lock
+        )
         # Only once the lock is ours may restore() touch the service: a run refused by the lock must never
         # undo (stop, reconfigure) what the run holding it applied.
         self.service = service

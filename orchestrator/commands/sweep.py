@@ -26,6 +26,9 @@ def sweep(
         False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
     ),
     results: Path = typer.Option(Path("results"), "--results", help="Where run directories are created."),
+    break_lock: bool = typer.Option(
+        False, "--break-lock", help="Take over a host lock left by another controller (make sure it is dead)."
+    ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report into the run directory."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress; print only the run directory."),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end."),
@@ -58,7 +61,7 @@ def sweep(
         with progress if progress is not None else _nothing():
             result = run_sweep(
                 experiment,
-                SweepOptions(results_root=results, resume=resume, retry_failed=retry_failed),
+                SweepOptions(results_root=results, resume=resume, retry_failed=retry_failed, break_lock=break_lock),
                 observer=progress.observe if progress is not None else None,
                 stop=stop,
             )
