@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.analysis import analyse, compare_runs
-from orchestrator.analysis.diff import RunComparison
 from orchestrator.console import console
-from orchestrator.report import tables
+
+if TYPE_CHECKING:  # pandas loads only when runs are compared
+    from orchestrator.analysis.diff import RunComparison
 
 
 def _value(value: Any, digits: int = 1) -> str:
@@ -87,6 +87,8 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON."),
 ) -> None:
     """Report what changed between two runs of the same experiment: figures per point, status, findings."""
+    from orchestrator.analysis import analyse, compare_runs
+
     comparison = compare_runs(analyse(run_a), analyse(run_b), threshold=threshold)
     if as_json:
         table = comparison.table.astype(object).where(comparison.table.notna(), None)
@@ -103,6 +105,8 @@ def compare(
         }
         typer.echo(json.dumps(payload, indent=2, default=str))
         return
+    from orchestrator.report import tables
+
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(render_comparison(comparison, show_all))

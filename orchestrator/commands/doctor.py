@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from orchestrator.console import console
-from orchestrator.doctor import Check, run_doctor
+
+if TYPE_CHECKING:  # paramiko loads only when a host is reached
+    from orchestrator.doctor import Check
 from orchestrator.experiment import load_experiment
 
 _MARKS = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]", "fail": "[red]✗[/red]", "skip": "[dim]-[/dim]"}
@@ -23,6 +26,8 @@ def doctor(
 ) -> None:
     """Check SSH, sudo, systemd, the unit, the journal, the port, the clock and GPUs on every host.
     Exit 0 when nothing failed (warnings allowed), 1 otherwise."""
+    from orchestrator.doctor import run_doctor
+
     reports = run_doctor(load_experiment(file), progress=_show)
     failed = [r.host for r in reports if not r.ok]
     if failed:

@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.console import console, err_console
-from orchestrator.report import ReportResult, build_report, tables
+
+if TYPE_CHECKING:  # matplotlib and pandas load only when a report is built
+    from orchestrator.report import ReportResult
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
 def render_findings(result: ReportResult) -> Table:
+    from orchestrator.report import tables
+
     counts = result.counts
     table = Table(
         title=f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)",
@@ -37,6 +42,8 @@ def render_findings(result: ReportResult) -> Table:
 
 
 def render_winners(result: ReportResult) -> Table:
+    from orchestrator.report import tables
+
     frame = tables.formatted(tables.winners_table(result.analysis))
     table = Table(title="best configuration at each load", title_justify="left")
     for column in frame.columns:
@@ -54,6 +61,8 @@ def report(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only where the report is."),
 ) -> None:
     """Build the report of a run from its run directory alone: findings first, then winners, figures, tables."""
+    from orchestrator.report import build_report
+
     result = build_report(run_dir, out_dir=out, progress=None if quiet or as_json else _progress)
     if as_json:
         payload = {

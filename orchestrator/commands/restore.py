@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from orchestrator.console import console
 from orchestrator.experiment import load_experiment
-from orchestrator.services.restore import RestoreOutcome, restore_experiment
+
+if TYPE_CHECKING:  # paramiko loads only when a host is reached
+    from orchestrator.services.restore import RestoreOutcome
 
 
 def _show(outcome: RestoreOutcome) -> None:
@@ -32,6 +35,8 @@ def restore(
 ) -> None:
     """Undo the configuration changes and locks a killed run left behind. Exit 1 if a host could not be
     restored."""
+    from orchestrator.services.restore import restore_experiment
+
     outcomes = restore_experiment(load_experiment(file), break_lock=break_lock, dry_run=dry_run, progress=_show)
     if any(o.error for o in outcomes):
         raise typer.Exit(1)
