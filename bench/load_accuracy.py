@@ -56,10 +56,10 @@ def main() -> int:
     request_s = (ttft + (n - 1) * itl) / 1000.0
     rows = []
     ok = True
-    with simulator("--profile", "metronome", "--ttft-ms", str(ttft), "--itl-ms", str(itl)) as url:
+    with simulator("--profile", "metronome", "--ttft-ms", str(ttft), "--itl-ms", str(itl)) as sim:
         for c in (int(x) for x in args.levels.split(",")):
             requests = 3 if c == 1 else c
-            d = asyncio.run(measure(url, c, requests, n))
+            d = asyncio.run(measure(sim.url, c, requests, n))
             if d["errors"]:
                 print(f"C={c}: {d['errors']} errors {d['errors_by_kind']}", file=sys.stderr)
                 ok = False

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import ROOT, pinned, simulator
+from load_common import ROOT, pinned, process_cpu_seconds, simulator
 
 # No peer may reach past loopback: the Hugging Face hub is pointed at a closed loopback port, and offline mode
 # is set for the tools that honour it. (AIPerf cannot load a tokenizer from a local path in offline mode, so
@@ -69,11 +70,14 @@ class Run:
     wall_s: float
     tok_s: float | None
     errors: str = ""
+    round: int = 0
+    server_cpu_s: float = 0.0
 
 
 @dataclass
 class Context:
     url: str
+    server_pid: int
     python: str  # the project's interpreter
     peer_bin: Path
     tokenizer: str
@@ -170,6 +174,7 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     command, parse, warmup, extra_env = CLIENTS[name](ctx, c, n)
     env = {**os.environ, **extra_env}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_before = process_cpu_seconds(ctx.server_pid)
     started = time.perf_counter()
     done = subprocess.run(
         pinned(command, 1), cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False
@@ -178,6 +183,7 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     run = Run(name, c, n, (n + warmup) * ctx.tokens, cpu, wall, None)
+    run.server_cpu_s = process_cpu_seconds(ctx.server_pid) - server_before
     if done.returncode != 0:
         run.errors = f"exit {done.returncode}: {(done.stderr or done.stdout)[-400:]}"
         return run
@@ -196,6 +202,7 @@ def main() -> int:
     parser.add_argument("--small", type=float, default=2.0, help="small run: this many requests per stream")
     parser.add_argument("--big", type=float, default=8.0, help="big run: this many requests per stream")
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the table shows medians over rounds")
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args()
     clients = args.clients.split(",")
@@ -210,16 +217,22 @@ def main() -> int:
             check=True,
             capture_output=True,
         )
-        with simulator("--profile", "firehose", "--algorithm", "ar", core=0) as url:
-            ctx = Context(url, sys.executable, args.peer_venv / "bin", str(tokenizer), workdir, args.tokens)
-            for c in (int(x) for x in args.levels.split(",")):
-                for name in clients:
-                    for per_stream in (args.small, args.big):
+        with simulator("--profile", "firehose", "--algorithm", "ar", core=0) as sim:
+            ctx = Context(
+                sim.url, sim.pid, sys.executable, args.peer_venv / "bin", str(tokenizer), workdir, args.tokens
+            )
+            for round_ in range(args.repeat):
+                for c in (int(x) for x in args.levels.split(",")):
+                    # Rotate the order each round, so no client always runs first (or last) on a busy machine.
+                    order = clients[round_ % len(clients) :] + clients[: round_ % len(clients)]
+                    for name, per_stream in ((n, p) for n in order for p in (args.small, args.big)):
                         run = run_client(ctx, name, c, int(c * per_stream))
+                        run.round = round_
                         runs.append(run)
                         print(
                             f"{name:22s} C={c:<4d} n={run.requests:<5d} cpu {run.cpu_s:7.2f} s "
-                            f"wall {run.wall_s:6.1f} s tok/s {run.tok_s or 0:9.0f} {run.errors[:200]}",
+                            f"wall {run.wall_s:6.1f} s server cpu {run.server_cpu_s:6.2f} s "
+                            f"tok/s {run.tok_s or 0:9.0f} {run.errors[:200]}",
                             file=sys.stderr,
                             flush=True,
                         )
@@ -230,6 +243,7 @@ def main() -> int:
 
 
 def report(runs: list[Run], clients: list[str]) -> str:
+    """Medians over rounds of each client's big-run tok/s and marginal CPU per token, and ratios to ours."""
     lines = [
         "| C | client | output tok/s (big run) | CPU µs per token (marginal) | tok/s ratio: specsweep / client "
         "| CPU ratio: client / specsweep |",
@@ -238,13 +252,23 @@ def report(runs: list[Run], clients: list[str]) -> str:
     for c in sorted({r.concurrency for r in runs}):
         figures: dict[str, tuple[float | None, float | None, str]] = {}
         for name in clients:
-            pair = [r for r in runs if r.client == name and r.concurrency == c]
-            if len(pair) != 2 or any(r.errors for r in pair):
-                figures[name] = (None, None, "; ".join(r.errors for r in pair if r.errors)[:120])
-                continue
-            small, big = sorted(pair, key=lambda r: r.tokens)
-            us = (big.cpu_s - small.cpu_s) / (big.tokens - small.tokens) * 1e6
-            figures[name] = (big.tok_s, us, "")
+            mine = [r for r in runs if r.client == name and r.concurrency == c]
+            errors = "; ".join(r.errors for r in mine if r.errors)[:120]
+            tok_s: list[float] = []
+            cpu_us: list[float] = []
+            for round_ in sorted({r.round for r in mine}):
+                pair = sorted((r for r in mine if r.round == round_), key=lambda r: r.tokens)
+                if len(pair) != 2 or any(r.errors for r in pair):
+                    continue
+                small, big = pair
+                assert big.tok_s is not None
+                tok_s.append(big.tok_s)
+                cpu_us.append((big.cpu_s - small.cpu_s) / (big.tokens - small.tokens) * 1e6)
+            figures[name] = (
+                statistics.median(tok_s) if tok_s else None,
+                statistics.median(cpu_us) if cpu_us else None,
+                errors,
+            )
         ours_tok, ours_us, _ = figures.get("specsweep", (None, None, ""))
         for name in clients:
             tok, us, error = figures[name]

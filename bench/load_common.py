@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,9 +34,15 @@ def pinned(command: list[str], core: int | None) -> list[str]:
     return ["taskset", "-c", str(core), *command]
 
 
+@dataclass(frozen=True)
+class Sim:
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def simulator(*args: str, core: int | None = 0) -> Iterator[str]:
-    """Run ``python -m orchestrator.sim --port P ARGS`` and yield its base URL once /health answers."""
+def simulator(*args: str, core: int | None = 0) -> Iterator[Sim]:
+    """Run ``python -m orchestrator.sim --port P ARGS``; yield its URL and PID once /health answers."""
     port = free_port()
     command = pinned(
         [sys.executable, "-m", "orchestrator.sim", "--port", str(port), "--load-seconds", "0", *args], core
@@ -57,7 +64,7 @@ def simulator(*args: str, core: int | None = 0) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError("the simulator did not become healthy within 30 s")
             time.sleep(0.1)
-        yield url
+        yield Sim(url, process.pid)
     finally:
         process.terminate()
         try:

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from orchestrator.console import console, err_console
 from orchestrator.durations import parse_duration
-from orchestrator.errors import Interrupted
+from orchestrator.errors import Interrupted, LoadError
 from orchestrator.load import API_PATHS, LoadProgress, LoadResult, LoadSettings, run_load
 
 
@@ -55,6 +55,10 @@ def _seconds(text: str | None, option: str) -> float | None:
 def _ms(dist: dict[str, Any], key: str) -> str:
     value = dist.get(key)
     return "-" if value is None else f"{value:.1f}"
+
+
+def _label(settings: LoadSettings) -> str:
+    return f"rate={settings.rate:g}/s" if settings.rate is not None else f"C={settings.concurrency}"
 
 
 def render_results(results: list[LoadResult]) -> Table:
@@ -184,8 +188,7 @@ def load(
         tasks: dict[int, TaskID] = {}
 
         def on_progress(number: int, report: LoadProgress) -> None:
-            settings = levels[number]
-            label = f"C={settings.concurrency}" if not settings.open_loop else f"rate={settings.rate:g}/s"
+            label = _label(levels[number])
             if number not in tasks:
                 tasks[number] = bar.add_task(label, total=None, of="?", rate="")
             if report.total is not None:
@@ -218,6 +221,10 @@ def load(
     sys.stdout.flush()
     if interrupted:
         raise Interrupted("load: interrupted; the results above are partial")
+    dead = [r for r in results if r.requests and not r.figures["completed"]]
+    if dead:
+        kinds = ", ".join(sorted({k for r in dead for k in r.figures["errors_by_kind"]}))
+        raise LoadError(f"load: no request succeeded at {', '.join(_label(r.settings) for r in dead)} ({kinds})")
 
 
 def register(app: typer.Typer) -> None:

@@ -71,7 +71,7 @@ class Decoder:
         if self.done:
             return 0  # anything after the end marker is ignored
         obj: Any = None
-        if data[:1] == b"{":
+        if data.startswith(b"{"):
             # The hot path (one call per token at C=512): the C scanner directly, without json.loads' layers.
             try:
                 text = data.decode()

@@ -58,12 +58,15 @@ class SSEParser:
         self._buf = blocks.pop()
         events: list[SSEEvent] = []
         for block in blocks:
-            # Fast path: exactly one "data:" line and nothing else in the block.
-            if block.startswith(b"data:") and b"\n" not in block:
-                data = block[5:]
-                if data[:1] == b" ":
-                    data = data[1:]
-                events.append((None, data))
+            # Fast path: exactly one "data:" line and nothing else in the block (one copy of the payload).
+            if block.startswith(b"data") and b"\n" not in block:
+                if block.startswith(b"data: "):
+                    events.append((None, block[6:]))
+                elif block.startswith(b"data:"):
+                    events.append((None, block[5:]))
+                elif block == b"data":
+                    events.append((None, b""))
+                # else a field whose name only starts with "data" (like "database:"): ignored
             elif block:
                 self._slow_block(block, events)
         return events

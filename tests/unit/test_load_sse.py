@@ -93,3 +93,7 @@ def test_any_split_gives_the_same_events(
     chunks = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)], strict=True)]
     assert parse(*chunks) == expected
     assert parse(stream) == expected
+
+
+def test_a_field_that_only_starts_with_data_is_not_data() -> None:
+    assert parse(b"database: x\n\ndata: y\n\n") == [(None, b"y")]
