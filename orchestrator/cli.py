@@ -64,25 +64,13 @@ for _name in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning our own errors into one line and an exit code."""
-    try:
-        code = app(args=argv, standalone_mode=False)
-    except SpecsweepError as exc:
-        typer.secho(f"specsweep: error: {exc}", err=True, fg=typer.colors.RED)
-        sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("Aborted.", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        typer.echo("Interrupted.", err=True)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
+    """Entry point: run the app, turning our own errors into one line and an exit code.
 
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-    sys.exit(code if isinstance(code, int) else 0)
+    Usage errors, ``--help`` and exit codes are click's (standalone mode); only ``SpecsweepError`` is ours.
+    """
+    try:
+        app(args=argv, prog_name="specsweep")
+    except SpecsweepError as exc:
+        message = str(exc).replace("\n", " ")
+        typer.secho(f"specsweep: error: {message}", err=True, fg=typer.colors.RED)
+        sys.exit(exc.exit_code)

@@ -45,6 +45,7 @@ class SweepProgress:
         self._overall: TaskID | None = None
         self._deploy: dict[str, TaskID] = {}
         self._point: dict[str, TaskID] = {}
+        self._point_total: dict[str, int | None] = {}
 
     def __enter__(self) -> SweepProgress:
         self.progress.start()
@@ -99,6 +100,7 @@ class SweepProgress:
         elif isinstance(event, DeploymentFailed):
             self.console.print(f"[red]{prefix}{event.label}: did not start: {event.reason}[/red]")
         elif isinstance(event, PointStarted):
+            self._point_total[event.host] = event.requests
             self._task(self._point, event.host, f"{prefix}  {event.label}", event.requests)
         elif isinstance(event, LoadProgress):
             task = self._point.get(event.host)
@@ -107,6 +109,9 @@ class SweepProgress:
                     task, completed=event.done, total=event.total, detail=f"{event.live_tok_s:,.0f} tok/s"
                 )
         elif isinstance(event, PointFinished):
+            point_task = self._point.get(event.host)
+            if point_task is not None and self._point_total.get(event.host):
+                self.progress.update(point_task, completed=self._point_total[event.host])
             if self._overall is not None:
                 self.progress.update(self._overall, advance=1, detail=f"ETA {format_duration(event.eta_seconds)}")
             tok_s = event.summary.get("output_tok_s")

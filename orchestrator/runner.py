@@ -80,6 +80,7 @@ class SweepOptions:
     retry_failed: bool = False
     redeploy_limit: int = 1
     break_lock: bool = False
+    baselines_from: str | None = None
 
 
 @dataclass
@@ -253,11 +254,15 @@ class HostWorker:
         error: str | None = None
         try:
             self.service.restore()
-            self.sweep.store.event("restore", host=self.name)
-            self.emit(HostRestored(host=self.name))
         except SpecsweepError as exc:
             error = f"{self.name}: restore failed: {exc}"
-            self.sweep.store.event("restore_failed", host=self.name, error=str(exc))
+            with contextlib.suppress(StoreError):
+                self.sweep.store.event("restore_failed", host=self.name, error=str(exc))
+        else:
+            # The host is restored whether or not the run directory can still say so (a full disk).
+            with contextlib.suppress(StoreError):
+                self.sweep.store.event("restore", host=self.name)
+            self.emit(HostRestored(host=self.name))
         finally:
             with contextlib.suppress(SpecsweepError):
                 self.service.unlock()
@@ -713,6 +718,24 @@ def open_store(experiment: Experiment, plan: Plan, options: SweepOptions) -> tup
     return store, True
 
 
+def _reuse_baselines(experiment: Experiment, plan: Plan, store: RunStore, options: SweepOptions) -> list[str]:
+    """Copy baseline records from an earlier run into this one where nothing that matters changed.
+
+    The adopted records are final points, so their deployments are skipped like resumed ones (a restart saved
+    per baseline); every baseline that is not reused says why.
+    """
+    from orchestrator.baselines import adopt_reused, baselines_source, reuse_baselines
+
+    source = baselines_source(experiment, options.baselines_from, options.results_root)
+    if source is None:
+        return []
+    reuse = reuse_baselines(experiment, plan, source)
+    adopted = adopt_reused(store, reuse.records, pooled=len(experiment.host_specs()) > 1)
+    store.event("baselines_reused", source=str(source), points=len(adopted), reasons=reuse.reasons)
+    notices = [f"reused {len(adopted)} baseline point(s) from {source}"] if adopted else []
+    return notices + list(reuse.reasons)
+
+
 def run_sweep(
     experiment: Experiment,
     options: SweepOptions | None = None,
@@ -726,6 +749,7 @@ def run_sweep(
     stop = stop if stop is not None else StopSignal()
     plan = build_plan(experiment)
     store, resumed = open_store(experiment, plan, options)
+    reuse_notices = [] if resumed else _reuse_baselines(experiment, plan, store, options)
     sweep = SweepState(experiment, plan, store, options, observer, stop)
     sweep.emit(
         SweepStarted(
@@ -738,6 +762,8 @@ def run_sweep(
         )
     )
     store.event("start", resumed=resumed, hosts=[h.display_name for h in sweep.hosts])
+    for message in reuse_notices:
+        sweep.emit(Notice(message=message))
     workers = [HostWorker(sweep, spec) for spec in sweep.hosts]
     errors: list[BaseException] = []
     restore_errors: list[str] = []
@@ -777,7 +803,9 @@ def run_sweep(
         state = "interrupted"
         raise
     finally:
-        store.event("end", state=state, restore_errors=restore_errors)
+        # A full or failing disk must not replace the error that ended the run (often that very disk).
+        with contextlib.suppress(StoreError):
+            store.event("end", state=state, restore_errors=restore_errors)
         with contextlib.suppress(StoreError):
             store.set_state(state)  # type: ignore[arg-type]
     result = SweepResult(run_dir=store.path, state=state, records=sweep.records, restore_errors=restore_errors)

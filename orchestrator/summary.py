@@ -40,10 +40,10 @@ def summary_table(run_dir: Path) -> Table:
         ("load", "right"),
         ("status", "left"),
         ("tok/s", "right"),
-        ("accept len", "right"),
-        ("vs AR", "right"),
-        ("vs linear", "right"),
-        ("TTFT p50 ms", "right"),
+        ("accept", "right"),
+        ("×AR", "right"),
+        ("×linear", "right"),
+        ("TTFT ms", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in frame.to_dict("records"):

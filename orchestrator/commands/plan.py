@@ -48,13 +48,43 @@ def render_plan(plan: Plan) -> Table:
 def plan(
     file: Path = typer.Argument(..., help="Experiment file (YAML).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON (deployments and totals)."),
+    baselines_from: str | None = typer.Option(
+        None, "--baselines-from", metavar="RUN_DIR|latest", help="Show the plan with baselines reused from a run."
+    ),
+    results: Path = typer.Option(Path("results"), "--results", help="Where runs are looked up for 'latest'."),
 ) -> None:
-    """Show the deployments (one restart each), their load points, the restart count and the ETA."""
-    the_plan = build_plan(load_experiment(file))
+    """Show the deployments (one restart each), their load points, the restart count and the ETA.
+
+    With baselines to reuse (``baselines_from`` in the file, or ``--baselines-from``), the reused points are
+    left out, and each baseline that cannot be reused says why.
+    """
+    from orchestrator.baselines import baselines_source, reuse_baselines
+
+    experiment = load_experiment(file)
+    the_plan = build_plan(experiment)
+    source = baselines_source(experiment, baselines_from, results)
+    reuse = reuse_baselines(experiment, the_plan, source) if source is not None else None
+    shown = reuse.plan if reuse is not None else the_plan
     if as_json:
-        typer.echo(json.dumps(the_plan.to_json_dict(), indent=2))
-    else:
-        console.print(render_plan(the_plan))
+        data = shown.to_json_dict()
+        if reuse is not None:
+            data["baselines_from"] = {
+                "run_dir": str(source),
+                "reused_points": [
+                    {"host": r.host, "point_id": r.point_id, "variant": r.variant} for r in reuse.records
+                ],
+                "not_reused": reuse.reasons,
+            }
+        typer.echo(json.dumps(data, indent=2))
+        return
+    console.print(render_plan(shown))
+    if reuse is not None:
+        console.print(
+            f"baselines from {source}: {len(reuse.records)} point(s) reused, "
+            f"{the_plan.restarts - shown.restarts} restart(s) saved"
+        )
+        for reason in reuse.reasons:
+            console.print(f"  not reused: {reason}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

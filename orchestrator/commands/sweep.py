@@ -26,6 +26,12 @@ def sweep(
         False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
     ),
     results: Path = typer.Option(Path("results"), "--results", help="Where run directories are created."),
+    baselines_from: str | None = typer.Option(
+        None,
+        "--baselines-from",
+        metavar="RUN_DIR|latest",
+        help="Reuse baseline points from an earlier run where the configuration and host are identical.",
+    ),
     break_lock: bool = typer.Option(
         False, "--break-lock", help="Take over a host lock left by another controller (make sure it is dead)."
     ),
@@ -61,7 +67,13 @@ def sweep(
         with progress if progress is not None else _nothing():
             result = run_sweep(
                 experiment,
-                SweepOptions(results_root=results, resume=resume, retry_failed=retry_failed, break_lock=break_lock),
+                SweepOptions(
+                    results_root=results,
+                    resume=resume,
+                    retry_failed=retry_failed,
+                    break_lock=break_lock,
+                    baselines_from=baselines_from,
+                ),
                 observer=progress.observe if progress is not None else None,
                 stop=stop,
             )
