@@ -18,6 +18,7 @@ if ((_system)); then
   command -v cmake >/dev/null || _need+=(cmake)
   command -v ninja >/dev/null || _need+=(ninja-build)
   command -v g++ >/dev/null || _need+=(g++)
+  ldconfig -p 2>/dev/null | grep -q libgomp.so.1 || _need+=(libgomp1)
   if ((${#_need[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
       _log "installing Debian packages: ${_need[*]}"

@@ -6,7 +6,7 @@ tokens over client wall time), the servers' own `predicted_per_second` per reque
 accept length from /metrics, and the load average seen.
 
 Usage: eval "$(scripts/get-llama-server.sh --print)" && export LLAMA_SERVER LLAMA_MODEL &&
-       .venv/bin/python tests/data/llamacpp/paired_throughput.py [THREADS]
+       .venv/bin/python bench/llamacpp_paired_throughput.py [THREADS]
 """
 
 from __future__ import annotations
