@@ -19,8 +19,12 @@ Definitions (times from the client's clock; tokens of successful requests only, 
   averaged over requests.
 - Percentiles interpolate linearly (``numpy.percentile``'s default, as the vLLM and SGLang scripts do).
 - ``spec``: from response metadata. SGLang: accept length = sum(completion tokens) / sum(spec_verify_ct).
-  llama.cpp: each verify step yields its accepted drafts plus one token, so steps = tokens - accepted and
-  accept length = tokens / (tokens - accepted).
+  llama.cpp's ``timings`` carry drafted and accepted tokens but no step count, so they give
+  ``acceptance_rate`` = sum(draft_n_accepted) / sum(draft_n) (the log line's and the counters' definition)
+  and ``tokens_per_pass`` = tokens / (tokens - accepted): every target forward pass yields its accepted
+  drafts plus one token (the prompt's pass and steps without a draft included; a partial draft on a model
+  that restores a checkpoint takes two passes for one extra token). That is at most llama.cpp's mean
+  length, which counts only steps that verified a draft, so no ``accept_len`` comes from llama.cpp timings.
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ def spec_summary(records: list[RequestRecord]) -> dict[str, Any]:
         "verify_steps": None,
         "draft_n": None,
         "draft_n_accepted": None,
+        "acceptance_rate": None,
+        "tokens_per_pass": None,
         "responses_with_metadata": len({r.index for r in sglang + llama}),
     }
     if sglang:
@@ -91,9 +97,8 @@ def spec_summary(records: list[RequestRecord]) -> dict[str, Any]:
         tokens = sum(r.output_tokens for r in llama)
         summary["draft_n"] = drafted
         summary["draft_n_accepted"] = accepted
-        if summary["accept_len"] is None and tokens > accepted:
-            summary["verify_steps"] = tokens - accepted
-            summary["accept_len"] = _r(tokens / (tokens - accepted), 4)
+        summary["acceptance_rate"] = _r(accepted / drafted, 6) if drafted else None
+        summary["tokens_per_pass"] = _r(tokens / (tokens - accepted), 4) if tokens > accepted else None
     return summary
 
 

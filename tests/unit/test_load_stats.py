@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.stats import distribution, spec_summary, steady_window, summarize
+from orchestrator.metrics import scrape_delta
 
 
 def record(
@@ -106,11 +110,38 @@ def test_spec_from_sglang_and_llamacpp_metadata() -> None:
     sglang = [record(i, 0.0, 0.1, [0.1] * 9, spec_verify_ct=4) for i in range(2)]  # 10 tokens in 4 steps each
     assert spec_summary(sglang)["accept_len"] == pytest.approx(2.5)
     assert spec_summary(sglang)["verify_steps"] == 8
-    llama = [record(0, 0.0, 0.1, [0.1] * 9, draft_n=12, draft_n_accepted=6)]  # 10 tokens, 6 accepted: 4 steps
+    llama = [record(0, 0.0, 0.1, [0.1] * 9, draft_n=12, draft_n_accepted=6)]  # 10 tokens, 6 accepted: 4 passes
     summary = spec_summary(llama)
-    assert summary["accept_len"] == pytest.approx(2.5)
     assert (summary["draft_n"], summary["draft_n_accepted"]) == (12, 6)
+    assert summary["acceptance_rate"] == pytest.approx(0.5)
+    assert summary["tokens_per_pass"] == pytest.approx(2.5)
+    # No step count in llama.cpp's timings: its mean length (tokens per step that verified a draft) is not
+    # tokens per pass, so the responses give no accept length to set against the log's or the counters'.
+    assert summary["accept_len"] is None and summary["verify_steps"] is None
     assert spec_summary([record(0, 0.0, 0.1, [])])["accept_len"] is None
+
+
+def test_llamacpp_timings_against_the_same_servers_counters() -> None:
+    """On a real capture: the rate from timings is the counters' rate; tokens per pass is well below the mean
+    length (the n-gram drafter proposes nothing at many steps), which is why it is not called accept_len."""
+    data = Path(__file__).resolve().parents[1] / "data" / "llamacpp"
+    capture = json.loads((data / "ngram-simple-n3-m16.summary.json").read_text())
+    responses = []
+    for i, request in enumerate(capture["requests"]):
+        timings = request["timings"]
+        r = RequestRecord(index=i, draft_n=timings["draft_n"], draft_n_accepted=timings["draft_n_accepted"])
+        r.output_tokens = request["completion_tokens"]
+        responses.append(r)
+    summary = spec_summary(responses)
+    counters = scrape_delta(
+        (data / "ngram-simple-n3-m16.metrics.before").read_text(),
+        (data / "ngram-simple-n3-m16.metrics.after").read_text(),
+        "llamacpp",
+    )
+    assert counters.acceptance_rate is not None and counters.accept_len is not None
+    assert summary["acceptance_rate"] == pytest.approx(counters.acceptance_rate, rel=1e-5)
+    assert summary["accept_len"] is None
+    assert 1.0 < summary["tokens_per_pass"] < 0.75 * counters.accept_len
 
 
 def test_empty_run() -> None:
