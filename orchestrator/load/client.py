@@ -8,7 +8,10 @@ stopped) propagates. aiohttp and socket errors are translated here, at the bound
     connect            the connection was refused or could not be made (DNS, unreachable)
     connect_timeout    no connection within ``connect_timeout``
     http_<status>      the server answered with a status other than 200 (the body's message is kept)
-    reset              the connection closed or broke before the response was complete
+    reset              the connection closed or broke before the response was complete (a pooled keep-alive
+                       connection the server had already closed is not a reset: the request goes out again on
+                       another connection; llama-server closes every connection after a streamed response
+                       while announcing keep-alive, and aiohttp may reuse it before it sees the close)
     stall              no byte for ``idle_timeout`` seconds mid-stream
     first_token_timeout, total_timeout
     malformed          an event or body that is not the JSON the API promises
@@ -45,6 +48,7 @@ from orchestrator.load.workloads import Prompt
 __all__ = ["LoadClient", "discover_model"]
 
 _DONE_GRACE_S = 2.0  # after the end marker, how long to wait for the server to close the body cleanly
+_STALE_ATTEMPTS = 16  # a request meets at most this many pooled connections the server had closed
 _ERROR_BODY_LIMIT = 65536
 
 
@@ -117,7 +121,7 @@ class LoadClient:
         timeout = asyncio.timeout_at(min(start + s.first_token_timeout, total_deadline))
         record.dispatched = record.sent = time.perf_counter()  # the trace hook moves ``sent`` to the write
         try:
-            async with timeout, session.post(self._url, data=data, trace_request_ctx=record) as resp:
+            async with timeout, await self._post(session, data, record) as resp:
                 record.status = resp.status
                 _shrink_reads(resp)
                 if resp.status != 200:
@@ -164,6 +168,23 @@ class LoadClient:
         if record.ok and record.output_tokens == 0 and record.finish_reason is None:
             record.fail("truncated", "the response carried no tokens and no finish reason")
         return record
+
+    async def _post(self, session: aiohttp.ClientSession, data: bytes, record: RequestRecord) -> aiohttp.ClientResponse:
+        """POST the request and return the response once its headers arrived.
+
+        A pooled connection can be one the server has closed without aiohttp having noticed yet; the request
+        then fails before any response with nothing processed, so it goes out again on another connection.
+        A fresh connection failing is the server's answer, and raises.
+        """
+        for _ in range(_STALE_ATTEMPTS - 1):
+            attempt = _Attempt(record)
+            try:
+                return await session.post(self._url, data=data, trace_request_ctx=attempt)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                if not attempt.reused:
+                    raise
+                record.sent = record.dispatched  # the next write is the send
+        return await session.post(self._url, data=data, trace_request_ctx=_Attempt(record))
 
     async def _read_stream(
         self,
@@ -239,6 +260,7 @@ def _session(settings: LoadSettings, headers: dict[str, str]) -> aiohttp.ClientS
     )
     tracing = aiohttp.TraceConfig()
     tracing.on_request_chunk_sent.append(_stamp_sent)
+    tracing.on_connection_reuseconn.append(_mark_reused)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=timeout,
@@ -248,13 +270,32 @@ def _session(settings: LoadSettings, headers: dict[str, str]) -> aiohttp.ClientS
     )
 
 
+class _Attempt:
+    """One try at sending a request (the trace hooks' context): its record, and whether aiohttp gave it a pooled
+    connection."""
+
+    __slots__ = ("record", "reused")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self.reused = False
+
+
 async def _stamp_sent(
     session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestChunkSentParams
 ) -> None:
     """Called by aiohttp just before it writes the request body: that is when the request is sent."""
-    record = context.trace_request_ctx
-    if record is not None and record.sent == record.dispatched:
-        record.sent = time.perf_counter()
+    attempt = context.trace_request_ctx
+    if isinstance(attempt, _Attempt) and attempt.record.sent == attempt.record.dispatched:
+        attempt.record.sent = time.perf_counter()
+
+
+async def _mark_reused(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceConnectionReuseconnParams
+) -> None:
+    attempt = context.trace_request_ctx
+    if isinstance(attempt, _Attempt):
+        attempt.reused = True
 
 
 _READ_SIZE = 64 * 1024
