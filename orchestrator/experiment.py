@@ -542,6 +542,14 @@ def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     return tuple(path)
 
 
+_SENSITIVE = re.compile(r"key|token|secret|password|auth", re.IGNORECASE)
+
+
+def _sensitive(loc: tuple[Any, ...]) -> bool:
+    """Whether a location may hold a secret, whose value an error message must never quote."""
+    return any(isinstance(part, str) and _SENSITIVE.search(part) for part in loc)
+
+
 def _describe(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -580,7 +588,7 @@ def _error_from_validation(
     elif etype == "union_tag_not_found":
         message = "missing key 'kind'"
         path = (*path, "kind")
-    elif "input" in first and etype not in ("value_error", "assertion_error"):
+    elif "input" in first and etype not in ("value_error", "assertion_error") and not _sensitive(loc):
         message = f"{message}, got {_describe(first['input'])}"
     line, column = locate(positions, path)
     more = len(errors) - 1
@@ -685,6 +693,27 @@ def _fields_or_problem(path: tuple[Any, ...], template: str) -> list[str]:
         raise _Problem(path, str(exc)) from None
 
 
+def _check_commands(exp: Experiment) -> None:
+    """Every rendered command must split into words now, not when a deployment is applied mid-sweep."""
+    from orchestrator.plan import expand_matrix, server_config
+    from orchestrator.quoting import split_command
+
+    service = exp.service
+    if isinstance(service, SystemdServiceSpec) and service.mode == "unit":
+        return  # a unit file, not a command line: checked against its template when rendered
+    where = "exec_start" if isinstance(service, SystemdServiceSpec) else "command"
+    for vname, variant in exp.variants.items():
+        for params in expand_matrix(variant):
+            command = server_config(exp, vname, params)["command"]
+            if command is None:
+                continue
+            try:
+                split_command(command, what=f"the service {where}")
+            except ConfigError as exc:
+                label = vname + ("(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
+                raise _Problem(("variants", vname), f"{label}: {exc.message}") from None
+
+
 def _check_semantics(exp: Experiment) -> None:
     if exp.host is not None and exp.hosts is not None:
         raise _Problem(("hosts",), "set either host or hosts, not both")
@@ -711,6 +740,7 @@ def _check_semantics(exp: Experiment) -> None:
                 ("variants", vname, "matrix"),
                 f"the variants expand to more than {MAX_DEPLOYMENTS} deployments (restarts); split the sweep",
             )
+    _check_commands(exp)
     points = total * (len(exp.load.concurrency) + len(exp.load.rates))
     if points > MAX_LOAD_POINTS:
         raise _Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}")

@@ -20,9 +20,46 @@ __all__ = ["Positions", "load_yaml_with_positions", "locate"]
 Positions = dict[tuple[Any, ...], tuple[int, int]]
 
 _MAX_BYTES = 4 * 1024 * 1024
+#: The most nodes a document may hold with its aliases expanded: validation walks the expanded tree, so a
+#: 600-byte "billion laughs" file of nested aliases would otherwise take minutes and all memory.
+MAX_EXPANDED_NODES = 200_000
 
 
-def _walk(node: yaml.Node, path: tuple[Any, ...], positions: Positions, file: str, depth: int = 0) -> None:
+def _expanded_size(node: yaml.Node, memo: dict[int, int], file: str, depth: int = 0) -> int:
+    """Nodes in ``node`` with aliases expanded, each distinct node counted once per place it appears."""
+    known = memo.get(id(node))
+    if known is not None:
+        return known
+    if depth > 100:
+        raise ConfigError("the document is nested too deeply", file=file, line=node.start_mark.line + 1)
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            size += _expanded_size(key_node, memo, file, depth + 1) + _expanded_size(value_node, memo, file, depth + 1)
+            if size > MAX_EXPANDED_NODES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            size += _expanded_size(item, memo, file, depth + 1)
+            if size > MAX_EXPANDED_NODES:
+                break
+    memo[id(node)] = size
+    return size
+
+
+def _walk(
+    node: yaml.Node,
+    path: tuple[Any, ...],
+    positions: Positions,
+    file: str,
+    depth: int = 0,
+    seen_nodes: set[int] | None = None,
+) -> None:
+    # An alias reuses a node: walk it once (its first place gives the positions), never once per alias.
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:
+        return
+    seen_nodes.add(id(node))
     if depth > 100:
         raise ConfigError("the document is nested too deeply", file=file, line=node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
@@ -30,7 +67,7 @@ def _walk(node: yaml.Node, path: tuple[Any, ...], positions: Positions, file: st
         for key_node, value_node in node.value:
             key: Any = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             if key == "<<":  # merge key: its entries belong to this mapping
-                _walk(value_node, path, positions, file, depth + 1)
+                _walk(value_node, path, positions, file, depth + 1, seen_nodes)
                 continue
             line, col = key_node.start_mark.line + 1, key_node.start_mark.column + 1
             if key is not None:
@@ -44,11 +81,11 @@ def _walk(node: yaml.Node, path: tuple[Any, ...], positions: Positions, file: st
                     )
                 seen[key] = line
                 positions.setdefault((*path, key), (line, col))
-                _walk(value_node, (*path, key), positions, file, depth + 1)
+                _walk(value_node, (*path, key), positions, file, depth + 1, seen_nodes)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             positions.setdefault((*path, index), (item.start_mark.line + 1, item.start_mark.column + 1))
-            _walk(item, (*path, index), positions, file, depth + 1)
+            _walk(item, (*path, index), positions, file, depth + 1, seen_nodes)
 
 
 def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
@@ -70,6 +107,11 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=file) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}, file) > MAX_EXPANDED_NODES:
+            raise ConfigError(
+                f"the document expands to more than {MAX_EXPANDED_NODES} values (YAML aliases repeating aliases?)",
+                file=file,
+            )
         data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
