@@ -14,7 +14,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
@@ -25,7 +25,10 @@ from rich.table import Table
 from orchestrator.console import console, err_console
 from orchestrator.durations import parse_duration
 from orchestrator.errors import Interrupted, LoadError
-from orchestrator.load import API_PATHS, LoadProgress, LoadResult, LoadSettings, run_load
+from orchestrator.load import API_PATHS, LoadSettings
+
+if TYPE_CHECKING:
+    from orchestrator.load import LoadProgress, LoadResult
 
 
 def _numbers(text: str | None, kind: type, option: str) -> list[Any]:
@@ -110,6 +113,8 @@ async def _run_levels(
     results: list[LoadResult] = []
     try:
         for number, settings in enumerate(levels):
+            from orchestrator.load import run_load
+
             result = await run_load(settings, progress=functools.partial(on_progress, number), stop=stop)
             results.append(result)
             if stop.is_set():

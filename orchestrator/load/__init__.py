@@ -9,10 +9,37 @@ reader), ``decoders`` (what each API's responses mean), ``records`` (one request
 error kinds), ``loops`` (closed and open loop), ``stats`` (the figures and their definitions), ``run`` (glue).
 """
 
-from orchestrator.load.records import RequestRecord
-from orchestrator.load.run import LoadProgress, LoadResult, run_load
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from orchestrator.load.settings import API_PATHS, LoadSettings
-from orchestrator.load.workloads import Prompt, Workload, load_workload
+
+if TYPE_CHECKING:
+    from orchestrator.load.records import RequestRecord
+    from orchestrator.load.run import LoadProgress, LoadResult, run_load
+    from orchestrator.load.workloads import Prompt, Workload, load_workload
+
+# aiohttp takes most of a second to import: the rest loads on first use (PEP 562), so commands that only
+# need the settings (`specsweep --help`, `validate`, `plan`) start fast.
+_LAZY = {
+    "RequestRecord": "orchestrator.load.records",
+    "LoadProgress": "orchestrator.load.run",
+    "LoadResult": "orchestrator.load.run",
+    "run_load": "orchestrator.load.run",
+    "Prompt": "orchestrator.load.workloads",
+    "Workload": "orchestrator.load.workloads",
+    "load_workload": "orchestrator.load.workloads",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orchestrator.load' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "API_PATHS",
