@@ -354,37 +354,13 @@ class HostWorker:
         except StartFailed as exc:
             self.sweep.eta.load_observed(time.monotonic() - started)
             self.sweep.store.event("start_failed", host=self.name, deployment=deployment.id, reason=exc.reason)
-            if self.sweep.stop:
-                return False
-            evidence = list(exc.evidence)
-            self.emit(
-                DeploymentFailed(
-                    host=self.name,
-                    deployment_id=deployment.id,
-                    label=deployment.label,
-                    reason=str(exc),
-                    evidence=tuple(evidence[-20:]),
-                )
-            )
-            for point in pending:
-                self.fail_point(deployment, point, f"start_{exc.reason}", str(exc), evidence)
+            if not self.sweep.stop:
+                self.deployment_failed(deployment, pending, f"start_{exc.reason}", str(exc), list(exc.evidence))
             return False
         except (ServiceError, HostError) as exc:
             self.sweep.store.event("deploy_failed", host=self.name, deployment=deployment.id, error=str(exc))
-            if self.sweep.stop:
-                return False
-            evidence = self.evidence()
-            self.emit(
-                DeploymentFailed(
-                    host=self.name,
-                    deployment_id=deployment.id,
-                    label=deployment.label,
-                    reason=str(exc),
-                    evidence=tuple(evidence[-20:]),
-                )
-            )
-            for point in pending:
-                self.fail_point(deployment, point, "deploy_failed", str(exc), evidence)
+            if not self.sweep.stop:
+                self.deployment_failed(deployment, pending, "deploy_failed", str(exc), self.evidence())
             return False
         load_seconds = time.monotonic() - started
         self.sweep.eta.load_observed(load_seconds)
@@ -396,6 +372,22 @@ class HostWorker:
         )
         self.warm_up()
         return True
+
+    def deployment_failed(
+        self, deployment: Deployment, pending: list[LoadPoint], kind: str, reason: str, evidence: list[str]
+    ) -> None:
+        """A deployment that never served: each of its pending points becomes a failed record with the evidence."""
+        self.emit(
+            DeploymentFailed(
+                host=self.name,
+                deployment_id=deployment.id,
+                label=deployment.label,
+                reason=reason,
+                evidence=tuple(evidence[-20:]),
+            )
+        )
+        for point in pending:
+            self.fail_point(deployment, point, kind, reason, evidence)
 
     def warm_up(self) -> None:
         warmup = self.sweep.experiment.load.warmup
