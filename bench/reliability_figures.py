@@ -135,8 +135,8 @@ def markdown(
         f"{bad['documents']:,} documents ({bad['experiments']:,} experiment files, {bad['playbooks']:,} playbook "
         f"files; seed {bad['seed']}, {bad['seconds']:.0f} s): {out['valid']:,} valid plans, {out['refused']:,} "
         f"refused with one ConfigError line naming the file ({bad['refused_with_line_share']:.1%} of them with a "
-        f"line number too; the rest are empty files, files that are not UTF-8, YAML that nests too deep, and "
-        f"missing top-level keys), {out['unappliable']} plans a host would refuse at apply time, "
+        f"line number too; the others are about the whole file: empty, not UTF-8, nested too deep, an alias "
+        f"bomb, a missing top-level key), {out['unappliable']} plans a host would refuse at apply time, "
         f"{out['bad_error']} malformed errors, {out['traceback']} tracebacks.",
         "",
         "| mutation | " + " | ".join(out) + " |",
@@ -149,14 +149,19 @@ def markdown(
         lines += [f"- `{e['mutations']}`: {e['message'][:300]!r}" for e in examples]
     lines += [
         "",
-        "## Known gaps (strict xfails in the suite, to be fixed where the code lives)",
+        "## What this suite found, now fixed",
         "",
-        "- A 'billion laughs' YAML file (nine levels of nine aliases, 600 bytes) makes `specsweep validate` walk "
-        "every alias path and take all the memory there is (`orchestrator/yamlsource.py`); the campaign leaves "
-        "it out, `test_an_alias_bomb_is_refused_in_one_line` pins it.",
-        "- A service command that cannot be split into words (an unbalanced quote, a trailing backslash) passes "
-        "validation and is refused only when applied, failing the run mid-sweep.",
-        "- A mistyped `server.api_key` (a list or mapping) is quoted in the ConfigError.",
+        "- Ctrl-C and SIGTERM were ignored by `specsweep sweep`: `run_sweep` replaced the CLI's StopSignal "
+        "(`stop or StopSignal()`, and a StopSignal is falsy until requested); the sweep ran on to the end.",
+        "- A second run refused by the host lock still restored the host on its way out, undoing the "
+        "configuration of the run holding the lock mid-sweep.",
+        "- sshd down for 10 s mid-point ended the run, and its restore failed: the host was left modified. SSH "
+        "now reconnects for up to 60 s once a host has been reached.",
+        "- A full disk under the run directory was reported as 'restore failed' (the restore event could not be "
+        "written), or replaced by the error of the final event.",
+        "- A 600-byte 'billion laughs' YAML file took all the memory there was; a command that cannot be split "
+        "into words passed validation and failed the run when applied; a mistyped `server.api_key` was quoted "
+        "in the ConfigError.",
         "",
     ]
     return "\n".join(lines)

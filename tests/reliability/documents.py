@@ -4,8 +4,8 @@ on each one.
 A document starts from a valid seed (the shipped sweeps and playbooks, or a generated valid experiment) and
 takes zero to four mutations, each of one category a user (or a bad merge) produces: wrong types, unknown and
 misspelt keys, bad durations, unresolvable templates, empty matrices, huge matrices, missing keys, and damage
-to the YAML text itself (truncation, stray characters, tabs, duplicate keys, alias bombs, deep nesting,
-invalid UTF-8). Its verdict is one of:
+to the YAML text itself (truncation, stray characters, tabs, duplicate keys, aliases and alias bombs, deep
+nesting, invalid UTF-8). Its verdict is one of:
 
     valid        it loads and plans (and every deployment renders to a command the service would apply)
     unappliable  it loads and plans, but a deployment's command would be refused when applied on the host
@@ -293,6 +293,7 @@ TEXT_DAMAGE = [
     "tab",
     "duplicate_key",
     "aliases",
+    "alias_bomb",
     "deep",
     "bad_utf8",
     "nul",
@@ -317,9 +318,15 @@ def _damage(draw: st.DrawFn, rnd: random.Random, text: str) -> tuple[bytes, str]
         lines = text.splitlines()
         top = [ln for ln in lines if ln and not ln[0].isspace() and ":" in ln]
         raw = text + (rnd.choice(top) + "\n" if top else "name: again\n")
+    elif kind == "alias_bomb":
+        # "Billion laughs": a few hundred bytes that expand to 9**levels nodes.
+        levels = rnd.choice([3, 5, 9])
+        pairs = zip("abcdefgh"[: levels - 1], "bcdefghi", strict=False)
+        raw = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in pairs
+        )
+        raw += text
     elif kind == "aliases":
-        # Anchors and aliases, a few levels deep (an exponential "billion laughs" is test_bad_inputs.py's own
-        # case: it takes all the memory there is, so it must not run in this process).
         raw = "x-a: &a [1, 2, 3]\nx-b: &b [*a, *a, *a]\nx-c: &c [*b, *b]\n" + text.replace(
             "concurrency:", "concurrency: *a\nx:", 1
         )

@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -239,24 +239,10 @@ def run_state(run_dir: Path) -> str:
     return str(json.loads((run_dir / "run.json").read_text())["state"])
 
 
-def planned_points(run_dir: Path, hosts: list[str] | None = None) -> set[tuple[str, str]]:
-    """(host, point id) of every point the run's plan holds (on every host for baselines of a pool).
-
-    A pool's shared (non-baseline) points are keyed with host ``*``: any host may measure them."""
+def planned_points(run_dir: Path) -> set[tuple[str, str]]:
+    """(deployment id, point id) of every point of the run's plan."""
     plan = json.loads((run_dir / "plan.json").read_text())
-    names = hosts or [""]
-    out: set[tuple[str, str]] = set()
-    for deployment in plan["deployments"]:
-        for point in deployment["load_points"]:
-            if len(names) > 1 and not deployment.get("baseline"):
-                out.add(("*", point["id"]))
-            else:
-                out.update((h, point["id"]) for h in names)
-    return out
-
-
-def record_keys(recs: list[dict[str, Any]], pooled_shared: set[str] | None = None) -> list[tuple[str, str]]:
-    return [("*" if pooled_shared and r["point_id"] in pooled_shared else r["host"], r["point_id"]) for r in recs]
+    return {(d["id"], p["id"]) for d in plan["deployments"] for p in d["load_points"]}
 
 
 def duplicates(recs: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -307,21 +293,13 @@ def state_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str
 # -- faults the simulator cannot inject itself -----------------------------------------------------------------
 
 
-_PID = re.compile(r"pid=(\d+)")
-
-
 def controller_ports(host: TestHost, pid: int) -> list[int]:
     """Local ports of the TCP connections process ``pid`` (the controller) holds to the host's sshd."""
     out = subprocess.run(
         ["ss", "-tnpH", "state", "established", "dst", f"{host.guest_ip}:22"], capture_output=True, text=True
     ).stdout
-    ports = []
-    for line in out.splitlines():
-        if f"pid={pid}," not in line:
-            continue
-        local = line.split()[2] if len(line.split()) > 3 else line.split()[0]
-        ports.append(int(local.rsplit(":", 1)[1]))
-    return ports
+    # With a state filter, ss prints: Recv-Q Send-Q Local-Address:Port Peer-Address:Port Process
+    return [int(line.split()[2].rsplit(":", 1)[1]) for line in out.splitlines() if f"pid={pid}," in line]
 
 
 def kill_ssh_sessions(host: TestHost, pid: int) -> int:
@@ -373,8 +351,6 @@ class Trigger:
     """
 
     def __init__(self, when: Callable[[Any], bool], action: Callable[[], Any]) -> None:
-        import threading
-
         self.when = when
         self.action = action
         self.fired = threading.Event()
@@ -389,8 +365,6 @@ class Trigger:
             if self.fired.is_set() or not self.when(event):
                 return
             self.fired.set()
-        import threading
-
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -416,13 +390,6 @@ def observers(*callbacks: Callable[[Any], None]) -> Callable[[Any], None]:
             callback(event)
 
     return observe
-
-
-def is_point_progress(event: Any, *, deployment_index: int | None = None, point: int = 1) -> bool:
-    """A LoadProgress event with at least one request done (so: mid-point)."""
-    from orchestrator.events import LoadProgress
-
-    return isinstance(event, LoadProgress) and event.done >= 1
 
 
 class SweepRun:
