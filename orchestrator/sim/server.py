@@ -67,6 +67,7 @@ class SimServer:
         self._closing = False
         self._fault_rng = random.Random(seed_for("faults", config.seed))
         self._completed = 0
+        self._dying = False
         self._counter = 0
         self._started = time.time()
         self._runner: web.AppRunner | None = None
@@ -229,9 +230,12 @@ class SimServer:
     def _request_completed(self) -> None:
         self._completed += 1
         limit = self.config.faults.crash_after
-        if limit is not None and self._completed >= limit:
-            # Let the event loop push the last response's bytes out before the process goes.
-            asyncio.get_running_loop().call_later(0.05, self._crash)
+        if limit is not None and self._completed >= limit and not self._dying:
+            # The Nth response is written; the process goes at the loop's next turn, taking every request in
+            # flight with it (as a real crash does), and no new request is answered meanwhile, so the crash
+            # comes after exactly N requests however fast they are.
+            self._dying = True
+            asyncio.get_running_loop().call_soon(self._crash)
 
     def _crash(self) -> None:
         for line in logs.crash_lines(self._completed):
@@ -244,6 +248,8 @@ class SimServer:
         parse: Callable[[Any, int], api.GenerationParams],
         respond: Callable[[web.Request, SimRequest, api.GenerationParams], Any],
     ) -> web.StreamResponse:
+        if self._dying:
+            await asyncio.Event().wait()  # the process exits within 50 ms: this request dies with it
         unavailable = self._unavailable()
         if unavailable is not None:
             return unavailable
