@@ -428,3 +428,26 @@ def sweep_in_process(
         dirs = run_dirs(results, experiment.name)
         return SweepRun(None, exc, Path(resume) if resume and resume != "latest" else dirs[-1])
     return SweepRun(result, None, result.run_dir)
+
+
+@contextlib.contextmanager
+def local_leftovers_restored(home: Path, *experiments: Path) -> Iterator[None]:
+    """On the way out, whatever happened, undo what a run of these local experiments left (a simulator still
+    running after its CLI was killed, a marker, a lock), as ``specsweep restore --break-lock`` would."""
+    try:
+        yield
+    finally:
+        from orchestrator.experiment import load_experiment
+        from orchestrator.services.restore import restore_experiment
+
+        previous = os.environ.get("HOME")
+        os.environ["HOME"] = str(home)  # the process service keeps its state under ~/.local/state
+        try:
+            for path in experiments:
+                with contextlib.suppress(Exception):
+                    restore_experiment(load_experiment(path), break_lock=True)
+        finally:
+            if previous is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = previous

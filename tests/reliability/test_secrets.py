@@ -20,6 +20,7 @@ from tests.reliability.harness import (
     cli_env,
     free_port,
     local_experiment,
+    local_leftovers_restored,
     only_run_dir,
     run_cli,
     write_experiment,
@@ -48,7 +49,8 @@ def test_api_key_never_leaks(tmp_path: Path, outcome: Outcome) -> None:
     path = write_experiment(tmp_path / "secret.yaml", doc)
     env = cli_env(home)
     results = tmp_path / "results"
-    outputs = [run_cli("sweep", str(path), "--results", str(results), "--json", env=env)]
+    with local_leftovers_restored(home, path):
+        outputs = [run_cli("sweep", str(path), "--results", str(results), "--json", env=env)]
     assert outputs[0].returncode == 0, outputs[0].stderr
     run_dir = only_run_dir(results, "secret")
     assert (run_dir / "report.html").is_file()
