@@ -26,6 +26,7 @@ SUBNET=10.231.$((100 + INDEX))
 HOST_IP=$SUBNET.1
 GUEST_IP=$SUBNET.2
 ROOT=$LAB/merged
+CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OVL=$LAB/ovl
 KEY=$LAB/id_ed25519
 KNOWN_HOSTS=$LAB/known_hosts
@@ -148,9 +149,11 @@ up() {
       mkdir -p "$c/$CGROUP"
       echo "$BASHPID" >"$c/$CGROUP/cgroup.procs"
     done
+    # nspawn mounts a fresh tmpfs on the guest's /tmp: a checkout (and its .venv) under /tmp, as in a CI
+    # clone, would be invisible there, so the checkout is bound in read-only at its own path.
     exec setsid systemd-nspawn -D "$ROOT" -M "$NAME" -b --console=passive --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --network-namespace-path=/run/netns/"$NETNS" \
-      </dev/null >"$LOG" 2>&1
+      --bind-ro="$CHECKOUT" </dev/null >"$LOG" 2>&1
   ) &
   echo $! >"$PIDF"
   local st=
