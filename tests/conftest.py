@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import signal
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,12 @@ def write_yaml(tmp_path: Path) -> Callable[[str, str], Path]:
         return path
 
     return write
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    # pytest runs fixture teardown on KeyboardInterrupt but not on SIGTERM: a CI time-out or a `kill` would
+    # otherwise leave test hosts (containers, network namespaces) and simulators behind.
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
