@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
