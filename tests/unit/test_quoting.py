@@ -136,7 +136,8 @@ def test_sanitize_comment_keeps_one_printable_line() -> None:
     assert sanitize_comment("a\nb\x00ü") == "a?b??"
 
 
-printable_or_not = st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=60)
+# Lone surrogates cannot come from a UTF-8 experiment file (YAML is decoded before anything is quoted).
+printable_or_not = st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=60)
 
 
 @settings(max_examples=300, deadline=None)
