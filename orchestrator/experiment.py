@@ -235,6 +235,11 @@ class ServerSpec(_Strict):
     expected_tokens_per_second: float = Field(50.0, gt=0)
     api_key: SecretStr | None = None
 
+    @property
+    def api_key_value(self) -> str | None:
+        """The API key in clear, for the HTTP clients only (never logged or stored)."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:

@@ -121,7 +121,7 @@ def _point_settings(experiment: Experiment, url: str, point: LoadPoint | None, *
         "connect_timeout": load.timeouts.connect,
         "first_token_timeout": load.timeouts.first_token,
         "total_timeout": load.timeouts.total,
-        "api_key": experiment.server.api_key.get_secret_value() if experiment.server.api_key else None,
+        "api_key": experiment.server.api_key_value,
         "stream": load.stream,
     }
     if experiment.load.prompts and not experiment.load.prompts.startswith(("builtin:", "synthetic:")):
@@ -245,7 +245,7 @@ class HostWorker:
         if self.service.state().running:
             return
         exp = self.sweep.experiment
-        api_key = exp.server.api_key.get_secret_value() if exp.server.api_key else None
+        api_key = exp.server.api_key_value
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         path = exp.health_paths[0]
         try:
@@ -343,7 +343,7 @@ class HostWorker:
                 self.url,
                 exp.health_paths,
                 exp.server.ready_timeout,
-                api_key=exp.server.api_key.get_secret_value() if exp.server.api_key else None,
+                api_key=exp.server.api_key_value,
                 progress=progress,
                 stop=self.sweep.stop.requested,
                 # Noticing a ready server is the largest orchestration cost of a sweep (every restart pays
@@ -434,7 +434,7 @@ class HostWorker:
         )
         started_at = utc_now_iso()
         t0 = time.monotonic()
-        api_key = exp.server.api_key.get_secret_value() if exp.server.api_key else None
+        api_key = exp.server.api_key_value
         cursor = self.service.journal_cursor()
         before = _scrape(self.url, exp.server.metrics_path, api_key)
         scraped_at = time.monotonic()

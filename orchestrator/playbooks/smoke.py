@@ -37,7 +37,7 @@ def _wait_if_starting(
         state = service.state()
         if not state.running:
             return state.describe(), None
-        api_key = experiment.server.api_key.get_secret_value() if experiment.server.api_key else None
+        api_key = experiment.server.api_key_value
         try:
             wait_until_healthy(
                 service,
