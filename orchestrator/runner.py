@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from orchestrator.engine_info import read_engine_info
 from orchestrator.errors import HostError, Interrupted, ServiceError, SpecsweepError, StartFailed, StoreError
 from orchestrator.eta import EtaModel
 from orchestrator.events import (
@@ -158,9 +159,15 @@ _scrape_client_lock = threading.Lock()
 
 
 def _scrape(url: str, path: str | None, api_key: str | None) -> str | None:
-    global _scrape_client
     if not path:
         return None
+    status, text = _get(url, path, api_key)
+    return text if status == 200 else None
+
+
+def _get(url: str, path: str, api_key: str | None) -> tuple[int | None, str | None]:
+    """``(status, body)`` of one GET on the control plane; ``(None, None)`` when the server did not answer."""
+    global _scrape_client
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with _scrape_client_lock:
         # One client for every scrape (httpx's clients are thread-safe): building one costs tens of
@@ -171,8 +178,8 @@ def _scrape(url: str, path: str | None, api_key: str | None) -> str | None:
     try:
         response = client.get(url + path, headers=headers)
     except httpx.HTTPError:
-        return None
-    return response.text if response.status_code == 200 else None
+        return None, None
+    return response.status_code, response.text
 
 
 class _GaugeSampler:
@@ -214,6 +221,7 @@ class HostWorker:
         self.host: Any = None
         self.service: Any = None
         self.applied = False
+        self.engine_info: dict[str, Any] | None = None  # what the server said about itself (engine_info.py)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -365,6 +373,8 @@ class HostWorker:
         load_seconds = time.monotonic() - started
         self.sweep.eta.load_observed(load_seconds)
         self.sweep.store.event("healthy", host=self.name, deployment=deployment.id, seconds=round(load_seconds, 3))
+        api_key = exp.server.api_key_value
+        self.engine_info = read_engine_info(exp.engine, lambda path: _get(self.url, path, api_key))
         self.emit(
             DeploymentReady(
                 host=self.name, deployment_id=deployment.id, label=deployment.label, load_seconds=load_seconds
@@ -508,6 +518,7 @@ class HostWorker:
             error=error,
             window_file=window_file,
             attempt=attempt,
+            engine_info=self.engine_info,
         )
         if status != "skipped":
             store.append(record)

@@ -99,6 +99,8 @@ class Record(BaseModel):
     server: dict[str, Any] | None = None
     error: dict[str, Any] | None = None  # {kind, message, evidence: [lines]}
     window_file: str | None = None
+    # The engine's version and settings as the server reported them (orchestrator/engine_info.py).
+    engine_info: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str]:

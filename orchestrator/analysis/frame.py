@@ -5,7 +5,8 @@ in an empty or all-failed run):
 
 - identity: ``run_id experiment host variant label baseline baseline_source alias_of deployment_id point_id
   config_hash command mode concurrency rate load load_label status attempt started_at finished_at
-  error_kind error_message error_evidence window_file``. ``load`` is the concurrency or the rate (a number
+  error_kind error_message error_evidence window_file engine_version`` (the version the server reported,
+  ``orchestrator/engine_info.py``). ``load`` is the concurrency or the rate (a number
   to plot against); ``label`` is ``variant(k=v, ...)``.
 - parameters: one column per matrix key under its own name (``budget``, ``topk``); a key that collides with
   a column above becomes ``param_<key>``.
@@ -78,6 +79,7 @@ IDENTITY_COLUMNS = [
     "error_message",
     "error_evidence",
     "window_file",
+    "engine_version",
 ]
 _DERIVED = ["accept_len", "accept_len_source"]
 CORE_FIGURES = [
@@ -242,6 +244,7 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "error_message": error.get("message"),
         "error_evidence": [str(x) for x in evidence] if isinstance(evidence, list) else None,
         "window_file": record.window_file,
+        "engine_version": (record.engine_info or {}).get("version"),
         _PARAM_KEY: params,
     }
     row.update(flatten_client(record.client))
