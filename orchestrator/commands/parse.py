@@ -1,4 +1,9 @@
-"""`specsweep parse --engine NAME FILE|- [--json]`: read a saved log and print its metrics as one window."""
+"""`specsweep parse --engine NAME FILE|- [--json]`: read a saved log and print its metrics as one window.
+
+`specsweep parse --engine NAME --prometheus BEFORE AFTER [--elapsed S] [--json]` does the same for two saved
+``/metrics`` scrapes that bracket a window (counters by difference, gauges as the after scrape says), with
+the same JSON keys as a log window (``accept_len``, ``acceptance_rate``, ``gen_throughput``, ``details``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ from rich.table import Table
 
 from orchestrator.console import console
 from orchestrator.errors import MetricsError
-from orchestrator.metrics import ENGINES, WindowMetrics, parse_window
+from orchestrator.metrics import ENGINES, PromWindow, WindowMetrics, parse_window, scrape_delta
 
 
 def _read(source: str) -> bytes:
@@ -112,9 +117,39 @@ def _sample_tables(wm: WindowMetrics, limit: int) -> list[Table]:
     return tables
 
 
+def _prom_summary(window: PromWindow) -> Table:
+    table = Table(title=f"/metrics window ({window.engine})", title_justify="left", show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    rows: list[tuple[str, Any]] = [
+        ("accept_len (bonus incl.)", window.accept_len),
+        ("acceptance_rate", window.acceptance_rate),
+        ("gen_throughput (tok/s)", window.gen_throughput),
+        ("per_position_acceptance", window.per_position),
+        ("elapsed_s", window.elapsed_s),
+    ]
+    rows += [(f"details.{k}", v) for k, v in window.details.items()]
+    rows += [(f"counter {k}", v) for k, v in window.counters.items()]
+    for key, value in rows:
+        table.add_row(key, _fmt(value))
+    if window.resets:
+        table.caption = f"counters reset between the scrapes: {', '.join(window.resets)}"
+        table.caption_justify = "left"
+    return table
+
+
+def _parse_prometheus(engine: str, before: str, after: str, elapsed: float | None, as_json: bool) -> None:
+    texts = [_read(path).decode("utf-8", errors="replace") for path in (before, after)]
+    window = scrape_delta(texts[0], texts[1], engine, elapsed_s=elapsed)
+    if as_json:
+        typer.echo(json.dumps(window.to_dict(), indent=2))
+    else:
+        console.print(_prom_summary(window))
+
+
 def parse(
-    source: str = typer.Argument(
-        ..., metavar="FILE|-", help="A saved log: journalctl export, log file, or - for stdin."
+    source: str | None = typer.Argument(
+        None, metavar="FILE|-", help="A saved log: journalctl export, log file, or - for stdin."
     ),
     engine: str = typer.Option(..., "--engine", "-e", help=f"Engine that wrote the log: {', '.join(ENGINES)}."),
     as_json: bool = typer.Option(False, "--json", help="Print the window aggregate and samples as JSON."),
@@ -122,11 +157,27 @@ def parse(
         [], "--regex", "-r", metavar="NAME=REGEX", help="A user parser; named groups become fields (repeatable)."
     ),
     limit: int = typer.Option(20, "--limit", help="Samples shown per kind in the table (0: all)."),
+    prometheus: tuple[str, str] | None = typer.Option(
+        None,
+        "--prometheus",
+        metavar="BEFORE AFTER",
+        help="Two saved /metrics scrapes bracketing a window, instead of a log: counters by difference.",
+    ),
+    elapsed: float | None = typer.Option(
+        None, "--elapsed", metavar="SECONDS", help="With --prometheus: seconds between the scrapes (for tok/s)."
+    ),
 ) -> None:
-    """Read a saved log as one window: print the aggregate (accept length, acceptance rate, throughput,
-    DDTree averages) and the samples."""
+    """Read a saved log (or two saved /metrics scrapes) as one window: print the aggregate (accept length,
+    acceptance rate, throughput, DDTree averages) and the samples."""
     if engine not in ENGINES:
         raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
+    if prometheus is not None:
+        if source is not None:
+            raise typer.BadParameter("give either a log FILE or --prometheus BEFORE AFTER, not both")
+        _parse_prometheus(engine, prometheus[0], prometheus[1], elapsed, as_json)
+        return
+    if source is None:
+        raise typer.BadParameter("a log FILE (or - for stdin), or --prometheus BEFORE AFTER", param_hint="FILE|-")
     wm = parse_window(engine, _read(source), _user_parsers(regex))
     if as_json:
         typer.echo(json.dumps(wm.to_dict(), indent=2))

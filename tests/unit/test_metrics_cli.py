@@ -93,3 +93,48 @@ def test_real_cli_as_a_subprocess() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["accept_len"] == pytest.approx(1 + 350 / 170)
+
+
+# Two scrapes of vLLM's spec-decode counters as prometheus_client writes them (names and labels from
+# vllm/v1/spec_decode/metrics.py SpecDecodingProm; the contract tests check them against vLLM's own code).
+_VLLM_BEFORE = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 30.0
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 20.0
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{engine="0",model_name="m"} 100.0
+"""
+
+
+def test_prometheus_pair(app: typer.Typer, tmp_path: Path) -> None:
+    before, after = tmp_path / "before.txt", tmp_path / "after.txt"
+    before.write_text(_VLLM_BEFORE)
+    after.write_text(
+        _VLLM_BEFORE.replace("} 10.0", "} 110.0").replace("} 30.0", "} 330.0").replace("} 20.0", "} 270.0")
+        .replace("} 100.0", "} 460.0")
+    )
+    args = ["parse", "--engine", "vllm", "--prometheus", str(before), str(after), "--elapsed", "2", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["accept_len"] == pytest.approx(1 + 250 / 100)
+    assert data["acceptance_rate"] == pytest.approx(250 / 300)
+    assert data["gen_throughput"] == pytest.approx(360 / 2)
+    assert data["details"]["drafts"] == pytest.approx(100)
+    table = CliRunner().invoke(app, args[:-1])
+    assert table.exit_code == 0 and "3.5" in table.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["parse", "--engine", "vllm"], id="neither"),
+        pytest.param(["parse", "--engine", "vllm", "log.txt", "--prometheus", "a", "b"], id="both"),
+    ],
+)
+def test_prometheus_or_log_not_both(app: typer.Typer, args: list[str]) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
