@@ -472,7 +472,7 @@ class HostWorker:
         elapsed = time.monotonic() - scraped_at
         text = self.service.journal_since(cursor)
         window_file = store.write_window(point.id, text, host=self.name if self.sweep.pooled else None, attempt=attempt)
-        window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers])
+        window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers], cut=True)
         server = window.to_dict()
         sources: dict[str, Any] = {"journal": window}
         if before is not None and after is not None:

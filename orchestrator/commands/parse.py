@@ -166,6 +166,12 @@ def parse(
     elapsed: float | None = typer.Option(
         None, "--elapsed", metavar="SECONDS", help="With --prometheus: seconds between the scrapes (for tok/s)."
     ),
+    window: bool = typer.Option(
+        False,
+        "--window",
+        help="The log is one point's window cut from a longer log (a run's windows/*.log): leave out each "
+        "group's first interval line, which began before the window, as sweeps do.",
+    ),
 ) -> None:
     """Read a saved log (or two saved /metrics scrapes) as one window: print the aggregate (accept length,
     acceptance rate, throughput, DDTree averages) and the samples."""
@@ -178,7 +184,7 @@ def parse(
         return
     if source is None:
         raise typer.BadParameter("a log FILE (or - for stdin), or --prometheus BEFORE AFTER", param_hint="FILE|-")
-    wm = parse_window(engine, _read(source), _user_parsers(regex))
+    wm = parse_window(engine, _read(source), _user_parsers(regex), cut=window)
     if as_json:
         typer.echo(json.dumps(wm.to_dict(), indent=2))
         return

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.errors import MetricsError
 from orchestrator.metrics import ddtree, llamacpp, sglang, vllm
-from orchestrator.metrics.lines import count_lines
+from orchestrator.metrics.lines import count_lines, ranks_info
 from orchestrator.metrics.regex import DEFINITION as USER_DEFINITION
 from orchestrator.metrics.regex import UserParser, aggregate_user, compile_user_parsers, parse_user
 from orchestrator.metrics.samples import (
@@ -33,7 +33,9 @@ from orchestrator.metrics.samples import (
     VllmSpecSample,
 )
 
-__all__ = ["ENGINES", "WindowMetrics", "parse_window"]
+__all__ = ["EDGE_DEFINITION", "ENGINES", "WindowMetrics", "drop_window_edges", "parse_window"]
+
+S = TypeVar("S", bound=Sample)
 
 ENGINES = ("sglang", "sim", "vllm", "llamacpp")
 
@@ -95,27 +97,91 @@ class WindowMetrics:
         }
 
 
-def _engine_parse(engine: str, text: str) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
+EDGE_DEFINITION = (
+    "An engine's interval line (SGLang 'Decode batch', vLLM 'SpecDecoding metrics:' and 'Engine NNN:') covers "
+    "the time and the tokens since that engine's previous line of its kind, so the first line of a window "
+    "covers an interval that began before the window: after an idle gap its throughput includes the gap, and "
+    "its counts may include the previous point's last unlogged steps (SGLang: scheduler_metrics_mixin.py "
+    "log_decode_stats resets its counters and last_decode_stats_tic at each line; vLLM: loggers.py "
+    "LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL seconds). So the first line of each group (SGLang DP "
+    "group, vLLM engine) is left out of the window's figures when the group has more lines in the window; "
+    "details.edge_lines_dropped counts them and details.edge_lines_kept counts groups with one line only, "
+    "whose figures then include the edge."
+)
+
+
+def _edge_group(sample: Sample) -> str:
+    ranks = getattr(sample, "ranks", None)
+    if isinstance(ranks, str):
+        return ranks_info(ranks)[1]
+    index = getattr(sample, "engine_index", None)
+    return "" if index is None else str(index)
+
+
+def drop_window_edges(samples: Sequence[S]) -> tuple[list[S], int, int]:
+    """``(kept, dropped, groups kept with their edge line)``: each group's first interval line is left out
+    when the group has another line in the window (see EDGE_DEFINITION)."""
+    counts: dict[str, int] = {}
+    for sample in samples:
+        key = _edge_group(sample)
+        counts[key] = counts.get(key, 0) + 1
+    seen: set[str] = set()
+    kept: list[S] = []
+    for sample in samples:
+        key = _edge_group(sample)
+        if key not in seen:
+            seen.add(key)
+            if counts[key] > 1:
+                continue
+        kept.append(sample)
+    dropped = sum(1 for n in counts.values() if n > 1)
+    return kept, dropped, len(counts) - dropped
+
+
+def _edge_details(figures: dict[str, Any], dropped: int, kept_groups: int) -> dict[str, Any]:
+    figures["details"] = {**figures.get("details", {}), "edge_lines_dropped": dropped, "edge_lines_kept": kept_groups}
+    return figures
+
+
+def _engine_parse(engine: str, text: str, cut: bool) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
+    edges = drop_window_edges if cut else _keep_edges
     if engine in ("sglang", "sim"):
         result = sglang.parse_sglang(text)
-        figures = sglang.aggregate_sglang([s for s in result.samples if isinstance(s, SglangDecodeSample)])
-        return result, figures, sglang.DEFINITIONS
-    if engine == "vllm":
+        decode, dropped, kept = edges([s for s in result.samples if isinstance(s, SglangDecodeSample)])
+        figures = sglang.aggregate_sglang(decode)
+        definitions = dict(sglang.DEFINITIONS)
+    elif engine == "vllm":
         result = vllm.parse_vllm(text)
-        spec = [s for s in result.samples if isinstance(s, VllmSpecSample)]
-        engines = [s for s in result.samples if isinstance(s, VllmEngineSample)]
-        return result, vllm.aggregate_vllm(spec, engines), vllm.DEFINITIONS
-    result = llamacpp.parse_llamacpp(text)  # one sample per request, already assembled
-    requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
-    return result, llamacpp.aggregate_llamacpp(requests), llamacpp.DEFINITIONS
+        spec, dropped, kept = edges([s for s in result.samples if isinstance(s, VllmSpecSample)])
+        engines, e_dropped, e_kept = edges([s for s in result.samples if isinstance(s, VllmEngineSample)])
+        figures = vllm.aggregate_vllm(spec, engines)
+        dropped, kept = dropped + e_dropped, kept + e_kept
+        definitions = dict(vllm.DEFINITIONS)
+    else:
+        result = llamacpp.parse_llamacpp(text)  # one sample per request, already assembled: no interval edges
+        requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
+        return result, llamacpp.aggregate_llamacpp(requests), llamacpp.DEFINITIONS
+    if cut:
+        figures = _edge_details(figures, dropped, kept)
+        definitions["window_edge"] = EDGE_DEFINITION
+    return result, figures, definitions
 
+
+def _keep_edges(samples: Sequence[S]) -> tuple[list[S], int, int]:
+    return list(samples), 0, 0
 
 def parse_window(
     engine: str,
     text: str | bytes,
     user_parsers: Sequence[tuple[str, str] | UserParser] = (),
+    *,
+    cut: bool = False,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
+
+    ``cut``: the text was cut out of a longer log at the window's start (the runner's windows), so each
+    group's first interval line began before the window and is left out (``EDGE_DEFINITION``). A whole
+    saved log is read as it is.
 
     Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
     unknown engine and ``ConfigError`` for an invalid user regex.
@@ -125,7 +191,7 @@ def parse_window(
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    result, figures, definitions = _engine_parse(engine, text)
+    result, figures, definitions = _engine_parse(engine, text, cut)
     tree = ddtree.parse_ddtree(text)
     result.extend(tree)
     user = parse_user(text, parsers) if parsers else ParseResult()

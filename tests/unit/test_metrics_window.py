@@ -172,3 +172,57 @@ def test_response_figures() -> None:
         "acceptance_rate": None,
         "details": {"responses": 0, "responses_with_verify_ct": 0, "responses_with_drafts": 0},
     }
+
+
+# -- window edges: the first interval line of a cut window began before the window -------------------------
+
+_EDGE_LINE = (
+    "[2026-05-30 00:39:{s:02d}{ranks}] Decode batch, #running-req: 1, #token: 1200, token usage: 0.01, "
+    "accept len: {alen:.2f}, accept rate: 0.60, cuda graph: True, gen throughput (token/s): {tput:.2f}, "
+    "#queue-req: 0, "
+)
+
+
+def _edge_window(ranks: str = " TP0") -> str:
+    # After an idle gap the first line's interval includes the gap (240 tok/s) and the previous point's tail
+    # (accept len 2.00); the steady lines say 960 tok/s at 4.00.
+    lines = [_EDGE_LINE.format(s=1, ranks=ranks, alen=2.0, tput=240.0)]
+    lines += [_EDGE_LINE.format(s=2 + i, ranks=ranks, alen=4.0, tput=960.0) for i in range(3)]
+    return "\n".join(lines) + "\n"
+
+
+def test_cut_window_leaves_out_the_edge_interval() -> None:
+    whole = parse_window("sglang", _edge_window())
+    cut = parse_window("sglang", _edge_window(), cut=True)
+    assert whole.gen_throughput is not None and whole.gen_throughput < 900  # the gap drags the whole-log figure
+    assert cut.gen_throughput == pytest.approx(960.0)
+    assert cut.accept_len == pytest.approx(4.0)
+    assert cut.details["edge_lines_dropped"] == 1
+    assert cut.details["edge_lines_kept"] == 0
+    assert "window_edge" in cut.definitions and "window_edge" not in whole.definitions
+    assert cut.lines_matched == whole.lines_matched == 4  # every line is still read and kept as a sample
+
+
+def test_each_dp_group_has_its_own_edge() -> None:
+    text = _edge_window(" DP0 TP0") + _edge_window(" DP1 TP8")
+    cut = parse_window("sglang", text, cut=True)
+    assert cut.details["edge_lines_dropped"] == 2
+    assert cut.gen_throughput == pytest.approx(2 * 960.0)  # DP groups serve different requests: rates add up
+
+
+def test_a_group_with_one_line_keeps_it_and_says_so() -> None:
+    line = _EDGE_LINE.format(s=1, ranks=" TP0", alen=3.0, tput=500.0) + "\n"
+    cut = parse_window("sglang", line, cut=True)
+    assert cut.accept_len == pytest.approx(3.0)
+    assert (cut.details["edge_lines_dropped"], cut.details["edge_lines_kept"]) == (0, 1)
+
+
+def test_vllm_cut_window_drops_the_first_interval() -> None:
+    spec = (
+        "SpecDecoding metrics: Mean acceptance length: {m:.2f}, Accepted throughput: 10.00 tokens/s, "
+        "Drafted throughput: 20.00 tokens/s, Accepted: {a} tokens, Drafted: 400 tokens, "
+        "Per-position acceptance rate: 0.500, 0.500, 0.500, 0.500, Avg Draft acceptance rate: 50.0%"
+    )
+    text = "\n".join([spec.format(m=1.5, a=50), spec.format(m=3.0, a=200), spec.format(m=3.0, a=200)]) + "\n"
+    assert parse_window("vllm", text, cut=True).accept_len == pytest.approx(3.0)
+    assert parse_window("vllm", text).accept_len == pytest.approx(1 + 450 / 300)  # 100 drafts a line
