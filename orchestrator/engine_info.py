@@ -6,12 +6,14 @@ rate``, see docs/engines.md) is read with the right one, and a report can say wh
 
 Where each engine says it (docs/engines.md, "Engine version"):
 
-- SGLang: ``GET /get_server_info`` returns ``{**server_args, **scheduler_info, "internal_states": [...],
-  "version": __version__}`` (python/sglang/srt/entrypoints/http_server.py, ``get_server_info``). The
+- SGLang: ``GET /server_info`` (0.5.23; ``/get_server_info`` before, kept as a deprecated alias) returns
+  ``{**server_args, **scheduler_info, "internal_states": [...], "version": __version__}``
+  (python/sglang/srt/entrypoints/http_server.py, ``get_server_info``). The
   server arguments include the speculative settings (``speculative_algorithm``,
   ``speculative_num_draft_tokens`` ...) and the parallelism (``tp_size``, ``dp_size``,
   ``enable_dp_attention``), which are kept as read.
-- vLLM: ``GET /version`` returns ``{"version": VLLM_VERSION}`` (vllm/entrypoints/openai/api_server.py).
+- vLLM: ``GET /version`` returns ``{"version": VLLM_VERSION}`` (vllm/entrypoints/openai/api_server.py; 0.33:
+  vllm/entrypoints/serve/instrumentator/basic.py).
 - llama.cpp: ``GET /props`` returns ``build_info`` (``b<build>-<commit>``) among its properties
   (tools/server/server.cpp, ``handle_props``).
 - The simulator answers ``/get_server_info`` like SGLang, with its own version.
@@ -27,12 +29,12 @@ from typing import Any
 
 __all__ = ["ENGINE_INFO_PATHS", "engine_info_from", "read_engine_info"]
 
-# engine -> (path, key holding the version)
-ENGINE_INFO_PATHS: dict[str, tuple[str, str]] = {
-    "sglang": ("/get_server_info", "version"),
-    "sim": ("/get_server_info", "version"),
-    "vllm": ("/version", "version"),
-    "llamacpp": ("/props", "build_info"),
+# engine -> (paths to try in order, key holding the version)
+ENGINE_INFO_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sglang": (("/server_info", "/get_server_info"), "version"),
+    "sim": (("/server_info", "/get_server_info"), "version"),
+    "vllm": (("/version",), "version"),
+    "llamacpp": (("/props",), "build_info"),
 }
 
 # SGLang server arguments worth keeping beside the version (python/sglang/srt/server_args.py field names).
@@ -56,7 +58,7 @@ _LLAMACPP_KEPT = ("model_path", "total_slots", "n_ctx")
 
 def engine_info_from(engine: str, path: str, status: int | None, body: str | None) -> dict[str, Any]:
     """The engine info record from one answer of the engine's info endpoint (pure; tested on real bodies)."""
-    key = ENGINE_INFO_PATHS.get(engine, ("", "version"))[1]
+    key = ENGINE_INFO_PATHS.get(engine, ((), "version"))[1]
     info: dict[str, Any] = {"engine": engine, "version": None, "source": f"GET {path} .{key}", "settings": {}}
     if body is None or status != 200:
         info["error"] = "no answer" if status is None else f"HTTP {status}"
@@ -86,7 +88,13 @@ def engine_info_from(engine: str, path: str, status: int | None, body: str | Non
 def read_engine_info(
     engine: str, fetch: Callable[[str], tuple[int | None, str | None]]
 ) -> dict[str, Any]:
-    """Ask the server through ``fetch(path) -> (status, body)`` (``(None, None)`` when it did not answer)."""
-    path = ENGINE_INFO_PATHS.get(engine, ("/version", "version"))[0]
-    status, body = fetch(path)
-    return engine_info_from(engine, path, status, body)
+    """Ask the server through ``fetch(path) -> (status, body)`` (``(None, None)`` when it did not answer),
+    each of the engine's paths in turn until one gives a version."""
+    paths = ENGINE_INFO_PATHS.get(engine, (("/version",), "version"))[0]
+    info: dict[str, Any] = {}
+    for path in paths:
+        status, body = fetch(path)
+        info = engine_info_from(engine, path, status, body)
+        if info["version"] is not None or status is None:
+            break
+    return info

@@ -35,7 +35,7 @@ SGLANG_BODY = {
     ],
 )
 def test_version_from_each_engines_endpoint(engine: str, body: dict[str, object], version: str) -> None:
-    path = ENGINE_INFO_PATHS[engine][0]
+    path = ENGINE_INFO_PATHS[engine][0][0]
     info = engine_info_from(engine, path, 200, json.dumps(body))
     assert info["version"] == version
     assert info["source"].startswith(f"GET {path} ")
@@ -75,3 +75,13 @@ def test_read_engine_info_asks_the_engines_path() -> None:
 
     assert read_engine_info("vllm", fetch)["version"] == "0.9.2"
     assert asked == ["/version"]
+
+
+def test_sglang_falls_back_to_the_deprecated_path() -> None:
+    # SGLang 0.5.23 serves /server_info; earlier versions only /get_server_info.
+    def fetch(path: str) -> tuple[int | None, str | None]:
+        return (404, '{"detail":"Not Found"}') if path == "/server_info" else (200, json.dumps(SGLANG_BODY))
+
+    info = read_engine_info("sglang", fetch)
+    assert info["version"] == "0.5.4"
+    assert info["source"] == "GET /get_server_info .version"
