@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,17 +137,66 @@ def test_unreadable_acceptance_line_is_skipped() -> None:
     assert (result.matched, result.skipped) == (0, 1)
 
 
-def test_window_sums_over_requests() -> None:
-    # Hand-checked: rate (66 + 30) / (102 + 60) = 0.5926; steps 26 and 24 (30 / 1.25), accept len 1 + 96/50.
-    wm = parse_window("llamacpp", (DATA / "logs" / "llamacpp_server.log").read_text())
+def test_window_sums_over_real_requests() -> None:
+    # The -lv 4 capture (tests/data/llamacpp/README.md): two requests, each "46 accepted / 123 generated, mean
+    # len = 6.11" (steps 46 / 5.11 = 9.00) and "acc per pos = (0.444, 0.333 x 12, 0.222 x 3)" = (4, 3, 2) / 9.
+    wm = parse_window("llamacpp", (DATA / "llamacpp" / "ngram-simple-n3-m16-lv4.log").read_text())
     assert wm.lines_skipped == 0
-    assert wm.lines_matched == 8
-    assert wm.acceptance_rate == pytest.approx(96 / 162)
-    assert wm.accept_len == pytest.approx(1 + 96 / 50)
+    assert wm.acceptance_rate == pytest.approx(92 / 246)
+    assert wm.accept_len == pytest.approx(1 + 92 / 18)
     assert wm.gen_throughput is None
     details = wm.details
-    assert (details["requests"], details["verify_steps"], details["eval_tokens"]) == (2, 50, 192)
-    assert details["decode_tps_per_request"] == pytest.approx(192 / 2.03456)
+    assert (details["requests"], details["verify_steps"], details["verify_steps_exact"]) == (2, 18, True)
+    assert details["accepted_per_position"] == [8] + [6] * 12 + [4] * 3
+    assert details["per_position_acceptance"] == pytest.approx([8 / 18] + [6 / 18] * 12 + [4 / 18] * 3)
+    assert details["requests_with_per_position"] == 2
+    # eval time = 6412.62 ms and 8867.29 ms for 128 tokens each.
+    assert details["decode_tps_per_request"] == pytest.approx(256 / 15.27991)
+    assert details["predicted_per_second"] == pytest.approx(254 / 15.27991)
+    assert "per_position_acceptance" in wm.definitions and "drafts only" in wm.definitions["acceptance_rate"]
+
+
+def _block(slot: int, task: int, accepted: int, generated: int, mean_len: float, per_pos: str | None) -> str:
+    """One request's lines as print_timings (tools/server/server-context.cpp) writes them, timing lines left out."""
+    prefix = f"slot print_timing: id {slot:2d} | task {task} | "
+    text = f"{prefix}draft acceptance = {accepted / generated:0.5f} "
+    text += f"({accepted:5d} accepted / {generated:5d} generated), mean len = {mean_len:5.2f}\n"
+    if per_pos is not None:
+        text += f"{prefix}     acc per pos = ({per_pos})\n"
+    return text
+
+
+def test_per_position_is_weighted_by_steps_and_padded() -> None:
+    # Request A: 10 steps, 12 accepted (mean 2.20), per position (6, 4, 2) / 10.
+    # Request B: 4 steps, 2 accepted (mean 1.50), a shorter list (2) / 4: no acceptance at positions 1 and 2.
+    text = _block(0, 1, 12, 30, 2.2, "0.600, 0.400, 0.200") + _block(1, 2, 2, 4, 1.5, "0.500")
+    wm = parse_window("llamacpp", text)
+    assert wm.accept_len == pytest.approx(1 + 14 / 14)
+    assert wm.details["accepted_per_position"] == [8, 4, 2]
+    assert wm.details["per_position_acceptance"] == pytest.approx([8 / 14, 4 / 14, 2 / 14])
+    # The unweighted mean of the two lists would say 0.55 at position 0: not what llama.cpp's counters say.
+    assert wm.details["per_position_acceptance"][0] != pytest.approx(0.55)
+
+
+def test_per_position_withheld_when_a_drafted_request_lacks_it() -> None:
+    text = _block(0, 1, 12, 30, 2.2, "0.600, 0.400, 0.200") + _block(1, 2, 2, 4, 1.5, None)
+    details = parse_window("llamacpp", text).details
+    assert details["per_position_acceptance"] is None
+    assert details["per_position_acceptance_partial"] == pytest.approx([0.6, 0.4, 0.2])
+    assert details["requests_with_per_position"] == 1
+    # Without -lv 4 no request prints the line: nothing to report, and nothing skipped.
+    plain = parse_window("llamacpp", _block(0, 1, 12, 30, 2.2, None))
+    assert (plain.details["per_position_acceptance"], plain.details["accepted_per_position"]) == (None, None)
+    assert plain.lines_skipped == 0
+
+
+def test_jsonl_log_format() -> None:
+    # --log-jsonl (common/log.cpp): each message becomes {"type", "time", "level", "msg"}, msg ending in "\n".
+    lines = _block(3, 1, 46, 123, 6.11, "0.444, 0.333").splitlines(keepends=True)
+    text = "".join(json.dumps({"type": "log", "time": 10703174, "level": "info", "msg": m}) + "\n" for m in lines)
+    (req,) = _requests(text)
+    assert (req.slot, req.task, req.accepted, req.generated, req.mean_len, req.verify_steps) == (3, 1, 46, 123, 6.11, 9)
+    assert req.acc_per_pos == [0.444, 0.333]
 
 
 def test_request_without_recoverable_steps_withholds_accept_len() -> None:
@@ -201,6 +251,13 @@ def test_real_llama_server_capture(log: Path) -> None:
             assert wm.accept_len == pytest.approx(prom.accept_len)
         elif prom.accept_len is not None:
             assert wm.details["requests_without_steps"] > 0
+        if wm.details["per_position_acceptance"] is not None:  # the -lv 4 capture
+            assert wm.details["per_position_acceptance"] == pytest.approx(prom.per_position)
+        # The before scrape reset llama.cpp's rate bucket, so the after gauge covers exactly the log's requests.
+        gauge = re.search(r"^llamacpp:predicted_tokens_seconds (\S+)$", after.read_text(), re.M)
+        assert gauge is not None
+        if wm.details["predicted_per_second"] is not None:
+            assert wm.details["predicted_per_second"] == pytest.approx(float(gauge.group(1)), rel=1e-5)
 
 
 RESPONSE = DATA / "llamacpp" / "ngram-simple-n3-m16.response.json"
