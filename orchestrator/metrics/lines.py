@@ -6,7 +6,7 @@ them with ``str.find`` (C speed) and cuts out only the lines that hold one. This
 parser well above half a million lines per second on one core (see bench/RESULTS-parse.md).
 
 Also here: the rank prefix SGLang puts before every message (``[2026-05-30 00:39:10 DP0 TP3]``) and the
-de-duplication of a line that several tensor-parallel ranks print identically.
+de-duplication of the copies of one DP group's line that several ranks print (``RANK_TAGS``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["PREFIX", "RankDeduper", "RankPrefix", "candidate_lines", "count_lines", "rank_prefix", "ranks_info"]
+__all__ = [
+    "PREFIX",
+    "RANK_TAGS",
+    "RankDeduper",
+    "RankPrefix",
+    "candidate_lines",
+    "count_lines",
+    "rank_prefix",
+    "ranks_info",
+]
 
 
 def count_lines(text: str) -> int:
@@ -52,8 +61,26 @@ def candidate_lines(text: str, markers: tuple[str, ...]) -> list[tuple[int, str]
     return sorted(found.items())
 
 
-# SGLang's logger format is "[%(asctime)s{prefix}] message" with prefix " TP0", " DP1 TP4", " PP0 TP0 EP0"...
+# SGLang's logger format is "[%(asctime)s{prefix}] message" (utils/common.py configure_logger; ".%(msecs)03d"
+# after the seconds with SGLANG_LOG_MS), prefix " DP1 PP0 ATTN_CP1 MOE_DP1 TP4 EP4" (see RANK_TAGS).
 PREFIX = re.compile(r"\[\s*(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)?((?:\s*[A-Z][A-Z_]*\d+)*)\s*\]\s*\Z")
+
+RANK_TAGS = (
+    "The rank tags of SGLang's log prefix, built by managers/scheduler.py configure_scheduler_process (sglang "
+    "0.5.23; configure_scheduler in 0.5.10) in this order: ' DP<dp_rank>' when the scheduler has a DP rank, "
+    "' PP<pp_rank>' when pp_size > 1, ' ATTN_CP<attn_cp_rank>' when attn_cp_size > 1, ' MOE_DP<moe_dp_rank>' "
+    "when moe_dp_size > 1, ' TP<tp_rank>' when tp_size > 1, ' EP<moe_ep_rank>' when ep_size > 1. A scheduler "
+    "prints its Decode line when it is a stats-logging rank (observability/metrics_collector.py init_new: "
+    "attn_tp_rank == 0, and from 0.5.23 also attn_cp_rank == 0; every rank in old versions run with "
+    "--enable-metrics-for-all-schedulers). With tp_rank = (attn_dp_rank * attn_cp_size + attn_cp_rank) * "
+    "attn_tp_size + attn_tp_rank (runtime_context.py derive_attention_ranks), the printing ranks are one per "
+    "DP group x ATTN_CP rank x PP stage. Only the DP groups carry different requests: the ATTN_CP ranks of a "
+    "group run its batches, and every PP stage settles every micro-batch (scheduler_pp_mixin.py), so they print "
+    "copies of their group's figures; MOE_DP, TP and EP are functions of tp_rank and differ between lines only "
+    "together with ATTN_CP (or between TP copies). So a line's group is its DP tag, and within a group the lines "
+    "of one printing rank (the first seen) are kept and every other rank's are copies, whatever their "
+    "timestamps and last digits (each rank times its own intervals)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,24 +89,24 @@ class RankPrefix:
 
     timestamp: str | None
     ranks: str | None  # e.g. "DP0 TP3"; None when the line carries no rank tag
-    group: str = ""  # the ranks that carry different data (DP, PP...): everything but the TP/EP copies
-    has_tp: bool = False
+    group: str = ""  # the DP tag: the ranks that carry different requests (see RANK_TAGS)
+    has_tp: bool = False  # has a tag other than DP: the line may be one of several ranks' copies
 
 
 _NO_PREFIX = RankPrefix(None, None)
-_TP_TAGS = ("TP", "EP", "ATTN_TP")
-_ranks_cache: dict[str, tuple[str | None, str, bool]] = {}  # rank text -> (ranks, group, has_tp)
+_ranks_cache: dict[str, tuple[str | None, str, bool]] = {}  # rank text -> (ranks, group, has copy tags)
 
 
 def ranks_info(text: str) -> tuple[str | None, str, bool]:
-    """``(ranks, group, has_tp)`` for the rank tags of a prefix (``" DP1 TP4"`` -> ``("DP1 TP4", "DP1", True)``)."""
+    """``(ranks, group, has_copy_tags)`` for the rank tags of a prefix: ``" DP1 ATTN_CP1 TP4"`` ->
+    ``("DP1 ATTN_CP1 TP4", "DP1", True)``; the group is the DP tag (see RANK_TAGS)."""
     found = _ranks_cache.get(text)
     if found is None:
         if len(_ranks_cache) >= 1024:
             _ranks_cache.clear()
         tags = text.split()
-        group = " ".join(t for t in tags if not t.startswith(_TP_TAGS))
-        found = _ranks_cache[text] = (" ".join(tags) or None, group, any(t.startswith(("TP", "ATTN_TP")) for t in tags))
+        group = " ".join(t for t in tags if t.startswith("DP") and t[2:].isdigit())
+        found = _ranks_cache[text] = (" ".join(tags) or None, group, len(tags) > (1 if group else 0))
     return found
 
 
@@ -102,28 +129,21 @@ def rank_prefix(line: str, end: int | None = None) -> RankPrefix:
 
 @dataclass(slots=True)
 class RankDeduper:
-    """Recognises the second and later copies of a line printed by several TP ranks.
+    """Recognises the lines that are another rank's copy of a group's line (see RANK_TAGS).
 
-    Two lines are copies when they have the same engine timestamp, the same non-TP ranks (DP groups carry
-    different requests, so they are never merged) and the same message text, and differ in their TP rank.
-    Lines without a TP tag are never merged: two identical untagged lines are two intervals.
+    Per group (DP tag), the first rank seen printing is the group's printer; a line of the same group from any
+    other rank is a copy. Lines without rank tags other than DP are never copies: two identical lines of one
+    rank are two intervals.
     """
 
-    limit: int = 512
-    _seen: dict[tuple[str | None, str, str], str] = field(default_factory=dict)
+    _printer: dict[str, str] = field(default_factory=dict)  # group -> the ranks whose lines are kept
 
-    def is_copy(self, prefix: RankPrefix, message: str) -> bool:
+    def is_copy(self, prefix: RankPrefix, message: str = "") -> bool:
         if not prefix.has_tp:
             return False
         return self.seen_before(prefix.timestamp, prefix.ranks or "", prefix.group, message)
 
-    def seen_before(self, timestamp: str | None, ranks: str, group: str, message: str) -> bool:
-        """True when another rank already printed this message (call only for TP-tagged lines)."""
-        key = (timestamp, group, message)
-        first = self._seen.get(key)
-        if first is not None:
-            return first != ranks
-        self._seen[key] = ranks
-        if len(self._seen) > self.limit:
-            del self._seen[next(iter(self._seen))]
-        return False
+    def seen_before(self, timestamp: str | None, ranks: str, group: str, message: str = "") -> bool:
+        """True when ``ranks`` is not its group's printer (call only for lines with copy tags)."""
+        printer = self._printer.setdefault(group, ranks)
+        return printer != ranks

@@ -8,11 +8,24 @@ the window (the ``before`` scrape describes the previous window and only shows u
 Derived figures: vLLM and llama.cpp expose ``spec_decode_num_drafts_total``,
 ``spec_decode_num_draft_tokens_total``, ``spec_decode_num_accepted_tokens_total`` and
 ``..._accepted_tokens_per_pos_total{position="i"}``, so accept length = 1 + d(accepted) / d(drafts), exact.
-SGLang exposes gauges ``sglang:spec_accept_length``, ``sglang:spec_accept_rate`` and
-``sglang:gen_throughput``, each describing the last decode-log interval before the scrape (0 when none ran:
-zeros are left out of the window value); the simulator adds counters ``sglang:spec_verify_steps_total``,
-``sglang:spec_draft_tokens_total`` and ``sglang:spec_accepted_tokens_total`` (bonus excluded), used like
-vLLM's when present.
+
+SGLang (python/sglang/srt/observability/metrics_collector.py, sglang 0.5.23) exposes, from its tokenizer
+process (one per server, every DP group's requests; labels ``model_name``, ``engine_type``), the counters
+``sglang:generation_tokens_total`` (+ label ``is_streaming`` from 0.5.17) and ``sglang:spec_verify_calls_total``
+(from 0.5.13), both incremented when a request finishes (``observe_one_finished_request``: completion tokens,
+and the request's verify calls when > 0). There is no accepted-draft or proposed-draft counter. So window
+accept length = d(generation_tokens) / d(spec_verify_calls), bonus included: the same formula as a
+``/generate`` response's ``meta_info.spec_accept_length`` (managers/tokenizer_manager.py
+``_calculate_spec_decoding_metrics``: completion_tokens / spec_verify_ct), over the requests that finished
+between the scrapes. Each scheduler that logs (SchedulerMetricsCollector, labels ``model_name``,
+``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` and ``dp_rank`` when the server has DP ranks)
+exports the gauges ``sglang:spec_accept_length``, ``sglang:spec_accept_rate`` and ``sglang:gen_throughput``,
+set to its last ``Decode batch`` line's figures (metrics_reporter.py report_decode_stats; gen_throughput
+goes to 0 when idle). Series that differ only in ``tp_rank``/``pp_rank``/``moe_ep_rank`` are copies of one
+DP group's figures (ATTN_CP ranks up to 0.5.22, PP stages, --enable-metrics-for-all-schedulers; see
+lines.py RANK_TAGS); one series per group is read, and groups are combined: throughputs add up, accept
+lengths are weighted by each group's verify rate (throughput / accept length). The gauges are the fallback
+and the cross-check (``details.gauge_*``).
 """
 
 from __future__ import annotations
@@ -25,7 +38,15 @@ from typing import Any
 
 from orchestrator.errors import MetricsError
 
-__all__ = ["PREFIXES", "PromSnapshot", "PromWindow", "parse_exposition", "scrape_delta"]
+__all__ = [
+    "DEFINITIONS",
+    "PREFIXES",
+    "SGLANG_COPY_LABELS",
+    "PromSnapshot",
+    "PromWindow",
+    "parse_exposition",
+    "scrape_delta",
+]
 
 PREFIXES = {"sglang": "sglang:", "sim": "sglang:", "vllm": "vllm:", "llamacpp": "llamacpp:"}
 
@@ -37,20 +58,32 @@ DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "vLLM / llama.cpp: 1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total) "
         "between the scrapes, bonus included; a draft is one step that verified a draft (llama.cpp steps "
-        "without a draft are not counted). Simulator: 1 + d(sglang:spec_accepted_tokens_total) / "
-        "d(sglang:spec_verify_steps_total). SGLang: mean of the non-zero sglang:spec_accept_length gauge "
-        "samples during and at the end of the window (each value covers the last decode-log interval)."
+        "without a draft are not counted). SGLang: d(sglang:generation_tokens_total, all series) / "
+        "d(sglang:spec_verify_calls_total), bonus included, over the requests that finished between the "
+        "scrapes (observability/metrics_collector.py observe_one_finished_request; the request's first token, "
+        "from prefill, is in the numerator as in meta_info spec_accept_length); without that counter (SGLang < "
+        "0.5.13) the sglang:spec_accept_length gauges: per DP group the mean of the non-zero samples during "
+        "and at the end of the window, groups weighted by verify rate (gen_throughput / accept length)."
     ),
     "acceptance_rate": (
-        "vLLM / llama.cpp / simulator: d(accepted tokens) / d(draft tokens), no bonus. SGLang: mean of the "
-        "non-zero sglang:spec_accept_rate gauge samples."
+        "vLLM / llama.cpp: d(accepted tokens) / d(draft tokens), no bonus. SGLang (no counter for it): the "
+        "sglang:spec_accept_rate gauges, combined over DP groups like accept_len, only when their HELP text "
+        "says 'accepted drafts / proposed drafts' (sglang >= 0.5.11); the older definition ('accepted tokens "
+        "/ total draft tokens', bonus counted) goes to details.acceptance_rate_sglang_incl_bonus."
     ),
     "gen_throughput": (
         "d(generation token counter) / elapsed seconds when both are known (vllm:generation_tokens_total, "
-        "sglang:generation_tokens_total, llamacpp:tokens_predicted_total); else for SGLang the mean of the "
-        "non-zero sglang:gen_throughput gauge samples (summed over DP ranks)."
+        "sglang:generation_tokens_total, llamacpp:tokens_predicted_total); else for SGLang the "
+        "sglang:gen_throughput gauges: per DP group the mean of the non-zero samples, summed over groups "
+        "(copies of a group counted once)."
     ),
 }
+
+# SGLang's scheduler gauge labels that tell copies of one DP group's figures apart (lines.py RANK_TAGS).
+SGLANG_COPY_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
+# metrics_collector.py HELP of sglang:spec_accept_rate: 0.5.11+ / <= 0.5.10.
+SGLANG_RATE_HELP_DRAFTS_ONLY = "accepted drafts / proposed drafts"
+SGLANG_RATE_HELP_INCL_BONUS = "accepted tokens / total draft tokens"
 
 
 @dataclass(slots=True)
@@ -61,6 +94,7 @@ class PromSnapshot:
     names: dict[str, str] = field(default_factory=dict)  # series -> metric name
     labels: dict[str, dict[str, str]] = field(default_factory=dict)  # series -> labels
     types: dict[str, str] = field(default_factory=dict)  # metric family -> counter/gauge/histogram/...
+    helps: dict[str, str] = field(default_factory=dict)  # metric family -> HELP text
     lines_skipped: int = 0
 
     def kind(self, name: str) -> str:
@@ -84,9 +118,11 @@ def parse_exposition(text: str, prefix: str = "") -> PromSnapshot:
         if not line:
             continue
         if line.startswith("#"):
-            parts = line.split()
+            parts = line.split(None, 3)
             if len(parts) >= 4 and parts[1] == "TYPE":
-                snap.types[parts[2]] = parts[3]
+                snap.types[parts[2]] = parts[3].strip()
+            elif len(parts) >= 3 and parts[1] == "HELP":
+                snap.helps[parts[2]] = parts[3] if len(parts) == 4 else ""
             continue
         match = _SAMPLE.match(line)
         if match is None:
@@ -156,11 +192,6 @@ def _by_name(values: dict[str, float], names: dict[str, str], name: str) -> floa
     return sum(picked) if picked else None
 
 
-def _primary(labels: dict[str, str]) -> bool:
-    # SGLang labels each scheduler's gauges with tp_rank; only one TP rank per DP group carries the figures.
-    return labels.get("tp_rank", "0") == "0"
-
-
 def scrape_delta(
     before_text: str,
     after_text: str,
@@ -208,10 +239,6 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
     drafts = _by_name(window.counters, names, f"{prefix}spec_decode_num_drafts_total")
     draft_tokens = _by_name(window.counters, names, f"{prefix}spec_decode_num_draft_tokens_total")
     accepted = _by_name(window.counters, names, f"{prefix}spec_decode_num_accepted_tokens_total")
-    if drafts is None and accepted is None:  # the simulator's SGLang-style counters (bonus excluded)
-        drafts = _by_name(window.counters, names, f"{prefix}spec_verify_steps_total")
-        draft_tokens = _by_name(window.counters, names, f"{prefix}spec_draft_tokens_total")
-        accepted = _by_name(window.counters, names, f"{prefix}spec_accepted_tokens_total")
     if accepted is not None and drafts:
         window.accept_len = 1.0 + accepted / drafts
     if accepted is not None and draft_tokens:
@@ -234,18 +261,91 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
     if generated is not None and window.elapsed_s:
         window.gen_throughput = generated / window.elapsed_s
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
-    gauge_means: dict[str, list[float]] = {}
+    if prefix == "sglang:":
+        _derive_sglang(window, after, generated)
+
+
+def _group_means(window: PromWindow, after: PromSnapshot, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Per SGLang DP group (the labels but the copy labels), the window mean of one copy's non-zero samples
+    of gauge ``name`` (the copy with the lowest tp_rank / pp_rank; every copy holds the same figures)."""
+    picked: dict[tuple[tuple[str, str], ...], tuple[tuple[int, ...], float]] = {}
     for key, stats in window.gauges.items():
+        if after.names.get(key) != name:
+            continue
+        labels = after.labels[key]
         # 0 means "no decode interval since the gauge was set" (idle, or speculation off), not a value.
         mean = stats["mean_nonzero"]
-        if isinstance(mean, float | int) and _primary(after.labels[key]):
-            gauge_means.setdefault(names[key], []).append(float(mean))
-    lengths = gauge_means.get(f"{prefix}spec_accept_length")
-    rates = gauge_means.get(f"{prefix}spec_accept_rate")
-    throughputs = gauge_means.get(f"{prefix}gen_throughput")
-    if window.accept_len is None and lengths:
-        window.accept_len = sum(lengths) / len(lengths)  # mean over DP groups
-    if window.acceptance_rate is None and rates:
-        window.acceptance_rate = sum(rates) / len(rates)
-    if window.gen_throughput is None and throughputs:
-        window.gen_throughput = sum(throughputs)  # DP groups serve different requests: their rates add up
+        if not isinstance(mean, float | int):
+            continue
+        group = tuple(sorted((k, v) for k, v in labels.items() if k not in SGLANG_COPY_LABELS))
+        order = tuple(_rank(labels.get(k)) for k in ("tp_rank", "pp_rank", "moe_ep_rank"))
+        if group not in picked or order < picked[group][0]:
+            picked[group] = (order, float(mean))
+    return {group: value for group, (_, value) in picked.items()}
+
+
+def _rank(text: str | None) -> int:
+    try:
+        return int(text) if text is not None else -1
+    except ValueError:
+        return 1 << 30
+
+
+def _combine_lengths(lengths: dict[Any, float], throughputs: dict[Any, float]) -> float | None:
+    """Accept length over DP groups: tokens / verify steps, each group's verify rate being its throughput /
+    its accept length; the plain mean when a group has no throughput."""
+    if not lengths:
+        return None
+    if all(throughputs.get(g, 0) > 0 for g in lengths):
+        tokens = sum(throughputs[g] for g in lengths)
+        verifies = sum(throughputs[g] / length for g, length in lengths.items() if length > 0)
+        if verifies > 0:
+            return tokens / verifies
+    return sum(lengths.values()) / len(lengths)
+
+
+def _derive_sglang(window: PromWindow, after: PromSnapshot, generated: float | None) -> None:
+    """SGLang: the verify-call counter first (exact), the scheduler gauges as fallback and cross-check."""
+    prefix = "sglang:"
+    verifies = _by_name(window.counters, after.names, f"{prefix}spec_verify_calls_total")
+    lengths = _group_means(window, after, f"{prefix}spec_accept_length")
+    rates = _group_means(window, after, f"{prefix}spec_accept_rate")
+    throughputs = _group_means(window, after, f"{prefix}gen_throughput")
+    gauge_len = _combine_lengths(lengths, throughputs)
+    gauge_rate = _combine_lengths(rates, throughputs) if rates else None
+    gauge_throughput = sum(throughputs.values()) if throughputs else None
+    help_text = after.helps.get(f"{prefix}spec_accept_rate", "")
+    if SGLANG_RATE_HELP_DRAFTS_ONLY in help_text:
+        rate_definition = "drafts_only"
+    elif SGLANG_RATE_HELP_INCL_BONUS in help_text:
+        rate_definition = "sglang_incl_bonus"
+    else:  # no HELP (or prometheus_client's "Multiprocess metric"): the current definition, said to be assumed
+        rate_definition = "drafts_only_assumed"
+    if verifies and generated is not None:
+        window.accept_len = generated / verifies
+        source = "counters"
+    elif gauge_len is not None:
+        window.accept_len = gauge_len
+        source = "gauges"
+    else:
+        source = None
+    if gauge_rate is not None and rate_definition != "sglang_incl_bonus":
+        window.acceptance_rate = gauge_rate
+    if window.gen_throughput is None and gauge_throughput is not None:
+        window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
+    window.details.update(
+        {
+            "verify_calls": verifies,
+            "accept_len_source": source,
+            "gauge_accept_len": gauge_len,
+            "gauge_acceptance_rate": gauge_rate,
+            "gauge_gen_throughput": gauge_throughput,
+            "gauge_groups": len(throughputs or lengths),
+            "acceptance_rate_definition": rate_definition.removesuffix("_assumed") if gauge_rate is not None else None,
+            "acceptance_rate_definition_assumed": rate_definition.endswith("_assumed")
+            if gauge_rate is not None
+            else None,
+        }
+    )
+    if rate_definition == "sglang_incl_bonus":
+        window.details["acceptance_rate_sglang_incl_bonus"] = gauge_rate

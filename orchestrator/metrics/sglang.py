@@ -1,16 +1,26 @@
 """SGLang scheduler ``Decode batch`` lines: parsing and per-window aggregation.
 
-The format string (python/sglang/srt/managers/scheduler_metrics_mixin.py, and scheduler.py before it) is
-``Decode batch{ [N]}, #running-req: R, {token fields}{accept len: L, accept rate: A, }{cuda graph: B, }gen
-throughput (token/s): T, #queue-req: Q{, }``. Versions differ: a period after ``Decode batch``, no ``accept
-rate``, ``cpu graph``/``npu graph``, hybrid-model token fields (``#full token``, ``#swa token``, ``mamba
-usage``), disaggregation fields, MFU fields after ``#queue-req``, no trailing comma, and forks printing
-``accept-len L, accept-ratio A``. So the body is read as a list of ``key: number`` pairs, and only
-``#running-req`` and ``gen throughput`` are required. ``Prefill batch`` lines and access-log lines are not
-decode samples (they never contain the marker).
+The line is built by ``SchedulerMetricsReporter.report_decode_stats``
+(python/sglang/srt/managers/scheduler_components/metrics_reporter.py, sglang 0.5.13-0.5.23; before that
+``report_decode_stats`` / ``log_decode_stats`` in srt/observability/scheduler_metrics_mixin.py (0.5.10-0.5.12)
+and srt/managers/scheduler_metrics_mixin.py (<= 0.5.3)). In 0.5.23::
 
-Each line covers one decode-log interval (``--decode-log-interval`` decode batches, 40 by default) and only
-that interval; the window aggregate weights the lines accordingly (``aggregate_sglang``).
+    Decode batch{ [N]}, #running-req: R, #token: T, token usage: U, {accept len: L, accept rate: A, }
+    {cap len: C, }{...}cuda graph: B, gen throughput (token/s): G, #queue-req: Q{, MFU fields}{, fwd occupancy..}
+
+Versions differ: ``Decode batch.`` and a trailing ``, `` (<= 0.5.3), no ``accept rate`` (<= 0.5.3),
+``cpu graph``/``npu graph``/``musa graph``, hybrid-model token fields (``#full token``, ``#swa token``,
+``mamba usage``), disaggregation fields, MFU fields after ``#queue-req``, and forks printing ``accept-len L,
+accept-ratio A``. So the body is read as a list of ``key: number`` pairs, and only ``#running-req`` and ``gen
+throughput`` are required. ``Prefill batch`` lines and access-log lines are not decode samples (they never
+contain the marker).
+
+Each line covers the decode batches since the same scheduler's previous Decode line (``--decode-log-interval``
+batches, 40 by default): the reporter sums, per decode batch, the batch size (``spec_num_forward_ct``), the
+tokens committed (``spec_num_accept_tokens``: accepted drafts + one bonus per request) and the accepted drafts
+(``spec_num_correct_drafts``), and prints and resets them; the throughput's clock (``last_decode_stats_tic``) is
+reset only when a line is printed, so a line after an idle gap spans the gap (window.py EDGE_DEFINITION). Which
+ranks print, and which lines are copies: lines.py RANK_TAGS.
 """
 
 from __future__ import annotations
@@ -21,7 +31,17 @@ from typing import Any
 from orchestrator.metrics.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
 from orchestrator.metrics.samples import READ, ParseResult, SglangDecodeSample, to_float
 
-__all__ = ["DEFINITIONS", "MARKER", "aggregate_sglang", "parse_decode_line", "parse_sglang"]
+__all__ = [
+    "ACCEPT_RATE_DEFINITIONS",
+    "DEFINITIONS",
+    "DRAFTS_ONLY_SINCE",
+    "MARKER",
+    "accept_rate_definition",
+    "aggregate_sglang",
+    "parse_decode_line",
+    "parse_sglang",
+    "version_tuple",
+]
 
 MARKER = "Decode batch"
 
@@ -40,23 +60,63 @@ _FAST_BODY = (
 _FAST = re.compile(_FAST_BODY)
 _FORK_ACCEPT = re.compile(r"accept-len\s+(?P<len>[-+\d.eE]+|nan)(?:\s*,\s*accept-ratio\s+(?P<rate>[-+\d.eE]+|nan))?")
 
+# sglang versions whose Decode-line 'accept rate' (and sglang:spec_accept_rate gauge) counts drafts only.
+DRAFTS_ONLY_SINCE = (0, 5, 11)
+
+ACCEPT_RATE_DEFINITIONS = {
+    "drafts_only": (
+        "accepted drafts / proposed drafts, bonus token excluded: SGLang >= 0.5.11 'accept rate' = "
+        "spec_num_correct_drafts / (spec_num_forward_ct * (speculative_num_draft_tokens - 1)) "
+        "(managers/scheduler_components/metrics_reporter.py report_decode_stats); the definition vLLM and "
+        "llama.cpp use."
+    ),
+    "sglang_incl_bonus": (
+        "SGLang <= 0.5.10 'accept rate' = accepted tokens incl. the bonus token / (forward count * "
+        "speculative_num_draft_tokens) (observability/scheduler_metrics_mixin.py 0.5.10), i.e. accept len / "
+        "num_draft_tokens: not comparable with drafts-only rates; kept in details.acceptance_rate_sglang_incl_bonus."
+    ),
+}
+
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
-        "SGLang 'accept len': tokens committed per verify step, bonus token included (accepted tokens incl. "
-        "bonus / forward count over one decode-log interval). Window value: the window's lines averaged with "
-        "weight #running-req, which stands in for each interval's verify-step count (every line covers the "
-        "same number of decode batches); lines from other windows never enter."
+        "SGLang 'accept len': tokens committed per verify step, bonus token included (spec_num_accept_tokens / "
+        "spec_num_forward_ct over one decode-log interval, metrics_reporter.py report_decode_stats; every "
+        "version). Window value: the window's lines averaged with weight #running-req, which stands in for "
+        "each interval's verify-step count (every line covers the same number of decode batches); lines from "
+        "other windows never enter. Copies of a DP group's line (other ATTN_CP/PP/TP ranks) count once."
     ),
     "acceptance_rate": (
-        "SGLang 'accept rate' as printed (recent versions: accepted drafts / proposed drafts; older ones "
-        "counted the bonus token), weighted like accept_len."
+        "Accepted drafts / proposed drafts, bonus excluded (SGLang >= 0.5.11 'accept rate', "
+        "metrics_reporter.py), weighted like accept_len. Only filled when the server's version is >= 0.5.11 "
+        "or unknown (then assumed, details.acceptance_rate_definition says so); for <= 0.5.10, whose 'accept "
+        "rate' counted the bonus token, the value goes to details.acceptance_rate_sglang_incl_bonus and "
+        "acceptance_rate stays empty. details.accept_rate_printed always holds the mean as printed."
     ),
     "gen_throughput": (
         "Server generation throughput in tokens/s: within each DP group, total tokens / total time, with a "
-        "line's tokens taken as #running-req x accept len and its time as tokens / its gen throughput; summed "
-        "over DP groups. Lines reporting 0 tokens/s are left out."
+        "line's tokens taken as #running-req x accept len and its time as tokens / its gen throughput (SGLang's "
+        "'gen throughput' = tokens since the previous line / seconds since it); summed over DP groups. Lines "
+        "reporting 0 tokens/s are left out."
     ),
 }
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """``"0.5.10.post1"`` -> ``(0, 5, 10)``; None when there is no leading ``X.Y.Z``."""
+    if not version:
+        return None
+    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if match is None:
+        return None
+    return tuple(int(g) for g in match.groups(default="0"))
+
+
+def accept_rate_definition(version: str | None) -> str:
+    """``drafts_only``, ``sglang_incl_bonus`` or ``drafts_only_assumed`` (no version known) for an SGLang version."""
+    parsed = version_tuple(version)
+    if parsed is None:
+        return "drafts_only_assumed"
+    return "drafts_only" if parsed >= DRAFTS_ONLY_SINCE else "sglang_incl_bonus"
 
 
 def _fill(sample: SglangDecodeSample, key: str, raw: str) -> None:
@@ -134,7 +194,8 @@ def parse_decode_line(body: str) -> SglangDecodeSample | None:
 
 
 def parse_sglang(text: str) -> ParseResult:
-    """Every ``Decode batch`` line of ``text``, behind any prefix; TP-rank copies counted once."""
+    """Every ``Decode batch`` line of ``text``, behind any prefix; other ranks' copies of a DP group's line
+    (lines.py RANK_TAGS) are counted as duplicates, not read."""
     result = ParseResult()
     dedupe = RankDeduper()
     samples, status = result.samples, result.status
@@ -150,7 +211,7 @@ def parse_sglang(text: str) -> ParseResult:
         if prefix is not None:
             timestamp = prefix.group(1)
             ranks, group, has_tp = ranks_info(prefix.group(2))
-            # Copies are recognised before their fields are read: a TP8 journal is mostly copies.
+            # Copies are recognised before their fields are read (a journal of copies is mostly copies).
             if has_tp and dedupe.seen_before(timestamp, ranks or "", group, message):
                 result.duplicate(offset)
                 continue
@@ -175,8 +236,11 @@ def parse_sglang(text: str) -> ParseResult:
     return result
 
 
-def aggregate_sglang(samples: list[SglangDecodeSample]) -> dict[str, Any]:
-    """Window figures from one window's decode lines (see DEFINITIONS); None where no line says."""
+def aggregate_sglang(samples: list[SglangDecodeSample], *, version: str | None = None) -> dict[str, Any]:
+    """Window figures from one window's decode lines (see DEFINITIONS); None where no line says.
+
+    ``version``: the server's SGLang version when known (``/server_info`` ``version``), which decides what its
+    'accept rate' means (ACCEPT_RATE_DEFINITIONS)."""
     len_num = len_den = rate_num = rate_den = 0.0
     groups: dict[str, list[float]] = {}  # DP group -> [tokens, seconds]
     for s in samples:
@@ -195,16 +259,25 @@ def aggregate_sglang(samples: list[SglangDecodeSample]) -> dict[str, Any]:
             acc[0] += tokens
             acc[1] += tokens / s.gen_throughput
     throughput = sum(t / sec for t, sec in groups.values() if sec > 0) if groups else None
+    printed = rate_num / rate_den if rate_den > 0 else None
+    definition = accept_rate_definition(version)
+    details: dict[str, Any] = {
+        "decode_lines": len(samples),
+        "lines_with_accept_len": sum(1 for s in samples if s.accept_len is not None),
+        "dp_groups": sorted(groups) if any(groups) else [],
+        "accept_len_unweighted": _mean([s.accept_len for s in samples]),
+        "accept_rate_printed": printed,
+        "acceptance_rate_definition": definition.removesuffix("_assumed") if printed is not None else None,
+        "acceptance_rate_definition_assumed": definition.endswith("_assumed") if printed is not None else None,
+        "engine_version": version,
+    }
+    if definition == "sglang_incl_bonus":
+        details["acceptance_rate_sglang_incl_bonus"] = printed
     return {
         "accept_len": len_num / len_den if len_den > 0 else None,
-        "acceptance_rate": rate_num / rate_den if rate_den > 0 else None,
+        "acceptance_rate": None if definition == "sglang_incl_bonus" else printed,
         "gen_throughput": throughput,
-        "details": {
-            "decode_lines": len(samples),
-            "lines_with_accept_len": sum(1 for s in samples if s.accept_len is not None),
-            "dp_groups": sorted(groups) if any(groups) else [],
-            "accept_len_unweighted": _mean([s.accept_len for s in samples]),
-        },
+        "details": details,
     }
 
 

@@ -29,7 +29,8 @@ def engine_sources(package: str, version: str, *, members: tuple[str, ...] = ())
     paths starting with one of them (an engine wheel is large; its metrics code is a few files)."""
     target = cache_root() / f"{package}-{version}"
     stamp = target / ".complete"
-    if stamp.exists():
+    wanted = "\n".join(sorted(members)) if members else "*"
+    if stamp.exists() and _unpacked(stamp) in (wanted, "*"):
         return target
     download = cache_root() / "wheels"
     download.mkdir(parents=True, exist_ok=True)
@@ -48,8 +49,12 @@ def engine_sources(package: str, version: str, *, members: tuple[str, ...] = ())
         for name in archive.namelist():
             if name.endswith((".py", ".json")) and (not members or name.startswith(members)):
                 archive.extract(name, target)
-    stamp.write_text(wheel.name + "\n")
+    stamp.write_text(f"{wheel.name}\n{wanted}\n")  # what was unpacked: another member list unpacks again
     return target
+
+
+def _unpacked(stamp: Path) -> str:
+    return "\n".join(stamp.read_text().splitlines()[1:])
 
 
 def _find_wheel(folder: Path, package: str, version: str) -> Path | None:

@@ -68,18 +68,23 @@ def test_llamacpp_counters_by_difference() -> None:
     assert prom.details["generated"] == 192
 
 
-def test_sglang_gauges_sampled_during_and_after() -> None:
+def test_sglang_counters_first_gauges_sampled_during_and_after() -> None:
     during = [_read("prometheus_sglang_during_1.txt"), _read("prometheus_sglang_during_2.txt")]
     before, after = _read("prometheus_sglang_before.txt"), _read("prometheus_sglang_after.txt")
     prom = scrape_delta(before, after, "sglang", during=during)
-    # Mean of the TP0 samples 3.0, 3.4, 3.2 (the before value 2.0 and the tp_rank=1 series stay out).
-    assert prom.accept_len == pytest.approx(3.2)
+    # d(generation_tokens, both is_streaming series) 1100 / d(spec_verify_calls) 400.
+    assert prom.accept_len == pytest.approx(1100 / 400)
+    assert prom.details["accept_len_source"] == "counters"
+    # Gauges: mean of the tp_rank 0 samples 3.0, 3.4, 3.2 (the before value 2.0 and the copy stay out).
+    assert prom.details["gauge_accept_len"] == pytest.approx(3.2)
     assert prom.acceptance_rate == pytest.approx((0.4 + 0.5 + 0.45) / 3)
+    assert prom.details["acceptance_rate_definition"] == "drafts_only"
     assert prom.gen_throughput == pytest.approx(110.0)
     timed = scrape_delta(before, after, "sim", during=during, elapsed_s=10.0)
     assert timed.gen_throughput == pytest.approx(1100 / 10.0)  # the counter wins when the window length is known
     only_two = scrape_delta(before, after, "sglang")
-    assert only_two.accept_len == pytest.approx(3.2)
+    assert only_two.accept_len == pytest.approx(1100 / 400)
+    assert only_two.details["gauge_accept_len"] == pytest.approx(3.2)
 
 
 def test_counter_reset_counts_the_after_value() -> None:
@@ -110,19 +115,79 @@ def test_unknown_engine() -> None:
         scrape_delta("", "", "tgi")
 
 
-def test_simulator_counters_give_exact_figures() -> None:
-    label = '{model_name="sim"}'
-    before = (
-        f"sglang:spec_verify_steps_total{label} 100.0\nsglang:spec_draft_tokens_total{label} 700.0\n"
-        f"sglang:spec_accepted_tokens_total{label} 150.0\nsglang:spec_accept_length{label} 2.5\n"
+SCHED = 'engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0"'
+
+
+def _gauges(rows: list[tuple[str, float, float, float]], rate_help: str = "accepted drafts / proposed drafts") -> str:
+    """Scheduler gauges in sglang's format, one (extra labels, accept length, accept rate, throughput) per series."""
+    out = [
+        "# HELP sglang:spec_accept_length Mean acceptance length of speculative decoding.",
+        "# TYPE sglang:spec_accept_length gauge",
+    ]
+    out += [f"sglang:spec_accept_length{{{SCHED},{labels}}} {al}" for labels, al, _, _ in rows]
+    out += [
+        f"# HELP sglang:spec_accept_rate Speculative acceptance rate (`{rate_help}` in batch).",
+        "# TYPE sglang:spec_accept_rate gauge",
+    ]
+    out += [f"sglang:spec_accept_rate{{{SCHED},{labels}}} {rate}" for labels, _, rate, _ in rows]
+    out += ["# TYPE sglang:gen_throughput gauge"]
+    out += [f"sglang:gen_throughput{{{SCHED},{labels}}} {thr}" for labels, _, _, thr in rows]
+    return "\n".join(out) + "\n"
+
+
+def test_sglang_counters_win_over_the_gauges() -> None:
+    label = '{engine_type="unified",model_name="m"}'
+    before = f"sglang:spec_verify_calls_total{label} 100.0\nsglang:generation_tokens_total{label} 250.0\n"
+    after = f"sglang:spec_verify_calls_total{label} 300.0\nsglang:generation_tokens_total{label} 850.0\n"
+    prom = scrape_delta(before, after + _gauges([('tp_rank="0"', 9.0, 0.5, 100.0)]), "sglang")
+    assert prom.accept_len == pytest.approx(600 / 200)  # bonus included, like meta_info spec_accept_length
+    assert prom.details["gauge_accept_len"] == pytest.approx(9.0)
+    assert prom.details["verify_calls"] == 200
+
+
+def test_sglang_without_the_verify_counter_reads_the_gauges() -> None:
+    # SGLang < 0.5.13 has no sglang:spec_verify_calls_total: the generation counter alone gives no accept length.
+    after = 'sglang:generation_tokens_total{model_name="m"} 500\n' + _gauges([('tp_rank="0"', 2.5, 0.5, 80.0)])
+    prom = scrape_delta("", after, "sglang")
+    assert (prom.accept_len, prom.details["accept_len_source"]) == (2.5, "gauges")
+
+
+def test_sglang_dp_groups_add_up_and_copies_count_once() -> None:
+    # dp_rank 0 has two copies (tp_rank 0 and 2: ATTN_CP ranks <= 0.5.22, or all schedulers exporting).
+    rows = [
+        ('dp_rank="0",tp_rank="0"', 3.0, 0.6, 240.0),
+        ('dp_rank="0",tp_rank="2"', 3.0, 0.6, 240.0),
+        ('dp_rank="1",tp_rank="4"', 3.5, 0.8, 175.0),
+    ]
+    prom = scrape_delta("", _gauges(rows), "sglang")
+    assert prom.gen_throughput == pytest.approx(415.0)
+    assert prom.accept_len == pytest.approx(415 / (240 / 3.0 + 175 / 3.5))  # weighted by verify rate
+    assert prom.acceptance_rate == pytest.approx(415 / (240 / 0.6 + 175 / 0.8))
+    assert prom.details["gauge_groups"] == 2
+
+
+def test_sglang_old_accept_rate_definition_is_kept_apart() -> None:
+    # sglang 0.5.10: "(`accepted tokens / total draft tokens` in batch)", the bonus token counted.
+    prom = scrape_delta(
+        "", _gauges([('tp_rank="0"', 3.0, 0.75, 100.0)], "accepted tokens / total draft tokens"), "sglang"
     )
+    assert prom.acceptance_rate is None
+    assert prom.details["acceptance_rate_sglang_incl_bonus"] == pytest.approx(0.75)
+    assert prom.details["acceptance_rate_definition"] == "sglang_incl_bonus"
+
+
+def test_sglang_single_process_exposition_counter_family() -> None:
+    # Without PROMETHEUS_MULTIPROC_DIR, prometheus_client names the counter family without _total and adds
+    # *_created samples.
+    family = "# TYPE sglang:spec_verify_calls counter\n"
+    created = "sglang:spec_verify_calls_created 1.7e9\n"
+    before = f"{family}sglang:spec_verify_calls_total 10\n{created}"
     after = (
-        f"sglang:spec_verify_steps_total{label} 300.0\nsglang:spec_draft_tokens_total{label} 2100.0\n"
-        f"sglang:spec_accepted_tokens_total{label} 450.0\nsglang:spec_accept_length{label} 9.0\n"
+        f"{family}sglang:spec_verify_calls_total 30\n{created}"
+        "# TYPE sglang:generation_tokens counter\nsglang:generation_tokens_total 70\n"
     )
-    prom = scrape_delta(before, after, "sim")
-    assert prom.accept_len == pytest.approx(1 + 300 / 200)  # counters win over the gauge
-    assert prom.acceptance_rate == pytest.approx(300 / 1400)
+    prom = scrape_delta(before, after, "sglang")
+    assert prom.accept_len == pytest.approx(70 / 20)
 
 
 def test_idle_zero_gauges_are_not_values() -> None:
@@ -135,19 +200,14 @@ def test_idle_zero_gauges_are_not_values() -> None:
     assert (idle.accept_len, idle.gen_throughput) == (None, None)
 
 
-def test_the_simulators_exposition_and_its_bad_lines() -> None:
-    from orchestrator.sim.stats import ServerStats, render_prometheus
-
-    stats = ServerStats(model="sim", speculative=True)
-    before = render_prometheus(stats)
-    stats.verify_steps, stats.accepted_tokens, stats.draft_tokens, stats.generation_tokens = 40, 60, 280, 100
-    stats.last_accept_length = 2.5
-    after = render_prometheus(stats, bad_line=True)
-    prom = scrape_delta(before, after, "sim", elapsed_s=4.0)
-    assert prom.lines_skipped == 2
-    assert prom.accept_len == pytest.approx(1 + 60 / 40)
-    assert prom.acceptance_rate == pytest.approx(60 / 280)
+def test_sglang_bad_lines_and_an_autoregressive_server() -> None:
+    label = '{engine_type="unified",model_name="m"}'
+    after = f"sglang:spec_verify_calls_total{label} 40\nsglang:generation_tokens_total{label} 100\nnot a metric line\n"
+    prom = scrape_delta("", after, "sglang", elapsed_s=4.0)
+    assert prom.lines_skipped == 1
+    assert prom.accept_len == pytest.approx(100 / 40)
     assert prom.gen_throughput == pytest.approx(25.0)
-    autoregressive = ServerStats(model="sim", speculative=False)
-    idle = scrape_delta(render_prometheus(autoregressive), render_prometheus(autoregressive), "sim")
-    assert (idle.accept_len, idle.acceptance_rate) == (None, None)
+    # Autoregressive: no verify call was counted, the spec gauges stay 0.
+    ar = f"sglang:generation_tokens_total{label} 100\n" + _gauges([('tp_rank="0"', 0.0, 0.0, 50.0)])
+    idle = scrape_delta("", ar, "sglang")
+    assert (idle.accept_len, idle.acceptance_rate, idle.gen_throughput) == (None, None, 50.0)

@@ -11,7 +11,8 @@ from orchestrator.metrics.sglang import aggregate_sglang, parse_decode_line, par
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 
-# Written from the format strings in sglang/srt/managers/scheduler_metrics_mixin.py and older scheduler.py.
+# Written from the format strings of sglang 0.5.23 srt/managers/scheduler_components/metrics_reporter.py
+# (report_decode_stats) and older srt/managers/scheduler_metrics_mixin.py; tests/contract runs the real code.
 CURRENT = (
     "Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, accept len: 3.52, accept rate: 0.63, "
     "cuda graph: True, gen throughput (token/s): 86.12, #queue-req: 0, "
@@ -190,8 +191,66 @@ def test_dp_groups_are_different_data_and_are_kept() -> None:
 def test_identical_lines_without_rank_or_from_the_same_rank_are_two_intervals() -> None:
     untagged = parse_sglang(f"{CURRENT}\n{CURRENT}\n")
     same_rank = parse_sglang(f"[2026-05-30 00:39:10 TP0] {CURRENT}\n[2026-05-30 00:39:10 TP0] {CURRENT}\n")
-    later = parse_sglang(f"[2026-05-30 00:39:10 TP0] {CURRENT}\n[2026-05-30 00:39:11 TP1] {CURRENT}\n")
-    assert (untagged.matched, same_rank.matched, later.matched) == (2, 2, 2)
+    assert (untagged.matched, same_rank.matched) == (2, 2)
+
+
+def test_another_ranks_line_of_the_same_group_is_a_copy_whatever_its_time_and_digits() -> None:
+    # Each printing rank times its own intervals: its copy may be a second later and differ in the last digits.
+    later = parse_sglang(
+        f"[2026-05-30 00:39:10 TP0] {CURRENT}\n[2026-05-30 00:39:11 TP1] {CURRENT.replace('86.12', '86.09')}\n"
+    )
+    assert (later.matched, later.duplicates) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        pytest.param(("ATTN_CP0 MOE_DP0 TP0", "ATTN_CP1 MOE_DP1 TP2"), id="attn-cp"),
+        pytest.param(("PP0", "PP1"), id="pp-stages-no-tp-tag"),
+        pytest.param(("PP0 TP0 EP0", "PP1 TP0 EP0"), id="pp-tp-ep"),
+    ],
+)
+def test_copy_ranks_of_one_group_count_once(tags: tuple[str, str]) -> None:
+    # lines.py RANK_TAGS: only the DP tag tells groups apart (sglang managers/scheduler.py prefix order).
+    text = "".join(f"[2026-05-30 00:39:1{i} {tag}] {CURRENT}\n" for i in range(3) for tag in tags)
+    wm = parse_window("sglang", text)
+    assert (wm.lines_matched, wm.lines_duplicate) == (3, 3)
+    assert wm.gen_throughput == pytest.approx(86.12)
+
+
+def test_dp_groups_with_copy_ranks_add_up_once_each() -> None:
+    line = "Decode batch, #running-req: 2, accept len: 3.00, gen throughput (token/s): {t}, #queue-req: 0"
+    text = (
+        f"[2026-05-30 00:39:10 DP0 ATTN_CP0 TP0] {line.format(t='100.00')}\n"
+        f"[2026-05-30 00:39:10 DP0 ATTN_CP1 TP2] {line.format(t='100.01')}\n"
+        f"[2026-05-30 00:39:10 DP1 ATTN_CP0 TP4] {line.format(t='50.00')}\n"
+        f"[2026-05-30 00:39:10 DP1 ATTN_CP1 TP6] {line.format(t='50.00')}\n"
+    )
+    wm = parse_window("sglang", text)
+    assert (wm.lines_matched, wm.lines_duplicate) == (2, 2)
+    assert wm.gen_throughput == pytest.approx(150.0)
+    assert wm.details["dp_groups"] == ["DP0", "DP1"]
+
+
+@pytest.mark.parametrize(
+    ("version", "rate", "incl_bonus", "definition", "assumed"),
+    [
+        pytest.param("0.5.23", 0.63, None, "drafts_only", False, id="current"),
+        pytest.param("0.5.11", 0.63, None, "drafts_only", False, id="first-drafts-only"),
+        pytest.param("0.5.10.post1", None, 0.63, "sglang_incl_bonus", False, id="bonus-counted"),
+        pytest.param(None, 0.63, None, "drafts_only", True, id="unknown-version"),
+    ],
+)
+def test_accept_rate_definition_follows_the_version(
+    version: str | None, rate: float | None, incl_bonus: float | None, definition: str, assumed: bool
+) -> None:
+    samples = parse_sglang(CURRENT).samples
+    figures = aggregate_sglang(samples, version=version)  # type: ignore[arg-type]
+    assert figures["acceptance_rate"] == rate
+    assert figures["details"].get("acceptance_rate_sglang_incl_bonus") == incl_bonus
+    assert figures["details"]["accept_rate_printed"] == 0.63
+    assert figures["details"]["acceptance_rate_definition"] == definition
+    assert figures["details"]["acceptance_rate_definition_assumed"] is assumed
 
 
 def test_window_aggregate_weights_lines_by_running_requests() -> None:
