@@ -155,7 +155,8 @@ class DDTreeSample(Sample):
 
 @dataclass(slots=True)
 class VllmSpecSample(Sample):
-    """One vLLM ``SpecDecoding metrics:`` line (one logging interval). ``drafts`` is recovered, not printed."""
+    """One vLLM ``SpecDecoding metrics:`` line (one logging interval), or one V0 ``Speculative metrics:`` line
+    turned into its interval's counts. ``drafts`` is recovered, not printed. See orchestrator/metrics/vllm.py."""
 
     kind: ClassVar[str] = "vllm_spec"
 
@@ -164,11 +165,18 @@ class VllmSpecSample(Sample):
     mean_acceptance_length: float | None = None
     accepted_throughput: float | None = None
     drafted_throughput: float | None = None
-    draft_acceptance_rate: float | None = None  # as printed, in percent
+    draft_acceptance_rate: float | None = None  # as printed, in percent (V0: a fraction, as printed)
     per_position: list[float] = field(default_factory=list)
     drafts: int | None = None
     drafts_exact: bool = False
-    form: str = "current"  # "current" (with mean acceptance length) or "old"
+    form: str = "current"  # "current" (0.10.2+), "mean" (0.8.5-0.10.1), "old" (0.8.3-0.8.4), "v0"
+    engine_index: int | None = None  # the engine whose "Engine NNN:" line came just before
+    bonus_in_mean: bool | None = None  # does the printed mean count the bonus token (not in vLLM 0.8.5)
+    elapsed_s: float | None = None  # the interval's length, recovered from a throughput field
+    emitted: int | None = None  # V0: emitted tokens in the interval (accepted prefix + 1 per step)
+    num_spec_tokens: int | None = None  # V0: k, as printed
+    system_efficiency: float | None = None  # V0, as printed (cumulative)
+    cumulative: dict[str, int] = field(default_factory=dict)  # V0: the counts as printed (since engine start)
 
 
 @dataclass(slots=True)

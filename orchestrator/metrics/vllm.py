@@ -1,34 +1,65 @@
-"""vLLM log lines: ``SpecDecoding metrics:`` and ``[Engine NNN:] Avg prompt throughput: ...``.
+"""vLLM log lines: ``SpecDecoding metrics:`` (V1), ``Speculative metrics:`` (V0) and the throughput line.
 
-Format strings (vllm/v1/spec_decode/metrics.py, vllm/v1/metrics/loggers.py)::
+Read from vLLM's own sources (the released wheels' Python files; docs/engines.md has the whole table):
+
+``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingLogging.log``, one line per logging interval::
 
     SpecDecoding metrics: Mean acceptance length: %.2f, Accepted throughput: %.2f tokens/s, Drafted
     throughput: %.2f tokens/s, Accepted: %d tokens, Drafted: %d tokens, Per-position acceptance rate: %s,
-    Avg Draft acceptance rate: %.1f%%
-    SpecDecoding metrics: Draft acceptance rate: %.1f%%, Accepted: %d tokens, Drafted: %d tokens   (older)
-    Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d
-    reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%
+    Avg Draft acceptance rate: %.1f%%                                                     (0.10.2 .. 0.33.0)
+    SpecDecoding metrics: Draft acceptance rate: %.1f%%, Mean acceptance length: %.2f, Accepted: %d tokens,
+    Drafted: %d tokens, Per-position acceptance rate: %s                                  (0.8.5 .. 0.10.1)
+    SpecDecoding metrics: Draft acceptance rate: %.1f%%, Accepted: %d tokens, Drafted: %d tokens  (0.8.3, 0.8.4)
 
-The per-position list is itself comma-separated (``0.820, 0.610, 0.430``): it is read up to ``, Avg Draft``.
-Each line covers one logging interval. vLLM defines mean acceptance length as ``1 + accepted / drafts``
-(bonus included) but does not print the number of drafts, so each line's drafts are recovered as
-``accepted / (mean length - 1)``, an integer within what the 2-decimal rounding allows, cross-checked with
-``drafted tokens / k`` (k = length of the per-position list), which is exact when every draft has k tokens.
+Over the interval's drafts (one draft = one request's draft in one step): ``Mean acceptance length = 1 +
+accepted / drafts`` (bonus token included) from 0.9.0 on, but ``accepted / drafts`` (no bonus) in 0.8.5;
+per-position rate i = drafts whose first i+1 tokens were accepted / drafts (so the rates add up to accepted /
+drafts, which tells the two 0.8.5-0.10.1 meanings apart from the line itself); draft acceptance rate =
+accepted / drafted tokens (drafts only, no bonus); accepted/drafted throughput = tokens / seconds since the
+last printed spec line (``last_log_time`` is reset only when a line is printed, so after an idle gap the
+first line's throughput includes the gap). The number of drafts is not printed: each line's is recovered from
+``accepted`` and the 2-decimal mean, narrowed by the 3-decimal per-position rates (each is an integer count
+over the same drafts, and those counts add up to ``accepted``), cross-checked with ``drafted / k``.
+
+``vllm/v1/metrics/loggers.py`` ``LoggingStatLogger.log`` prints, just before each engine's spec line::
+
+    Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, Running: %d
+    reqs, Waiting: %d reqs, [...,] %s KV cache usage: %.1f%%[, Prefix cache hit rate: %.1f%%][, ...]
+
+(``%s`` is ``GPU`` on CUDA, the device type otherwise; ``{N} Engines Aggregated:`` with aggregated logging;
+V0: no engine prefix, ``Swapped``/``Pending``). The spec line carries no engine index, so it is given the
+index of the engine line before it (under DP each engine's logger prints its pair in turn).
+
+V0 (vLLM 0.6 .. 0.9.2) ``vllm/engine/metrics.py`` ``LoggingStatLogger._format_spec_decode_metrics_str``::
+
+    Speculative metrics: Draft acceptance rate: {:.3f}, System efficiency: {:.3f}, Number of speculative
+    tokens: {k}, Number of accepted tokens: {}, Number of draft tokens: {}, Number of emitted tokens: {}.
+
+Its counts are cumulative since the engine started (``vllm/model_executor/layers/spec_decode_base_sampler.py``
+only ever adds to them; ``vllm/spec_decode/metrics.py`` copies them every 5 s), so each line is turned into its
+interval's counts: the difference from the previous V0 line in the text (a count that went down means a
+restart: the new value is the increase), the first line's counts being everything since the engine started.
+Draft tokens are k per verify step, so steps = draft tokens / k; emitted tokens are the accepted prefix + 1
+(the recovered or bonus token) per step, so V0's tokens per step (bonus included) = emitted / steps. V0's
+accepted tokens count every accepted position, also after a rejected one, so its acceptance rate is not
+V1's: ``details.acceptance_rate_definition`` says which one a window has.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from orchestrator.metrics.lines import candidate_lines
 from orchestrator.metrics.samples import ParseResult, VllmEngineSample, VllmSpecSample, recover_steps, to_float
 
-__all__ = ["DEFINITIONS", "MARKERS", "aggregate_vllm", "parse_vllm"]
+__all__ = ["DEFINITIONS", "MARKERS", "RATE_DEFINITIONS", "aggregate_vllm", "parse_vllm"]
 
 SPEC_MARKER = "SpecDecoding metrics:"
+V0_MARKER = "Speculative metrics:"
 ENGINE_MARKER = "Avg prompt throughput:"
-MARKERS = (SPEC_MARKER, ENGINE_MARKER)
+MARKERS = (SPEC_MARKER, V0_MARKER, ENGINE_MARKER)
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf)"
 _ACCEPTED = re.compile(r"Accepted:\s*(\d+)\s*tokens")
@@ -38,27 +69,69 @@ _ACC_TPUT = re.compile(rf"Accepted throughput:\s*({_NUM})")
 _DRAFT_TPUT = re.compile(rf"Drafted throughput:\s*({_NUM})")
 _PER_POS = re.compile(r"Per-position acceptance rate:\s*(.*?)\s*(?:,\s*Avg Draft|$)")
 _AVG_RATE = re.compile(rf"(?:Avg )?Draft acceptance rate:\s*({_NUM})\s*%")
+_V0_FIELDS = {
+    "rate": re.compile(rf"Draft acceptance rate:\s*({_NUM})"),
+    "efficiency": re.compile(rf"System efficiency:\s*({_NUM})"),
+    "k": re.compile(r"Number of speculative tokens:\s*(\d+)"),
+    "accepted": re.compile(r"Number of accepted tokens:\s*(\d+)"),
+    "draft": re.compile(r"Number of draft tokens:\s*(\d+)"),
+    "emitted": re.compile(r"Number of emitted tokens:\s*(\d+)"),
+}
 _ENGINE = re.compile(
     rf"(?:Engine\s+(?P<eng>\d+)\s*:\s*)?Avg prompt throughput:\s*(?P<p>{_NUM})\s*tokens/s\s*,\s*"
     rf"Avg generation throughput:\s*(?P<g>{_NUM})\s*tokens/s"
 )
 _RUNNING = re.compile(r"Running:\s*(\d+)\s*reqs")
 _WAITING = re.compile(r"(?:Waiting|Pending):\s*(\d+)\s*reqs")
-_KV = re.compile(rf"GPU KV cache usage:\s*({_NUM})\s*%")
-_PREFIX_HIT = re.compile(rf"Prefix cache (?:token )?hit rate:\s*({_NUM})\s*%")
+_KV = re.compile(rf"(?:GPU|[A-Z]+) KV cache usage:\s*({_NUM})\s*%")
+_PREFIX_HIT = re.compile(rf"(?<!External )Prefix cache (?:token )?hit rate:\s*({_NUM})\s*%")
+
+_MEAN_HALF = 0.005  # the mean is printed with 2 decimals
+_RATE_HALF = 0.0005  # per-position rates with 3
+_SEARCH_LIMIT = 200_000  # draft counts tried against the per-position rates, at most
+
+_SOURCE = "vllm/v1/spec_decode/metrics.py SpecDecodingLogging (vLLM 0.8.3 .. 0.33.0)"
+_V0_SOURCE = "vllm/engine/metrics.py and vllm/spec_decode/metrics.py (vLLM V0, 0.6 .. 0.9.2)"
+
+RATE_DEFINITIONS: dict[str, str] = {
+    "drafts_only": "accepted draft tokens / drafted tokens, bonus token not counted (vLLM V1, " + _SOURCE + ")",
+    "v0_any_position": (
+        "vLLM V0: draft tokens the verifier accepted at any position (also after a rejected one) / draft tokens, "
+        "bonus not counted (" + _V0_SOURCE + ")"
+    ),
+}
 
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
-        "vLLM mean acceptance length, bonus included: 1 + sum(accepted) / sum(drafts) over the window's "
-        "SpecDecoding lines, each line's drafts recovered as accepted / (mean acceptance length - 1) "
-        "(rounded to the integer the printed 2 decimals allow; drafted / k when that fits). None when a "
-        "line that drafted has no recoverable drafts (older form, or nothing accepted and no per-position "
-        "list): see details.accept_len_partial."
+        "vLLM mean acceptance length, bonus token included: sum(accepted + drafts) / sum(drafts) over the window's "
+        "SpecDecoding lines = 1 + sum(accepted) / sum(drafts) (" + _SOURCE + "). Each line's drafts are "
+        "recovered from its accepted tokens, its 2-decimal mean (1 + accepted / drafts; accepted / drafts in "
+        "vLLM 0.8.5, told apart by the per-position rates) and its per-position rates (details.drafts_exact when "
+        "one count fits). V0 lines: sum(emitted) / sum(draft tokens / k) over their intervals (" + _V0_SOURCE
+        + "). None when a line that drafted has no recoverable drafts (0.8.3-0.8.4 form, or nothing accepted "
+        "and no per-position list): see details.accept_len_partial."
     ),
-    "acceptance_rate": "vLLM draft acceptance rate: sum(accepted) / sum(drafted tokens) over the window (no bonus).",
+    "acceptance_rate": (
+        "sum(accepted) / sum(drafted tokens) over the window, bonus not counted; details.acceptance_rate_definition "
+        "names which: 'drafts_only' (V1) or 'v0_any_position' (V0 counts accepted tokens after a rejection too). "
+        "None when a window mixes the two."
+    ),
     "gen_throughput": (
-        "vLLM 'Avg generation throughput' in tokens/s: mean over the window's lines of each engine (the lines "
-        "cover equal logging intervals), summed over engines."
+        "vLLM 'Avg generation throughput' in tokens/s (vllm/v1/metrics/loggers.py LoggingStatLogger: tokens "
+        "generated since the engine's previous line / seconds since it): mean over the window's lines of each "
+        "engine (the lines cover equal logging intervals, VLLM_LOG_STATS_INTERVAL, 10 s by default), summed "
+        "over engines."
+    ),
+    "per_position_acceptance": (
+        "details.per_position_acceptance: vLLM per-position acceptance rate, position i = drafts whose first i+1 "
+        "draft tokens were accepted / drafts, each line's printed rates weighted by its drafts (= sum of the "
+        "per-position counts / sum(drafts), " + _SOURCE + "). None when lines differ in k or lack drafts."
+    ),
+    "accepted_throughput": (
+        "details.accepted_throughput / details.drafted_throughput: sum(accepted) / sum(interval seconds) and "
+        "sum(drafted) / sum(interval seconds), each line's seconds recovered as drafted / printed drafted "
+        "throughput (vLLM 0.10.2+). The interval is the time since vLLM's previous printed spec line, which "
+        "after an idle gap includes the gap. None when a line lacks the throughput fields."
     ),
 }
 
@@ -68,13 +141,91 @@ def _group(pattern: re.Pattern[str], text: str) -> str | None:
     return match.group(1) if match else None
 
 
+def _bonus_in_mean(mean: float, rates: list[float], form: str) -> bool | None:
+    """Whether ``mean`` counts the bonus token: the rates add up to accepted / drafts, so the mean is about
+    1 + sum (bonus counted, vLLM 0.9.0+) or about sum (vLLM 0.8.5). 0.10.2+ lines always count it."""
+    if form == "current":
+        return True
+    if not rates:
+        return None if mean >= 1 - _MEAN_HALF else False
+    total = sum(rates)
+    tolerance = _MEAN_HALF + len(rates) * _RATE_HALF + 1e-9
+    with_bonus = abs(mean - 1 - total) <= tolerance
+    without = abs(mean - total) <= tolerance
+    if with_bonus != without:
+        return with_bonus
+    return None
+
+
+def _steps_from_rates(accepted: int, excess: float, rates: list[float], drafted: int | None) -> list[int] | None:
+    """Every draft count that fits the printed mean excess (``accepted / drafts``, 2 decimals) and the printed
+    per-position rates (3 decimals, integer counts adding up to ``accepted``); None when the range is too wide
+    to try or nothing was accepted (the rates say nothing then)."""
+    if accepted <= 0 or not rates:
+        return None
+    low = accepted / (excess + _MEAN_HALF)
+    high = accepted / (excess - _MEAN_HALF) if excess > _MEAN_HALF else math.inf
+    first = max(math.ceil(low - 1e-9), 1)
+    if drafted is not None:
+        first = max(first, math.ceil(drafted / len(rates) - 1e-9))  # a draft has at most k tokens
+    if rates[0] > _RATE_HALF:  # the first position's count is at most the accepted tokens
+        high = min(high, accepted / (rates[0] - _RATE_HALF))
+    if not math.isfinite(high) or high - first > _SEARCH_LIMIT:
+        return None
+    fits: list[int] = []
+    for n in range(first, math.floor(high + 1e-9) + 1):
+        lows = [max(math.ceil(n * (r - _RATE_HALF) - 1e-9), 0) for r in rates]
+        highs = [min(math.floor(n * (r + _RATE_HALF) + 1e-9), n) for r in rates]
+        if all(lo <= hi for lo, hi in zip(lows, highs, strict=True)) and sum(lows) <= accepted <= sum(highs):
+            fits.append(n)
+    return fits
+
+
+def _recover_drafts(sample: VllmSpecSample) -> None:
+    accepted = sample.accepted or 0
+    mean = sample.mean_acceptance_length
+    if mean is None:
+        return
+    rates = sample.per_position
+    sample.bonus_in_mean = _bonus_in_mean(mean, rates, sample.form)
+    k = len(rates)
+    candidate = sample.drafted / k if k and sample.drafted is not None and sample.drafted % k == 0 else None
+    # recover_steps reads mean = 1 + accepted / steps; a no-bonus mean is shifted to that meaning.
+    mean_with_bonus = mean + 1.0 if sample.bonus_in_mean is False else mean
+    fits = _steps_from_rates(accepted, mean_with_bonus - 1.0, rates, sample.drafted)
+    if fits:
+        if len(fits) == 1:
+            sample.drafts, sample.drafts_exact = fits[0], True
+            return
+        if candidate is not None and int(candidate) in fits:
+            sample.drafts, sample.drafts_exact = int(candidate), True
+            return
+        target = accepted / (mean_with_bonus - 1.0) if mean_with_bonus > 1.0 else fits[0]
+        sample.drafts, sample.drafts_exact = min(fits, key=lambda n: abs(n - target)), False
+        return
+    # No per-position list, or rates that do not fit the mean (not a line vLLM printed): the mean alone.
+    sample.drafts, sample.drafts_exact = recover_steps(accepted, mean_with_bonus, candidate=candidate)
+
+
+def _elapsed(sample: VllmSpecSample) -> float | None:
+    for tokens, rate in ((sample.drafted, sample.drafted_throughput), (sample.accepted, sample.accepted_throughput)):
+        if tokens and rate:
+            return tokens / rate
+    return None
+
+
 def _spec_line(body: str) -> VllmSpecSample | None:
     accepted, drafted = _group(_ACCEPTED, body), _group(_DRAFTED, body)
     if accepted is None or drafted is None:
         return None
     sample = VllmSpecSample(accepted=int(accepted), drafted=int(drafted))
     sample.mean_acceptance_length = to_float(_group(_MEAN_LEN, body))
-    sample.form = "current" if "Mean acceptance length" in body else "old"
+    if "Mean acceptance length" not in body:
+        sample.form = "old"
+    elif "Accepted throughput" in body or "Avg Draft acceptance rate" in body:
+        sample.form = "current"
+    else:
+        sample.form = "mean"
     sample.accepted_throughput = to_float(_group(_ACC_TPUT, body))
     sample.drafted_throughput = to_float(_group(_DRAFT_TPUT, body))
     sample.draft_acceptance_rate = to_float(_group(_AVG_RATE, body))
@@ -83,12 +234,34 @@ def _spec_line(body: str) -> VllmSpecSample | None:
         rates = [to_float(part.strip()) for part in per_pos.split(",")]
         if rates and all(r is not None for r in rates):
             sample.per_position = [r for r in rates if r is not None]
-    if sample.mean_acceptance_length is not None:
-        k = len(sample.per_position)
-        candidate = sample.drafted / k if k and sample.drafted is not None and sample.drafted % k == 0 else None
-        sample.drafts, sample.drafts_exact = recover_steps(
-            sample.accepted or 0, sample.mean_acceptance_length, candidate=candidate
-        )
+    _recover_drafts(sample)
+    sample.elapsed_s = _elapsed(sample)
+    return sample
+
+
+def _v0_line(body: str, previous: dict[str, int] | None) -> VllmSpecSample | None:
+    raw = {name: _group(pattern, body) for name, pattern in _V0_FIELDS.items()}
+    if raw["k"] is None or raw["accepted"] is None or raw["draft"] is None or raw["emitted"] is None:
+        return None
+    k = int(raw["k"])
+    cumulative = {"accepted": int(raw["accepted"]), "drafted": int(raw["draft"]), "emitted": int(raw["emitted"])}
+    delta: dict[str, int] = {}
+    for key, value in cumulative.items():
+        start = previous.get(key, 0) if previous is not None else 0
+        delta[key] = value - start if value >= start else value  # went down: the engine restarted
+    sample = VllmSpecSample(
+        accepted=delta["accepted"],
+        drafted=delta["drafted"],
+        form="v0",
+        draft_acceptance_rate=to_float(raw["rate"]),
+        system_efficiency=to_float(raw["efficiency"]),
+        num_spec_tokens=k,
+        emitted=delta["emitted"],
+        cumulative=cumulative,
+        bonus_in_mean=True,
+    )
+    if k > 0 and delta["drafted"] % k == 0:
+        sample.drafts, sample.drafts_exact = delta["drafted"] // k, True  # k draft tokens per verify step
     return sample
 
 
@@ -114,12 +287,26 @@ def _int(raw: str | None) -> int | None:
 
 
 def parse_vllm(text: str) -> ParseResult:
-    """Every SpecDecoding and engine-throughput line of ``text``, behind any prefix."""
+    """Every SpecDecoding, V0 Speculative metrics and engine-throughput line of ``text``, behind any prefix."""
     result = ParseResult()
+    engine_index: int | None = None
+    v0_previous: dict[str, int] | None = None
     for offset, line in candidate_lines(text, MARKERS):
         sample: VllmSpecSample | VllmEngineSample | None
         at = line.find(SPEC_MARKER)
-        sample = _spec_line(line[at:]) if at != -1 else _engine_line(line)
+        v0_at = line.find(V0_MARKER)
+        if at != -1:
+            sample = _spec_line(line[at:])
+            if sample is not None:
+                sample.engine_index = engine_index
+        elif v0_at != -1:
+            sample = _v0_line(line[v0_at:], v0_previous)
+            if sample is not None:
+                v0_previous = sample.cumulative
+        else:
+            sample = _engine_line(line)
+            if sample is not None:
+                engine_index = sample.engine_index
         if sample is None:
             result.skip(offset, line)
             continue
@@ -128,35 +315,52 @@ def parse_vllm(text: str) -> ParseResult:
     return result
 
 
+def _tokens(sample: VllmSpecSample) -> int | None:
+    """Tokens the interval's verify steps produced, bonus included."""
+    if sample.form == "v0":
+        return sample.emitted
+    if sample.drafts is None:
+        return None
+    return (sample.accepted or 0) + sample.drafts
+
+
 def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) -> dict[str, Any]:
     """Window figures (see DEFINITIONS) from the window's spec and engine lines."""
     accepted = sum(s.accepted or 0 for s in spec)
     drafted = sum(s.drafted or 0 for s in spec)
-    with_drafts = [s for s in spec if s.drafts is not None]
+    with_drafts = [s for s in spec if s.drafts is not None and _tokens(s) is not None]
     drafts = sum(s.drafts or 0 for s in with_drafts)
-    accepted_known = sum(s.accepted or 0 for s in with_drafts)
+    tokens = sum(_tokens(s) or 0 for s in with_drafts)
     per_position: list[float] | None = None
-    ks = {len(s.per_position) for s in with_drafts if s.per_position}
-    if len(ks) == 1 and drafts > 0:
+    v1_rows = [s for s in with_drafts if s.form != "v0"]
+    ks = {len(s.per_position) for s in v1_rows}
+    if len(ks) == 1 and v1_rows and len(v1_rows) == len([s for s in spec if s.form != "v0"]):
         k = ks.pop()
-        rows = [s for s in with_drafts if len(s.per_position) == k]
-        den = sum(s.drafts or 0 for s in rows)
-        if den > 0:
-            per_position = [sum(s.per_position[i] * (s.drafts or 0) for s in rows) / den for i in range(k)]
+        den = sum(s.drafts or 0 for s in v1_rows)
+        if k and den > 0:
+            per_position = [sum(s.per_position[i] * (s.drafts or 0) for s in v1_rows) / den for i in range(k)]
     by_engine: dict[int, list[float]] = {}
     for e in engines:
         if e.generation_throughput is not None:
             by_engine.setdefault(e.engine_index or 0, []).append(e.generation_throughput)
     throughput = sum(sum(v) / len(v) for v in by_engine.values()) if by_engine else None
-    partial = 1.0 + accepted_known / drafts if drafts > 0 else None
-    unknown = [s for s in spec if s.drafts is None and s.drafted]
+    partial = tokens / drafts if drafts > 0 else None
+    known = {id(s) for s in with_drafts}
+    unknown = [s for s in spec if id(s) not in known and s.drafted]
+    definitions = {"v0_any_position" if s.form == "v0" else "drafts_only" for s in spec}
+    rate_definition = definitions.pop() if len(definitions) == 1 else ("mixed" if definitions else None)
+    timed = [s for s in spec if s.drafted or s.accepted]
+    elapsed = [s.elapsed_s for s in timed]
+    known_elapsed = sum(e for e in elapsed if e is not None)
+    all_timed = bool(timed) and all(e is not None for e in elapsed) and known_elapsed > 0
     return {
         # Lines whose drafts cannot be recovered would bias the window if left out: no figure then.
         "accept_len": partial if not unknown else None,
-        "acceptance_rate": accepted / drafted if drafted > 0 else None,
+        "acceptance_rate": accepted / drafted if drafted > 0 and rate_definition != "mixed" else None,
         "gen_throughput": throughput,
         "details": {
             "spec_lines": len(spec),
+            "v0_lines": sum(1 for s in spec if s.form == "v0"),
             "engine_lines": len(engines),
             "accepted": accepted,
             "drafted": drafted,
@@ -164,7 +368,12 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
             "drafts_exact": bool(with_drafts) and all(s.drafts_exact for s in with_drafts),
             "lines_without_drafts": len(unknown),
             "accept_len_partial": partial,
+            "acceptance_rate_definition": rate_definition,
             "per_position_acceptance": per_position,
+            "accepted_throughput": accepted / known_elapsed if all_timed else None,
+            "drafted_throughput": drafted / known_elapsed if all_timed else None,
+            "spec_seconds": known_elapsed if all_timed else None,
+            "mean_without_bonus_lines": sum(1 for s in spec if s.bonus_in_mean is False),
             "engines": sorted(by_engine),
         },
     }

@@ -128,7 +128,10 @@ def test_sglang_printed_values_round_trip(
 def test_vllm_drafts_recovered_from_the_printed_line(drafts: int, k: int, data: st.DataObject) -> None:
     accepted = data.draw(st.integers(0, drafts * k))
     mean_len = 1 + accepted / drafts
-    rates = ", ".join(f"{min(1.0, accepted / drafts / k):.3f}" for _ in range(k))
+    # vLLM's rates are integer counts over the drafts (position i: drafts that accepted i+1 tokens or more) that
+    # add up to the accepted tokens: fill the positions in turn, a realisable split.
+    counts = [min(drafts, max(0, accepted - i * drafts)) for i in range(k)]
+    rates = ", ".join(f"{c / drafts:.3f}" for c in counts)
     line = (
         f"SpecDecoding metrics: Mean acceptance length: {mean_len:.2f}, Accepted throughput: 1.00 tokens/s, "
         f"Drafted throughput: 2.00 tokens/s, Accepted: {accepted} tokens, Drafted: {drafts * k} tokens, "

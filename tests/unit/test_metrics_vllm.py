@@ -1,4 +1,4 @@
-"""vLLM ``SpecDecoding metrics`` and engine-throughput lines, and drafts recovered per line."""
+"""vLLM ``SpecDecoding metrics``, V0 ``Speculative metrics`` and engine-throughput lines; drafts recovered per line."""
 
 from __future__ import annotations
 
@@ -12,28 +12,127 @@ from orchestrator.metrics.vllm import parse_vllm
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 
-# Written from vllm/v1/spec_decode/metrics.py (current and older) and vllm/v1/metrics/loggers.py.
-CURRENT = (
-    "SpecDecoding metrics: Mean acceptance length: 2.95, Accepted throughput: 41.20 tokens/s, Drafted "
-    "throughput: 70.00 tokens/s, Accepted: 412 tokens, Drafted: 700 tokens, Per-position acceptance rate: "
-    "0.820, 0.610, 0.430, Avg Draft acceptance rate: 58.9%"
+# Printed by vLLM's own SpecDecodingLogging (vllm/v1/spec_decode/metrics.py) fed known counts (the contract
+# tests' oracle): 211 drafts of k=3 tokens, 60 accepting 3, 70 accepting 2, 41 accepting 1, 40 none, over 10 s.
+CURRENT = (  # vLLM 0.33.0 (the 0.10.2+ form)
+    "SpecDecoding metrics: Mean acceptance length: 2.71, Accepted throughput: 36.10 tokens/s, Drafted "
+    "throughput: 63.30 tokens/s, Accepted: 361 tokens, Drafted: 633 tokens, Per-position acceptance rate: "
+    "0.810, 0.616, 0.284, Avg Draft acceptance rate: 57.0%"
 )
-OLD = "SpecDecoding metrics: Draft acceptance rate: 58.9%, Accepted: 412 tokens, Drafted: 700 tokens"
+MEAN_FORM = (  # vLLM 0.9.2 (the 0.8.5-0.10.1 form; mean = 1 + accepted / drafts from 0.9.0 on)
+    "SpecDecoding metrics: Draft acceptance rate: 57.0%, Mean acceptance length: 2.71, Accepted: 361 tokens, "
+    "Drafted: 633 tokens, Per-position acceptance rate: 0.810, 0.616, 0.284"
+)
+NO_BONUS_FORM = MEAN_FORM.replace("2.71", "1.71")  # vLLM 0.8.5.post1 printed accepted / drafts for the same counts
+# Then 50 drafts (10 of 3 tokens accepting 3, 15 of 2 accepting 2, 5 of 3 accepting 1, 20 of 1 accepting none).
+SHORT_DRAFTS = (
+    "SpecDecoding metrics: Mean acceptance length: 2.30, Accepted throughput: 6.50 tokens/s, Drafted throughput: "
+    "9.50 tokens/s, Accepted: 65 tokens, Drafted: 95 tokens, Per-position acceptance rate: 0.600, 0.500, 0.200, "
+    "Avg Draft acceptance rate: 68.4%"
+)
+OLD = "SpecDecoding metrics: Draft acceptance rate: 58.9%, Accepted: 412 tokens, Drafted: 700 tokens"  # 0.8.3, 0.8.4
 ENGINE = (
     "Engine 000: Avg prompt throughput: 12.0 tokens/s, Avg generation throughput: 80.5 tokens/s, Running: 1 "
     "reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%, Prefix cache hit rate: 0.0%"
 )
+# vLLM V0 (vllm/engine/metrics.py _format_spec_decode_metrics_str, 0.6 .. 0.9.2), printed by vLLM 0.9.2's own
+# sampler, collector and formatter (the contract tests' V0 oracle), k=4, counts cumulative since the engine
+# started: 100 verify steps accepting [1,1,0,1] (prefix 2: 3 tokens emitted, 3 accepted), then 60 accepting
+# [1,0,1,1] (2 emitted, 3 accepted) and 40 accepting all 4 (5 emitted).
+V0_LINES = [
+    "Speculative metrics: Draft acceptance rate: 0.750, System efficiency: 0.600, Number of speculative tokens: 4, "
+    "Number of accepted tokens: 300, Number of draft tokens: 400, Number of emitted tokens: 300.",
+    "Speculative metrics: Draft acceptance rate: 0.800, System efficiency: 0.620, Number of speculative tokens: 4, "
+    "Number of accepted tokens: 640, Number of draft tokens: 800, Number of emitted tokens: 620.",
+]
 
 
 def test_current_form() -> None:
-    result = parse_vllm("INFO 05-30 00:41:10 [metrics.py:96] " + CURRENT)
+    result = parse_vllm("(APIServer pid=1) INFO 05-30 00:41:10 [metrics.py:120] " + CURRENT)
     sample = result.samples[0]
     assert isinstance(sample, VllmSpecSample)
-    assert (sample.accepted, sample.drafted, sample.mean_acceptance_length) == (412, 700, 2.95)
-    assert sample.per_position == [0.82, 0.61, 0.43]
-    assert (sample.accepted_throughput, sample.drafted_throughput, sample.draft_acceptance_rate) == (41.2, 70.0, 58.9)
-    # 412 / 1.95 = 211.3; 2.95 allows 210.7 .. 211.8 -> 211 (700 / 3 is not an integer, so no cross-check).
-    assert (sample.drafts, sample.drafts_exact, sample.form) == (211, True, "current")
+    assert (sample.accepted, sample.drafted, sample.mean_acceptance_length) == (361, 633, 2.71)
+    assert sample.per_position == [0.81, 0.616, 0.284]
+    assert (sample.accepted_throughput, sample.drafted_throughput, sample.draft_acceptance_rate) == (36.1, 63.3, 57.0)
+    # 2.71 alone allows 209..212 drafts; the 3-decimal rates (integer counts adding up to 361) leave 211 only.
+    assert (sample.drafts, sample.drafts_exact, sample.form, sample.bonus_in_mean) == (211, True, "current", True)
+    assert sample.elapsed_s == pytest.approx(10.0, rel=1e-3)
+
+
+def test_shorter_drafts_recovered_from_the_rates() -> None:
+    (sample,) = parse_vllm(SHORT_DRAFTS).samples
+    assert isinstance(sample, VllmSpecSample)
+    assert (sample.drafts, sample.drafts_exact) == (50, True)  # 95 / 3 is no integer: the rates decide
+
+
+@pytest.mark.parametrize(("line", "bonus"), [(MEAN_FORM, True), (NO_BONUS_FORM, False)], ids=["0.9", "0.8.5"])
+def test_mean_form_tells_its_meaning_by_the_rates(line: str, bonus: bool) -> None:
+    (sample,) = parse_vllm(line).samples
+    assert isinstance(sample, VllmSpecSample)
+    assert (sample.form, sample.bonus_in_mean, sample.drafts, sample.drafts_exact) == ("mean", bonus, 211, True)
+    wm = parse_window("vllm", line)
+    assert wm.accept_len == pytest.approx(1 + 361 / 211)
+    assert wm.details["mean_without_bonus_lines"] == (0 if bonus else 1)
+
+
+def test_window_keeps_per_position_and_throughputs() -> None:
+    wm = parse_window("vllm", f"{CURRENT}\n{SHORT_DRAFTS}\n")
+    assert wm.accept_len == pytest.approx(1 + (361 + 65) / (211 + 50))
+    assert wm.acceptance_rate == pytest.approx((361 + 65) / (633 + 95))
+    d = wm.details
+    assert d["acceptance_rate_definition"] == "drafts_only"
+    assert d["per_position_acceptance"] == pytest.approx(
+        [(171 + 30) / 261, (130 + 25) / 261, (60 + 10) / 261], abs=5e-4
+    )
+    assert d["accepted_throughput"] == pytest.approx((361 + 65) / 20, rel=1e-3)
+    assert d["drafted_throughput"] == pytest.approx((633 + 95) / 20, rel=1e-3)
+    assert "per_position_acceptance" in wm.definitions and "accepted_throughput" in wm.definitions
+
+
+def test_v0_lines_are_cumulative() -> None:
+    text = "".join(f"INFO 05-30 00:39:1{i} metrics.py:489] {line}\n" for i, line in enumerate(V0_LINES))
+    result = parse_vllm(text)
+    assert (result.matched, result.skipped) == (2, 0)
+    first, second = result.samples
+    assert isinstance(first, VllmSpecSample) and isinstance(second, VllmSpecSample)
+    assert (first.form, first.accepted, first.drafted, first.emitted, first.drafts) == ("v0", 300, 400, 300, 100)
+    assert (second.accepted, second.drafted, second.emitted, second.drafts) == (340, 400, 320, 100)
+    assert second.cumulative == {"accepted": 640, "drafted": 800, "emitted": 620}
+    whole = parse_window("vllm", text)  # since the engine started: 620 tokens in 200 verify steps
+    assert (whole.accept_len, whole.acceptance_rate) == (pytest.approx(3.1), pytest.approx(0.8))
+    assert whole.details["acceptance_rate_definition"] == "v0_any_position"
+    cut = parse_window("vllm", text, cut=True)  # the window's own interval: the second line minus the first
+    assert (cut.accept_len, cut.acceptance_rate) == (pytest.approx(3.2), pytest.approx(0.85))
+
+
+def test_v0_counts_going_down_mean_a_restart() -> None:
+    text = f"{V0_LINES[1]}\n{V0_LINES[0]}\n"
+    second = parse_vllm(text).samples[1]
+    assert isinstance(second, VllmSpecSample)
+    assert (second.accepted, second.drafted, second.emitted) == (300, 400, 300)
+
+
+def test_v0_and_v1_rates_never_share_the_figure() -> None:
+    wm = parse_window("vllm", f"{V0_LINES[0]}\n{CURRENT}\n")
+    assert wm.acceptance_rate is None and wm.details["acceptance_rate_definition"] == "mixed"
+    assert wm.accept_len == pytest.approx((300 + 361 + 211) / (100 + 211))
+
+
+def test_spec_lines_belong_to_the_engine_line_before_them() -> None:
+    engine1 = ENGINE.replace("Engine 000", "Engine 001")
+    text = "\n".join([ENGINE, CURRENT, engine1, SHORT_DRAFTS, ENGINE, CURRENT, engine1, SHORT_DRAFTS]) + "\n"
+    spec = [s for s in parse_vllm(text).samples if isinstance(s, VllmSpecSample)]
+    assert [s.engine_index for s in spec] == [0, 1, 0, 1]
+    cut = parse_window("vllm", text, cut=True)  # each engine's first pair began before the window
+    assert cut.accept_len == pytest.approx(1 + (361 + 65) / (211 + 50))
+    assert cut.details["edge_lines_dropped"] == 4
+
+
+def test_cpu_kv_cache_usage() -> None:
+    line = ENGINE.replace("GPU KV cache usage: 1.2%", "CPU KV cache usage: 3.5%")
+    (sample,) = parse_vllm(line).samples
+    assert isinstance(sample, VllmEngineSample)
+    assert (sample.kv_cache_usage, sample.prefix_cache_hit_rate) == (3.5, 0.0)
 
 
 def test_old_form_has_no_drafts() -> None:
@@ -97,8 +196,8 @@ def test_old_lines_count_for_rate_and_withhold_accept_len() -> None:
     # window, so the window has no accept length, only the partial one over the lines that tell.
     wm = parse_window("vllm", f"{OLD}\n{CURRENT}\n")
     assert wm.accept_len is None
-    assert wm.details["accept_len_partial"] == pytest.approx(1 + 412 / 211)
-    assert wm.acceptance_rate == pytest.approx(824 / 1400)
+    assert wm.details["accept_len_partial"] == pytest.approx(1 + 361 / 211)
+    assert wm.acceptance_rate == pytest.approx((412 + 361) / (700 + 633))
     assert wm.details["lines_without_drafts"] == 1
     only_old = parse_window("vllm", OLD)
     assert (only_old.accept_len, only_old.acceptance_rate) == (None, pytest.approx(412 / 700))
@@ -108,7 +207,7 @@ def test_nothing_accepted_without_per_position_list_withholds_accept_len() -> No
     line = "SpecDecoding metrics: Mean acceptance length: 1.00, Accepted: 0 tokens, Drafted: 80 tokens"
     wm = parse_window("vllm", f"{line}\n{CURRENT}\n")
     assert wm.accept_len is None
-    assert wm.details["accept_len_partial"] == pytest.approx(1 + 412 / 211)
+    assert wm.details["accept_len_partial"] == pytest.approx(1 + 361 / 211)
 
 
 def test_engines_throughputs_add_up() -> None:
