@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import MetricsError
+from orchestrator.metrics.sglang import accept_rate_definition
 
 __all__ = [
     "DEFINITIONS",
@@ -58,18 +59,22 @@ DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "vLLM / llama.cpp: 1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total) "
         "between the scrapes, bonus included; a draft is one step that verified a draft (llama.cpp steps "
-        "without a draft are not counted). SGLang: d(sglang:generation_tokens_total, all series) / "
-        "d(sglang:spec_verify_calls_total), bonus included, over the requests that finished between the "
-        "scrapes (observability/metrics_collector.py observe_one_finished_request; the request's first token, "
-        "from prefill, is in the numerator as in meta_info spec_accept_length); without that counter (SGLang < "
-        "0.5.13) the sglang:spec_accept_length gauges: per DP group the mean of the non-zero samples during "
-        "and at the end of the window, groups weighted by verify rate (gen_throughput / accept length)."
+        "without a draft are not counted). SGLang: tokens per verify step, bonus included, the prefill's first "
+        "token excluded: (d(sglang:generation_tokens_total) - d(sglang:num_requests_total)) / "
+        "d(sglang:spec_verify_calls_total), all series summed, over the requests that finished between the "
+        "scrapes (observability/metrics_collector.py observe_one_finished_request increments the three "
+        "together: completion tokens, 1, and the request's verify calls when > 0; each completion's first "
+        "token comes from prefill). SGLang's own formula, completion tokens / verify calls (as meta_info "
+        "spec_accept_length), is details.accept_len_engine. Without the verify counter (SGLang < 0.5.13) the "
+        "sglang:spec_accept_length gauges: per DP group the mean of the non-zero samples during and at the "
+        "end of the window, groups weighted by verify rate (gen_throughput / accept length)."
     ),
     "acceptance_rate": (
         "vLLM / llama.cpp: d(accepted tokens) / d(draft tokens), no bonus. SGLang (no counter for it): the "
         "sglang:spec_accept_rate gauges, combined over DP groups like accept_len, only when their HELP text "
-        "says 'accepted drafts / proposed drafts' (sglang >= 0.5.11); the older definition ('accepted tokens "
-        "/ total draft tokens', bonus counted) goes to details.acceptance_rate_sglang_incl_bonus."
+        "(or the server version given) says drafts only ('accepted drafts / proposed drafts', sglang >= "
+        "0.5.11); the older definition ('accepted tokens / total draft tokens', bonus counted) goes to "
+        "details.acceptance_rate_incl_bonus, an unknown one to details.gauge_acceptance_rate only."
     ),
     "gen_throughput": (
         "d(generation token counter) / elapsed seconds when both are known (vllm:generation_tokens_total, "
@@ -199,8 +204,12 @@ def scrape_delta(
     *,
     during: Sequence[str] = (),
     elapsed_s: float | None = None,
+    version: str | None = None,
 ) -> PromWindow:
-    """Counters by difference and gauges sampled between two ``/metrics`` scrapes of ``engine``."""
+    """Counters by difference and gauges sampled between two ``/metrics`` scrapes of ``engine``.
+
+    ``version``: the server's engine version when known; for SGLang it says what ``spec_accept_rate`` means
+    where the exposition's HELP text does not."""
     prefix = PREFIXES.get(engine)
     if prefix is None:
         raise MetricsError(f"unknown engine {engine!r} for Prometheus metrics; expected one of {sorted(PREFIXES)}")
@@ -230,11 +239,11 @@ def scrape_delta(
                 "max": max(finite) if finite else None,
                 "samples": len(samples),
             }
-    _derive(window, after, prefix)
+    _derive(window, after, prefix, version)
     return window
 
 
-def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
+def _derive(window: PromWindow, after: PromSnapshot, prefix: str, version: str | None = None) -> None:
     names = after.names
     drafts = _by_name(window.counters, names, f"{prefix}spec_decode_num_drafts_total")
     draft_tokens = _by_name(window.counters, names, f"{prefix}spec_decode_num_draft_tokens_total")
@@ -262,7 +271,7 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str) -> None:
         window.gen_throughput = generated / window.elapsed_s
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
     if prefix == "sglang:":
-        _derive_sglang(window, after, generated)
+        _derive_sglang(window, after, generated, version)
 
 
 def _group_means(window: PromWindow, after: PromSnapshot, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -304,10 +313,11 @@ def _combine_lengths(lengths: dict[Any, float], throughputs: dict[Any, float]) -
     return sum(lengths.values()) / len(lengths)
 
 
-def _derive_sglang(window: PromWindow, after: PromSnapshot, generated: float | None) -> None:
-    """SGLang: the verify-call counter first (exact), the scheduler gauges as fallback and cross-check."""
+def _derive_sglang(window: PromWindow, after: PromSnapshot, generated: float | None, version: str | None) -> None:
+    """SGLang: the tokenizer's counters first (exact), the scheduler gauges as fallback and cross-check."""
     prefix = "sglang:"
     verifies = _by_name(window.counters, after.names, f"{prefix}spec_verify_calls_total")
+    finished = _by_name(window.counters, after.names, f"{prefix}num_requests_total")
     lengths = _group_means(window, after, f"{prefix}spec_accept_length")
     rates = _group_means(window, after, f"{prefix}spec_accept_rate")
     throughputs = _group_means(window, after, f"{prefix}gen_throughput")
@@ -318,34 +328,33 @@ def _derive_sglang(window: PromWindow, after: PromSnapshot, generated: float | N
     if SGLANG_RATE_HELP_DRAFTS_ONLY in help_text:
         rate_definition = "drafts_only"
     elif SGLANG_RATE_HELP_INCL_BONUS in help_text:
-        rate_definition = "sglang_incl_bonus"
-    else:  # no HELP (or prometheus_client's "Multiprocess metric"): the current definition, said to be assumed
-        rate_definition = "drafts_only_assumed"
-    if verifies and generated is not None:
-        window.accept_len = generated / verifies
+        rate_definition = "incl_bonus"
+    else:  # no HELP (or prometheus_client's "Multiprocess metric"): the version decides, if given
+        rate_definition = accept_rate_definition(version)
+    engine_len = generated / verifies if verifies and generated is not None else None
+    source = None
+    if verifies and generated is not None and finished is not None:
+        window.accept_len = (generated - finished) / verifies
         source = "counters"
     elif gauge_len is not None:
         window.accept_len = gauge_len
         source = "gauges"
-    else:
-        source = None
-    if gauge_rate is not None and rate_definition != "sglang_incl_bonus":
+    if gauge_rate is not None and rate_definition == "drafts_only":
         window.acceptance_rate = gauge_rate
     if window.gen_throughput is None and gauge_throughput is not None:
         window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
     window.details.update(
         {
             "verify_calls": verifies,
+            "finished_requests": finished,
+            "accept_len_engine": engine_len,
             "accept_len_source": source,
             "gauge_accept_len": gauge_len,
             "gauge_acceptance_rate": gauge_rate,
             "gauge_gen_throughput": gauge_throughput,
             "gauge_groups": len(throughputs or lengths),
-            "acceptance_rate_definition": rate_definition.removesuffix("_assumed") if gauge_rate is not None else None,
-            "acceptance_rate_definition_assumed": rate_definition.endswith("_assumed")
-            if gauge_rate is not None
-            else None,
+            "acceptance_rate_definition": rate_definition if gauge_rate is not None else None,
         }
     )
-    if rate_definition == "sglang_incl_bonus":
-        window.details["acceptance_rate_sglang_incl_bonus"] = gauge_rate
+    if rate_definition == "incl_bonus":
+        window.details["acceptance_rate_incl_bonus"] = gauge_rate

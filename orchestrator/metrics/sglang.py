@@ -68,12 +68,16 @@ ACCEPT_RATE_DEFINITIONS = {
         "accepted drafts / proposed drafts, bonus token excluded: SGLang >= 0.5.11 'accept rate' = "
         "spec_num_correct_drafts / (spec_num_forward_ct * (speculative_num_draft_tokens - 1)) "
         "(managers/scheduler_components/metrics_reporter.py report_decode_stats); the definition vLLM and "
-        "llama.cpp use."
+        "llama.cpp use, and the only one stored as acceptance_rate."
     ),
-    "sglang_incl_bonus": (
+    "incl_bonus": (
         "SGLang <= 0.5.10 'accept rate' = accepted tokens incl. the bonus token / (forward count * "
         "speculative_num_draft_tokens) (observability/scheduler_metrics_mixin.py 0.5.10), i.e. accept len / "
-        "num_draft_tokens: not comparable with drafts-only rates; kept in details.acceptance_rate_sglang_incl_bonus."
+        "num_draft_tokens: not comparable with drafts-only rates; stored as details.acceptance_rate_incl_bonus."
+    ),
+    "unknown": (
+        "the server's version is not known, so neither is the meaning of its 'accept rate': the mean as "
+        "printed is in details.accept_rate_printed only."
     ),
 }
 
@@ -87,10 +91,9 @@ DEFINITIONS: dict[str, str] = {
     ),
     "acceptance_rate": (
         "Accepted drafts / proposed drafts, bonus excluded (SGLang >= 0.5.11 'accept rate', "
-        "metrics_reporter.py), weighted like accept_len. Only filled when the server's version is >= 0.5.11 "
-        "or unknown (then assumed, details.acceptance_rate_definition says so); for <= 0.5.10, whose 'accept "
-        "rate' counted the bonus token, the value goes to details.acceptance_rate_sglang_incl_bonus and "
-        "acceptance_rate stays empty. details.accept_rate_printed always holds the mean as printed."
+        "metrics_reporter.py), weighted like accept_len; only when the server's version is known to be >= "
+        "0.5.11. SGLang <= 0.5.10's 'accept rate' counted the bonus token: details.acceptance_rate_incl_bonus. "
+        "Version unknown: details.accept_rate_printed only (ACCEPT_RATE_DEFINITIONS)."
     ),
     "gen_throughput": (
         "Server generation throughput in tokens/s: within each DP group, total tokens / total time, with a "
@@ -112,11 +115,12 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 
 def accept_rate_definition(version: str | None) -> str:
-    """``drafts_only``, ``sglang_incl_bonus`` or ``drafts_only_assumed`` (no version known) for an SGLang version."""
+    """``drafts_only``, ``incl_bonus`` or ``unknown`` (no version known): what an SGLang version's 'accept
+    rate' means (ACCEPT_RATE_DEFINITIONS)."""
     parsed = version_tuple(version)
     if parsed is None:
-        return "drafts_only_assumed"
-    return "drafts_only" if parsed >= DRAFTS_ONLY_SINCE else "sglang_incl_bonus"
+        return "unknown"
+    return "drafts_only" if parsed >= DRAFTS_ONLY_SINCE else "incl_bonus"
 
 
 def _fill(sample: SglangDecodeSample, key: str, raw: str) -> None:
@@ -267,15 +271,14 @@ def aggregate_sglang(samples: list[SglangDecodeSample], *, version: str | None =
         "dp_groups": sorted(groups) if any(groups) else [],
         "accept_len_unweighted": _mean([s.accept_len for s in samples]),
         "accept_rate_printed": printed,
-        "acceptance_rate_definition": definition.removesuffix("_assumed") if printed is not None else None,
-        "acceptance_rate_definition_assumed": definition.endswith("_assumed") if printed is not None else None,
+        "acceptance_rate_definition": definition if printed is not None else None,
         "engine_version": version,
     }
-    if definition == "sglang_incl_bonus":
-        details["acceptance_rate_sglang_incl_bonus"] = printed
+    if definition == "incl_bonus":
+        details["acceptance_rate_incl_bonus"] = printed
     return {
         "accept_len": len_num / len_den if len_den > 0 else None,
-        "acceptance_rate": None if definition == "sglang_incl_bonus" else printed,
+        "acceptance_rate": printed if definition == "drafts_only" else None,
         "gen_throughput": throughput,
         "details": details,
     }

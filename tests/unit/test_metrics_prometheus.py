@@ -72,8 +72,10 @@ def test_sglang_counters_first_gauges_sampled_during_and_after() -> None:
     during = [_read("prometheus_sglang_during_1.txt"), _read("prometheus_sglang_during_2.txt")]
     before, after = _read("prometheus_sglang_before.txt"), _read("prometheus_sglang_after.txt")
     prom = scrape_delta(before, after, "sglang", during=during)
-    # d(generation_tokens, both is_streaming series) 1100 / d(spec_verify_calls) 400.
-    assert prom.accept_len == pytest.approx(1100 / 400)
+    # (d(generation_tokens) 1100 - d(num_requests) 50, both is_streaming series) / d(spec_verify_calls) 400:
+    # the prefill's first token of each finished request is not a verify step's.
+    assert prom.accept_len == pytest.approx((1100 - 50) / 400)
+    assert prom.details["accept_len_engine"] == pytest.approx(1100 / 400)  # SGLang's completion / verify calls
     assert prom.details["accept_len_source"] == "counters"
     # Gauges: mean of the tp_rank 0 samples 3.0, 3.4, 3.2 (the before value 2.0 and the copy stay out).
     assert prom.details["gauge_accept_len"] == pytest.approx(3.2)
@@ -83,7 +85,7 @@ def test_sglang_counters_first_gauges_sampled_during_and_after() -> None:
     timed = scrape_delta(before, after, "sim", during=during, elapsed_s=10.0)
     assert timed.gen_throughput == pytest.approx(1100 / 10.0)  # the counter wins when the window length is known
     only_two = scrape_delta(before, after, "sglang")
-    assert only_two.accept_len == pytest.approx(1100 / 400)
+    assert only_two.accept_len == pytest.approx((1100 - 50) / 400)
     assert only_two.details["gauge_accept_len"] == pytest.approx(3.2)
 
 
@@ -137,12 +139,19 @@ def _gauges(rows: list[tuple[str, float, float, float]], rate_help: str = "accep
 
 def test_sglang_counters_win_over_the_gauges() -> None:
     label = '{engine_type="unified",model_name="m"}'
-    before = f"sglang:spec_verify_calls_total{label} 100.0\nsglang:generation_tokens_total{label} 250.0\n"
-    after = f"sglang:spec_verify_calls_total{label} 300.0\nsglang:generation_tokens_total{label} 850.0\n"
+    before = (
+        f"sglang:spec_verify_calls_total{label} 100.0\nsglang:generation_tokens_total{label} 250.0\n"
+        f"sglang:num_requests_total{label} 4\n"
+    )
+    after = (
+        f"sglang:spec_verify_calls_total{label} 300.0\nsglang:generation_tokens_total{label} 850.0\n"
+        f"sglang:num_requests_total{label} 24\n"
+    )
     prom = scrape_delta(before, after + _gauges([('tp_rank="0"', 9.0, 0.5, 100.0)]), "sglang")
-    assert prom.accept_len == pytest.approx(600 / 200)  # bonus included, like meta_info spec_accept_length
+    assert prom.accept_len == pytest.approx((600 - 20) / 200)  # bonus included, the prefill tokens left out
+    assert prom.details["accept_len_engine"] == pytest.approx(600 / 200)  # as meta_info spec_accept_length
     assert prom.details["gauge_accept_len"] == pytest.approx(9.0)
-    assert prom.details["verify_calls"] == 200
+    assert (prom.details["verify_calls"], prom.details["finished_requests"]) == (200, 20)
 
 
 def test_sglang_without_the_verify_counter_reads_the_gauges() -> None:
@@ -172,8 +181,16 @@ def test_sglang_old_accept_rate_definition_is_kept_apart() -> None:
         "", _gauges([('tp_rank="0"', 3.0, 0.75, 100.0)], "accepted tokens / total draft tokens"), "sglang"
     )
     assert prom.acceptance_rate is None
-    assert prom.details["acceptance_rate_sglang_incl_bonus"] == pytest.approx(0.75)
-    assert prom.details["acceptance_rate_definition"] == "sglang_incl_bonus"
+    assert prom.details["acceptance_rate_incl_bonus"] == pytest.approx(0.75)
+    assert prom.details["acceptance_rate_definition"] == "incl_bonus"
+
+
+@pytest.mark.parametrize(("version", "rate"), [(None, None), ("0.5.23", 0.5), ("0.5.10", None)])
+def test_sglang_rate_without_help_text_follows_the_version(version: str | None, rate: float | None) -> None:
+    text = 'sglang:spec_accept_rate{tp_rank="0"} 0.5\nsglang:gen_throughput{tp_rank="0"} 9\n'
+    prom = scrape_delta("", text, "sglang", version=version)
+    assert prom.acceptance_rate == rate
+    assert prom.details["gauge_acceptance_rate"] == pytest.approx(0.5)
 
 
 def test_sglang_single_process_exposition_counter_family() -> None:
@@ -185,9 +202,10 @@ def test_sglang_single_process_exposition_counter_family() -> None:
     after = (
         f"{family}sglang:spec_verify_calls_total 30\n{created}"
         "# TYPE sglang:generation_tokens counter\nsglang:generation_tokens_total 70\n"
+        "# TYPE sglang:num_requests counter\nsglang:num_requests_total 2\n"
     )
     prom = scrape_delta(before, after, "sglang")
-    assert prom.accept_len == pytest.approx(70 / 20)
+    assert prom.accept_len == pytest.approx((70 - 2) / 20)
 
 
 def test_idle_zero_gauges_are_not_values() -> None:
@@ -202,10 +220,13 @@ def test_idle_zero_gauges_are_not_values() -> None:
 
 def test_sglang_bad_lines_and_an_autoregressive_server() -> None:
     label = '{engine_type="unified",model_name="m"}'
-    after = f"sglang:spec_verify_calls_total{label} 40\nsglang:generation_tokens_total{label} 100\nnot a metric line\n"
+    after = (
+        f"sglang:spec_verify_calls_total{label} 40\nsglang:generation_tokens_total{label} 100\n"
+        f"sglang:num_requests_total{label} 4\nnot a metric line\n"
+    )
     prom = scrape_delta("", after, "sglang", elapsed_s=4.0)
     assert prom.lines_skipped == 1
-    assert prom.accept_len == pytest.approx(100 / 40)
+    assert prom.accept_len == pytest.approx((100 - 4) / 40)
     assert prom.gen_throughput == pytest.approx(25.0)
     # Autoregressive: no verify call was counted, the spec gauges stay 0.
     ar = f"sglang:generation_tokens_total{label} 100\n" + _gauges([('tp_rank="0"', 0.0, 0.0, 50.0)])
