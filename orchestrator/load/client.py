@@ -78,7 +78,8 @@ class LoadClient:
             self._session = None
 
     def body(self, prompt: Prompt) -> bytes:
-        """The request body for one prompt, in the configured API's shape."""
+        """The request body for one prompt, in the configured API's shape, plus ``settings.extra_body`` (the
+        engine-specific fields, e.g. SGLang's ``return_spec_tokens_details``) at its top level."""
         s = self.settings
         max_tokens = prompt.max_tokens or s.max_tokens
         ignore_eos = prompt.ignore_eos if prompt.ignore_eos is not None else s.ignore_eos
@@ -104,6 +105,8 @@ class LoadClient:
             body["stream"] = s.stream
             if ignore_eos:
                 body["ignore_eos"] = True
+        if s.extra_body:
+            body.update(s.extra_body)  # engine-specific fields; the settings keep them off the client's own
         return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
     async def send(self, index: int, prompt: Prompt, *, warmup: bool = False) -> RequestRecord:

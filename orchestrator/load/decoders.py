@@ -9,9 +9,15 @@ APIs and what they send:
 
 - ``chat`` / ``completions`` (OpenAI): ``choices[0].delta.content`` / ``choices[0].text``, ``finish_reason``,
   ``usage`` (in every chunk with ``continuous_usage_stats``, else in a final chunk with no choices), ``[DONE]``.
-  llama.cpp adds ``timings`` (``draft_n``, ``draft_n_accepted``) to its last chunk; SGLang may add ``meta_info``.
+  Speculative figures, each where its engine writes it (:mod:`orchestrator.load.spec`): SGLang's
+  ``sglext.spec_tokens_details`` (asked for with ``return_spec_tokens_details``; in a stream, a chunk of its
+  own with no choices before the usage chunk), vLLM's ``metrics.speculative_decoding`` (on the final usage
+  chunk), llama.cpp's ``timings`` (on the last chunk). No engine puts ``meta_info`` at the top level of an
+  OpenAI response, so it is not read there; SGLang's ``choices[0].meta_info`` of a non-streamed chat answer
+  (``return_meta_info``) is.
 - ``generate`` (SGLang native): cumulative ``text`` and ``meta_info.completion_tokens`` in every chunk,
-  ``meta_info.spec_verify_ct``, ``meta_info.finish_reason = {"type": "length"}``, ``[DONE]``.
+  ``meta_info.finish_reason = {"type": "length", ...}``, the speculative fields in the final chunk's
+  ``meta_info``, ``[DONE]``.
 - ``llamacpp`` (llama.cpp native ``/completion``): ``content`` per token (``tokens`` ids in newer builds), a
   last chunk with ``stop: true``, ``tokens_predicted``, ``stop_type`` and ``timings``.
 """
@@ -23,6 +29,7 @@ import json.scanner
 from typing import Any
 
 from orchestrator.load.records import RequestRecord, spread_tokens
+from orchestrator.load.spec import from_meta_info, from_spec_tokens_details, from_timings, from_vllm_metrics
 
 __all__ = ["DECODERS", "Decoder", "StreamFault"]
 
@@ -189,29 +196,25 @@ class Decoder:
         raise NotImplementedError
 
     # -- engine metadata ---------------------------------------------------------------------------------
-    def _metadata(self, obj: dict[str, Any]) -> None:
-        timings = obj.get("timings")
-        if isinstance(timings, dict):
-            record = self.record
-            draft_n = timings.get("draft_n")
-            if isinstance(draft_n, int):
-                record.draft_n = draft_n
-            accepted = timings.get("draft_n_accepted")
-            if isinstance(accepted, int):
-                record.draft_n_accepted = accepted
-            prompt_n = timings.get("prompt_n")
-            if isinstance(prompt_n, int) and record.input_tokens is None:
-                record.input_tokens = prompt_n + _int(timings.get("cache_n"))
-        meta = obj.get("meta_info")
-        if isinstance(meta, dict):
-            self._meta_info(meta)
+    def _timings(self, timings: object) -> None:
+        """llama.cpp's ``timings`` (the last one wins: with ``timings_per_token`` every chunk has one)."""
+        if not isinstance(timings, dict):
+            return
+        record = self.record
+        spec = from_timings(timings)
+        if spec is not None:
+            record.spec = spec
+        prompt_n = timings.get("prompt_n")
+        if isinstance(prompt_n, int) and record.input_tokens is None:
+            record.input_tokens = prompt_n + _int(timings.get("cache_n"))
 
     def _meta_info(self, meta: dict[str, Any]) -> int | None:
         """SGLang's ``meta_info``; returns its cumulative ``completion_tokens`` when present."""
         record = self.record
-        verify = meta.get("spec_verify_ct")
-        if isinstance(verify, int):
-            record.spec_verify_ct = verify
+        if "spec_verify_ct" in meta:  # every SGLang version writes it with the other speculative fields
+            spec = from_meta_info(meta)
+            if spec is not None:
+                record.spec = spec
         prompt = meta.get("prompt_tokens")
         if isinstance(prompt, int):
             record.input_tokens = prompt
@@ -224,6 +227,21 @@ class Decoder:
             record.finish_reason = finish
         completion = meta.get("completion_tokens")
         return completion if isinstance(completion, int) else None
+
+    def _openai_extensions(self, obj: dict[str, Any]) -> None:
+        """The engines' additions to an OpenAI chunk or body: SGLang ``sglext``, vLLM ``metrics``, llama.cpp
+        ``timings``."""
+        sglext = obj.get("sglext")
+        if isinstance(sglext, dict):
+            spec = from_spec_tokens_details(sglext.get("spec_tokens_details"))
+            if spec is not None:
+                self.record.spec = spec
+        if "metrics" in obj:
+            spec = from_vllm_metrics(obj["metrics"])
+            if spec is not None:
+                self.record.spec = spec
+        if "timings" in obj:
+            self._timings(obj["timings"])
 
 
 class OpenAIDecoder(Decoder):
@@ -269,13 +287,8 @@ class OpenAIDecoder(Decoder):
             prompt = usage.get("prompt_tokens")
             if type(prompt) is int:
                 self.record.input_tokens = prompt
-        if "timings" in obj:
-            self._metadata(obj)
-        meta = obj.get("meta_info")
-        if meta and type(meta) is dict:
-            completion = self._meta_info(meta)
-            if completion is not None and self._final_total is None:
-                self._final_total = completion  # SGLang's count, when the server sends no usage
+        if "sglext" in obj or "metrics" in obj or "timings" in obj:
+            self._openai_extensions(obj)
         if count == 0 and cum is None:
             return 0
         return self._add(now, count, weight, cum)
@@ -295,7 +308,13 @@ class OpenAIDecoder(Decoder):
                 total = usage["completion_tokens"]
             if isinstance(usage.get("prompt_tokens"), int):
                 self.record.input_tokens = usage["prompt_tokens"]
-        self._metadata(obj)
+        self._openai_extensions(obj)
+        if self.record.spec is None and self._chat and choices and isinstance(choices[0], dict):
+            # SGLang's non-streamed chat with return_meta_info: the raw meta_info inside the choice
+            # (python/sglang/srt/entrypoints/openai/serving_chat.py _build_chat_response).
+            meta = choices[0].get("meta_info")
+            if isinstance(meta, dict):
+                self.record.spec = from_meta_info(meta)
         return text, total
 
 
@@ -372,7 +391,8 @@ class LlamaCppDecoder(Decoder):
             self.record.finish_reason = "length"
         elif obj.get("stopped_eos") or obj.get("stopped_word"):
             self.record.finish_reason = "stop"
-        self._metadata(obj)
+        if "timings" in obj:
+            self._timings(obj["timings"])
 
 
 def _choice_text(choice: dict[str, Any], chat: bool, *, delta: bool) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchestrator.load.spec import SpecFigures
+
 __all__ = ["RequestRecord", "spread_tokens"]
 
 
@@ -39,9 +41,8 @@ class RequestRecord:
     error: str | None = None
     status: int | None = None
     token_source: str = "chunks"  # continuous_usage | usage | chunks | none
-    spec_verify_ct: int | None = None
-    draft_n: int | None = None
-    draft_n_accepted: int | None = None
+    # Speculative figures the engine wrote into this response (see :mod:`orchestrator.load.spec`), or None.
+    spec: SpecFigures | None = None
 
     @property
     def ok(self) -> bool:
@@ -55,6 +56,11 @@ class RequestRecord:
     def send_delay(self) -> float:
         """Dispatch to the wire: connection set-up plus any backlog of the client itself."""
         return max(0.0, self.sent - self.dispatched)
+
+    @property
+    def spec_accept_len(self) -> float | None:
+        """This response's accept length under its engine's own definition (None without verify steps)."""
+        return self.spec.accept_len(self.output_tokens) if self.spec is not None else None
 
     @property
     def e2e(self) -> float | None:
@@ -81,9 +87,7 @@ class RequestRecord:
             "finish_reason": self.finish_reason,
             "token_source": self.token_source,
             "chunks": len(self.chunk_times),
-            "spec_verify_ct": self.spec_verify_ct,
-            "draft_n": self.draft_n,
-            "draft_n_accepted": self.draft_n_accepted,
+            "spec": self.spec.to_dict() if self.spec is not None else None,
         }
 
 

@@ -2,18 +2,25 @@
 
 ``LoadSettings`` is a plain frozen dataclass so that the runner can build one per load point cheaply; it checks
 itself on construction and raises :class:`~orchestrator.errors.LoadError` (never a bare ``ValueError``).
+
+The load generator knows no engine: what an engine needs in a request beyond the API's own fields comes in
+``extra_body`` (merged into the top level of every request body). :func:`engine_request_extras` is the one
+place that knows what each engine offers, for the caller to pass on.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from types import MappingProxyType
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from orchestrator.errors import LoadError
 
-__all__ = ["API_PATHS", "Api", "LoadSettings"]
+__all__ = ["API_PATHS", "Api", "LoadSettings", "engine_request_extras"]
 
 Api = Literal["chat", "completions", "generate", "llamacpp"]
 
@@ -24,6 +31,33 @@ API_PATHS: dict[str, str] = {
     "generate": "/generate",  # SGLang's native API
     "llamacpp": "/completion",  # llama.cpp's native API
 }
+
+# The body fields the client sets itself, per API; ``extra_body`` may not override them.
+_OPENAI_FIELDS = frozenset({"model", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"})
+_OWN_FIELDS: dict[str, frozenset[str]] = {
+    "chat": _OPENAI_FIELDS | {"messages"},
+    "completions": _OPENAI_FIELDS | {"prompt"},
+    "generate": frozenset({"text", "sampling_params", "stream"}),
+    "llamacpp": frozenset({"prompt", "n_predict", "temperature", "stream", "ignore_eos"}),
+}
+
+
+def engine_request_extras(engine: str | None, api: str) -> dict[str, Any]:
+    """The request-body fields that make ``engine`` return its per-response speculative figures on ``api``.
+
+    - SGLang, ``chat``/``completions``: ``{"return_spec_tokens_details": true}``, a top-level field of
+      ``ChatCompletionRequest`` and ``CompletionRequest`` (python/sglang/srt/entrypoints/openai/protocol.py,
+      SGLang 0.5.19 and later; 0.5.18 and older ignore the unknown field, pydantic's default for their
+      request models). The answer comes back in
+      ``sglext.spec_tokens_details``. ``/generate`` needs nothing: its ``meta_info`` always carries them.
+    - vLLM: nothing to ask per request; ``metrics.speculative_decoding`` comes back when the server runs with
+      ``--per-request-spec-decode-metrics summary`` (vllm/config/observability.py, 0.33.0).
+    - llama.cpp: nothing; ``timings`` (``draft_n``, ``draft_n_accepted``) is in every final chunk.
+    - ``sim``: as SGLang, the simulator's default dialect (its other dialects ignore the field).
+    """
+    if engine in ("sglang", "sim") and api in ("chat", "completions"):
+        return {"return_spec_tokens_details": True}
+    return {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +92,8 @@ class LoadSettings:
     stream: bool = True
     # Ask OpenAI-style servers for usage in every chunk (vLLM, SGLang): exact tokens per chunk.
     continuous_usage: bool = True
+    # More top-level request-body fields, e.g. ``engine_request_extras(engine, api)``; JSON values only.
+    extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -81,6 +117,26 @@ class LoadSettings:
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise LoadError(f"load: {name} must be a positive number of seconds, got {value!r}")
+        self._check_extra_body()
+
+    def _check_extra_body(self) -> None:
+        extra = self.extra_body
+        if not isinstance(extra, Mapping):
+            raise LoadError(f"load: extra_body must be a mapping of body fields, got {type(extra).__name__}")
+        bad = [key for key in extra if not isinstance(key, str)]
+        if bad:
+            raise LoadError(f"load: extra_body field names must be strings, got {bad[0]!r}")
+        clash = sorted(set(extra) & _OWN_FIELDS[self.api])
+        if clash:
+            raise LoadError(
+                f"load: extra_body cannot set {', '.join(clash)}: the load client sets them for api {self.api!r}"
+            )
+        try:
+            json.dumps(dict(extra), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise LoadError(f"load: extra_body must hold JSON values only ({exc})") from None
+        # A read-only copy: the settings are frozen, and the caller's dict may change afterwards.
+        object.__setattr__(self, "extra_body", MappingProxyType(dict(extra)))
 
     @property
     def open_loop(self) -> bool:

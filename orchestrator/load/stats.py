@@ -18,13 +18,21 @@ Definitions (times from the client's clock; tokens of successful requests only, 
 - ``per_user_tok_s``: per request, the decode rate a user sees, (output tokens - 1) / (end - first token),
   averaged over requests.
 - Percentiles interpolate linearly (``numpy.percentile``'s default, as the vLLM and SGLang scripts do).
-- ``spec``: from response metadata. SGLang: accept length = sum(completion tokens) / sum(spec_verify_ct).
+- ``spec``: from the speculative figures the engine wrote into each response, read where it writes them
+  (:mod:`orchestrator.load.spec` names the field and the engine file for each source). ``accept_len`` (also
+  ``accept_len_token_weighted``) = sum of numerators / sum of verify steps over the responses, the same
+  weighting as a window of the engine's counters; ``accept_len_request_weighted`` = the mean of each
+  response's own accept length. The numerator is the engine's: SGLang (``sglext.spec_tokens_details`` on
+  chat/completions, ``meta_info`` on ``/generate``) completion tokens / ``spec_verify_ct``; vLLM
+  (``metrics.speculative_decoding``) 1 + ``num_accepted_draft_tokens`` / ``num_spec_steps``.
+  ``acceptance_rate`` = sum of accepted drafts / sum of proposed drafts, drafts only on every engine.
   llama.cpp's ``timings`` carry drafted and accepted tokens but no step count, so they give
   ``acceptance_rate`` = sum(draft_n_accepted) / sum(draft_n) (the log line's and the counters' definition)
   and ``tokens_per_pass`` = tokens / (tokens - accepted): every target forward pass yields its accepted
   drafts plus one token (the prompt's pass and steps without a draft included; a partial draft on a model
   that restores a checkpoint takes two passes for one extra token). That is at most llama.cpp's mean
   length, which counts only steps that verified a draft, so no ``accept_len`` comes from llama.cpp timings.
+  ``definitions`` in the figures says all this per source, with the engine file.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from orchestrator.load.records import RequestRecord
+from orchestrator.load.spec import summarize_spec
 
 __all__ = ["distribution", "spec_summary", "steady_window", "summarize"]
 
@@ -75,31 +84,7 @@ def steady_window(records: list[RequestRecord], open_loop: bool, concurrency: in
 
 def spec_summary(records: list[RequestRecord]) -> dict[str, Any]:
     """Speculative-decoding figures from response metadata (None where no response carried any)."""
-    sglang = [r for r in records if r.spec_verify_ct is not None]
-    llama = [r for r in records if r.draft_n is not None or r.draft_n_accepted is not None]
-    summary: dict[str, Any] = {
-        "accept_len": None,
-        "verify_steps": None,
-        "draft_n": None,
-        "draft_n_accepted": None,
-        "acceptance_rate": None,
-        "tokens_per_pass": None,
-        "responses_with_metadata": len({r.index for r in sglang + llama}),
-    }
-    if sglang:
-        steps = sum(r.spec_verify_ct or 0 for r in sglang)
-        tokens = sum(r.output_tokens for r in sglang)
-        summary["verify_steps"] = steps
-        summary["accept_len"] = _r(tokens / steps, 4) if steps else None
-    if llama:
-        drafted = sum(r.draft_n or 0 for r in llama)
-        accepted = sum(r.draft_n_accepted or 0 for r in llama)
-        tokens = sum(r.output_tokens for r in llama)
-        summary["draft_n"] = drafted
-        summary["draft_n_accepted"] = accepted
-        summary["acceptance_rate"] = _r(accepted / drafted, 6) if drafted else None
-        summary["tokens_per_pass"] = _r(tokens / (tokens - accepted), 4) if tokens > accepted else None
-    return summary
+    return summarize_spec((r.spec, r.output_tokens) for r in records)
 
 
 def summarize(

@@ -1,7 +1,8 @@
 """Where several sources say the same thing, compute each and keep how far they disagree.
 
 Sources for one window: the journal (``WindowMetrics``), Prometheus (``PromWindow``), per-response metadata
-(``response_figures``: SGLang ``meta_info.spec_verify_ct``, llama.cpp ``timings.draft_n``), and the client
+(``response_figures``: SGLang ``sglext.spec_tokens_details`` on chat/completions and ``meta_info`` on
+``/generate``, vLLM ``metrics.speculative_decoding``, llama.cpp ``timings``), and the client
 (its measured tokens/s as ``{"gen_throughput": ...}``). ``compare_sources`` lines them up per figure against
 a reference (the first source, in the order given, that has the figure) and records each relative
 difference, the largest, and whether it is within tolerance, as plain values the analysis can check.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+from orchestrator.load.spec import response_spec, summarize_spec
 
 __all__ = ["HasFigures", "compare_sources", "response_figures"]
 
@@ -72,41 +75,35 @@ def compare_sources(sources: Mapping[str, HasFigures | Mapping[str, Any]], *, re
     return {"rel_tol": rel_tol, "figures": out, "disagreements": disagreements}
 
 
-def _find(response: Mapping[str, Any], key: str) -> float | None:
-    for where in (response, response.get("meta_info"), response.get("usage"), response.get("timings")):
-        if isinstance(where, Mapping) and key in where:
-            return _number(where[key])
-    return None
-
-
 def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Window figures from per-response metadata, as a source for ``compare_sources``.
+    """Window figures from whole response bodies, as a source for ``compare_sources``.
 
-    Each response may carry, at top level or under ``meta_info``/``usage``/``timings``: ``completion_tokens``
-    and ``spec_verify_ct`` (SGLang: accept length = sum(completion tokens) / sum(verify steps), bonus
-    included; the first token comes from prefill, so this slightly overstates short answers), and
-    ``draft_n`` / ``draft_n_accepted`` (llama.cpp: acceptance rate = sum(accepted) / sum(drafted)).
+    Each response is read where the engine that wrote it puts its speculative figures
+    (:func:`orchestrator.load.spec.response_spec`): SGLang's ``sglext.spec_tokens_details`` with
+    ``usage.completion_tokens`` (OpenAI chat/completions), SGLang's ``meta_info`` (``/generate``: a body
+    without ``choices``, ``object`` or ``usage``; or ``choices[0].meta_info`` of a chat answer asked with
+    ``return_meta_info``), vLLM's ``metrics.speculative_decoding``, llama.cpp's ``timings``. A top-level
+    ``meta_info`` on an OpenAI-shaped body is ignored: no engine writes one. The figures and their
+    definitions are those of :func:`orchestrator.load.spec.summarize_spec`: ``accept_len`` token-weighted,
+    ``accept_len_request_weighted`` the mean over responses, ``accept_len_engine`` SGLang's own formula,
+    ``acceptance_rate`` from accepted / proposed drafts; ``details`` counts the responses.
     """
-    completion = verify = drafted = accepted = 0.0
-    counted = with_verify = with_drafts = 0
-    for response in responses:
-        counted += 1
-        tokens, steps = _find(response, "completion_tokens"), _find(response, "spec_verify_ct")
-        if tokens is not None and steps:
-            completion += tokens
-            verify += steps
-            with_verify += 1
-        n_draft, n_accepted = _find(response, "draft_n"), _find(response, "draft_n_accepted")
-        if n_draft and n_accepted is not None:
-            drafted += n_draft
-            accepted += n_accepted
-            with_drafts += 1
+    read = [response_spec(response) for response in responses]
+    summary = summarize_spec((spec, tokens or 0) for spec, tokens in read)
     return {
-        "accept_len": completion / verify if verify > 0 else None,
-        "acceptance_rate": accepted / drafted if drafted > 0 else None,
+        "accept_len": summary["accept_len"],
+        "accept_len_request_weighted": summary["accept_len_request_weighted"],
+        "accept_len_engine": summary["accept_len_engine"],
+        "accept_len_engine_request_weighted": summary["accept_len_engine_request_weighted"],
+        "acceptance_rate": summary["acceptance_rate"],
         "details": {
-            "responses": counted,
-            "responses_with_verify_ct": with_verify,
-            "responses_with_drafts": with_drafts,
+            "responses": len(read),
+            "responses_with_verify_steps": summary["responses_with_verify_steps"],
+            "responses_with_drafts": summary["responses_with_drafts"],
+            "verify_steps": summary["verify_steps"],
+            "accepted_drafts": summary["accepted_drafts"],
+            "proposed_drafts": summary["proposed_drafts"],
+            "sources": summary["sources"],
         },
+        "definitions": summary["definitions"],
     }

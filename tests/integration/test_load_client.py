@@ -8,7 +8,7 @@ import json
 import socket
 import struct
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -18,7 +18,18 @@ from orchestrator.errors import LoadError
 from orchestrator.load import LoadProgress, LoadSettings, run_load
 from orchestrator.load import client as client_module
 from orchestrator.load.client import LoadClient, discover_model
+from orchestrator.load.settings import engine_request_extras
+from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_META_INFO, VLLM_METRICS, SpecFigures
 from orchestrator.load.workloads import Prompt
+from tests.engine_bodies import (
+    SGLANG_CHAT_BODY,
+    SGLANG_CHAT_STREAM,
+    SGLANG_COMPLETIONS_STREAM,
+    SGLANG_DETAILS,
+    SGLANG_GENERATE_STREAM,
+    VLLM_CHAT_TAIL,
+    llamacpp_stream,
+)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -65,7 +76,9 @@ class FakeServer:
 
 
 def chat_events(tokens: list[str], finish: str = "length", usage: bool = True) -> list[bytes]:
-    events = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    events: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
+    ]
     events += [{"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]} for t in tokens]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if usage:
@@ -73,7 +86,9 @@ def chat_events(tokens: list[str], finish: str = "length", usage: bool = True) -
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
-def sse_script(parts: list[bytes | float | str], status: int = 200, content_type: str = "text/event-stream") -> Handler:
+def sse_script(
+    parts: Sequence[bytes | float | str], status: int = 200, content_type: str = "text/event-stream"
+) -> Handler:
     """Write each bytes part as its own HTTP chunk; a float sleeps; 'reset' aborts the connection with RST;
     'close' ends the body cleanly where it is; 'hang' sleeps until the client goes away."""
 
@@ -239,24 +254,75 @@ async def test_usage_spreads_tokens_over_chunks(server: FakeServer) -> None:
 
 
 async def test_generate_and_llamacpp_streams(server: FakeServer) -> None:
-    generate = [
-        b'data: {"text": " a", "meta_info": {"completion_tokens": 1, "spec_verify_ct": 0}}\n\n',
-        b'data: {"text": " a b c", "meta_info": {"completion_tokens": 3, "spec_verify_ct": 1, '
-        b'"finish_reason": {"type": "length"}}}\n\n',
-        b"data: [DONE]\n\n",
-    ]
     llamacpp = [
         b'data: {"content": " a", "stop": false}\n\n',
         b'data: {"content": " b", "stop": false}\n\n',
         b'data: {"content": "", "stop": true, "tokens_predicted": 2, "stop_type": "limit", '
         b'"timings": {"draft_n": 3, "draft_n_accepted": 1}}\n\n',
     ]
-    server.scripts.extend([sse_script(generate), sse_script(llamacpp)])
+    server.scripts.extend([sse_script(list(SGLANG_GENERATE_STREAM)), sse_script(llamacpp)])
     first = await send_one(settings_for(server.url, api="generate"))
     second = await send_one(settings_for(server.url, api="llamacpp"))
-    assert (first.ok, first.output_tokens, first.chunk_tokens, first.spec_verify_ct) == (True, 3, [1, 2], 1)
-    assert (second.ok, second.output_tokens, second.draft_n, second.draft_n_accepted) == (True, 2, 3, 1)
+    assert (first.ok, first.output_tokens, first.chunk_tokens) == (True, 13, [1, 4, 3, 2, 3])
+    assert first.spec == SpecFigures(SGLANG_META_INFO, 4, 8, 12, 3.25)
+    assert "return_spec_tokens_details" not in server.bodies[0]  # /generate's meta_info needs no flag
+    assert (second.ok, second.output_tokens) == (True, 2)
+    assert second.spec == SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=1, proposed_drafts=3)
     assert second.finish_reason == "length"
+
+
+# -- per-response speculative figures, as each engine writes them (tests/engine_bodies.py) ---------------
+
+
+@pytest.mark.parametrize(
+    ("api", "events"),
+    [
+        pytest.param("chat", SGLANG_CHAT_STREAM, id="chat"),
+        pytest.param("completions", SGLANG_COMPLETIONS_STREAM, id="completions"),
+    ],
+)
+async def test_sglang_openai_stream_asked_for_its_spec_tokens_details(
+    server: FakeServer, api: str, events: list[bytes]
+) -> None:
+    # SGLang writes the sglext chunk in the same write as the finish chunk or apart: both ways.
+    together = [*events[:-3], events[-3] + events[-2], events[-1]]
+    server.scripts.extend([sse_script(list(events)), sse_script(together)])
+    settings = settings_for(server.url, api=api, extra_body=engine_request_extras("sglang", api), requests=2)
+    result = await run_load(settings)
+    assert all(body["return_spec_tokens_details"] is True for body in server.bodies)  # top level of the body
+    assert result.errors == 0
+    assert all(r.spec == SGLANG_DETAILS for r in result.records)
+    spec = result.to_dict()["spec"]
+    assert spec["accept_len"] == pytest.approx(12 / 4)  # Σ(completion - 1) / Σ verify_ct
+    assert spec["accept_len_engine"] == pytest.approx(13 / 4)  # SGLang's spec_accept_length
+    assert spec["accept_len_request_weighted"] == pytest.approx(3.0)
+    assert spec["acceptance_rate"] == pytest.approx(8 / 12)
+    assert spec["sources"] == {"sglang:sglext": 2}
+    assert "protocol.py" in spec["definitions"]["source"]
+
+
+async def test_sglang_chat_body_and_vllm_stream(server: FakeServer) -> None:
+    server.scripts.append(
+        sse_script([SGLANG_CHAT_BODY], content_type="application/json")  # a whole body to a streamed request
+    )
+    server.scripts.append(sse_script(list(VLLM_CHAT_TAIL)))
+    sglang = await send_one(settings_for(server.url, extra_body=engine_request_extras("sglang", "chat")))
+    vllm = await send_one(settings_for(server.url, extra_body=engine_request_extras("vllm", "chat")))
+    assert sglang.spec == SGLANG_DETAILS and not sglang.streamed
+    assert vllm.spec == SpecFigures(VLLM_METRICS, 4, 6, 12, 2.5)
+    assert vllm.spec_accept_len == pytest.approx(2.5)
+    assert "return_spec_tokens_details" not in server.bodies[1]  # vLLM: a server flag, nothing per request
+    assert server.bodies[1]["stream_options"]["include_usage"] is True  # its metrics ride on the usage chunk
+
+
+async def test_real_llamacpp_stream_over_a_socket(server: FakeServer) -> None:
+    parts: list[bytes | float | str] = []
+    for event in llamacpp_stream():
+        parts += [event, 0.001]
+    server.scripts.append(sse_script(parts))
+    record = await send_one(settings_for(server.url, api="completions"))
+    assert record.ok and record.output_tokens == 128
+    assert record.spec == SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=46, proposed_drafts=123)
 
 
 @pytest.mark.parametrize(

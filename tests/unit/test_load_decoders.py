@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
 from orchestrator.load.records import RequestRecord, spread_tokens
+from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_META_INFO, SpecFigures
 
 
 def decoder(api: str) -> Decoder:
@@ -83,21 +84,23 @@ def test_llamacpp_openai_final_chunk_with_usage_and_timings_is_not_continuous() 
     )
     assert record.chunk_tokens == [1, 1, 1, 1]
     assert record.output_tokens == 4
-    assert (record.draft_n, record.draft_n_accepted) == (6, 2)
+    assert record.spec == SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=2, proposed_drafts=6)
 
 
-def test_completions_text_and_sglang_meta_info() -> None:
+def test_completions_ignore_a_top_level_meta_info() -> None:
+    """No engine writes ``meta_info`` at the top level of an OpenAI chunk: neither its counts nor its
+    speculative fields are read there (SGLang's go to ``sglext``, see test_load_spec)."""
+
     def chunk(text: str, finish: str | None = None) -> dict:
         return {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
 
     final = chunk("", "length")
     final["meta_info"] = {"prompt_tokens": 7, "completion_tokens": 4, "spec_verify_ct": 2}
     record = feed(decoder("completions"), [chunk("ab"), chunk("cdef"), final, b"[DONE]"])
-    assert record.spec_verify_ct == 2
-    assert record.input_tokens == 7
-    assert record.output_tokens == 4  # no usage, but meta_info's count, spread by text length
-    assert record.chunk_tokens == [1, 3]
-    assert record.token_source == "usage"
+    assert record.spec is None
+    assert record.input_tokens is None
+    assert record.output_tokens == 2  # counted from the text chunks
+    assert record.token_source == "chunks"
 
 
 def test_generate_cumulative_text_and_counts() -> None:
@@ -114,7 +117,7 @@ def test_generate_cumulative_text_and_counts() -> None:
     record = feed(decoder("generate"), events)
     assert record.chunk_tokens == [1, 3, 1]
     assert record.output_tokens == 5
-    assert record.spec_verify_ct == 2
+    assert record.spec == SpecFigures(SGLANG_META_INFO, verify_steps=2)
     assert record.finish_reason == "length"
     assert record.token_source == "continuous_usage"
 
@@ -139,7 +142,7 @@ def test_llamacpp_native_stream() -> None:
     assert record.output_tokens == 3
     assert record.finish_reason == "length"
     assert record.input_tokens == 5
-    assert (record.draft_n, record.draft_n_accepted) == (4, 1)
+    assert record.spec == SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=1, proposed_drafts=4)
 
 
 @pytest.mark.parametrize(

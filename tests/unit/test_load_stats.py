@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.load.records import RequestRecord
+from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_SGLEXT, SpecFigures
 from orchestrator.load.stats import distribution, spec_summary, steady_window, summarize
 from orchestrator.metrics import scrape_delta
 
@@ -107,10 +108,14 @@ def test_no_steady_window_falls_back_to_the_plain_figure() -> None:
 
 
 def test_spec_from_sglang_and_llamacpp_metadata() -> None:
-    sglang = [record(i, 0.0, 0.1, [0.1] * 9, spec_verify_ct=4) for i in range(2)]  # 10 tokens in 4 steps each
-    assert spec_summary(sglang)["accept_len"] == pytest.approx(2.5)
+    sglang = [
+        record(i, 0.0, 0.1, [0.1] * 9, spec=SpecFigures(SGLANG_SGLEXT, 4)) for i in range(2)
+    ]  # 10 tokens, 4 steps
+    assert spec_summary(sglang)["accept_len"] == pytest.approx(9 / 4)  # the first token came from prefill
+    assert spec_summary(sglang)["accept_len_engine"] == pytest.approx(10 / 4)  # SGLang's completion / verify_ct
     assert spec_summary(sglang)["verify_steps"] == 8
-    llama = [record(0, 0.0, 0.1, [0.1] * 9, draft_n=12, draft_n_accepted=6)]  # 10 tokens, 6 accepted: 4 passes
+    llama_spec = SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=6, proposed_drafts=12)
+    llama = [record(0, 0.0, 0.1, [0.1] * 9, spec=llama_spec)]  # 10 tokens, 6 accepted: 4 passes
     summary = spec_summary(llama)
     assert (summary["draft_n"], summary["draft_n_accepted"]) == (12, 6)
     assert summary["acceptance_rate"] == pytest.approx(0.5)
@@ -129,7 +134,10 @@ def test_llamacpp_timings_against_the_same_servers_counters() -> None:
     responses = []
     for i, request in enumerate(capture["requests"]):
         timings = request["timings"]
-        r = RequestRecord(index=i, draft_n=timings["draft_n"], draft_n_accepted=timings["draft_n_accepted"])
+        spec = SpecFigures(
+            LLAMACPP_TIMINGS, accepted_drafts=timings["draft_n_accepted"], proposed_drafts=timings["draft_n"]
+        )
+        r = RequestRecord(index=i, spec=spec)
         r.output_tokens = request["completion_tokens"]
         responses.append(r)
     summary = spec_summary(responses)

@@ -157,21 +157,35 @@ def test_compare_accepts_prometheus_windows() -> None:
 
 
 def test_response_figures() -> None:
+    """Each body read where its engine writes the figures (byte-exact cases: tests/unit/test_load_spec.py)."""
     responses: list[dict[str, Any]] = [
-        {"meta_info": {"completion_tokens": 100, "spec_verify_ct": 40}},
-        {"usage": {"completion_tokens": 50}, "meta_info": {"spec_verify_ct": 10}},
-        {"timings": {"draft_n": 48, "draft_n_accepted": 31}},
+        {"text": "...", "meta_info": {"completion_tokens": 101, "spec_verify_ct": 40}},  # SGLang /generate
+        {  # SGLang chat with return_spec_tokens_details
+            "object": "chat.completion",
+            "choices": [],
+            "usage": {"completion_tokens": 51},
+            "sglext": {
+                "spec_tokens_details": {
+                    "spec_verify_ct": 10,
+                    "spec_num_correct_drafts": 20,
+                    "spec_num_proposed_drafts": 30,
+                }
+            },
+        },
+        {"timings": {"draft_n": 48, "draft_n_accepted": 31}},  # llama.cpp
+        {"usage": {"completion_tokens": 50}, "meta_info": {"spec_verify_ct": 10}},  # no engine writes this
         {"completion_tokens": 7},
     ]
     figures = response_figures(responses)
-    assert figures["accept_len"] == pytest.approx(150 / 50)
-    assert figures["acceptance_rate"] == pytest.approx(31 / 48)
-    assert figures["details"] == {"responses": 4, "responses_with_verify_ct": 2, "responses_with_drafts": 1}
-    assert response_figures([]) == {
-        "accept_len": None,
-        "acceptance_rate": None,
-        "details": {"responses": 0, "responses_with_verify_ct": 0, "responses_with_drafts": 0},
-    }
+    assert figures["accept_len"] == pytest.approx(150 / 50)  # Σ(completion - 1) / Σ verify steps
+    assert figures["accept_len_engine"] == pytest.approx(152 / 50)  # SGLang's completion / verify
+    assert figures["acceptance_rate"] == pytest.approx(51 / 78)
+    assert figures["details"]["responses"] == 5
+    assert figures["details"]["responses_with_verify_steps"] == 2
+    assert figures["details"]["responses_with_drafts"] == 2
+    empty = response_figures([])
+    assert empty["accept_len"] is None and empty["acceptance_rate"] is None
+    assert empty["details"]["responses"] == 0 and empty["definitions"] is None
 
 
 # -- window edges: the first interval line of a cut window began before the window -------------------------
