@@ -9,6 +9,10 @@ if [[ -z ${SPECSWEEP_SKIP_LLAMA:-} ]]; then
   eval "$(bash scripts/get-llama-server.sh)" && export LLAMA_SERVER LLAMA_MODEL \
     || echo "[setup] llama-server not available: its tests will skip" >&2
 fi
+# The contract tests run the engines' own metrics code (tests/contract/); vLLM's V0 sampler imports torch:
+# the CPU build (pip takes it from this machine kind's package cache; not a dependency of specsweep itself).
+python -c "import torch" 2>/dev/null || { echo "[setup] installing torch 2.13.0 (CPU) for the contract tests" >&2;
+  python -m pip install -q --disable-pip-version-check torch==2.13.0 >&2; }
 status=0
 echo "== ruff" >&2; ruff check orchestrator tests bench || status=1
 echo "== mypy" >&2; mypy || status=1
