@@ -143,12 +143,14 @@ def _edge_details(figures: dict[str, Any], dropped: int, kept_groups: int) -> di
     return figures
 
 
-def _engine_parse(engine: str, text: str, cut: bool) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
+def _engine_parse(
+    engine: str, text: str, cut: bool, version: str | None
+) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
     edges = drop_window_edges if cut else _keep_edges
     if engine in ("sglang", "sim"):
         result = sglang.parse_sglang(text)
         decode, dropped, kept = edges([s for s in result.samples if isinstance(s, SglangDecodeSample)])
-        figures = sglang.aggregate_sglang(decode)
+        figures = sglang.aggregate_sglang(decode, version=version)
         definitions = dict(sglang.DEFINITIONS)
     elif engine == "vllm":
         result = vllm.parse_vllm(text)
@@ -176,12 +178,14 @@ def parse_window(
     user_parsers: Sequence[tuple[str, str] | UserParser] = (),
     *,
     cut: bool = False,
+    version: str | None = None,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
 
     ``cut``: the text was cut out of a longer log at the window's start (the runner's windows), so each
     group's first interval line began before the window and is left out (``EDGE_DEFINITION``). A whole
-    saved log is read as it is.
+    saved log is read as it is. ``version``: the engine version the server reported (``engine_info``), which
+    decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md).
 
     Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
     unknown engine and ``ConfigError`` for an invalid user regex.
@@ -191,7 +195,7 @@ def parse_window(
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    result, figures, definitions = _engine_parse(engine, text, cut)
+    result, figures, definitions = _engine_parse(engine, text, cut, version)
     tree = ddtree.parse_ddtree(text)
     result.extend(tree)
     user = parse_user(text, parsers) if parsers else ParseResult()
