@@ -26,6 +26,8 @@ from orchestrator.console import console, err_console
 from orchestrator.durations import parse_duration
 from orchestrator.errors import Interrupted, LoadError
 from orchestrator.load import API_PATHS, LoadSettings
+from orchestrator.load.settings import engine_request_extras
+from orchestrator.metrics import ENGINES
 
 if TYPE_CHECKING:
     from orchestrator.load import LoadProgress, LoadResult
@@ -150,8 +152,16 @@ def load(
         None, "--api-key", envvar="SPECSWEEP_API_KEY", help="Bearer token (or $SPECSWEEP_API_KEY).", show_default=False
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per level instead of a table."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="sglang, vllm, llamacpp or sim: ask that engine for its per-response speculative figures "
+        "(SGLang's return_spec_tokens_details on chat and completions; see docs/engines.md).",
+    ),
 ) -> None:
     """Fire load at a server (closed loop per concurrency, open loop per rate) and show what it measured."""
+    if engine is not None and engine not in ENGINES:
+        raise typer.BadParameter(f"choose one of {', '.join(ENGINES)}", param_hint="--engine")
     if api not in API_PATHS:
         raise typer.BadParameter(f"choose one of {', '.join(API_PATHS)}", param_hint="--api")
     levels_c = _numbers(concurrency, int, "--concurrency")
@@ -175,6 +185,7 @@ def load(
         "first_token_timeout": _seconds(first_token_timeout, "--first-token-timeout"),
         "total_timeout": _seconds(total_timeout, "--total-timeout"),
         "api_key": api_key,
+        "extra_body": engine_request_extras(engine, api),
     }
     levels = [LoadSettings(concurrency=c, **common) for c in levels_c]
     levels += [LoadSettings(rate=r, max_in_flight=max_in_flight, **common) for r in levels_r]
