@@ -236,32 +236,44 @@ class FakeClock:
         return getattr(time, name)
 
 
-def install(root: Path, version: str) -> dict[str, Any]:
-    """Make SGLang's modules importable with stubs; return the helpers taken out of its files."""
+def install(root: Path) -> dict[str, Any]:
+    """Make SGLang's modules importable with stubs; return the helpers taken out of its files.
+
+    Two layouts: ``managers/scheduler_components/metrics_reporter.py`` (sglang 0.5.13+, run with its
+    collectors) and, before it, ``observability/scheduler_metrics_mixin.py`` (0.5.10-0.5.12: the Decode line
+    only, ``legacy``)."""
     sys.path.insert(0, str(root))
-    real = {
-        "sglang.srt.environ",
-        "sglang.srt.observability.metrics_collector",
-        "sglang.srt.observability.utils",
-        "sglang.srt.observability.scheduler_stage_metrics",
-        "sglang.srt.utils.gauge_histogram",
-        "sglang.srt.managers.scheduler_components.metrics_reporter",
-        "sglang.srt.managers.scheduler_components.pool_stats_observer",
-    }
+    srt = root / "sglang" / "srt"
+    legacy = not (srt / "managers" / "scheduler_components" / "metrics_reporter.py").exists()
+    real = {"sglang.srt.environ"}
+    if legacy:
+        real |= {"sglang.srt.observability.scheduler_metrics_mixin"}
+    else:
+        real |= {
+            "sglang.srt.observability.metrics_collector",
+            "sglang.srt.observability.utils",
+            "sglang.srt.observability.scheduler_stage_metrics",
+            "sglang.srt.utils.gauge_histogram",
+            "sglang.srt.managers.scheduler_components.metrics_reporter",
+            "sglang.srt.managers.scheduler_components.pool_stats_observer",
+        }
     third_party = {"torch", "triton", "setproctitle", "psutil", "zmq", "transformers"}
     StubModule.real = frozenset(real)
     sys.meta_path.insert(0, StubFinder(root, real, third_party))
-    srt = root / "sglang" / "srt"
     DEFAULTS.update(field_defaults(srt))
 
-    # runtime_context.py: the configuration accessors answer from the scenario; the rank layout is SGLang's.
+    # runtime_context.py (0.5.13+): the configuration accessors answer from the scenario; the rank layout is
+    # SGLang's. Before it, the placement below uses the same formulas as 0.5.10's
+    # entrypoints/engine.py _compute_parallelism_ranks and layers/dp_attention.py.
     import sglang.srt.runtime_context as rc  # a stub module
 
-    layout = definitions(
-        srt / "runtime_context.py",
-        {"derive_attn_tp_size", "derive_attention_ranks", "derive_spawn_ranks"},
-        {"Any": Any},
-    )
+    layout: dict[str, Any] = {}
+    if (srt / "runtime_context.py").exists():
+        layout = definitions(
+            srt / "runtime_context.py",
+            {"derive_attn_tp_size", "derive_attention_ranks", "derive_spawn_ranks"},
+            {"Any": Any},
+        )
     for name in ("get_observability", "get_parallel", "get_disagg", "get_serving", "get_schedule", "get_spec"):
         setattr(rc, name, (lambda key: lambda: STATE[key])(name[4:]))
     rc.get_context = lambda: types.SimpleNamespace(is_config_namespace_published=lambda name: False)
@@ -277,7 +289,8 @@ def install(root: Path, version: str) -> dict[str, Any]:
         srt / "disaggregation" / "utils.py", {"DisaggregationMode"}, {"Enum": enum.Enum}
     )["DisaggregationMode"]
 
-    # The logger prefix: scheduler.py configure_scheduler_process and utils/common.py configure_logger.
+    # The logger prefix: scheduler.py configure_scheduler_process (configure_scheduler before 0.5.13) and
+    # utils/common.py configure_logger.
     from sglang.srt.environ import envs
 
     common = definitions(
@@ -292,9 +305,10 @@ def install(root: Path, version: str) -> dict[str, Any]:
             "is_flashinfer_available": lambda: False,
         },
     )
+    configure = "configure_scheduler" if legacy else "configure_scheduler_process"
     scheduler = definitions(
         srt / "managers" / "scheduler.py",
-        {"configure_scheduler_process"},
+        {configure},
         {
             "get_parallel": lambda: STATE["parallel"],
             "kill_itself_when_parent_died": lambda: None,
@@ -308,9 +322,10 @@ def install(root: Path, version: str) -> dict[str, Any]:
             "numa_bind_to_node": lambda *a, **k: None,
             "logger": logging.getLogger("sglang.srt.managers.scheduler"),
             "Optional": Any,
+            "os": os,
         },
     )
-    return {"layout": layout, "configure_scheduler_process": scheduler["configure_scheduler_process"]}
+    return {"layout": layout, "legacy": legacy, "configure": scheduler[configure]}
 
 
 # ------------------------------------------------------------------------------------------- a scheduler
@@ -391,17 +406,8 @@ def run_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dict[str, 
     """One scheduler process: its logger prefix, its collector (labels, gating) and its decode steps."""
     parallel = parallel_for(rank["parallel"], helpers["layout"])
     settings(scenario, parallel)
-    helpers["configure_scheduler_process"](Settings(log_level="info"), gpu_id=0)
-    formatter = logging.getLogger().handlers[0].formatter
-    lines: list[str] = []
-
-    class Capture(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(self.format(record))
-
-    capture = Capture()
-    capture.setFormatter(formatter)
-    logging.getLogger().handlers = [capture]
+    helpers["configure"](Settings(log_level="info"), gpu_id=0)
+    lines = capture_log()
 
     from sglang.srt.disaggregation.utils import DisaggregationMode
     from sglang.srt.managers.scheduler_components import metrics_reporter as mr
@@ -466,6 +472,85 @@ def run_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dict[str, 
     out.write_text(json.dumps(result))
 
 
+def capture_log() -> list[str]:
+    """Keep what the root logger prints, in the format SGLang's configure_logger gave it."""
+    formatter = logging.getLogger().handlers[0].formatter
+    lines: list[str] = []
+
+    class Capture(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
+
+    capture = Capture()
+    capture.setFormatter(formatter)
+    logging.getLogger().handlers = [capture]
+    return lines
+
+
+def run_legacy_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dict[str, Any], out: Path) -> None:
+    """sglang 0.5.10-0.5.12: ``SchedulerMetricsMixin.report_decode_stats`` (observability/
+    scheduler_metrics_mixin.py) on a stand-in Scheduler, one rank without parallelism, the Decode line only.
+    What a decode step feeds it is managers/scheduler_output_processor_mixin.py process_batch_result_decode:
+    ``num_generated_tokens += len(batch.reqs)`` (the bonus tokens), ``update_spec_metrics(bs,
+    num_accepted_tokens)``, ``forward_ct_decode += 1``, ``report_decode_stats(..., num_accepted_tokens=...)``."""
+    settings(scenario, Settings())
+    k = scenario["num_draft_tokens"]
+    server_args = Settings(
+        log_level="info",
+        tp_size=1,
+        pp_size=1,
+        attn_cp_size=1,
+        moe_dp_size=1,
+        ep_size=1,
+        decode_log_interval=scenario.get("decode_log_interval", 40),
+        speculative_num_draft_tokens=k,
+        speculative_num_steps=scenario.get("num_steps", k - 1),
+        language_only=False,
+    )
+    helpers["configure"](server_args, 0, 0, 0, 0, 0, None)
+    lines = capture_log()
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.observability import scheduler_metrics_mixin as mm
+
+    clock = FakeClock()
+    mm.time = clock  # type: ignore[assignment]
+    mixin = mm.SchedulerMetricsMixin
+    scheduler = Settings(
+        server_args=server_args,
+        forward_ct_decode=0,
+        forward_ct=0,
+        is_stats_logging_rank=True,
+        current_scheduler_metrics_enabled=False,
+        enable_metrics=False,
+        enable_mfu_metrics=False,
+        last_decode_stats_tic=clock.now,
+        num_generated_tokens=0,
+        is_hybrid_swa=False,
+        is_hybrid_ssm=False,
+        _get_token_info=lambda: (rank.get("tokens", 1234), 0.05, 0, 0),
+        spec_algorithm=types.SimpleNamespace(is_none=lambda: False),
+        spec_num_accepted_tokens=0,
+        spec_num_forward_ct=0,
+        spec_total_num_accepted_tokens=0,
+        spec_total_num_forward_ct=0,
+        disaggregation_mode=DisaggregationMode.NULL,
+        device="cuda",
+        waiting_queue=[],
+        _publish_kv_events=lambda: None,  # KV-cache events for routers: not part of the line
+    )
+    clock.now += rank.get("idle_before", 0.0)
+    for step in rank["steps"]:
+        bs, correct = step["bs"], step["correct_drafts"]
+        clock.now += step["dt"]
+        batch = Settings(reqs=[FakeReq() for _ in range(bs)], batch_size=lambda bs=bs: bs)
+        scheduler.forward_ct += 1
+        scheduler.num_generated_tokens += bs
+        mixin.update_spec_metrics(scheduler, bs, correct)
+        scheduler.forward_ct_decode = (scheduler.forward_ct_decode + 1) % (1 << 30)
+        mixin.report_decode_stats(scheduler, True, running_batch=batch, num_accepted_tokens=correct)
+    out.write_text(json.dumps({"lines": lines, "logs": True, "exports": False, "labels": {}}))
+
+
 def run_tokenizer(scenario: dict[str, Any], out: Path) -> None:
     """The tokenizer process: TokenizerMetricsCollector counters for the scenario's finished requests, and
     the per-request meta_info of tokenizer_manager.py _calculate_spec_decoding_metrics."""
@@ -521,17 +606,20 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="sglang-oracle-"))
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(work / "prom")  # before prometheus_client is imported
     (work / "prom").mkdir()
-    helpers = install(root, scenario.get("version", ""))
+    helpers = install(root)
     outputs: list[Path] = []
     jobs = [("rank", i, rank) for i, rank in enumerate(scenario.get("ranks", []))]
-    if scenario.get("requests"):
+    with_requests = bool(scenario.get("requests")) and not helpers["legacy"]  # requests: 0.5.13+ only
+    if with_requests:
         jobs.append(("tokenizer", len(jobs), None))
     for kind, index, rank in jobs:  # one process per scheduler rank, as the server runs them
         out = work / f"out-{index}.json"
         pid = os.fork()
         if pid == 0:
             try:
-                if kind == "rank":
+                if kind == "rank" and helpers["legacy"]:
+                    run_legacy_rank(scenario, rank, helpers, out)  # type: ignore[arg-type]
+                elif kind == "rank":
                     run_rank(scenario, rank, helpers, out)  # type: ignore[arg-type]
                 else:
                     run_tokenizer(scenario, out)
@@ -554,7 +642,7 @@ def main() -> None:
         "ranks": [r for r, (kind, _, _) in zip(results, jobs, strict=True) if kind == "rank"],
         "tokenizer": [r for r, (kind, _, _) in zip(results, jobs, strict=True) if kind == "tokenizer"],
         "metrics": generate_latest(registry).decode(),
-        "meta_info": meta_infos(root, scenario) if scenario.get("requests") else [],
+        "meta_info": meta_infos(root, scenario) if with_requests else [],
     }
     json.dump(report, sys.stdout)
 

@@ -13,9 +13,10 @@ same counts (metrics_reporter.py report_decode_stats):
 
 Pinned: sglang 0.5.23 (newest on PyPI when written); 0.5.22 for the last version whose ATTN_CP ranks > 0 still
 log and export (metrics_collector.py init_new: ``is_stats_logging_rank = attn_tp_rank == 0`` there,
-``... and attn_cp_rank == 0`` in 0.5.23). The wheels come from PyPI (``pip download --no-deps``) into
-``~/.cache/specsweep/engines``; nothing here is skipped: without the wheel, prometheus_client or msgspec the
-tests fail.
+``... and attn_cp_rank == 0`` in 0.5.23); 0.5.10 for the last version whose 'accept rate' counts the bonus
+token (observability/scheduler_metrics_mixin.py report_decode_stats). The wheels come from PyPI (``pip
+download --no-deps``) into ``~/.cache/specsweep/engines``; nothing here is skipped: without the wheel,
+prometheus_client or msgspec the tests fail.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.contract.wheels import engine_sources
 
 CURRENT = "0.5.23"
 CP_COPIES = "0.5.22"  # the last version whose ATTN_CP ranks > 0 print and export copies
+BONUS_RATE = "0.5.10"  # the last version whose 'accept rate' counts the bonus token
 ORACLE = Path(__file__).resolve().parent / "sglang_oracle.py"
 K = 4  # speculative_num_draft_tokens: 3 drafts + the bonus slot
 PRINTED = 0.005 + 1e-9  # a figure printed with two decimals is within half a unit of its last digit
@@ -296,3 +298,24 @@ def test_idle_gap_before_the_first_line_is_in_its_throughput(tmp_path: Path) -> 
     cut = parse_window("sglang", journal(result), cut=True)  # the runner's windows drop each group's first line
     assert cut.gen_throughput == pytest.approx(240.0)
     assert cut.details["edge_lines_dropped"] == 1
+
+
+# ------------------------------------------------------------------------------- accept rate definitions
+
+
+def test_accept_rate_before_0_5_11_counts_the_bonus(tmp_path: Path) -> None:
+    plan = steps(4, [8] * 4, 0.05)  # 32 drafts accepted of 48 proposed, 48 tokens in 16 verify steps
+    old = run_oracle(BONUS_RATE, {"decode_log_interval": 4, "ranks": [rank({}, plan)]}, tmp_path)
+    new = run_oracle(CURRENT, {"decode_log_interval": 4, "ranks": [rank({}, plan)]}, tmp_path)
+    (old_line,) = parse_sglang(journal(old)).samples
+    (new_line,) = parse_sglang(journal(new)).samples
+    assert old_line.accept_len == new_line.accept_len == pytest.approx(3.0)  # type: ignore[attr-defined]
+    # 0.5.10: (accepted drafts + bonus) / (verify steps * num_draft_tokens) = accept len / K.
+    assert old_line.accept_rate == pytest.approx(48 / (16 * K), abs=PRINTED)  # type: ignore[attr-defined]
+    # 0.5.11+: accepted drafts / (verify steps * (K - 1)).
+    assert new_line.accept_rate == pytest.approx(32 / (16 * (K - 1)), abs=PRINTED)  # type: ignore[attr-defined]
+    old_figures = aggregate_sglang([old_line], version=BONUS_RATE)  # type: ignore[list-item]
+    assert old_figures["acceptance_rate"] is None
+    assert old_figures["details"]["acceptance_rate_incl_bonus"] == pytest.approx(0.75)
+    new_figures = aggregate_sglang([new_line], version=CURRENT)  # type: ignore[list-item]
+    assert new_figures["acceptance_rate"] == pytest.approx(2 / 3, abs=PRINTED)
