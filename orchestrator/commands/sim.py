@@ -11,10 +11,12 @@ import typer
 from orchestrator.errors import SpecsweepError
 
 HELP = (
-    "Run the simulated SGLang-like speculative-decoding server (OpenAI API, SGLang logs and /metrics) until "
-    "SIGTERM/Ctrl-C. Flags: --host --port --algorithm {ar,linear,ddtree} --draft-tokens --budget --topk "
-    "--profile {k26,tiny,firehose,metronome} --fault NAME[=V] --seed --load-seconds --decode-log-interval "
-    "--ttft-ms --itl-ms --model; `specsweep sim --help` explains each."
+    "Run the simulated speculative-decoding server until SIGTERM/Ctrl-C, speaking one engine's dialect (its log "
+    "lines, /metrics, responses and health endpoints as the engine writes them). Flags: --engine "
+    "{sglang,vllm,llamacpp} --engine-version --host --port --algorithm {ar,linear,ddtree} --draft-tokens --budget "
+    "--topk --profile {k26,tiny,firehose,metronome} --fault NAME[=V] --seed --load-seconds --decode-log-interval "
+    "--log-stats-interval --tp-size --dp-size --ep-size --slots --per-request-spec-decode-metrics --ttft-ms "
+    "--itl-ms --model; `specsweep sim --help` explains each."
 )
 
 

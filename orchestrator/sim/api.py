@@ -1,11 +1,7 @@
-"""The simulator's wire formats: parsing OpenAI and SGLang-native requests, and building their responses.
+"""The simulator's request side: parsing OpenAI and SGLang-native request bodies into ``GenerationParams``.
 
-Requests become ``GenerationParams`` or raise ``BadRequest`` (a 400 with an OpenAI-style error body).
-Responses follow the OpenAI chat/completions shapes; streamed chunks are built from pre-rendered prefixes
-because the firehose writes hundreds of thousands of them a second. Beyond the standard fields the simulator
-adds ``meta_info`` (SGLang's names: ``completion_tokens``, ``prompt_tokens``, ``spec_verify_ct`` when
-speculating) at the top level of non-streamed OpenAI responses and of the final streamed chunks, so a client
-can compute accept length from the response alone, as SGLang's native ``/generate`` allows.
+Bad requests raise ``BadRequest`` (a 400 in the dialect's error shape). The responses are the dialects' business
+(``orchestrator.sim.dialects``): each builds its engine's response bodies and streamed chunks.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ __all__ = [
     "DONE",
     "BadRequest",
     "GenerationParams",
-    "OpenAIStream",
     "count_tokens",
     "error_body",
     "parse_chat",
@@ -65,6 +60,7 @@ class GenerationParams:
     stop: tuple[str, ...]
     seed: int | None
     model: str | None
+    return_spec_tokens_details: bool = False  # SGLang's OpenAI extension (protocol.py, 0.5.19+)
 
 
 def count_tokens(text: str) -> int:
@@ -144,6 +140,7 @@ def _common(body: dict[str, Any], prompt_key: str, prompt_tokens: int, context_l
         stop=_stop(body.get("stop")),
         seed=seed,
         model=model,
+        return_spec_tokens_details=_bool(body, "return_spec_tokens_details"),
     )
 
 
@@ -222,54 +219,3 @@ def parse_generate(body: Any, context_length: int) -> GenerationParams:
         seed=_int(sp, "sampling_seed", None, low=-(2**63)),
         model=None,
     )
-
-
-class OpenAIStream:
-    """Renders the SSE chunks of one streamed OpenAI response (chat or text completion)."""
-
-    def __init__(self, *, rid: str, created: int, model: str, chat: bool) -> None:
-        self.chat = chat
-        obj = "chat.completion.chunk" if chat else "text_completion"
-        self._envelope = f'"id":"{rid}","object":"{obj}","created":{created},"model":{json.dumps(model)}'
-        head = "data: {" + self._envelope + ',"choices":[{"index":0,'
-        if chat:
-            self._head = head + '"delta":{"content":"'
-            self._tail = '"},"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            self._head = head + '"text":"'
-            self._tail = '","logprobs":null,"finish_reason":null}]}\n\n'
-        self._finish_head = head
-
-    def role(self) -> str:
-        """The chat stream's first chunk: the assistant role with empty content (sent with the first token)."""
-        return (
-            self._head[: -len('"content":"')]
-            + '"role":"assistant","content":""},"logprobs":null,'
-            + ('"finish_reason":null}]}\n\n')
-        )
-
-    def content(self, text: str) -> str:
-        """One delta. ``text`` comes from the simulator's vocabulary, which needs no JSON escaping."""
-        return self._head + text + self._tail
-
-    def finish(self, reason: str, meta_info: dict[str, Any]) -> str:
-        """The chunk that carries ``finish_reason`` (and the simulator's ``meta_info``)."""
-        body = '"delta":{}' if self.chat else '"text":""'
-        return (
-            self._finish_head
-            + body
-            + f',"logprobs":null,"finish_reason":"{reason}"}}],"meta_info":{_compact(meta_info)}}}\n\n'
-        )
-
-    def usage(self, prompt_tokens: int, completion_tokens: int, meta_info: dict[str, Any]) -> str:
-        """The final chunk when ``stream_options.include_usage`` is set: no choices, only usage."""
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-        return (
-            "data: {"
-            + self._envelope
-            + f',"choices":[],"usage":{_compact(usage)},"meta_info":{_compact(meta_info)}}}\n\n'
-        )

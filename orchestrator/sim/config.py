@@ -16,9 +16,10 @@ from orchestrator.sim.faults import FAULT_NAMES, Faults, parse_faults
 from orchestrator.sim.model import MAX_DEPTH
 from orchestrator.sim.profiles import PROFILES, Profile, get_profile
 
-__all__ = ["ALGORITHMS", "SimConfig", "build_parser", "parse_args"]
+__all__ = ["ALGORITHMS", "ENGINES", "SimConfig", "build_parser", "parse_args"]
 
 ALGORITHMS = ("ar", "linear", "ddtree")
+ENGINES = ("sglang", "vllm", "llamacpp")  # orchestrator.sim.dialects
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,27 @@ class SimConfig:
     load_seconds: float = 0.0
     decode_log_interval: int = 40
     model: str = "sim"
+    engine: str = "sglang"
+    engine_version: str = ""  # empty: the dialect's current version
+    log_stats_interval: float = 10.0  # vLLM's VLLM_LOG_STATS_INTERVAL
+    tp_size: int = 1  # SGLang: the log prefix and the tp_rank labels
+    dp_size: int = 1  # SGLang: DP attention groups, one scheduler (log prefix, gauge labels) each
+    ep_size: int = 1
+    slots: int = 4  # llama.cpp: -np, the parallel slots
+    per_request_spec_decode_metrics: str = "none"  # vLLM: none | summary
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-        for name in ("draft_tokens", "budget", "topk", "decode_log_interval"):
+        if self.engine not in ENGINES:
+            raise ConfigError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if self.log_stats_interval <= 0:
+            raise ConfigError("--log-stats-interval must be positive")
+        if self.dp_size > 1 and self.engine != "sglang":
+            raise ConfigError("--dp-size is simulated for the sglang dialect only")
+        if self.tp_size % self.dp_size:
+            raise ConfigError("--tp-size must be a multiple of --dp-size (DP attention splits the TP ranks)")
+        for name in ("draft_tokens", "budget", "topk", "decode_log_interval", "tp_size", "dp_size", "ep_size", "slots"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
         if max(self.draft_tokens, self.budget) > MAX_DEPTH:
@@ -52,23 +69,39 @@ class SimConfig:
         if self.load_seconds < 0:
             raise ConfigError("--load-seconds must not be negative")
 
-    @property
-    def spec_args(self) -> str:
-        """The configuration in words, for log lines."""
-        if self.algorithm == "linear":
-            return f"linear draft_tokens={self.draft_tokens}"
-        if self.algorithm == "ddtree":
-            return f"ddtree budget={self.budget} topk={self.topk} max_depth={self.draft_tokens}"
-        return "ar"
+    def expected_accept_length(self, temperature: float = 0.0) -> float:
+        """The configured truth: the expected tokens committed per verify step (bonus included, the prefill's
+        first token excluded) of this configuration at ``temperature``; 1.0 under ``ar``. Every source of an
+        accept length (log lines, /metrics, responses) estimates this figure; ``orchestrator.sim.model``
+        computes it from the draft tree and the drafter's accuracy (``expected_accept_length``)."""
+        from orchestrator.sim.model import Drafter, Speculator, expected_accept_length
+
+        prof = self.profile
+        drafter = Drafter(prof.top1_accuracy, prof.depth_decay, prof.rank_share)
+        spec = Speculator(self.algorithm, drafter, draft_tokens=self.draft_tokens, budget=self.budget, topk=self.topk)
+        if spec.tree is None:
+            return 1.0
+        truth = drafter.at_temperature(temperature, prof.temperature_penalty)
+        if self.faults.commit_bug and self.algorithm == "ddtree":
+            raise ConfigError("no closed form for the commit-bug fault's accept length")
+        return expected_accept_length(spec.tree, truth)
 
 
 def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentParser:
     """The simulator's flags (the contract scripts and the systemd units rely on)."""
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="A simulated SGLang-like speculative-decoding server (OpenAI API, SGLang logs and metrics).",
+        description="A simulated speculative-decoding server speaking SGLang's, vLLM's or llama.cpp's dialect "
+        "(log lines, /metrics, responses, health endpoints as the engine writes them).",
     )
     add = parser.add_argument
+    add("--engine", choices=ENGINES, default="sglang", help="whose dialect to speak (sglang)")
+    add(
+        "--engine-version",
+        default="",
+        help="imitate this engine version's formats where they differ (sglang 0.5.23/0.5.10/0.4.10; vllm "
+        "0.33.0/0.10.2/0.9.2/0.8.5.post1/0.8.4; llamacpp b0-unknown); default: the newest",
+    )
     add("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     add("--port", type=int, default=30000, help="TCP port; 0 picks a free one (default 30000)")
     add("--algorithm", choices=ALGORITHMS, default="ar", help="ar, linear (a chain) or ddtree (a tree)")
@@ -89,6 +122,17 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
     add("--ttft-ms", type=float, default=None, help="metronome: time to first token; others: extra prefill")
     add("--itl-ms", type=float, default=None, help="metronome: time between tokens; others: step floor")
     add("--model", default="sim", help="served model id (default 'sim')")
+    add("--log-stats-interval", type=float, default=10.0, help="vllm: seconds between stats lines (10)")
+    add("--tp-size", type=int, default=1, help="sglang: tensor-parallel size shown in prefixes and labels (1)")
+    add("--dp-size", type=int, default=1, help="sglang: DP-attention groups, each its own scheduler (1)")
+    add("--ep-size", type=int, default=1, help="sglang: expert-parallel size (moe_ep_rank labels) (1)")
+    add("--slots", type=int, default=4, help="llamacpp: parallel slots, -np (4)")
+    add(
+        "--per-request-spec-decode-metrics",
+        choices=("none", "summary"),
+        default="none",
+        help="vllm: per-response speculative metrics (none)",
+    )
     return parser
 
 
@@ -115,4 +159,12 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         load_seconds=profile.load_seconds if ns.load_seconds is None else ns.load_seconds,
         decode_log_interval=ns.decode_log_interval,
         model=ns.model,
+        engine=ns.engine,
+        engine_version=ns.engine_version,
+        log_stats_interval=ns.log_stats_interval,
+        tp_size=ns.tp_size,
+        dp_size=ns.dp_size,
+        ep_size=ns.ep_size,
+        slots=ns.slots,
+        per_request_spec_decode_metrics=ns.per_request_spec_decode_metrics,
     )

@@ -9,8 +9,8 @@ commits ``accepted + 1`` tokens, as one delta each). A step lasts the profile's 
 The metronome profile is scheduled differently: each request gets its own exact timetable (first token after
 ``ttft_ms``, then one token every ``itl_ms``), still from this one loop, which wakes at the next due time.
 
-Every ``decode_log_interval`` decode steps the loop logs SGLang's ``Decode batch`` line (and, for ddtree, the
-``DDTREE metrics`` line) covering exactly those steps.
+What the engine prints and counts is its dialect's business (``orchestrator.sim.dialects``): the loop reports
+every prefill batch, every decode step (as ``Counts``) and every finished request to it.
 """
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ import asyncio
 import contextlib
 import heapq
 from collections import deque
+from typing import TYPE_CHECKING
 
 from orchestrator.sim import logs
 from orchestrator.sim.config import SimConfig
 from orchestrator.sim.model import Drafter, Speculator
 from orchestrator.sim.request import SimRequest
-from orchestrator.sim.stats import ServerStats
+from orchestrator.sim.stats import Counts, ServerStats
 from orchestrator.sim.timing import StepTiming
+
+if TYPE_CHECKING:
+    from orchestrator.sim.dialects import Dialect
 
 __all__ = ["MAX_PREFILL_TOKENS", "Engine"]
 
@@ -36,11 +40,18 @@ _MAX_LAG = 0.05  # seconds behind schedule after which the loop stops catching u
 class Engine:
     """Owns the waiting queue and the running batch; ``submit`` requests, ``start`` the loop, ``close`` it."""
 
-    def __init__(self, config: SimConfig, stats: ServerStats, log: logs.LogFn) -> None:
+    def __init__(
+        self, config: SimConfig, stats: ServerStats, log: logs.LogFn, dialect: Dialect | None = None, group: int = 0
+    ) -> None:
         self.config = config
         self.profile = config.profile
         self.stats = stats
         self._log = log
+        self.dialect = dialect
+        self.group = group
+        self.max_running = self.profile.max_running_requests
+        if config.engine == "llamacpp":
+            self.max_running = min(self.max_running, config.slots)  # one request per slot
         self.drafter = Drafter(self.profile.top1_accuracy, self.profile.depth_decay, self.profile.rank_share)
         self.speculator = Speculator(
             config.algorithm,
@@ -57,9 +68,6 @@ class Engine:
         self._reserved = 0  # prompt + max_tokens of admitted requests (admission control)
         self._wakeup: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._intervals_logged = 0
-        self._prefill_pending = [0, 0]  # sequences and tokens since the last prefill line
-        self._steps_since_prefill_line = config.decode_log_interval  # the first prefill is logged at once
 
     # The public side, used by the HTTP handlers.
 
@@ -127,17 +135,20 @@ class Engine:
         burst = max(1, self.profile.steps_per_yield)
         while True:
             if not self._running and not self._waiting:
+                if self.dialect is not None:
+                    self.dialect.idle_hook(self.group, loop.time())
                 await self._idle()
                 deadline = loop.time()
-                if self.stats.interval.steps == 0:
-                    self.stats.interval.started = deadline
             batch = self._admit()
             if not batch and not self._running:
                 continue  # everything that waited was cancelled
             if batch:
                 new_tokens = sum(r.prompt_tokens for r in batch)
+                begin = loop.time()
+                for req in batch:
+                    req.admitted_at = begin
                 deadline = await self._sleep_step(deadline, self.timing.prefill_seconds(new_tokens))
-                self._prefill(batch, new_tokens)
+                self._prefill(batch, new_tokens, loop.time())
             elif zero_time:
                 for _ in range(burst):
                     self._decode(loop.time())
@@ -153,7 +164,7 @@ class Engine:
         batch: list[SimRequest] = []
         tokens = 0
         profile = self.profile
-        while self._waiting and len(self._running) + len(batch) < profile.max_running_requests:
+        while self._waiting and len(self._running) + len(batch) < self.max_running:
             req = self._waiting[0]
             if not req.live:  # cancelled while waiting
                 self._waiting.popleft()
@@ -172,140 +183,108 @@ class Engine:
         self.stats.queued = len(self._waiting)
         return batch
 
-    def _prefill(self, batch: list[SimRequest], new_tokens: int) -> None:
+    def _prefill(self, batch: list[SimRequest], new_tokens: int, now: float) -> None:
         stats = self.stats
         stats.prompt_tokens += new_tokens
+        done: list[SimRequest] = []
         for req in batch:
             if not req.live:
                 self._release(req)
                 continue
             stats.kv_tokens += req.prompt_tokens
-            stats.kv_tokens += req.generate(1)
-            stats.generation_tokens += 1
+            n = req.generate(1)  # the prefill's first token: not a verify step's
+            stats.kv_tokens += n
+            stats.generation_tokens += n
+            req.first_token_at = now
+            done.append(req)
             if req.live:
                 self._running.append(req)
-            else:
-                self._finish(req)
         self._update_gauges()
-        # SGLang prints every prefill batch; at simulated speeds that floods a journal (and its rate limit
-        # would then drop Decode lines), so batches are summed into at most one line per log interval.
-        pending = self._prefill_pending
-        pending[0] += len(batch)
-        pending[1] += new_tokens
-        if self._steps_since_prefill_line >= self.config.decode_log_interval:
-            self._log(
-                logs.prefill_batch(
-                    new_seq=pending[0],
-                    new_tokens=pending[1],
-                    usage=stats.token_usage,
-                    running=stats.running,
-                    queue=stats.queued,
-                )
-            )
-            self._prefill_pending = [0, 0]
-            self._steps_since_prefill_line = 0
+        if self.dialect is not None:
+            self.dialect.prefill(self.group, done, new_tokens, now)
+        for req in done:
+            if not req.live:
+                self._finish(req, now)
 
     def _decode(self, now: float) -> None:
         stats = self.stats
-        interval = stats.interval
         spec = self.speculator
         speculative = spec.speculative
         drafted = spec.drafted
-        step = spec.step
-        batch = 0
-        tokens = accepted = reported = depth = 0
+        step_fn = spec.step
+        step = Counts(steps=1)
+        tokens = accepted = reported = depth = batch = 0
         ended = False
         for req in self._running:
             if not req.live:
                 ended = True
                 continue
-            outcome = step(req.truth, req.accept_rng)
+            outcome = step_fn(req.truth, req.accept_rng)
             n = req.generate(outcome.commit_len)
             batch += 1
             tokens += n
             if speculative:
+                a = n - 1 if n > 0 else 0
                 req.spec_verify_ct += 1
-                accepted += n - 1 if n > 0 else 0
+                req.spec_accepted += a
+                req.spec_drafted += drafted
+                hist = req.spec_hist
+                if len(hist) <= a:
+                    hist.extend([0] * (a + 1 - len(hist)))
+                hist[a] += 1
+                step.count(a)
+                accepted += a
                 reported += outcome.accepted_drafts
                 depth += outcome.accepted_depth
             if not req.live:
                 ended = True
-        if ended:
-            keep: list[SimRequest] = []
-            for req in self._running:
-                if req.live:
-                    keep.append(req)
-                else:
-                    self._finish(req)
-            self._running = keep
-        stats.decode_steps += 1
+        step.request_steps = batch
+        step.tokens = tokens
+        if speculative:
+            step.drafts = batch
+            step.draft_tokens = batch * drafted
+            step.accepted = accepted
+            step.reported = reported
+            step.depth = depth
+        stats.decode.add(step)
         stats.generation_tokens += tokens
         stats.kv_tokens += tokens
-        interval.steps += 1
-        interval.request_steps += batch
-        interval.tokens += tokens
-        if speculative:
-            stats.verify_steps += batch
-            stats.draft_tokens += batch * drafted
-            stats.accepted_tokens += accepted
-            stats.spec_committed += tokens
-            interval.drafted += batch * drafted
-            interval.reported_drafts += reported
-            interval.accepted_depth += depth
+        # The step is reported with the batch it ran (finished requests still in it and holding their cache,
+        # as SGLang's batch does until it is filtered at the next step); then the finished ones leave.
         self._update_gauges()
-        self._steps_since_prefill_line += 1
-        if interval.steps >= self.config.decode_log_interval:
-            self._log_interval(now)
+        if self.dialect is not None:
+            self.dialect.decode_step(self.group, step, now)
+        if ended:
+            keep: list[SimRequest] = []
+            finished: list[SimRequest] = []
+            for req in self._running:
+                (keep if req.live else finished).append(req)
+            self._running = keep
+            for req in finished:
+                self._finish(req, now)
+            self._update_gauges()
 
     def _release(self, req: SimRequest) -> None:
         self._reserved -= req.prompt_tokens + req.max_tokens
 
-    def _finish(self, req: SimRequest) -> None:
-        """Take a request that left the batch off the books. A stalled one is dropped by the scheduler (its
-        stream just never continues) but kept, so that ``close`` can end it."""
+    def _finish(self, req: SimRequest, now: float) -> None:
+        """Take a request that left the batch off the books and tell the dialect. A stalled one is dropped by
+        the scheduler (its stream just never continues) but kept, so that ``close`` can end it."""
         self._release(req)
         self.stats.kv_tokens -= req.prompt_tokens + req.completion_tokens
+        req.finished_at = now
         if req.stalled:
             self._stalled.append(req)
         elif req.finish_reason != "abort":
             self.stats.requests_finished += 1
+            if self.dialect is not None:
+                self.dialect.request_finished(req, now)
 
     def _update_gauges(self) -> None:
         stats = self.stats
         stats.running = len(self._running)
         stats.queued = len(self._waiting)
         stats.token_usage = stats.kv_tokens / self.profile.kv_capacity_tokens
-
-    def _log_interval(self, now: float) -> None:
-        stats = self.stats
-        done = stats.close_interval(now)
-        spec = self.speculator.speculative
-        self._log(
-            logs.decode_batch(
-                running=stats.running,
-                tokens=stats.kv_tokens,
-                usage=stats.token_usage,
-                accept_len=done.accept_length if spec else None,
-                accept_rate=done.accept_rate if spec else None,
-                throughput=stats.last_throughput,
-                queue=stats.queued,
-            )
-        )
-        if self.speculator.algorithm == "ddtree" and done.request_steps:
-            self._log(
-                logs.ddtree_metrics(
-                    bs=max(1, round(done.request_steps / done.steps)),
-                    budget=self.config.budget,
-                    nodes=self.speculator.drafted + 1.0,
-                    drafts=done.per_request(done.reported_drafts),
-                    commit=done.accept_length,
-                    depth=done.per_request(done.accepted_depth),
-                )
-            )
-        if self.config.faults.bad_metrics:
-            for line in logs.bad_metric_lines(self._intervals_logged):
-                self._log(line)
-        self._intervals_logged += 1
 
     async def _run_metronome(self) -> None:
         """Each request on its own exact timetable; one token per chunk."""
@@ -332,6 +311,7 @@ class Engine:
                 await self._idle(due[0][0] - now)
                 continue
             batch = tokens = 0
+            firsts: list[SimRequest] = []
             while due and due[0][0] <= now:
                 when, order, req = heapq.heappop(due)
                 if not req.live:
@@ -340,22 +320,26 @@ class Engine:
                 n = req.generate(1)
                 self.stats.generation_tokens += n
                 self.stats.kv_tokens += n
-                if not first:
+                if first:
+                    req.admitted_at = req.arrival
+                    req.first_token_at = now
+                    firsts.append(req)
+                else:
                     batch += 1
                     tokens += n
                 if req.live:
                     heapq.heappush(due, (when + itl, order, req))
+            if firsts and self.dialect is not None:
+                self.dialect.prefill(self.group, firsts, sum(r.prompt_tokens for r in firsts), now)
             ended = [r for r in self._running if not r.live]
             if ended:
                 self._running = [r for r in self._running if r.live]
-                for req in ended:
-                    self._finish(req)
             if batch:
-                self.stats.decode_steps += 1
-                self.stats.interval.steps += 1
-                self.stats.interval.request_steps += batch
-                self.stats.interval.tokens += tokens
+                step = Counts(steps=1, request_steps=batch, tokens=tokens)
+                self.stats.decode.add(step)
                 self._update_gauges()
-                if self.stats.interval.steps >= self.config.decode_log_interval:
-                    self._log_interval(now)
+                if self.dialect is not None:
+                    self.dialect.decode_step(self.group, step, now)
+            for req in ended:
+                self._finish(req, now)
             await asyncio.sleep(0)

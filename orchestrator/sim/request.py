@@ -55,18 +55,27 @@ class SimRequest:
         "_token_bits",
         "_waiter",
         "accept_rng",
+        "admitted_at",
         "arrival",
         "completion_tokens",
         "eos_at",
+        "extra",
         "finish_reason",
+        "finished_at",
+        "first_token_at",
+        "log_metrics",
         "max_tokens",
         "pending",
         "prompt_tokens",
         "rid",
+        "spec_accepted",
+        "spec_drafted",
+        "spec_hist",
         "spec_verify_ct",
         "stall_at",
         "stalled",
         "stop",
+        "streaming",
         "text",
         "truth",
     )
@@ -87,6 +96,8 @@ class SimRequest:
         ignore_eos: bool,
         stop: tuple[str, ...] = (),
         stall: bool = False,
+        log_metrics: bool = True,
+        streaming: bool = False,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         key = (server_seed, prompt_key, round(temperature, 6), request_seed)
@@ -106,7 +117,18 @@ class SimRequest:
         self.stalled = False
         self.arrival = self._loop.time()
         self.completion_tokens = 0
+        # Speculative figures of this request, as the engines keep them per request: verify steps, drafts
+        # committed (bonus excluded), tokens drafted, and the steps per number of committed drafts.
         self.spec_verify_ct = 0
+        self.spec_accepted = 0
+        self.spec_drafted = 0
+        self.spec_hist: list[int] = []
+        self.log_metrics = log_metrics  # False for health probes, which no engine counts in its metrics
+        self.streaming = streaming
+        self.admitted_at: float | None = None  # loop time of the prefill that admitted it
+        self.first_token_at: float | None = None
+        self.finished_at: float | None = None
+        self.extra: dict[str, object] = {}  # per-dialect bookkeeping (llama.cpp's slot and task ids)
         self.finish_reason: str | None = None
         self.text: list[str] = []
         self.pending: list[str] = []

@@ -1,12 +1,13 @@
-"""The simulator's HTTP side (aiohttp) and its life cycle: bind, load, serve, stop.
+"""The simulator's HTTP side (aiohttp) and its life cycle: bind, load, serve, stop, in the engine's dialect.
 
-The port is bound at once; while the model "loads" (``--load-seconds``, plus ``slow-start``) every endpoint
-answers 503 with an error body, and progress lines are logged. Then the scheduler starts and the log says
-``The server is fired up and ready to roll!``. ``stop`` ends every open request first (so stalled streams
-close too), then the listener, within a fraction of a second.
+The port is bound at once. While the model "loads" (``--load-seconds``, plus ``slow-start``) SGLang and
+llama.cpp answer every endpoint with their 503, while vLLM's HTTP server is not up yet (connections are
+refused: the socket is bound but not listening). SGLang then runs its warm-up request before it says
+``The server is fired up and ready to roll!``. ``stop`` ends every open request first (so stalled streams close
+too), then the listener, within a fraction of a second.
 
-Endpoints: ``GET /health``, ``/health_generate``, ``/v1/models``, ``/get_model_info``, ``/get_server_info``,
-``/metrics``; ``POST /v1/chat/completions``, ``/v1/completions``, ``/generate``.
+Endpoints are the dialect's (``orchestrator.sim.dialects``): health, models, information, ``/metrics``, and the
+generation endpoints (``/v1/chat/completions``, ``/v1/completions``; SGLang's ``/generate``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import os
 import random
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +28,11 @@ from aiohttp import web
 from orchestrator.errors import SpecsweepError
 from orchestrator.sim import api, logs
 from orchestrator.sim.config import SimConfig
+from orchestrator.sim.dialects import EndpointInfo, make_dialect
+from orchestrator.sim.dialects.sglang import WARMUP_MAX_NEW_TOKENS, WARMUP_TEXT, SGLangDialect
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.request import SimRequest, seed_for
-from orchestrator.sim.stats import ServerStats, render_prometheus
+from orchestrator.sim.stats import ServerStats
 
 __all__ = ["SimServer"]
 
@@ -38,11 +42,10 @@ _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
-    return web.Response(status=status, text=json.dumps(body), content_type="application/json")
-
-
-def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
-    return _json_response(api.error_body(message, kind=kind, code=status, param=param), status)
+    # Compact, as Starlette's JSONResponse (SGLang, vLLM) and nlohmann::json::dump (llama.cpp) write it.
+    return web.Response(
+        status=status, text=json.dumps(body, separators=(",", ":"), ensure_ascii=False), content_type="application/json"
+    )
 
 
 class SimServer:
@@ -59,8 +62,19 @@ class SimServer:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
         self._exit_process = exit_process
-        self.stats = ServerStats(model=config.model, speculative=config.algorithm != "ar")
-        self.engine = Engine(config, self.stats, self._log)
+        self.dialect = make_dialect(config, self._log)
+        speculative = config.algorithm != "ar"
+        groups = [ServerStats(model=config.model, speculative=speculative) for _ in range(config.dp_size)]
+        self.engines = [Engine(config, stats, self._log, self.dialect, i) for i, stats in enumerate(groups)]
+        self.engine = self.engines[0]
+        self.stats = groups[0]
+        self.dialect.groups = groups
+        self.dialect.drafted = self.engine.speculator.drafted
+        self.dialect.draft_depth = self.engine.speculator.draft_depth
+        self.dialect.setup_groups()
+        self._next_group = 0
+        self._site: web.SockSite | None = None
+        self._ticker: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.finished: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.port = 0
@@ -83,27 +97,23 @@ class SimServer:
     async def start(self) -> None:
         """Bind the port (``SpecsweepError`` if that fails), log the start-up lines, begin loading."""
         cfg = self.config
-        self._log(logs.server(f"server_args={self._server_args()}"))
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.add_routes(
-            [
-                web.get("/health", self._health),
-                web.get("/health_generate", self._health_generate),
-                web.get("/v1/models", self._models),
-                web.get("/get_model_info", self._model_info),
-                web.get("/get_server_info", self._server_info),
-                web.get("/metrics", self._metrics),
-                web.post("/v1/chat/completions", self._chat),
-                web.post("/v1/completions", self._completions),
-                web.post("/generate", self._generate),
-            ]
-        )
+        routes = [web.get(e.path, self._endpoint_handler(e)) for e in self.dialect.endpoints()]
+        for path, kind in self.dialect.generation_paths().items():
+            routes.append(web.post(path, self._generation_handler(kind)))
+        app.add_routes(routes)
         sock = self._bind(cfg.host, cfg.port)
         self.port = sock.getsockname()[1]
+        for line in self.dialect.startup_lines(self.url):
+            self._log(line)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock, backlog=1024).start()
-        self._log(logs.server(f"INFO:     Uvicorn running on {self.url} (Press CTRL+C to quit)"))
+        self._site = web.SockSite(self._runner, sock, backlog=1024)
+        if cfg.engine != "vllm":  # vLLM starts its HTTP server only once the engine is up
+            await self._site.start()
+            if isinstance(self.dialect, SGLangDialect):
+                for line in self.dialect.uvicorn_lines(self.url):
+                    self._log(line)
         self._loading = asyncio.get_running_loop().create_task(self._load(), name="sim-loading")
 
     @staticmethod
@@ -117,53 +127,80 @@ class SimServer:
             raise SpecsweepError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         return sock
 
-    def _server_args(self) -> str:
-        cfg = self.config
-        algo = {"ar": "None", "linear": "'DFLASH'", "ddtree": "'DDTREE'"}[cfg.algorithm]
-        return (
-            f"ServerArgs(model_path={cfg.model!r}, served_model_name={cfg.model!r}, host={cfg.host!r}, "
-            f"port={cfg.port}, speculative_algorithm={algo}, speculative_num_draft_tokens={cfg.draft_tokens}, "
-            f"speculative_ddtree_budget={cfg.budget}, speculative_ddtree_topk={cfg.topk}, "
-            f"random_seed={cfg.seed}, decode_log_interval={cfg.decode_log_interval}, enable_metrics=True, "
-            f"sim_profile={cfg.profile.name!r}, sim_faults={list(cfg.faults.specs)!r})"
-        )
-
     async def _load(self) -> None:
         cfg = self.config
+        dialect = self.dialect
         total = cfg.load_seconds + cfg.faults.slow_start_seconds
         loop = asyncio.get_running_loop()
         begin = loop.time()
-        self._log(logs.tp0("Load weight begin. avail mem=139.00 GB, mem usage=0.00 GB."))
+        if isinstance(dialect, SGLangDialect):
+            for line in dialect.load_begin_lines():
+                self._log(line)
         updates = max(1, min(_LOAD_SHARDS, int(total / 0.5)))
         fail_at = updates // 2 if cfg.faults.fail_start else None
         for i in range(1, updates + 1):
             await asyncio.sleep(max(0.0, begin + total * i / updates - loop.time()))
             if fail_at is not None and i > fail_at:
                 break
-            done = _LOAD_SHARDS * i // updates
             elapsed = loop.time() - begin
-            self._log(logs.load_progress(done, _LOAD_SHARDS, elapsed, max(0.0, total - elapsed)))
+            progress = dialect.loading_line(
+                _LOAD_SHARDS * i // updates, _LOAD_SHARDS, elapsed, max(0.0, total - elapsed)
+            )
+            if progress is not None:
+                self._log(progress)
         if cfg.faults.fail_start:
-            for line in logs.fail_start_lines():
+            for line in dialect.fail_start_lines():
                 self._log(line)
             if not self.finished.done():
                 self.finished.set_result(1)
             return
-        self._log(logs.tp0("Load weight end. type=SimModel, dtype=torch.bfloat16, avail mem=60.00 GB."))
-        self._log(logs.tp0(f"Speculative decoding: {cfg.spec_args}; profile {cfg.profile.name}."))
-        self._log(logs.tp0("Capture cuda graph end. Time elapsed: 0.00 s. mem usage=1.00 GB."))
-        self.engine.start()
+        for line in dialect.loaded_lines():
+            self._log(line)
+        for engine in self.engines:
+            engine.start()
+        if isinstance(dialect, SGLangDialect):
+            await self._warmup()
+        if cfg.engine == "vllm" and self._site is not None:
+            await self._site.start()
+        if dialect.tick_seconds:
+            self._ticker = loop.create_task(self._tick(dialect.tick_seconds), name="sim-stats-logger")
         self.ready.set()
-        self._log(logs.server("The server is fired up and ready to roll!"))
+        for line in dialect.ready_lines(self.url):
+            self._log(line)
+
+    async def _warmup(self) -> None:
+        """SGLang's warm-up (http_server.py ``_execute_server_warmup``): one ``/generate`` of a fixed text,
+        temperature 0, 8 new tokens, counted in the metrics like any request, before the server is ready."""
+        params = api.parse_generate(
+            {"text": WARMUP_TEXT, "sampling_params": {"temperature": 0, "max_new_tokens": WARMUP_MAX_NEW_TOKENS}},
+            self.config.profile.context_length,
+        )
+        for engine in self.engines:
+            req = self._new_request(params, faults=False)
+            engine.submit(req)
+            while not req.finished:
+                await req.deltas()
+
+    async def _tick(self, seconds: float) -> None:
+        """vLLM's ``_force_log`` loop: sleep the interval after each log, then log."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(seconds)
+            self.dialect.tick(loop.time())
 
     async def stop(self) -> None:
         """End open requests, stop loading and the scheduler, close the listener."""
         self._closing = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
         if self._loading is not None:
             self._loading.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loading
-        await self.engine.close()
+        for engine in self.engines:
+            await engine.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -172,21 +209,29 @@ class SimServer:
 
     # Shared pieces of the handlers.
 
+    def _error(self, status: int, message: str, kind: str, param: str | None = None) -> web.Response:
+        return _json_response(self.dialect.error_body(message, kind=kind, code=status, param=param), status)
+
     def _unavailable(self) -> web.Response | None:
         if self._closing:
-            return _error(503, "The server is shutting down.", "ServiceUnavailableError")
+            return self._error(503, "The server is shutting down.", "ServiceUnavailableError")
         if not self.ready.is_set():
-            return _error(503, "The server is loading the model; try again later.", "ServiceUnavailableError")
+            status, body = self.dialect.loading_response()
+            if body is None:
+                return web.Response(status=status)
+            return web.Response(status=status, text=body, content_type="application/json")
         return None
 
-    def _new_request(self, params: api.GenerationParams, *, faults: bool = True) -> SimRequest:
+    def _new_request(
+        self, params: api.GenerationParams, *, faults: bool = True, log_metrics: bool = True
+    ) -> SimRequest:
         self._counter += 1
         profile = self.config.profile
         stall = faults and self.config.faults.stall_rate > 0
         if stall:
             stall = self._fault_rng.random() < self.config.faults.stall_rate
         return SimRequest(
-            rid=f"{self._counter:024x}",
+            rid=uuid.uuid4().hex,  # SGLang's rid (io_struct.py: uuid.uuid4().hex)
             prompt_key=params.prompt_key,
             prompt_tokens=params.prompt_tokens,
             max_tokens=params.max_tokens,
@@ -199,7 +244,15 @@ class SimServer:
             ignore_eos=params.ignore_eos,
             stop=params.stop,
             stall=stall,
+            log_metrics=log_metrics,
+            streaming=params.stream,
         )
+
+    def _submit(self, req: SimRequest) -> None:
+        """Dispatch to the next scheduler (round robin over the DP groups, as SGLang's DP controller does)."""
+        engine = self.engines[self._next_group % len(self.engines)]
+        self._next_group += 1
+        engine.submit(req)
 
     async def _parse(
         self, request: web.Request, parse: Callable[[Any, int], api.GenerationParams]
@@ -214,18 +267,10 @@ class SimServer:
     def _injected_500(self) -> web.Response | None:
         rate = self.config.faults.http_500_rate
         if rate > 0 and self._fault_rng.random() < rate:
-            return _error(500, "Internal server error (simulated by --fault http-500-rate).", "InternalServerError")
+            return self._error(
+                500, "Internal server error (simulated by --fault http-500-rate).", "InternalServerError"
+            )
         return None
-
-    def _meta_info(self, req: SimRequest) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "id": req.rid,
-            "prompt_tokens": req.prompt_tokens,
-            "completion_tokens": req.completion_tokens,
-        }
-        if self.engine.speculator.speculative:
-            meta["spec_verify_ct"] = req.spec_verify_ct
-        return meta
 
     def _request_completed(self) -> None:
         self._completed += 1
@@ -238,9 +283,24 @@ class SimServer:
             asyncio.get_running_loop().call_soon(self._crash)
 
     def _crash(self) -> None:
-        for line in logs.crash_lines(self._completed):
+        for line in self.dialect.crash_lines(self._completed):
             self._log(line)
         self._exit_process(1)
+
+    def _generation_handler(self, kind: str) -> Callable[[web.Request], Any]:
+        parse = {"chat": api.parse_chat, "completions": api.parse_completion, "generate": api.parse_generate}[kind]
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            if kind == "generate":
+                return await self._run_generation(request, parse, self._respond_native)
+            chat = kind == "chat"
+
+            async def respond(req_: web.Request, req: SimRequest, params: api.GenerationParams) -> Any:
+                return await self._respond_openai(req_, req, params, chat=chat)
+
+            return await self._run_generation(request, parse, respond)
+
+        return handler
 
     async def _run_generation(
         self,
@@ -256,12 +316,12 @@ class SimServer:
         try:
             params = await self._parse(request, parse)
         except api.BadRequest as exc:
-            return _error(400, exc.message, "BadRequestError", exc.param)
+            return self._error(400, exc.message, "BadRequestError", exc.param)
         failure = self._injected_500()
         if failure is not None:
             return failure
         req = self._new_request(params)
-        self.engine.submit(req)
+        self._submit(req)
         try:
             response: web.StreamResponse = await respond(request, req, params)
         except ConnectionError:  # the client went away mid-stream
@@ -272,77 +332,44 @@ class SimServer:
             self._request_completed()
         return response
 
-    # Generation endpoints.
+    # Generation responses, in the dialect's shapes.
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._run_generation(request, api.parse_chat, self._respond_openai_chat)
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._run_generation(request, api.parse_completion, self._respond_openai_text)
-
-    async def _generate(self, request: web.Request) -> web.StreamResponse:
-        return await self._run_generation(request, api.parse_generate, self._respond_native)
-
-    async def _respond_openai_chat(
-        self, request: web.Request, req: SimRequest, params: api.GenerationParams
-    ) -> web.StreamResponse:
-        return await self._respond_openai(request, req, params, chat=True)
-
-    async def _respond_openai_text(
-        self, request: web.Request, req: SimRequest, params: api.GenerationParams
-    ) -> web.StreamResponse:
-        return await self._respond_openai(request, req, params, chat=False)
+    @staticmethod
+    def _options(params: api.GenerationParams) -> dict[str, Any]:
+        return {"include_usage": params.include_usage, "return_spec_tokens_details": params.return_spec_tokens_details}
 
     async def _respond_openai(
         self, request: web.Request, req: SimRequest, params: api.GenerationParams, *, chat: bool
     ) -> web.StreamResponse:
-        rid = ("chatcmpl-" if chat else "cmpl-") + req.rid
         created = int(time.time())
         model = params.model or self.config.model
+        dialect = self.dialect
+        options = self._options(params)
         if not params.stream:
             while not req.finished:
                 await req.deltas()
             if req.finish_reason == "abort":
-                return _error(503, "The request was aborted: the server is shutting down.", "ServiceUnavailableError")
-            usage = {
-                "prompt_tokens": req.prompt_tokens,
-                "completion_tokens": req.completion_tokens,
-                "total_tokens": req.prompt_tokens + req.completion_tokens,
-            }
-            text = req.full_text
-            choice: dict[str, Any] = (
-                {"index": 0, "message": {"role": "assistant", "content": text}} if chat else {"index": 0, "text": text}
-            )
-            choice.update(logprobs=None, finish_reason=req.finish_reason)
-            body = {
-                "id": rid,
-                "object": "chat.completion" if chat else "text_completion",
-                "created": created,
-                "model": model,
-                "choices": [choice],
-                "usage": usage,
-                "meta_info": self._meta_info(req),
-            }
+                return self._error(
+                    503, "The request was aborted: the server is shutting down.", "ServiceUnavailableError"
+                )
+            body = dialect.openai_response(req, chat=chat, model=model, created=created, options=options)
             return await self._send_json(request, body)
-        stream = api.OpenAIStream(rid=rid, created=created, model=model, chat=chat)
+        fmt = dialect.stream_format(req, chat=chat, model=model, created=created)
         resp = web.StreamResponse(headers=_SSE_HEADERS)
         await resp.prepare(request)
-        first = chat
+        first = fmt.first is not None
         while True:
             deltas = await req.deltas()
             parts: list[str] = []
             if deltas and first:
-                parts.append(stream.role())
+                parts.append(fmt.first or "")
                 first = False
-            parts.extend(stream.content(d) for d in deltas if d)
+            parts.extend(fmt.content(d) for d in deltas if d)
             if req.finished and not req.pending:
                 if req.finish_reason == "abort":
                     break
                 reason = req.finish_reason or "stop"
-                meta = self._meta_info(req)
-                parts.append(stream.finish(reason, meta))
-                if params.include_usage:
-                    parts.append(stream.usage(req.prompt_tokens, req.completion_tokens, meta))
+                parts.extend(dialect.stream_tail(req, fmt, reason=reason, options=options))
                 parts.append(api.DONE)
                 await resp.write("".join(parts).encode())
                 break
@@ -354,25 +381,21 @@ class SimServer:
     async def _respond_native(
         self, request: web.Request, req: SimRequest, params: api.GenerationParams
     ) -> web.StreamResponse:
+        """SGLang's ``/generate``: ``text`` (cumulative when streamed) and ``meta_info``."""
         start = time.monotonic()
+        dialect = self.dialect
+        assert isinstance(dialect, SGLangDialect)
 
         def meta(final: bool) -> dict[str, Any]:
-            info = self._meta_info(req)
-            info["cached_tokens"] = 0
-            reason: dict[str, Any] | None = None
-            if final and req.finish_reason == "length":
-                reason = {"type": "length", "length": req.completion_tokens}
-            elif final:
-                reason = {"type": req.finish_reason or "stop", "matched": None}
-            info["finish_reason"] = reason
-            info["e2e_latency"] = round(time.monotonic() - start, 6)
-            return info
+            return dialect.native_meta_info(req, final=final, e2e_latency=time.monotonic() - start)
 
         if not params.stream:
             while not req.finished:
                 await req.deltas()
             if req.finish_reason == "abort":
-                return _error(503, "The request was aborted: the server is shutting down.", "ServiceUnavailableError")
+                return self._error(
+                    503, "The request was aborted: the server is shutting down.", "ServiceUnavailableError"
+                )
             return await self._send_json(request, {"text": req.full_text, "meta_info": meta(True)})
         resp = web.StreamResponse(headers=_SSE_HEADERS)
         await resp.prepare(request)
@@ -404,13 +427,35 @@ class SimServer:
 
     # Health and information endpoints.
 
-    async def _health(self, request: web.Request) -> web.StreamResponse:
-        return self._unavailable() or web.Response(status=200)
+    def _endpoint_handler(self, endpoint: EndpointInfo) -> Callable[[web.Request], Any]:
+        kind = endpoint.kind
 
-    async def _health_generate(self, request: web.Request) -> web.StreamResponse:
-        unavailable = self._unavailable()
-        if unavailable is not None:
-            return unavailable
+        async def handler(request: web.Request) -> web.StreamResponse:
+            unavailable = self._unavailable()
+            if unavailable is not None:
+                return unavailable
+            if kind == "health":
+                if endpoint.body is None:
+                    return web.Response(status=200)
+                return web.Response(status=200, text=endpoint.body, content_type="application/json")
+            if kind == "health_generate":
+                return await self._health_generate()
+            if kind == "models":
+                return _json_response(self.dialect.models())
+            if kind == "metrics":
+                text = self.dialect.metrics_text(bad_line=self.config.faults.bad_metrics)
+                return web.Response(text=text, content_type="text/plain", charset="utf-8")
+            if kind == "model_info" and isinstance(self.dialect, SGLangDialect):
+                self.dialect.info_requested(endpoint.path)
+                return _json_response(self.dialect.model_info())
+            if kind == "info" and isinstance(self.dialect, SGLangDialect):
+                self.dialect.info_requested(endpoint.path)
+            return _json_response(self.dialect.info(self.port))
+
+        return handler
+
+    async def _health_generate(self) -> web.StreamResponse:
+        """SGLang's health probe: one token through the scheduler, not counted in the metrics."""
         params = api.GenerationParams(
             prompt_key="health",
             prompt_tokens=1,
@@ -423,69 +468,13 @@ class SimServer:
             seed=None,
             model=None,
         )
-        req = self._new_request(params, faults=False)
-        self.engine.submit(req)
+        req = self._new_request(params, faults=False, log_metrics=False)
+        self._submit(req)
         try:
             while not req.finished:
                 await req.deltas()
         finally:
             req.abort()
         if req.finish_reason == "abort":
-            return _error(503, "The server is shutting down.", "ServiceUnavailableError")
+            return web.Response(status=503)
         return web.Response(status=200)
-
-    async def _models(self, request: web.Request) -> web.StreamResponse:
-        unavailable = self._unavailable()
-        if unavailable is not None:
-            return unavailable
-        model = {
-            "id": self.config.model,
-            "object": "model",
-            "created": int(self._started),
-            "owned_by": "sglang",
-            "root": self.config.model,
-            "max_model_len": self.config.profile.context_length,
-        }
-        return _json_response({"object": "list", "data": [model]})
-
-    async def _model_info(self, request: web.Request) -> web.StreamResponse:
-        unavailable = self._unavailable()
-        if unavailable is not None:
-            return unavailable
-        return _json_response({"model_path": self.config.model, "is_generation": True, "tokenizer_path": None})
-
-    async def _server_info(self, request: web.Request) -> web.StreamResponse:
-        unavailable = self._unavailable()
-        if unavailable is not None:
-            return unavailable
-        cfg, stats = self.config, self.stats
-        state: dict[str, Any] = {"last_gen_throughput": stats.last_throughput}
-        avg = stats.avg_spec_accept_length
-        if avg is not None:  # like SGLang: only once a speculative server has verified something
-            state["avg_spec_accept_length"] = avg
-        algo = {"ar": None, "linear": "DFLASH", "ddtree": "DDTREE"}[cfg.algorithm]
-        return _json_response(
-            {
-                "model_path": cfg.model,
-                "served_model_name": cfg.model,
-                "host": cfg.host,
-                "port": self.port,
-                "speculative_algorithm": algo,
-                "speculative_num_draft_tokens": cfg.draft_tokens if algo else None,
-                "speculative_ddtree_budget": cfg.budget if cfg.algorithm == "ddtree" else None,
-                "speculative_ddtree_topk": cfg.topk if cfg.algorithm == "ddtree" else None,
-                "random_seed": cfg.seed,
-                "decode_log_interval": cfg.decode_log_interval,
-                "sim_profile": cfg.profile.name,
-                "sim_faults": list(cfg.faults.specs),
-                "internal_states": [state],
-                "version": "sim",
-            }
-        )
-
-    async def _metrics(self, request: web.Request) -> web.StreamResponse:
-        unavailable = self._unavailable()
-        if unavailable is not None:
-            return unavailable
-        text = render_prometheus(self.stats, bad_line=self.config.faults.bad_metrics)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8")

@@ -1,42 +1,85 @@
-"""What the simulated server counts: cumulative counters, the current log interval, and ``/metrics`` text.
+"""What the simulated server counts, engine-neutrally; each dialect (``orchestrator.sim.dialects``) turns these
+counts into its engine's log lines, ``/metrics`` series and response fields.
 
-Counting rules (the ones a client cross-checks against):
-- ``verify_steps`` counts one per request per verify pass (SGLang's forward count, summed over the batch), and
-  only while speculating; a request's ``spec_verify_ct`` counts the same for that request.
-- ``accepted_tokens`` counts committed drafts, the bonus token excluded; ``draft_tokens`` counts drafted nodes.
-  So over any window, accept length = 1 + d(accepted) / d(verify steps) = committed / verify steps.
-- ``generation_tokens`` counts every completion token, including the one each prefill produces.
-- Under ``ar`` nothing is speculative: the ``spec_*`` counters and gauges stay 0, ``Decode batch`` lines carry
-  no accept fields, and ``/get_server_info`` has no ``avg_spec_accept_length`` (as with SGLang).
+``Counts`` is the decode work over some span (one step, one log interval, a request, the server's life):
+
+- ``steps``: scheduler decode steps (batches); ``request_steps``: (request, step) pairs;
+- ``tokens``: tokens those steps committed, the bonus token included (the prefill's first token is not a
+  decode step's and is not counted here, as in every engine);
+- ``drafts``: (request, step) pairs that verified a draft (all of them while speculating, none under ``ar``);
+  ``draft_tokens``: tokens drafted for them; ``accepted``: drafts committed (the bonus token excluded), so
+  per step ``tokens = accepted + drafts``;
+- ``hist[a]``: (request, step) pairs that committed ``a`` drafts (per-position acceptance is its survival
+  curve: position ``i`` was accepted by the pairs that committed more than ``i`` drafts);
+- ``reported`` / ``depth``: accepted drafts as the commit path reports them and the accepted depth (they differ
+  from ``accepted`` only under the ``commit-bug`` fault; the DDTree line prints them).
+
+``ServerStats`` holds the server-wide cumulative figures and the current gauges of one scheduler.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Interval", "ServerStats", "render_prometheus"]
+__all__ = ["Counts", "ServerStats"]
 
 
-@dataclass
-class Interval:
-    """Decode steps since the last ``Decode batch`` line."""
+@dataclass(slots=True)
+class Counts:
+    """Decode work over a span (see the module docstring)."""
 
-    started: float
     steps: int = 0
     request_steps: int = 0
-    tokens: int = 0  # decode tokens committed
-    drafted: int = 0
-    reported_drafts: int = 0  # accepted drafts as the commit path reports them (commit-bug makes them differ)
-    accepted_depth: int = 0
+    tokens: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    reported: int = 0
+    depth: int = 0
+    hist: list[int] = field(default_factory=list)
+
+    def add(self, other: Counts) -> None:
+        self.steps += other.steps
+        self.request_steps += other.request_steps
+        self.tokens += other.tokens
+        self.drafts += other.drafts
+        self.draft_tokens += other.draft_tokens
+        self.accepted += other.accepted
+        self.reported += other.reported
+        self.depth += other.depth
+        hist = self.hist
+        if len(hist) < len(other.hist):
+            hist.extend([0] * (len(other.hist) - len(hist)))
+        for i, n in enumerate(other.hist):
+            hist[i] += n
+
+    def count(self, accepted: int) -> None:
+        """One (request, step) pair that committed ``accepted`` drafts."""
+        hist = self.hist
+        if len(hist) <= accepted:
+            hist.extend([0] * (accepted + 1 - len(hist)))
+        hist[accepted] += 1
+
+    def accepted_per_position(self, positions: int) -> list[int]:
+        """Pairs whose first ``i + 1`` drafts were all accepted, for i = 0 .. positions - 1."""
+        out = [0] * positions
+        running = 0
+        hist = self.hist
+        for i in range(len(hist) - 1, 0, -1):
+            running += hist[i]
+            if i - 1 < positions:
+                out[i - 1] = running
+        return out
 
     @property
     def accept_length(self) -> float:
+        """Tokens per verify step, bonus included (0 without any)."""
         return self.tokens / self.request_steps if self.request_steps else 0.0
 
     @property
-    def accept_rate(self) -> float:
-        """Committed drafts (tokens minus one bonus token per request step) over drafted tokens."""
-        return (self.tokens - self.request_steps) / self.drafted if self.drafted else 0.0
+    def acceptance_rate(self) -> float:
+        """Accepted drafts / drafted tokens, bonus excluded (0 without drafts)."""
+        return self.accepted / self.draft_tokens if self.draft_tokens else 0.0
 
     def per_request(self, value: int) -> float:
         return value / self.request_steps if self.request_steps else 0.0
@@ -44,74 +87,16 @@ class Interval:
 
 @dataclass
 class ServerStats:
-    """Cumulative counters and the last interval's gauges, shared by the engine (writer) and the HTTP side."""
+    """One scheduler's cumulative counters and current gauges (the engine writes, the HTTP side reads)."""
 
     model: str
     speculative: bool
-    verify_steps: int = 0
-    draft_tokens: int = 0
-    accepted_tokens: int = 0
-    generation_tokens: int = 0
+    decode: Counts = field(default_factory=Counts)  # every decode step since start
+    generation_tokens: int = 0  # every completion token, the prefill's first ones included
     prompt_tokens: int = 0
     requests_finished: int = 0
-    decode_steps: int = 0
-    spec_committed: int = 0  # tokens committed by verify passes (for the cumulative accept length)
     # Gauges.
     running: int = 0
     queued: int = 0
     kv_tokens: int = 0
     token_usage: float = 0.0
-    last_accept_length: float = 0.0
-    last_accept_rate: float = 0.0
-    last_throughput: float = 0.0
-    interval: Interval = field(default_factory=lambda: Interval(started=0.0))
-
-    @property
-    def avg_spec_accept_length(self) -> float | None:
-        """Cumulative since start, as ``/get_server_info`` reports it; None before the first verify step."""
-        if not self.speculative or not self.verify_steps:
-            return None
-        return self.spec_committed / self.verify_steps
-
-    def close_interval(self, now: float) -> Interval:
-        """End the current interval at ``now``, update the gauges from it, and start a new one."""
-        done = self.interval
-        elapsed = now - done.started
-        self.last_throughput = done.tokens / elapsed if elapsed > 0 else 0.0
-        if self.speculative:
-            self.last_accept_length = done.accept_length
-            self.last_accept_rate = done.accept_rate
-        self.interval = Interval(started=now)
-        return done
-
-
-def render_prometheus(stats: ServerStats, *, bad_line: bool = False) -> str:
-    """``/metrics`` in the Prometheus text format with SGLang's ``sglang:`` names and a ``model_name``
-    label. ``bad_line`` adds one malformed sample (the ``bad-metrics`` fault)."""
-    label = '{model_name="' + stats.model.replace("\\", "\\\\").replace('"', '\\"') + '"}'
-    gauges = (
-        ("sglang:spec_accept_length", "Accept length of the last decode log interval", stats.last_accept_length),
-        ("sglang:spec_accept_rate", "Accept rate of the last decode log interval", stats.last_accept_rate),
-        ("sglang:gen_throughput", "Generation throughput of the last interval (token/s)", stats.last_throughput),
-        ("sglang:num_running_reqs", "Running requests", stats.running),
-        ("sglang:num_queue_reqs", "Waiting requests", stats.queued),
-        ("sglang:num_used_tokens", "Tokens held in the KV cache", stats.kv_tokens),
-        ("sglang:token_usage", "KV cache usage (0-1)", stats.token_usage),
-    )
-    counters = (
-        ("sglang:spec_verify_steps_total", "Verify passes, one per request per step", stats.verify_steps),
-        ("sglang:spec_draft_tokens_total", "Drafted tokens (tree nodes) verified", stats.draft_tokens),
-        ("sglang:spec_accepted_tokens_total", "Accepted drafts committed (bonus excluded)", stats.accepted_tokens),
-        ("sglang:generation_tokens_total", "Completion tokens generated", stats.generation_tokens),
-        ("sglang:prompt_tokens_total", "Prompt tokens prefilled", stats.prompt_tokens),
-        ("sglang:num_requests_total", "Requests finished", stats.requests_finished),
-    )
-    out: list[str] = []
-    for name, doc, value in gauges:
-        out += [f"# HELP {name} {doc}.", f"# TYPE {name} gauge", f"{name}{label} {float(value)!r}"]
-    for name, doc, value in counters:
-        out += [f"# HELP {name} {doc}.", f"# TYPE {name} counter", f"{name}{label} {float(value)!r}"]
-    if bad_line:
-        out.insert(3, 'sglang:spec_accept_length{model_name="' + stats.model + '" 3.5')
-        out.append("sglang:gen_throughput{model_name=} not-a-number")
-    return "\n".join(out) + "\n"

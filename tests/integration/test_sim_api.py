@@ -74,7 +74,8 @@ def metric(text: str, name: str) -> float:
 
 
 async def test_health_models_and_server_info(start_sim: StartSim, session: aiohttp.ClientSession) -> None:
-    server = await start_sim("--algorithm", "linear", "--model", "my-model")
+    # avg_spec_accept_length accumulates at Decode lines only (internal_state.py / metrics_reporter.py).
+    server = await start_sim("--algorithm", "linear", "--model", "my-model", "--decode-log-interval", "2")
     for path in ("/health", "/health_generate"):
         async with session.get(server.url + path) as resp:
             assert resp.status == 200
@@ -93,7 +94,13 @@ async def test_streaming_chat_chunks_carry_whole_verify_steps(
     start_sim: StartSim, session: aiohttp.ClientSession
 ) -> None:
     server = await start_sim("--algorithm", "linear", "--draft-tokens", "8")
-    body = chat_body(max_tokens=64, stream=True, stream_options={"include_usage": True}, temperature=0)
+    body = chat_body(
+        max_tokens=64,
+        stream=True,
+        stream_options={"include_usage": True},
+        temperature=0,
+        return_spec_tokens_details=True,
+    )
     async with session.post(server.url + "/v1/chat/completions", json=body) as resp:
         assert resp.status == 200
         assert resp.headers["Content-Type"].startswith("text/event-stream")
@@ -113,18 +120,26 @@ async def test_streaming_chat_chunks_carry_whole_verify_steps(
     usage_chunk = chunks[-1]
     assert usage_chunk["choices"] == []
     assert usage_chunk["usage"]["completion_tokens"] == 64
-    meta = usage_chunk["meta_info"]
+    # SGLang sends sglext in its own chunk (no choices) before the usage chunk; no meta_info anywhere.
+    (ext,) = [c["sglext"] for c in chunks if "sglext" in c]
+    details = ext["spec_tokens_details"]
+    assert not any("meta_info" in c for c in chunks)
     # One chunk per verify step, plus the first token, which prefill produces.
-    assert meta["spec_verify_ct"] == len(contents) - 1
-    assert meta["completion_tokens"] == 64
+    assert details["spec_verify_ct"] == len(contents) - 1
+    assert details["spec_accept_length"] == pytest.approx(64 / details["spec_verify_ct"])
 
     # The same request without streaming gives the same text and the same acceptance (seeded).
-    async with session.post(server.url + "/v1/chat/completions", json=chat_body(max_tokens=64, temperature=0)) as resp:
+    whole_body = chat_body(max_tokens=64, temperature=0, return_spec_tokens_details=True)
+    async with session.post(server.url + "/v1/chat/completions", json=whole_body) as resp:
         whole = await resp.json()
     assert whole["choices"][0]["message"]["content"] == "".join(contents)
     assert whole["choices"][0]["finish_reason"] == "length"
     assert whole["usage"]["completion_tokens"] == 64
-    assert whole["meta_info"]["spec_verify_ct"] == meta["spec_verify_ct"]
+    assert "meta_info" not in whole
+    assert whole["sglext"]["spec_tokens_details"]["spec_verify_ct"] == details["spec_verify_ct"]
+    # Without return_spec_tokens_details there is no sglext (protocol.py drops a None sglext).
+    async with session.post(server.url + "/v1/chat/completions", json=chat_body(max_tokens=8)) as resp:
+        assert "sglext" not in await resp.json()
 
 
 async def test_text_is_the_same_for_every_algorithm_and_seeded(
@@ -213,37 +228,44 @@ async def test_bad_requests_get_400_with_an_openai_error(
     async with session.post(server.url + path, data=payload, headers={"Content-Type": "application/json"}) as resp:
         assert resp.status == 400
         body = await resp.json()
-    assert body["error"]["code"] == 400
-    assert body["error"]["message"]
-    assert body["error"]["param"] == param
+    # SGLang's ErrorResponse (entrypoints/openai/protocol.py): object "error" and the fields at the top level.
+    assert body["object"] == "error" and body["code"] == 400
+    assert body["message"]
+    assert body["param"] == param
+
+
+def total(text: str, name: str) -> float:
+    """A counter summed over all its label sets (absent: 0, as before its first increment)."""
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:\{{[^}}]*\}})? (\S+)$", text, re.M))
 
 
 async def test_metrics_counters_agree_with_responses(start_sim: StartSim, session: aiohttp.ClientSession) -> None:
     server = await start_sim("--algorithm", "ddtree", "--budget", "16", "--topk", "4", "--decode-log-interval", "5")
-    verify = completion = 0
+    async with session.get(server.url + "/metrics") as resp:
+        before = await resp.text()
+    verify = completion = correct = proposed = 0
     for i in range(4):
         body = {"text": f"prompt {i}", "sampling_params": {"max_new_tokens": 48, "temperature": 0}}
         async with session.post(server.url + "/generate", json=body) as resp:
             meta = (await resp.json())["meta_info"]
         verify += meta["spec_verify_ct"]
         completion += meta["completion_tokens"]
+        correct += meta["spec_num_correct_drafts"]
+        proposed += meta["spec_num_proposed_drafts"]
+        assert meta["spec_accept_length"] == pytest.approx(meta["completion_tokens"] / meta["spec_verify_ct"])
     async with session.get(server.url + "/metrics") as resp:
         assert resp.headers["Content-Type"].startswith("text/plain")
         text = await resp.text()
-    assert metric(text, "sglang:spec_verify_steps_total") == verify
-    assert metric(text, "sglang:generation_tokens_total") == completion
-    # Accept length over the window = 1 + accepted / verify steps = decode tokens / verify steps.
-    accepted = metric(text, "sglang:spec_accepted_tokens_total")
-    assert accepted + verify == completion - 4  # minus each request's prefill token
-    assert metric(text, "sglang:spec_draft_tokens_total") == 16 * verify
+    # SGLang's counters (observe_one_finished_request): no accepted or drafted counters exist.
+    assert "spec_verify_steps_total" not in text and "spec_accepted_tokens_total" not in text
+    assert total(text, "sglang:spec_verify_calls_total") - total(before, "sglang:spec_verify_calls_total") == verify
+    gen = total(text, "sglang:generation_tokens_total") - total(before, "sglang:generation_tokens_total")
+    assert gen == completion
+    assert total(text, "sglang:num_requests_total") - total(before, "sglang:num_requests_total") == 4
+    assert proposed == 16 * verify  # speculative_num_draft_tokens - 1 = the tree's 16 nodes
+    assert correct + verify == completion - 4  # each request's prefill token is not a verify step's
     assert metric(text, "sglang:num_running_reqs") == 0
-    assert metric(text, "sglang:num_requests_total") == 4
-    for name in (
-        "sglang:spec_accept_length",
-        "sglang:spec_accept_rate",
-        "sglang:gen_throughput",
-        "sglang:num_queue_reqs",
-    ):
+    for name in ("sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:gen_throughput"):
         metric(text, name)
     decode = [line for line in server.lines if "Decode batch" in line]  # type: ignore[attr-defined]
     ddtree = [line for line in server.lines if line.startswith("DDTREE metrics:")]  # type: ignore[attr-defined]
@@ -263,8 +285,8 @@ async def test_ar_decode_lines_have_no_accept_fields(start_sim: StartSim, sessio
     decode = [line for line in server.lines if "Decode batch" in line]  # type: ignore[attr-defined]
     assert decode
     assert re.fullmatch(
-        r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] Decode batch, #running-req: \d+, #token: \d+, token usage: "
-        r"\d\.\d\d, cuda graph: True, gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+,",
+        r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Decode batch, #running-req: \d+, #token: \d+, token usage: "
+        r"\d\.\d\d, cuda graph: True, gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+",
         decode[0],
     )
     async with session.get(server.url + "/get_server_info") as resp:
@@ -300,7 +322,7 @@ async def test_loading_answers_503_then_becomes_ready(start_sim: StartSim, sessi
     for path in ("/health", "/v1/models", "/health_generate", "/metrics"):
         async with session.get(server.url + path) as resp:
             assert resp.status == 503
-            assert "loading" in (await resp.json())["error"]["message"]
+            assert await resp.read() == b""  # SGLang: Response(status_code=503) while ServerStatus.Starting
     await asyncio.wait_for(server.ready.wait(), 10)
     async with session.get(server.url + "/health") as resp:
         assert resp.status == 200
@@ -325,7 +347,7 @@ async def test_fault_http_500_rate(start_sim: StartSim, session: aiohttp.ClientS
         async with session.post(server.url + "/v1/chat/completions", json=chat_body(f"r{i}", max_tokens=4)) as resp:
             statuses.append(resp.status)
             if resp.status == 500:
-                assert (await resp.json())["error"]["code"] == 500
+                assert (await resp.json())["code"] == 500
     assert set(statuses) == {200, 500}
     async with session.get(server.url + "/health") as resp:
         assert resp.status == 200  # health is not affected
@@ -359,13 +381,13 @@ async def test_fault_bad_metrics(start_sim: StartSim, session: aiohttp.ClientSes
             assert resp.status == 200
     async with session.get(server.url + "/metrics") as resp:
         text = await resp.text()
-    good = [line for line in text.splitlines() if re.fullmatch(r'sglang:\w+\{model_name="sim"\} \S+', line)]
+    good = [line for line in text.splitlines() if re.fullmatch(r'sglang:\w+\{[^}]*model_name="sim"[^}]*\} \S+', line)]
     bad = [line for line in text.splitlines() if not line.startswith("#") and line not in good]
     assert len(good) >= 10 and bad
     lines: list[str] = server.lines  # type: ignore[attr-defined]
     good_line = re.compile(
         r".*Decode batch, #running-req: \d+, #token: \d+, token usage: \d\.\d\d, accept len: \d+\.\d\d, "
-        r"accept rate: \d\.\d\d, cuda graph: True, gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+,"
+        r"accept rate: \d\.\d\d, cuda graph: True, gen throughput \(token/s\): \d+\.\d\d, #queue-req: \d+"
         r"|DDTREE metrics: bs=\d+ budget=32 avg_actual_nodes=33\.00 avg_accepted_drafts=\d+\.\d\d "
         r"avg_commit_len=\d+\.\d\d avg_accepted_depth=\d+\.\d\d"
     )

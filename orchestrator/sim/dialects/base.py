@@ -1,0 +1,176 @@
+"""What every dialect provides: the life-cycle lines, the scheduler hooks and the HTTP side of one engine.
+
+The scheduler (``orchestrator.sim.engine``) calls ``prefill``, ``decode_step`` and ``request_finished``; a
+dialect that logs on a clock (vLLM) sets ``tick_seconds`` and the server calls ``tick``. The HTTP server
+(``orchestrator.sim.server``) asks the dialect which endpoints the engine has, what its ``/metrics`` says,
+and how its responses look (``ResponseFormat``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from orchestrator.errors import ConfigError
+from orchestrator.sim.stats import Counts, ServerStats
+
+if TYPE_CHECKING:
+    from orchestrator.sim.config import SimConfig
+    from orchestrator.sim.request import SimRequest
+
+__all__ = ["Dialect", "EndpointInfo", "compact"]
+
+LogFn = Callable[[str], None]
+
+
+def compact(value: Any) -> str:
+    """JSON without spaces, as pydantic's ``model_dump_json`` and msgspec write it."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class EndpointInfo:
+    """One GET endpoint of an engine: ``kind`` is what the server does for it."""
+
+    path: str
+    kind: str  # health | health_generate | models | info | version | props | metrics | ping
+    body: str | None = None  # health: the body a healthy server answers with (None: empty)
+
+
+@dataclass
+class Dialect:
+    """The engine-specific side of the simulator. Subclasses set the class variables and the hooks."""
+
+    engine: ClassVar[str] = ""
+    versions: ClassVar[tuple[str, ...]] = ()  # the first is the default (current) version
+    algorithms: ClassVar[tuple[str, ...]] = ("ar", "linear", "ddtree")
+    tick_seconds: ClassVar[float | None] = None
+
+    config: SimConfig
+    log: LogFn
+    version: str = ""
+    groups: list[ServerStats] = field(default_factory=list)  # one per scheduler (DP group), set by the server
+    drafted: int = 0  # tokens drafted per request per verify step (tree nodes for ddtree), set by the server
+    draft_depth: int = 0  # the draft's depth: the number of positions a draft has
+    started_wall: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if not self.version:
+            self.version = self.versions[0]
+        if self.version not in self.versions:
+            raise ConfigError(
+                f"--engine-version {self.version!r}: the {self.engine} dialect knows {', '.join(self.versions)}"
+            )
+        if self.config.algorithm not in self.algorithms:
+            raise ConfigError(
+                f"--algorithm {self.config.algorithm}: the {self.engine} dialect simulates {', '.join(self.algorithms)}"
+            )
+
+    # The configuration.
+
+    @property
+    def speculative(self) -> bool:
+        return self.config.algorithm != "ar"
+
+    # Life cycle (lines the engine prints).
+
+    def startup_lines(self, url: str) -> list[str]:
+        return []
+
+    def loading_line(self, done: int, total: int, elapsed: float, remaining: float) -> str | None:
+        return None
+
+    def loaded_lines(self) -> list[str]:
+        return []
+
+    def ready_lines(self, url: str) -> list[str]:
+        return []
+
+    def fail_start_lines(self) -> list[str]:
+        return []
+
+    def crash_lines(self, completed: int) -> list[str]:
+        return []
+
+    # Scheduler hooks.
+
+    def prefill(self, group: int, batch: list[SimRequest], new_tokens: int, now: float) -> None:
+        """A prefill batch ran on scheduler ``group``; each request got its first token."""
+
+    def decode_step(self, group: int, step: Counts, now: float) -> None:
+        """One decode step of scheduler ``group`` committed ``step``."""
+
+    def request_finished(self, req: SimRequest, now: float) -> None:
+        """``req`` left the batch finished (not aborted)."""
+
+    def idle_hook(self, group: int, now: float) -> None:
+        """Scheduler ``group`` has nothing to run."""
+
+    def setup_groups(self) -> None:
+        """Called once the server has made its schedulers (``groups``)."""
+
+    def tick(self, now: float) -> None:
+        """Called every ``tick_seconds`` by the server (engines that log on a clock)."""
+
+    # HTTP.
+
+    def endpoints(self) -> list[EndpointInfo]:
+        return []
+
+    def generation_paths(self) -> dict[str, str]:
+        """POST path -> api kind (chat, completions, generate, llamacpp)."""
+        return {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
+
+    def loading_response(self) -> tuple[int, str | None]:
+        """What every endpoint answers while the model loads: status and JSON body (None: empty)."""
+        return 503, None
+
+    def metrics_text(self, *, bad_line: bool = False) -> str:
+        return ""
+
+    def info(self, port: int) -> dict[str, Any]:
+        """The body of the engine's information endpoint."""
+        return {}
+
+    def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": []}
+
+    def error_body(self, message: str, *, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+        return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+    def bad_metric_lines(self, index: int) -> list[str]:
+        return []
+
+    # Responses (the server builds them with these).
+
+    def completion_id(self, req: SimRequest, chat: bool) -> str:
+        return req.rid
+
+    def openai_response(
+        self, req: SimRequest, *, chat: bool, model: str, created: int, options: dict[str, Any]
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stream_format(self, req: SimRequest, *, chat: bool, model: str, created: int) -> StreamFormat:
+        raise NotImplementedError
+
+    def stream_tail(self, req: SimRequest, fmt: StreamFormat, *, reason: str, options: dict[str, Any]) -> list[str]:
+        """The chunks after the last content chunk (finish, extensions, usage), ``[DONE]`` excluded."""
+        raise NotImplementedError
+
+
+@dataclass
+class StreamFormat:
+    """Pre-rendered pieces of one streamed response's SSE chunks (the firehose writes many per second)."""
+
+    head: str  # 'data: {...,"choices":[{"index":0,' up to the content string's opening quote
+    tail: str  # after the content string, to the end of the event
+    first: str | None = None  # the chat role chunk, sent before the first content chunk (None: none)
+    envelope: dict[str, Any] = field(default_factory=dict)
+
+    def content(self, text: str) -> str:
+        """One delta. ``text`` comes from the simulator's vocabulary, which needs no JSON escaping."""
+        return self.head + text + self.tail
