@@ -43,7 +43,10 @@ _LINE_DEFINITIONS = {
     "lines_total": "Lines in the window's text.",
     "lines_matched": "Lines read into a sample (each of a llama.cpp request's several lines counts).",
     "lines_skipped": "Lines that carry one of the engine's metric markers but could not be read.",
-    "lines_duplicate": "Copies of a line printed by another TP rank (same time, DP group and text): counted once.",
+    "lines_duplicate": (
+        "Copies of one DP group's line printed by another rank of that group (ATTN_CP, PP, MOE_DP, TP, EP tags: "
+        "metrics/lines.py RANK_TAGS): counted once."
+    ),
 }
 
 
@@ -101,9 +104,11 @@ EDGE_DEFINITION = (
     "An engine's interval line (SGLang 'Decode batch', vLLM 'SpecDecoding metrics:' and 'Engine NNN:') covers "
     "the time and the tokens since that engine's previous line of its kind, so the first line of a window "
     "covers an interval that began before the window: after an idle gap its throughput includes the gap, and "
-    "its counts may include the previous point's last unlogged steps (SGLang: scheduler_metrics_mixin.py "
-    "log_decode_stats resets its counters and last_decode_stats_tic at each line; vLLM: loggers.py "
-    "LoggingStatLogger.log, every VLLM_LOG_STATS_INTERVAL seconds). So the first line of each group (SGLang DP "
+    "its counts may include the previous point's last unlogged steps (SGLang 0.5.23: "
+    "managers/scheduler_components/metrics_reporter.py report_decode_stats, scheduler_metrics_mixin.py before, "
+    "resets its counters and last_decode_stats_tic only when it prints a line; vLLM: v1/metrics/loggers.py "
+    "LoggingStatLogger.log every VLLM_LOG_STATS_INTERVAL seconds, v1/spec_decode/metrics.py resetting only when "
+    "it printed). See docs/engines.md. So the first line of each group (SGLang DP "
     "group, vLLM engine) is left out of the window's figures when the group has more lines in the window; "
     "details.edge_lines_dropped counts them and details.edge_lines_kept counts groups with one line only, "
     "whose figures then include the edge."
