@@ -70,9 +70,22 @@ RUNTIME_FIELDS = {"host"}
 MAX_DEPLOYMENTS = 2000
 MAX_LOAD_POINTS = 20000
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_UNIT = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,240}\.service$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Whole-string patterns, always used with fullmatch (``re.match`` with ``$`` accepts a trailing newline).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_UNIT = re.compile(r"[A-Za-z0-9:_.\\@-]{1,240}\.service")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_URL = re.compile(r"https?://[^\s/?#]+(?:[/?#]\S*)?")
+#: C0 and C1 controls, DEL and the Unicode line separators: never part of a path, URL, host or name.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _no_control(value: str | None, what: str) -> str | None:
+    """``value`` unchanged, or a ValueError naming the control character a path, URL or name cannot hold."""
+    if value is not None:
+        hit = _CONTROL.search(value)
+        if hit:
+            raise ValueError(f"{what} cannot contain the control character {hit.group()!r}")
+    return value
 
 
 class _Strict(BaseModel):
@@ -97,9 +110,14 @@ class SSHHostSpec(_Strict):
     @field_validator("ssh")
     @classmethod
     def _target(cls, value: str) -> str:
-        if any(ch.isspace() for ch in value) or value.startswith("-"):
+        if any(ch.isspace() or not ch.isprintable() for ch in value) or value.startswith("-"):
             raise ValueError(f"not an ssh target (user@host[:port] or a ~/.ssh/config alias): {value!r}")
         return value
+
+    @field_validator("name", "identity_file", "known_hosts", "ssh_config")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return _no_control(value, "a host name or path")
 
     @property
     def display_name(self) -> str:
@@ -120,6 +138,11 @@ class LocalHostSpec(_Strict):
     kind: Literal["local"] = "local"
     name: str = "local"
 
+    @field_validator("name")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        return _no_control(value, "a host name") or value
+
     @property
     def display_name(self) -> str:
         return self.name
@@ -134,7 +157,7 @@ HostSpec = Annotated[SSHHostSpec | LocalHostSpec, Field(discriminator="kind")]
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key in env:
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             raise ValueError(f"environment variable name {key!r} is not valid (letters, digits, _)")
     return env
 
@@ -154,7 +177,7 @@ class SystemdServiceSpec(_Strict):
     def _unit(cls, value: str) -> str:
         if "." not in value:
             value += ".service"
-        if not _UNIT.match(value) or value.startswith("-"):
+        if not _UNIT.fullmatch(value) or value.startswith("-"):
             raise ValueError(f"not a valid service unit name: {value!r}")
         return value
 
@@ -200,6 +223,11 @@ class ProcessServiceSpec(_Strict):
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_env(value)
 
+    @field_validator("workdir", "log_file")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _no_control(value, "a path")
+
     def command_template(self) -> str | None:
         return self.command
 
@@ -243,16 +271,39 @@ class ServerSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
+        _no_control(value, "a URL")
+        if not _URL.fullmatch(value):
+            raise ValueError(f"expected an http:// or https:// URL (no spaces), got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return _no_control(value, "a model name")
 
     @field_validator("health_paths")
     @classmethod
     def _paths(cls, value: list[str] | None) -> list[str] | None:
         for path in value or []:
-            if not path.startswith("/"):
-                raise ValueError(f"health paths start with '/', got {path!r}")
+            _no_control(path, "a URL path")
+            if not path.startswith("/") or any(ch.isspace() for ch in path):
+                raise ValueError(f"health paths start with '/' and hold no spaces, got {path!r}")
+        return value
+
+    @field_validator("metrics_path")
+    @classmethod
+    def _metrics_path(cls, value: str | None) -> str | None:
+        _no_control(value, "a URL path")
+        if value is not None and (not value.startswith("/") or any(ch.isspace() for ch in value)):
+            raise ValueError(f"metrics_path starts with '/' and holds no spaces, got {value!r}")
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _api_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # Sent in an HTTP header: printable ASCII only. The message never quotes the key.
+        if value is not None and not all(" " <= ch <= "~" for ch in value.get_secret_value()):
+            raise ValueError("the API key is sent in an HTTP header: printable ASCII characters only")
         return value
 
 
@@ -341,6 +392,11 @@ class LoadSpec(_Strict):
     def _listify(cls, value: Any) -> Any:
         return [value] if isinstance(value, int | float) and not isinstance(value, bool) else value
 
+    @field_validator("prompts")
+    @classmethod
+    def _prompts(cls, value: str) -> str:
+        return _no_control(value, "prompts (builtin:NAME or a path)") or value
+
     @model_validator(mode="after")
     def _complete(self) -> LoadSpec:
         if not self.concurrency and not self.rates:
@@ -401,10 +457,15 @@ class Experiment(_Strict):
             data["baselines"] = [data["baselines"]]
         return data
 
+    @field_validator("baselines_from")
+    @classmethod
+    def _baselines_from(cls, value: str | None) -> str | None:
+        return _no_control(value, "a run directory path")
+
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"name must be letters, digits, '.', '_' or '-' (it names a folder), got {value!r}")
         return value
 
@@ -414,7 +475,7 @@ class Experiment(_Strict):
         if not value:
             raise ValueError("define at least one variant")
         for name in value:
-            if not _NAME.match(str(name)):
+            if not _NAME.fullmatch(str(name)):
                 raise ValueError(f"variant name {name!r} must be letters, digits, '.', '_' or '-'")
         return value
 
@@ -526,7 +587,16 @@ def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Drop pydantic's union tags and validator names from an error location, keeping document keys."""
     path: list[Any] = []
     node = data
-    for part in loc:
+    for index, part in enumerate(loc):
+        following = loc[index + 1] if index + 1 < len(loc) else None
+        if (
+            isinstance(node, dict)
+            and part in node
+            and following is not None
+            and following in node
+            and not isinstance(node[part], dict | list)
+        ):
+            continue  # a union tag that is also a key of the document (``host: {ssh: ...}`` is tagged "ssh")
         if (isinstance(node, dict) and part in node) or (
             isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
         ):
@@ -699,23 +769,36 @@ def _fields_or_problem(path: tuple[Any, ...], template: str) -> list[str]:
 
 
 def _check_commands(exp: Experiment) -> None:
-    """Every rendered command must split into words now, not when a deployment is applied mid-sweep."""
+    """Every rendered command, unit file and environment value must be usable now, not when a deployment is
+    applied mid-sweep: a command splits into words, a unit file's values fit the settings they land in, and no
+    rendered text holds what no command line, environment or file can (a NUL, a lone surrogate)."""
     from orchestrator.plan import expand_matrix, server_config
-    from orchestrator.quoting import split_command
+    from orchestrator.quoting import split_command, usable_text
 
     service = exp.service
-    if isinstance(service, SystemdServiceSpec) and service.mode == "unit":
-        return  # a unit file, not a command line: checked against its template when rendered
-    where = "exec_start" if isinstance(service, SystemdServiceSpec) else "command"
+    unit_mode = isinstance(service, SystemdServiceSpec) and service.mode == "unit"
+    where = "unit_file" if unit_mode else "exec_start" if isinstance(service, SystemdServiceSpec) else "command"
     for vname, variant in exp.variants.items():
         for params in expand_matrix(variant):
-            command = server_config(exp, vname, params)["command"]
-            if command is None:
+            label = vname + ("(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
+            try:
+                config = server_config(exp, vname, params)
+            except ConfigError as exc:  # a unit file value that cannot be made safe where it stands
+                raise _Problem(("service", where), f"{label}: {exc.message}") from None
+            command = config["command"]
+            try:
+                for key, value in config["environment"].items():
+                    usable_text(value, what=f"the rendered environment value {key}")
+                if command is None:
+                    continue
+                usable_text(command, what=f"the rendered service {where}")
+            except ConfigError as exc:
+                raise _Problem(("service", where), f"{label}: {exc.message}") from None
+            if unit_mode:
                 continue
             try:
                 split_command(command, what=f"the service {where}")
             except ConfigError as exc:
-                label = vname + ("(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
                 raise _Problem(("variants", vname), f"{label}: {exc.message}") from None
 
 

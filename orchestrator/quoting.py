@@ -33,6 +33,7 @@ __all__ = [
     "shell_quote",
     "split_command",
     "systemd_quote",
+    "usable_text",
     "validate_env_name",
     "validate_unit_name",
 ]
@@ -48,14 +49,25 @@ _EXEC_PREFIXES = "-@:+!|"
 _C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
 
 
+def usable_text(value: str, *, what: str = "a value") -> str:
+    """``value`` unchanged, or a ConfigError when no command line, environment or file can hold it: a NUL
+    ends a C string (argv, environ, a unit-file line), and a lone surrogate (what a YAML ``"\\ud800"`` escape
+    makes) has no UTF-8 encoding."""
+    if "\0" in value:
+        raise ConfigError(f"{what} contains a NUL character, which no command line, environment or file can hold")
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise ConfigError(f"{what} contains a lone surrogate ({value!a}), which has no UTF-8 encoding")
+    return value
+
+
 def shell_quote(word: str) -> str:
     """One word for a POSIX shell, quoted when needed (``shlex.quote``)."""
-    return shlex.quote(word)
+    return shlex.quote(usable_text(word, what="a shell word"))
 
 
 def shell_join(argv: Iterable[str]) -> str:
     """A command line for a POSIX shell that runs exactly ``argv``."""
-    return " ".join(shlex.quote(str(a)) for a in argv)
+    return " ".join(shell_quote(str(a)) for a in argv)
 
 
 def split_command(command: str, *, what: str = "command") -> list[str]:
@@ -64,6 +76,7 @@ def split_command(command: str, *, what: str = "command") -> list[str]:
     Quotes and backslashes group words (``--arg "a b"`` is two words); ``;``, ``|``, ``$(...)``, ``*`` and
     the like stay literal characters inside words. An empty command or an unbalanced quote is an error.
     """
+    usable_text(command, what=what)
     try:
         argv = shlex.split(command, comments=False, posix=True)
     except ValueError as exc:  # "No closing quotation", "No escaped character"
@@ -111,6 +124,7 @@ def systemd_quote(value: str, *, command: bool) -> str:
     ``command=True`` is for ExecStart= words, where systemd also substitutes ``$VAR``; there ``$`` is doubled.
     Specifiers (``%n``, ``%h``…) are expanded in both, so ``%`` is always doubled.
     """
+    usable_text(value, what="a value for a systemd unit")
     out = ['"']
     for ch in value:
         if ch == "\\":
@@ -124,8 +138,6 @@ def systemd_quote(value: str, *, command: bool) -> str:
         elif ch in _C_ESCAPES:
             out.append(_C_ESCAPES[ch])
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            if ch == "\0":
-                raise ConfigError("a NUL character cannot be passed to a systemd service")
             out.append(f"\\x{ord(ch):02x}")
         elif 0x80 <= ord(ch) < 0xA0 or ch in "\u2028\u2029":
             # C1 controls and Unicode line separators: printable as escapes, never as raw characters.

@@ -328,11 +328,18 @@ class RunStore:
             raise _store_error("read", self.path / "experiment.yaml", exc) from exc
 
     def experiment(self) -> dict[str, Any]:
-        """The resolved experiment as stored (a plain dict; ``{}`` when the file is empty)."""
+        """The resolved experiment as stored (a plain dict; ``{}`` when the file is empty).
+
+        Read with the limits experiment files get (size, aliases expanded, nesting, usable text): a run
+        directory may come from anywhere (a colleague's tarball), and resume, report and baselines_from read it.
+        """
+        from orchestrator.errors import ConfigError
+        from orchestrator.yamlsource import load_yaml_with_positions
+
         try:
-            data = yaml.safe_load(self.experiment_text())
-        except yaml.YAMLError as exc:
-            raise StoreError(f"{self.path / 'experiment.yaml'}: not valid YAML ({exc})") from exc
+            data, _positions = load_yaml_with_positions(self.path / "experiment.yaml")
+        except ConfigError as exc:
+            raise StoreError(f"the run's experiment.yaml cannot be read: {exc}") from None
         if data is None:
             return {}
         if not isinstance(data, dict):

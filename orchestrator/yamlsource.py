@@ -3,6 +3,12 @@
 ``load_yaml_with_positions`` returns the plain data (as ``yaml.safe_load`` would) and a map from key paths
 (tuples of keys and list indexes) to 1-based (line, column). Duplicate keys, which PyYAML silently merges, are an
 error here: in an experiment file the second ``budget:`` is almost always a mistake.
+
+Every document is bounded (``MAX_BYTES``, ``MAX_EXPANDED_NODES``, nesting depth) and every string in it, key or
+value, must be text that can reach a file, a command line, an environment or a terminal: a valid UTF-8 file can
+still spell a lone surrogate (``"\\ud800"``) or a NUL (``"\\0"``) with YAML escapes, and ``!!binary`` any
+bytes; those are refused here, where the position is known, for experiment files, playbooks and run
+directories alike.
 """
 
 from __future__ import annotations
@@ -15,11 +21,12 @@ import yaml
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["Positions", "load_yaml_with_positions", "locate"]
+__all__ = ["MAX_BYTES", "MAX_EXPANDED_NODES", "Positions", "load_yaml_with_positions", "locate", "text_problem"]
 
 Positions = dict[tuple[Any, ...], tuple[int, int]]
 
-_MAX_BYTES = 4 * 1024 * 1024
+#: The largest YAML file specsweep reads (experiment files, playbooks, a run directory's experiment.yaml).
+MAX_BYTES = 4 * 1024 * 1024
 #: The most nodes a document may hold with its aliases expanded: validation walks the expanded tree, so a
 #: 600-byte "billion laughs" file of nested aliases would otherwise take minutes and all memory.
 MAX_EXPANDED_NODES = 200_000
@@ -88,6 +95,64 @@ def _walk(
             _walk(item, (*path, index), positions, file, depth + 1, seen_nodes)
 
 
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be used as text anywhere (a NUL, a lone surrogate), or ``None``."""
+    if "\0" in value:
+        return 'a NUL character (a YAML "\\0" escape?) cannot be passed to a command, an environment or a file'
+    for ch in value:
+        if "\ud800" <= ch <= "\udfff":
+            return (
+                f'{ch!r} is a lone surrogate (a YAML "\\u" escape?), not a character: it has no UTF-8 encoding, '
+                "so no file, command line or environment can hold it"
+            )
+    return None
+
+
+def _check_text(data: Any, path: tuple[Any, ...], positions: Positions, file: str, seen: set[int]) -> None:
+    """Refuse any string (key or value) that ``text_problem`` refuses, and bytes (``!!binary``) that are not
+    such text, naming the key and its position."""
+    if isinstance(data, dict | list):
+        if id(data) in seen:  # an alias: checked where it was defined
+            return
+        seen.add(id(data))
+        items = data.items() if isinstance(data, dict) else enumerate(data)
+        for key, value in items:
+            if isinstance(data, dict):
+                _check_scalar(key, (*path, key), positions, file, "key")
+            _check_text(value, (*path, key), positions, file, seen)
+    else:
+        _check_scalar(data, path, positions, file, "value")
+
+
+def _check_scalar(value: Any, path: tuple[Any, ...], positions: Positions, file: str, what: str) -> None:
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            problem: str | None = "binary data (!!binary) that is not UTF-8 text"
+        else:
+            problem = text_problem(value)
+    elif isinstance(value, str):
+        problem = text_problem(value)
+    else:
+        return
+    if problem:
+        shown = path[:-1] if what == "key" else path
+        line, column = locate(positions, path)
+        raise ConfigError(
+            f"the key {_printable(path[-1])!r}: {problem}" if what == "key" else problem,
+            file=file,
+            line=line,
+            column=column,
+            key=".".join(_printable(p) for p in shown) or None,
+        )
+
+
+def _printable(part: Any) -> str:
+    text = str(part)
+    return text if text_problem(text) is None else ascii(text)[1:-1]
+
+
 def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
     """Parse ``path``; raise ``ConfigError`` (with line and column) for anything that is not well-formed YAML."""
     file = str(path)
@@ -99,8 +164,8 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
         raise ConfigError("is a directory, not an experiment file", file=file) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=file) from None
-    if len(raw) > _MAX_BYTES:
-        raise ConfigError(f"file is {len(raw)} bytes; experiment files are limited to {_MAX_BYTES}", file=file)
+    if len(raw) > MAX_BYTES:
+        raise ConfigError(f"file is {len(raw)} bytes; specsweep reads YAML files of at most {MAX_BYTES}", file=file)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -132,6 +197,7 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
             _walk(node, (), positions, file)
         except RecursionError:
             raise ConfigError("the document is nested too deeply", file=file) from None
+    _check_text(data, (), positions, file, set())
     return data, positions
 
 

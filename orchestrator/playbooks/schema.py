@@ -85,7 +85,7 @@ COMPARISONS = ("equal", "at_most", "at_least")
 #: What a dotted metric path may start with: the parts of a stored record.
 RECORD_ROOTS = ("client", "server", "params", "error", "status", "variant", "concurrency", "rate", "host")
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")  # always fullmatch: "$" accepts a trailing newline
 
 
 class _Strict(BaseModel):
@@ -221,7 +221,7 @@ class MeasureStep(_Strict):
     @field_validator("measure")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"a measurement name is letters, digits, '.', '_' or '-', got {value!r}")
         return value
 
@@ -288,7 +288,7 @@ class Playbook(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not _NAME.fullmatch(value):
             raise ValueError(f"name must be letters, digits, '.', '_' or '-' (it names a folder), got {value!r}")
         return value
 

@@ -21,6 +21,12 @@ from orchestrator.quoting import (
     validate_unit_name,
 )
 
+# Any code point, lone surrogates (category Cs, which hypothesis leaves out by default) and NUL weighted in:
+# YAML escapes make both out of a valid UTF-8 file.
+ANY_CHARACTER = st.one_of(
+    st.characters(codec=None, exclude_categories=()), st.integers(0xD800, 0xDFFF).map(chr), st.just("\0")
+)
+
 
 def systemd_unquote_word(text: str, *, command: bool) -> tuple[str, str]:
     """A model of systemd's extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE) for one double-quoted word,
@@ -136,13 +142,23 @@ def test_sanitize_comment_keeps_one_printable_line() -> None:
     assert sanitize_comment("a\nb\x00ü") == "a?b??"
 
 
-# Lone surrogates cannot come from a UTF-8 experiment file (YAML is decoded before anything is quoted).
-printable_or_not = st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=60)
+# Any text, lone surrogates and NUL included: YAML escapes ("\\ud800", "\\0") make both out of a valid UTF-8
+# experiment file. Validation refuses them (tests/unit/test_hostile_strings.py); the quoting refuses them too,
+# with a ConfigError, never by crashing on the way to the host.
+any_text = st.text(alphabet=ANY_CHARACTER, max_size=60)
+
+
+def _unusable(value: str) -> bool:
+    return "\0" in value or any("\ud800" <= ch <= "\udfff" for ch in value)
 
 
 @settings(max_examples=300, deadline=None)
-@given(value=printable_or_not, command=st.booleans())
+@given(value=any_text, command=st.booleans())
 def test_systemd_quote_round_trips_and_stays_on_one_line(value: str, command: bool) -> None:
+    if _unusable(value):
+        with pytest.raises(ConfigError):
+            systemd_quote(value, command=command)
+        return
     quoted = systemd_quote(value, command=command)
     assert "\n" not in quoted and "\r" not in quoted
     assert all(ch == "\t" or ord(ch) >= 0x20 for ch in quoted if ord(ch) < 0x80)
@@ -152,8 +168,12 @@ def test_systemd_quote_round_trips_and_stays_on_one_line(value: str, command: bo
 
 
 @settings(max_examples=200, deadline=None)
-@given(argv=st.lists(st.text(alphabet=st.characters(blacklist_characters="\0"), max_size=20), min_size=1, max_size=5))
+@given(argv=st.lists(st.text(alphabet=ANY_CHARACTER, max_size=20), min_size=1, max_size=5))
 def test_shell_join_runs_exactly_argv(argv: list[str]) -> None:
+    if any(_unusable(a) for a in argv):
+        with pytest.raises(ConfigError):
+            shell_join(argv)
+        return
     assert shlex.split(shell_join(argv)) == argv
 
 
