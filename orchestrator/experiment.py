@@ -197,6 +197,17 @@ class SystemdServiceSpec(_Strict):
     def command_template(self) -> str | None:
         return self.unit_file if self.mode == "unit" else self.exec_start
 
+    def render_command(self, values: dict[str, Scalar]) -> str | None:
+        """The rendered exec_start, or in ``mode: unit`` the whole unit file, each value escaped by systemd's
+        rules for the setting it lands in (:func:`orchestrator.quoting.render_unit_template`)."""
+        from orchestrator.quoting import render_unit_template
+        from orchestrator.templates import render
+
+        template = self.command_template()
+        if template is None:
+            return None
+        return (render_unit_template(template, values) if self.mode == "unit" else render(template, values)).strip()
+
     def templates(self) -> dict[str, str]:
         out = {"exec_start": self.exec_start} if self.exec_start is not None else {}
         if self.unit_file is not None:
@@ -230,6 +241,11 @@ class ProcessServiceSpec(_Strict):
 
     def command_template(self) -> str | None:
         return self.command
+
+    def render_command(self, values: dict[str, Scalar]) -> str | None:
+        from orchestrator.templates import render
+
+        return render(self.command, values).strip()
 
     def templates(self) -> dict[str, str]:
         out = {"command": self.command}

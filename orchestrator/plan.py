@@ -225,8 +225,7 @@ def server_config(experiment: Experiment, variant_name: str, params: dict[str, S
     values = experiment.template_values(variant_name, params)
     service = experiment.service
     rendered: dict[str, Any] = {"kind": service.kind}
-    command_template = service.command_template()
-    rendered["command"] = render(command_template, values).strip() if command_template is not None else None
+    rendered["command"] = service.render_command(values)  # a unit file's values escaped per setting
     rendered["environment"] = {k: render(v, values) for k, v in service.environment.items()}
     rendered.update(service.identity())
     return rendered

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import string
 from collections.abc import Iterable, Mapping
 
 from orchestrator.errors import ConfigError
@@ -28,11 +29,13 @@ __all__ = [
     "environment_line",
     "environment_lines",
     "exec_start_value",
+    "render_unit_template",
     "sanitize_comment",
     "shell_join",
     "shell_quote",
     "split_command",
     "systemd_quote",
+    "unit_words",
     "usable_text",
     "validate_env_name",
     "validate_unit_name",
@@ -176,3 +179,424 @@ def sanitize_comment(text: str, limit: int = 200) -> str:
     """Text safe for a ``#`` comment line in a unit file or a shell script: printable ASCII only, one line."""
     cleaned = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
     return cleaned[:limit]
+
+
+# ------------------------------------------------------------------ mode: unit, a whole unit file from a template
+#
+# In a unit template the literal text is the user's own systemd syntax; only the values filled into it are
+# escaped, each by the rules of the setting it lands in (systemd src/core/load-fragment.c, src/basic/
+# extract-word.c; systemd.syntax(7), systemd.service(5), systemd.exec(5)):
+#
+# - a command line (ExecStart= and the other Exec*= commands): systemd splits the value into words with
+#   extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE), quotes may open anywhere in a word and escapes work
+#   inside both kinds of quotes; config_parse_exec reads the prefixes "-@:+!" off the *unquoted* first word, so
+#   quoting cannot neutralise them; a lone unquoted ";" separates commands; specifiers ("%h") are resolved in
+#   every word and "$VAR"/"${VAR}" substituted at exec time unless the ":" prefix is given. A value outside quotes
+#   is split into words the way drop-in mode splits the whole command (POSIX shell rules, no expansion); each
+#   word is written bare when it holds only [A-Za-z0-9_+=:,./@-], else double-quoted with "%" and "$" doubled.
+#   A value inside the template's own quotes is escaped for those quotes. A value may not begin a command's
+#   first word with a prefix character, nor put "$", a quote, a backslash or a control character in it.
+# - Environment=: config_parse_environ splits the value into words the same way, each word one NAME=VALUE
+#   assignment with specifiers resolved; "$" has no meaning there. A value is one literal piece of its word
+#   (quoted, "%" doubled), so a space can never start a second assignment; the rendered line must still be
+#   assignments of valid names.
+# - any other setting: no escaping exists that every setting honours (some unquote, some read the rest of the
+#   line raw, some resolve specifiers, many take "-" or "~" prefixes), so a value must be plain: letters,
+#   digits and ._:,=@+/- only, and no prefix character where a word starts.
+# - comments: printable text only. Section headers, setting names and lines of their own: no placeholders.
+#
+# A control character can be written as an escape in quoted words; elsewhere it could end the line (systemd
+# reads "\n", "\r" and NUL as line ends) and is refused, like NUL and lone surrogates everywhere.
+
+_EXEC_SETTINGS = frozenset(
+    {
+        "ExecStart",
+        "ExecStartPre",
+        "ExecStartPost",
+        "ExecCondition",
+        "ExecReload",
+        "ExecStop",
+        "ExecStopPre",
+        "ExecStopPost",
+    }
+)
+_UNIT_WHITESPACE = " \t\n\r"  # systemd's WHITESPACE
+_SHELL_WHITESPACE = " \t\r\n"  # shlex's, in posix mode
+_BARE_WORD = re.compile(r"[A-Za-z0-9_+=:,./@-]+")
+_PLAIN_CHARS = "._:,=@+/-"
+_COMMAND_PREFIXES = "-@:+!"
+_WORD_PREFIXES = "-+!@:~|;"
+_MARK = re.compile("\0([0-9]+)\0")
+_UNESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "s": " "}
+_UNESCAPES.update({"\\": "\\", '"': '"', "'": "'"})
+
+
+class _UnitProblem(Exception):
+    pass
+
+
+def _escape_for_quotes(value: str, quote: str, *, dollar: bool) -> str:
+    """``value`` as the inside of a ``quote``-quoted systemd word (the quotes themselves are the template's)."""
+    body = systemd_quote(value, command=dollar)[1:-1]  # escapes \\ \" % $ and every control character
+    return body.replace("'", "\\'") if quote == "'" else body
+
+
+def _bare_or_quoted(word: str, *, dollar: bool) -> str:
+    return word if _BARE_WORD.fullmatch(word) else systemd_quote(word, command=dollar)
+
+
+def _trailing_space(value: str) -> bool:
+    """Whether ``value`` ends with whitespace a shell would not keep in the last word (not backslash-escaped)."""
+    stripped = value.rstrip(_SHELL_WHITESPACE)
+    if stripped == value:
+        return False
+    run = len(stripped) - len(stripped.rstrip("\\"))
+    return run % 2 == 0
+
+
+class _ValueLexer:
+    """Follows systemd's word splitting through one setting's value, literal text and filled-in values alike,
+    to know at each placeholder whether it stands inside quotes, inside a word, or in a command's first word."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode  # "exec", "env" or "plain"
+        self.quote = ""
+        self.escaped = False
+        self.in_word = False
+        self.word_raw = ""
+        self.word_has_value = False
+        self.first = mode == "exec"
+        self.first_text = ""  # the unquoted text of the command's first word so far
+        self.no_env = False
+
+    # -- literal text ----------------------------------------------------------------------------------
+
+    def literal(self, ch: str) -> None:
+        if self.escaped:
+            self.escaped = False
+            self._add(ch)
+            return
+        if self.quote:
+            if ch == self.quote:
+                self.quote = ""
+            elif ch == "\\":
+                self.escaped = True
+            else:
+                self._add(ch)
+            self.word_raw += ch
+            return
+        if ch in _UNIT_WHITESPACE:
+            self.end_word()
+            return
+        self.in_word = True
+        self.word_raw += ch
+        if ch in "'\"":
+            self.quote = ch
+        elif ch == "\\":
+            self.escaped = True
+        else:
+            self._add(ch)
+
+    def _add(self, text: str) -> None:
+        self.in_word = True
+        if self.first:
+            self.first_text += text
+
+    def end_word(self) -> None:
+        if not self.in_word:
+            return
+        if self.mode == "exec":
+            if self.word_raw == ";" and not self.word_has_value:
+                self.first, self.first_text, self.no_env = True, "", False  # a new command begins
+            elif self.first:
+                prefixes = self.first_text[: len(self.first_text) - len(self.first_text.lstrip(_COMMAND_PREFIXES))]
+                self.first, self.no_env = False, ":" in prefixes
+                self.first_text = ""
+        self.in_word, self.word_raw, self.word_has_value = False, "", False
+
+    # -- a filled-in value -----------------------------------------------------------------------------
+
+    def value(self, value: str) -> str:
+        if self.escaped:
+            raise _UnitProblem("a placeholder directly after a backslash would have its first character escaped")
+        if self.mode == "plain":
+            return self._plain(value)
+        if self.quote:
+            if self.first:
+                self._program_piece(value)
+            self._add(value)
+            self.word_has_value = True
+            return _escape_for_quotes(value, self.quote, dollar=self.mode == "exec" and not self.no_env)
+        if self.mode == "env":
+            if not value:
+                return ""
+            self.in_word, self.word_has_value = True, True
+            return value if _BARE_WORD.fullmatch(value) else systemd_quote(value, command=False)
+        return self._command_words(value)
+
+    def _command_words(self, value: str) -> str:
+        try:
+            words = shlex.split(value, comments=False, posix=True)
+        except ValueError as exc:
+            raise _UnitProblem(f"cannot split the value {value!r} into words: {exc}") from None
+        out: list[str] = []
+        if value[:1] in _SHELL_WHITESPACE and value and self.in_word:
+            self.end_word()
+            out.append(" ")
+        for index, word in enumerate(words):
+            if index:
+                self.end_word()
+                out.append(" ")
+            if self.first:
+                self._program_piece(word)
+            out.append(_bare_or_quoted(word, dollar=not self.no_env))
+            self._add(word)
+            self.word_raw += "w"
+            self.word_has_value = True
+        if words and _trailing_space(value):
+            self.end_word()
+            out.append(" ")
+        return "".join(out)
+
+    def _program_piece(self, text: str) -> None:
+        """A value that becomes (part of) the program path of a command."""
+        at_start = self.first_text.strip(_COMMAND_PREFIXES) == ""
+        if at_start and text[:1] in _COMMAND_PREFIXES + ";":
+            raise _UnitProblem(
+                f"the value {text!r} would begin the command with {text[0]!r}, which systemd reads as a prefix "
+                "(-@:+! change how and with which privileges it runs; ';' separates commands)"
+            )
+        bad = next((ch for ch in text if ch in "$\"'\\" or not ch.isprintable()), None)
+        if bad is not None:
+            raise _UnitProblem(f"the value {text!r} puts {bad!r} into the program path of the command")
+
+    def _plain(self, value: str) -> str:
+        bad = next((ch for ch in value if not (ch.isalnum() or ch in _PLAIN_CHARS)), None)
+        if bad is not None:
+            raise _UnitProblem(
+                f"the value {value!r} holds {bad!r}: a value in this setting may only hold letters, digits and "
+                f"{_PLAIN_CHARS} (values with spaces or other characters belong in ExecStart= or Environment=)"
+            )
+        if not self.in_word and not self.quote and value[:1] in _WORD_PREFIXES:
+            raise _UnitProblem(
+                f"the value {value!r} would begin a word with {value[0]!r}, which many settings read as a prefix"
+            )
+        if value:
+            self.in_word = True
+        return value
+
+
+def _logical_lines(lines: list[str]) -> list[list[int]]:
+    """Group physical lines (indexes) into systemd's logical lines (src/shared/conf-parser.c): a comment line is
+    skipped before anything else, even inside a continuation; any other line whose trailing backslashes are odd
+    in number continues on the next line."""
+    groups: list[list[int]] = []
+    current: list[int] | None = None
+    for index, line in enumerate(lines):
+        if line.lstrip(_UNIT_WHITESPACE)[:1] in ("#", ";"):
+            groups.append([index])
+            continue
+        if current is None:
+            current = [index]
+            groups.append(current)
+        else:
+            current.append(index)
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 0:
+            current = None
+    return groups
+
+
+def _fill_comment(line: str, values: list[str], number: int) -> str:
+    def fill(match: re.Match[str]) -> str:
+        value = values[int(match.group(1))]
+        if any(not ch.isprintable() for ch in value) or value.endswith("\\"):
+            raise ConfigError(
+                f"unit_file line {number}: the value {value!r} in a comment holds a control character or ends "
+                "with a backslash (it could start or continue a line)",
+                key="service.unit_file",
+            )
+        return value
+
+    return _MARK.sub(fill, line)
+
+
+def render_unit_template(template: str, values: Mapping[str, object]) -> str:
+    """The unit file ``template`` with every placeholder filled by the rules of the setting it stands in.
+
+    ``values`` maps placeholder names to values (stringified like :func:`orchestrator.templates.render`). A
+    value that cannot be made safe where it stands is a :class:`ConfigError` naming the template line.
+    """
+    from orchestrator.templates import fields, render
+
+    names = fields(template)
+    filled = [render("{" + name + "}", values) for name in names]
+    # The template with each placeholder replaced by a NUL-delimited mark (no NUL can come from the file), so
+    # the structure is read from the user's text alone.
+    marked_parts: list[str] = []
+    index_of = {name: i for i, name in enumerate(names)}
+    for literal, name, _spec, _conv in string.Formatter().parse(template):
+        marked_parts.append(literal)
+        if name is not None:
+            marked_parts.append(f"\0{index_of[name]}\0")
+    marked = "".join(marked_parts)
+    for value in filled:
+        try:
+            usable_text(value, what="a value in the unit file")
+        except ConfigError as exc:
+            raise ConfigError(exc.message, key="service.unit_file") from None
+    lines = marked.split("\n")
+    out = list(lines)
+    for group in _logical_lines(lines):
+        first = lines[group[0]]
+        if "\0" not in "".join(lines[i] for i in group):
+            continue
+        number = group[0] + 1
+        stripped = first.lstrip(" \t")
+        if stripped[:1] in ("#", ";"):
+            for i in group:
+                out[i] = _fill_comment(lines[i], filled, i + 1)
+            continue
+        key, sep, _rest = first.partition("=")
+        if stripped.startswith("[") or not sep or "\0" in key:
+            raise ConfigError(
+                f"unit_file line {number}: a placeholder may only stand in a setting's value (after 'Name='), "
+                "not in a section header, a setting's name or a line of its own",
+                key="service.unit_file",
+            )
+        setting = key.strip()
+        mode = "exec" if setting in _EXEC_SETTINGS else "env" if setting == "Environment" else "plain"
+        try:
+            out_lines, value = _fill_setting(lines, group, len(key) + 1, mode, filled)
+        except _UnitProblem as problem:
+            raise ConfigError(f"unit_file line {number} ({setting}=): {problem}", key="service.unit_file") from None
+        for i, text in zip(group, out_lines, strict=True):
+            out[i] = text
+        if mode == "env":
+            _check_assignments(value, number)
+    return "\n".join(out)
+
+
+def _fill_setting(
+    lines: list[str], group: list[int], value_start: int, mode: str, filled: list[str]
+) -> tuple[list[str], str]:
+    """The filled-in physical lines of one setting, and its value as systemd reads it (continuations joined)."""
+    lexer = _ValueLexer(mode)
+    result: list[str] = []
+    value: list[str] = []
+    for position, i in enumerate(group):
+        line = lines[i]
+        start = value_start if position == 0 else 0
+        continued = position < len(group) - 1
+        body = line[start : len(line) - 1] if continued else line[start:]
+        out: list[str] = []
+        at = 0
+        for match in _MARK.finditer(body):
+            for ch in body[at : match.start()]:
+                lexer.literal(ch)
+            out.append(body[at : match.start()])
+            out.append(lexer.value(filled[int(match.group(1))]))
+            at = match.end()
+        for ch in body[at:]:
+            lexer.literal(ch)
+        out.append(body[at:])
+        value.extend(out)
+        if continued:
+            lexer.literal(" ")  # systemd replaces the continuation backslash with a space
+            value.append(" ")
+            out.append("\\")
+        result.append(line[:start] + "".join(out))
+    if lexer.quote:
+        raise _UnitProblem("the setting's value leaves a quote open")
+    return result, "".join(value)
+
+
+def unit_words(value: str) -> list[str]:
+    """The words systemd's extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE) finds in a setting's value
+    (src/basic/extract-word.c): quotes open anywhere, escapes work outside and inside both kinds of quotes.
+    Raises ValueError where systemd would refuse the value (an open quote, an unknown escape)."""
+    words: list[str] = []
+    i, n = 0, len(value)
+    while True:
+        while i < n and value[i] in _UNIT_WHITESPACE:
+            i += 1
+        if i >= n:
+            return words
+        word: list[str] = []
+        quote = ""
+        while i < n:
+            ch = value[i]
+            if ch == "\\":
+                text, i = _unescape(value, i + 1)
+                word.append(text)
+                continue
+            if quote:
+                if ch == quote:
+                    quote = ""
+                else:
+                    word.append(ch)
+            elif ch in "'\"":
+                quote = ch
+            elif ch in _UNIT_WHITESPACE:
+                break
+            else:
+                word.append(ch)
+            i += 1
+        if quote:
+            raise ValueError("unbalanced quoting")
+        words.append(_utf8("".join(word)))
+
+
+def _unescape(value: str, i: int) -> tuple[str, int]:
+    """One C escape after a backslash at ``value[i - 1]``: (text, next index). Bytes from \\x and octal
+    escapes are kept as U+DCxx surrogate escapes and joined into UTF-8 by ``_utf8``."""
+    if i >= len(value):
+        raise ValueError("a trailing backslash")
+    ch = value[i]
+    if ch in _UNESCAPES:
+        return _UNESCAPES[ch], i + 1
+    if ch == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", value[i + 1 : i + 3]):
+        byte = int(value[i + 1 : i + 3], 16)
+        if byte == 0:
+            raise ValueError("an escaped NUL")
+        return (chr(byte) if byte < 0x80 else chr(0xDC00 + byte)), i + 3
+    if ch in "01234567" and re.fullmatch(r"[0-7]{3}", value[i : i + 3]):
+        byte = int(value[i : i + 3], 8)
+        if byte == 0 or byte > 0xFF:
+            raise ValueError("a bad octal escape")
+        return (chr(byte) if byte < 0x80 else chr(0xDC00 + byte)), i + 3
+    for letter, size in (("u", 4), ("U", 8)):
+        if ch == letter and re.fullmatch(f"[0-9a-fA-F]{{{size}}}", value[i + 1 : i + 1 + size]):
+            code = int(value[i + 1 : i + 1 + size], 16)
+            if code == 0 or code > 0x10FFFF:
+                raise ValueError("a bad unicode escape")
+            return chr(code), i + 1 + size
+    raise ValueError(f"an unknown escape \\{ch}")
+
+
+def _utf8(text: str) -> str:
+    raw = text.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8")
+
+
+def _check_assignments(value: str, number: int) -> None:
+    """Environment= as filled in must still be NAME=VALUE assignments only (env_assignment_is_valid)."""
+    try:
+        words = unit_words(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"unit_file line {number} (Environment=): the filled-in value cannot be read back: {exc}",
+            key="service.unit_file",
+        ) from None
+    if not words:
+        raise ConfigError(
+            f"unit_file line {number} (Environment=): the filled-in line is empty, which would reset every "
+            "Environment= before it",
+            key="service.unit_file",
+        )
+    for word in words:
+        name, sep, _ = word.partition("=")
+        if not sep or not _ENV_NAME.fullmatch(name):
+            raise ConfigError(
+                f"unit_file line {number} (Environment=): {word!r} is not a NAME=VALUE assignment",
+                key="service.unit_file",
+            )

@@ -6,8 +6,11 @@ Default mode, ``dropin``: the unit stays untouched; specsweep writes
 rendered by the plan from the experiment's ``unit_file`` template, goes to ``/etc/systemd/system/<unit>``,
 the original file being backed up byte for byte.
 
-Every value is quoted by :mod:`orchestrator.quoting` (drop-in mode) or checked not to change the template's
-structure (unit mode): a hostile value can neither run a command nor add a directive.
+Every value is quoted by :mod:`orchestrator.quoting`: in drop-in mode every word of the command and every
+environment assignment; in unit mode each value the template's placeholders receive, by systemd's rules for the
+setting it lands in (:func:`orchestrator.quoting.render_unit_template`), the result being checked once more not
+to change the template's structure. A hostile value can neither run a command, nor add a directive or an
+assignment, nor reach systemd as a prefix, a specifier or a variable.
 
 Before its first change the service records, in ``/var/lib/specsweep/<unit>.marker.json`` plus copies of any
 file it will overwrite, what it found (the unit's state; whether the drop-in directory, a drop-in of ours,
@@ -86,10 +89,11 @@ def _shape(text: str) -> list[str]:
 def render_unit(template: str | None, deployment: Deployment) -> str:
     """The whole unit file of ``deployment`` (mode ``unit``).
 
-    The plan renders the experiment's ``unit_file`` template into ``deployment.command``. Values land in the
-    user's own unit text unescaped, so the result is checked against the template: same lines, same sections
-    and setting names, no new line continuation, no new ``;`` command separator. A value that would add a
-    directive or a command is refused. Environment values are appended as escaped ``Environment=`` lines.
+    The plan renders the experiment's ``unit_file`` template into ``deployment.command``, each value escaped
+    for the setting it lands in (:func:`orchestrator.quoting.render_unit_template`; what cannot be made safe
+    is refused when the experiment is loaded). As a second line of defence the result is checked against the
+    template: same lines, same sections and setting names, no new line continuation, no new ``;`` command
+    separator. Environment values are appended as escaped ``Environment=`` lines.
     """
     text = deployment.command
     if text is None:
