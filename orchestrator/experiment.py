@@ -39,6 +39,7 @@ __all__ = [
     "BUILTIN_FIELDS",
     "ChecksSpec",
     "Experiment",
+    "FailurePolicySpec",
     "HostSpec",
     "LoadSpec",
     "LocalHostSpec",
@@ -437,6 +438,19 @@ class ChecksSpec(_Strict):
     disabled: list[str] = Field(default_factory=list)
 
 
+class FailurePolicySpec(_Strict):
+    """When a sweep stops instead of spending the ready timeout on every configuration.
+
+    ``stop_on_baseline_failure``: a baseline that cannot start (its deployment never became healthy) stops
+    the sweep, since nothing after it could be compared. ``max_consecutive_failed_deployments``: that many
+    deployments in a row on one host that never became healthy stop the sweep (0: never). The hosts are
+    restored and the run's state is ``stopped``.
+    """
+
+    max_consecutive_failed_deployments: int = Field(3, ge=0)
+    stop_on_baseline_failure: bool = True
+
+
 class Experiment(_Strict):
     """A validated experiment file."""
 
@@ -454,6 +468,7 @@ class Experiment(_Strict):
     baselines_from: str | None = None
     load: LoadSpec
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
+    failure_policy: FailurePolicySpec = Field(default_factory=FailurePolicySpec)
 
     _source: Path | None = PrivateAttr(default=None)
 

@@ -9,8 +9,12 @@ and then takes the other deployments from a shared queue, one at a time):
 
 Failures are data: a deployment that never becomes healthy gives a failed record for each of its points with
 the journal lines that explain it; a server that dies mid-point fails that point and is re-applied once; the
-sweep goes on. A stop request (Ctrl-C, SIGTERM) ends the load promptly, restores every host and marks the run
-``interrupted``.
+sweep goes on, unless going on only wastes the hosts (the experiment's ``failure_policy``): a baseline that
+cannot start, or ``max_consecutive_failed_deployments`` deployments in a row on one host that never became
+healthy, stop the sweep at the next deployment or point boundary; every host is restored and the run is
+``stopped`` with its reason. A stop request (Ctrl-C, SIGTERM) ends the load promptly, restores every host and
+marks the run ``interrupted``. A run that reached the end of its plan is ``done``, or ``failed`` when none of
+its points succeeded.
 """
 
 from __future__ import annotations
@@ -83,6 +87,8 @@ class SweepOptions:
     redeploy_limit: int = 1
     break_lock: bool = False
     baselines_from: str | None = None
+    # With ``resume``: accept an edited experiment, measuring its changed and new points in the run.
+    redo_changed: bool = False
 
 
 @dataclass
@@ -91,6 +97,10 @@ class SweepResult:
     state: str
     records: list[Record] = field(default_factory=list)
     restore_errors: list[str] = field(default_factory=list)
+    #: Why the failure policy stopped the sweep (state ``stopped``).
+    stop_reason: str | None = None
+    #: The run's planned points by the status of their last record: ``planned``, ``ok``, ``failed``.
+    points: dict[str, int] = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
@@ -221,6 +231,7 @@ class HostWorker:
         self.host: Any = None
         self.service: Any = None
         self.applied = False
+        self.last_start_failure = ""
         self.engine_info: dict[str, Any] | None = None  # what the server said about itself (engine_info.py)
 
     # -- plumbing ---------------------------------------------------------------------------------
@@ -294,7 +305,7 @@ class HostWorker:
 
     def run(self) -> None:
         for deployment in self.sweep.deployments_for(self):
-            if self.sweep.stop:
+            if self.sweep.stop or self.sweep.halted:
                 break
             self.run_deployment(deployment)
 
@@ -306,7 +317,10 @@ class HostWorker:
         attempt = 1
         while pending and not self.sweep.stop:
             if not self.deploy(deployment, pending, attempt):
+                if not self.sweep.stop:
+                    self.sweep.start_failed(self.name, deployment, self.last_start_failure)
                 return
+            self.sweep.start_succeeded(self.name)
             pending = self.measure(deployment, pending)
             if pending and attempt <= self.sweep.options.redeploy_limit and not self.sweep.stop:
                 attempt += 1
@@ -387,6 +401,7 @@ class HostWorker:
         self, deployment: Deployment, pending: list[LoadPoint], kind: str, reason: str, evidence: list[str]
     ) -> None:
         """A deployment that never served: each of its pending points becomes a failed record with the evidence."""
+        self.last_start_failure = reason
         self.emit(
             DeploymentFailed(
                 host=self.name,
@@ -422,7 +437,7 @@ class HostWorker:
     def measure(self, deployment: Deployment, pending: list[LoadPoint]) -> list[LoadPoint]:
         """Measure pending points in order; return the points left when the server died."""
         for position, point in enumerate(pending):
-            if self.sweep.stop:
+            if self.sweep.stop or self.sweep.halted:
                 return []
             died = self.measure_point(deployment, point)
             if died:
@@ -567,7 +582,11 @@ class SweepState:
         self._lock = threading.Lock()
         self._final = store.final_point_keys(retry_failed=options.retry_failed)
         self._attempts: dict[tuple[str, str], int] = {}
-        for record in store.records():
+        #: Why the failure policy stopped the sweep; set once (workers stop at their next boundary).
+        self.halted: str | None = None
+        self._start_failures: dict[str, int] = {}
+        # Superseded records count too: a point measured again never reuses an earlier attempt's window file.
+        for record in store.records() + store.superseded_records():
             key = (record.host, record.point_id)
             self._attempts[key] = max(self._attempts.get(key, 0), record.attempt)
         self.records: list[Record] = []
@@ -643,7 +662,7 @@ class SweepState:
         for deployment in self.plan.deployments:
             if deployment.baseline:
                 yield deployment
-        while not self.stop:
+        while not self.stop and not self.halted:
             try:
                 deployment = self._shared.get_nowait()
             except queue.Empty:
@@ -653,6 +672,48 @@ class SweepState:
                 self.eta.load_skipped()
                 continue
             yield deployment
+
+    def start_succeeded(self, host: str) -> None:
+        with self._lock:
+            self._start_failures[host] = 0
+
+    def start_failed(self, host: str, deployment: Deployment, reason: str) -> None:
+        """The failure policy: a baseline that cannot start, or N deployments in a row on one host that never
+        became healthy, stop the sweep (see the module docstring)."""
+        policy = self.experiment.failure_policy
+        with self._lock:
+            count = self._start_failures.get(host, 0) + 1
+            self._start_failures[host] = count
+            why = None
+            if deployment.baseline and policy.stop_on_baseline_failure:
+                why = f"the baseline {deployment.label} cannot start on {host}"
+            elif 0 < policy.max_consecutive_failed_deployments <= count:
+                why = f"{count} deployments in a row could not start on {host}, the last {deployment.label}"
+            if why is None or self.halted is not None:
+                return
+            reason = reason.removeprefix(f"{host}: ")
+            self.halted = f"{why}: {reason}" if reason else why
+        self.store.event("policy_stop", host=host, deployment=deployment.id, reason=self.halted)
+        self.emit(Notice(host=host, message=f"stopping the sweep: {self.halted}", level="error"))
+
+    def plan_points(self) -> dict[str, int]:
+        """The run's planned points by the status of their last record (``planned``, ``ok``, ``failed``)."""
+        hosts = [h.display_name for h in self.hosts]
+        latest = self.store.latest_records()
+        planned = ok = failed = 0
+        for deployment in self.plan.deployments:
+            for point in deployment.load_points:
+                records = [latest[(h, point.id)] for h in hosts if (h, point.id) in latest]
+                if self.pooled and not deployment.baseline:
+                    planned += 1  # a shared point is measured by one host of the pool
+                    statuses = {r.status for r in records}
+                    ok += "ok" in statuses
+                    failed += "ok" not in statuses and "failed" in statuses
+                    continue
+                planned += len(hosts)
+                ok += sum(1 for r in records if r.status == "ok")
+                failed += sum(1 for r in records if r.status == "failed")
+        return {"planned": planned, "ok": ok, "failed": failed}
 
     def next_attempt(self, host: str, point_id: str) -> int:
         with self._lock:
@@ -716,23 +777,24 @@ def _summary(record: Record) -> dict[str, Any]:
 
 
 def open_store(experiment: Experiment, plan: Plan, options: SweepOptions) -> tuple[RunStore, bool]:
-    """A new run directory, or the one ``--resume`` names (checked against the plan)."""
+    """A new run directory, or the one ``--resume`` names: ``latest`` is the newest run of this experiment file
+    on these hosts; an edited experiment is refused with what changed unless ``redo_changed``
+    (:mod:`orchestrator.resume`)."""
+    from orchestrator.resume import experiment_file, host_identities, open_for_resume
+
+    resolved = resolved_experiment(experiment)
     if options.resume is None:
         return RunStore.create(
-            options.results_root, experiment.name, resolved_experiment(experiment), plan.to_json_dict()
+            options.results_root,
+            experiment.name,
+            resolved,
+            plan.to_json_dict(),
+            experiment_file=experiment_file(experiment),
+            hosts=host_identities(resolved),
         ), False
-    store = RunStore.resolve(options.resume, options.results_root, experiment.name)
-    stored_plan = store.plan()
-    known = {p["id"] for d in stored_plan.get("deployments", []) for p in d.get("load_points", [])}
-    current = {p.id for d in plan.deployments for p in d.load_points}
-    finished = {r.point_id for r in store.records()}
-    orphaned = finished - current
-    if orphaned:
-        raise StoreError(
-            f"cannot resume {store.path}: the experiment changed since that run; {len(orphaned)} finished "
-            f"point(s) match no point of the current plan (e.g. {sorted(orphaned)[0]}); "
-            f"{len(current - known)} point(s) are new. Start a new run, or restore the old experiment file."
-        )
+    store, _check = open_for_resume(
+        experiment, plan, options.resume, options.results_root, redo_changed=options.redo_changed
+    )
     store.set_state("running")
     return store, True
 
@@ -815,19 +877,33 @@ def run_sweep(
             state = "failed"
         elif stop or errors:
             state = "interrupted"
+        elif sweep.halted:
+            state = "stopped"
         else:
-            state = "done"
+            counts = sweep.plan_points()
+            state = "failed" if counts["failed"] and not counts["ok"] else "done"
     except KeyboardInterrupt:
         stop.request()
         state = "interrupted"
         raise
     finally:
         # A full or failing disk must not replace the error that ended the run (often that very disk).
+        points: dict[str, int] = {}
         with contextlib.suppress(StoreError):
-            store.event("end", state=state, restore_errors=restore_errors)
+            points = sweep.plan_points()
+        stop_reason = sweep.halted if state == "stopped" else None
         with contextlib.suppress(StoreError):
-            store.set_state(state)  # type: ignore[arg-type]
-    result = SweepResult(run_dir=store.path, state=state, records=sweep.records, restore_errors=restore_errors)
+            store.event("end", state=state, restore_errors=restore_errors, points=points, stop_reason=stop_reason)
+        with contextlib.suppress(StoreError):
+            store.set_state(state, stop_reason=stop_reason, points=points or None)  # type: ignore[arg-type]
+    result = SweepResult(
+        run_dir=store.path,
+        state=state,
+        records=sweep.records,
+        restore_errors=restore_errors,
+        stop_reason=stop_reason,
+        points=points,
+    )
     if restore_errors:
         raise ServiceError("; ".join(restore_errors) + f" (run directory: {store.path})")
     first = next((e for e in errors if not isinstance(e, KeyboardInterrupt)), None)

@@ -8,6 +8,13 @@ Layout of ``results/<experiment>/<YYYYmmddTHHMMSSZ>-<short id>/`` (the directory
     records.jsonl      one ``Record`` per finished point, appended, flushed and fsynced as it exists
     events.jsonl       deploy / health / restore events with times, appended the same way
     windows/           raw server text of each load point's window
+    superseded.jsonl   records a ``--resume --redo-changed`` took out of the run (its configuration changed)
+
+The run's ``state`` in ``run.json``: ``running``; ``done`` (the plan ran to its end; ``points`` counts the
+points that are ``ok`` and ``failed``); ``failed`` (the plan ran to its end and no point succeeded, or the run
+ended on an error: a host unreachable, a full disk); ``stopped`` (the experiment's ``failure_policy``
+stopped it, ``stop_reason`` says why); ``interrupted`` (Ctrl-C or SIGTERM). ``experiment_file`` and ``hosts``
+say which experiment file ran against which hosts, for ``--resume latest``.
 
 Records are append-only: a retried point gets a new line with a higher ``attempt`` and the last line for a
 (host, point id) wins. A line torn by ``kill -9`` in the middle of a write is skipped on load and counted in
@@ -46,6 +53,7 @@ __all__ = [
     "SkippedLine",
     "find_latest",
     "is_run_directory",
+    "run_directories",
     "utc_now_iso",
 ]
 
@@ -53,8 +61,8 @@ __all__ = [
 # would misread the new one (adding an optional field does not need a bump).
 RUN_SCHEMA_VERSION = 1
 
-RunState = Literal["running", "done", "interrupted", "failed"]
-_FINAL_STATES = ("done", "interrupted", "failed")
+RunState = Literal["running", "done", "interrupted", "failed", "stopped"]
+_FINAL_STATES = ("done", "interrupted", "failed", "stopped")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 Scalar = str | int | float | bool
@@ -130,6 +138,13 @@ class RunInfo(BaseModel):
     state: RunState = "running"
     # Each ``--resume`` that reopened this run, in order.
     resumed_at: list[str] = Field(default_factory=list)
+    # Why the failure policy stopped the run (state ``stopped``).
+    stop_reason: str | None = None
+    # Points of the plan by the status of their last record ({"planned", "ok", "failed"}), at the run's end.
+    points: dict[str, int] | None = None
+    # The experiment file (absolute path) and the hosts (``name (how it is reached)``) the run was made with.
+    experiment_file: str | None = None
+    hosts: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -207,8 +222,8 @@ def _read_json(path: Path) -> Any:
         raise StoreError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
-def find_latest(root: str | Path, experiment: str) -> Path:
-    """The newest run directory of ``experiment`` under ``root`` (run ids sort by their UTC start time)."""
+def run_directories(root: str | Path, experiment: str) -> list[Path]:
+    """Every run directory of ``experiment`` under ``root``, oldest first (run ids sort by UTC start time)."""
     base = Path(root) / experiment
     try:
         candidates = sorted(p for p in base.iterdir() if (p / "run.json").is_file())
@@ -218,7 +233,12 @@ def find_latest(root: str | Path, experiment: str) -> Path:
         raise _store_error("list", base, exc) from exc
     if not candidates:
         raise StoreError(f"no runs of experiment {experiment!r} under {base}")
-    return candidates[-1]
+    return candidates
+
+
+def find_latest(root: str | Path, experiment: str) -> Path:
+    """The newest run directory of ``experiment`` under ``root`` (run ids sort by their UTC start time)."""
+    return run_directories(root, experiment)[-1]
 
 
 class RunStore:
@@ -245,6 +265,8 @@ class RunStore:
         plan_json: dict[str, Any],
         *,
         now: datetime | None = None,
+        experiment_file: str | None = None,
+        hosts: list[str] | None = None,
     ) -> RunStore:
         """Make ``root/<experiment>/<UTC time>-<short id>/`` with its files, state ``running``."""
         started = now or datetime.now(UTC)
@@ -268,6 +290,8 @@ class RunStore:
             experiment=experiment_name,
             controller=Controller(hostname=socket.gethostname(), user=_user()),
             started_at=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            experiment_file=experiment_file,
+            hosts=list(hosts or []),
         )
         store = cls(path, info)
         if isinstance(resolved_experiment, str):
@@ -395,19 +419,92 @@ class RunStore:
             raise _store_error("write the window", target, exc) from exc
         return rel.as_posix()
 
-    def set_state(self, state: RunState) -> None:
-        """Record the run's state; a final state stamps ``ended_at``, ``running`` again counts a resume."""
+    def set_state(
+        self, state: RunState, *, stop_reason: str | None = None, points: dict[str, int] | None = None
+    ) -> None:
+        """Record the run's state; a final state stamps ``ended_at``, ``running`` again counts a resume.
+
+        ``stop_reason`` (state ``stopped``) and ``points`` (the plan's points by status) are kept with a final
+        state; ``running`` clears them."""
         with self._lock:
             info = self._info.model_copy(deep=True)
             if state == "running":
                 if info.state != "running" or info.ended_at is not None:
                     info.resumed_at.append(utc_now_iso())
                 info.ended_at = None
+                info.stop_reason = None
+                info.points = None
             elif state in _FINAL_STATES:
                 info.ended_at = utc_now_iso()
+                info.stop_reason = stop_reason
+                if points is not None:
+                    info.points = dict(points)
             info.state = state
             self._info = info
             self._write_info()
+
+    def set_origin(self, experiment_file: str | None, hosts: list[str]) -> None:
+        """Record which experiment file and hosts this run is made with (a resume of an older run fills it)."""
+        with self._lock:
+            info = self._info.model_copy(update={"experiment_file": experiment_file, "hosts": list(hosts)})
+            self._info = info
+            self._write_info()
+
+    def replace_configuration(self, resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> None:
+        """Write a changed experiment and plan over the stored ones (``--resume --redo-changed``; the
+        ``resume_changed`` event keeps what changed)."""
+        if isinstance(resolved_experiment, str):
+            text = resolved_experiment
+        else:
+            text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        with self._lock:
+            try:
+                _write_atomic(self.path / "experiment.yaml", text)
+                _write_atomic(self.path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+            except OSError as exc:
+                raise _store_error("write the configuration of", self.path, exc) from exc
+
+    def supersede(self, keys: set[tuple[str, str]], reason: str) -> int:
+        """Move every record of the (host, point id) ``keys`` out of ``records.jsonl`` into
+        ``superseded.jsonl`` (with ``superseded_reason``), so the run's figures never mix two configurations
+        and nothing measured is lost. ``records.jsonl`` is rewritten atomically; returns the records moved."""
+        if not keys:
+            return 0
+        target = self.path / "records.jsonl"
+        kept: list[str] = []
+        moved: list[str] = []
+        for _number, text in self._lines(target):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError:
+                kept.append(text)
+                continue
+            if isinstance(raw, dict) and (raw.get("host"), raw.get("point_id")) in keys:
+                raw["superseded_reason"] = reason
+                raw["superseded_at"] = utc_now_iso()
+                moved.append(json.dumps(raw, default=str))
+            else:
+                kept.append(text)
+        if not moved:
+            return 0
+        with self._lock:
+            try:
+                _append_bytes(self.path / "superseded.jsonl", ("\n".join(moved) + "\n").encode("utf-8"))
+                _write_atomic(target, "".join(line + "\n" for line in kept))
+            except OSError as exc:
+                raise _store_error("move superseded records out of", target, exc) from exc
+            self._tail_checked = True
+        return len(moved)
+
+    def superseded_records(self) -> list[Record]:
+        """The records ``supersede`` moved out (readable ones), in file order."""
+        out: list[Record] = []
+        for _number, text in self._lines(self.path / "superseded.jsonl"):
+            try:
+                out.append(Record.model_validate_json(text))
+            except ValidationError:
+                continue
+        return out
 
     def _write_info(self) -> None:
         target = self.path / "run.json"

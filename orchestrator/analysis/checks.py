@@ -115,17 +115,24 @@ class CheckContext:
         measured = self.measured
         return measured[measured["status"] == "ok"]
 
+    def window_text(self, row: dict[str, Any]) -> str | None:
+        """The point's raw window (None when the run directory or the file is not there)."""
+        name = row.get("window_file")
+        if self.run_path is None or not isinstance(name, str):
+            return None
+        path = (self.run_path / name).resolve()
+        if not path.is_relative_to(self.run_path.resolve()):
+            return None
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
     def window_lines(self, row: dict[str, Any], pattern: str, limit: int = 3) -> list[str]:
         """Up to ``limit`` lines of the point's raw window that match ``pattern`` (evidence for a finding)."""
         name = row.get("window_file")
-        if self.run_path is None or not isinstance(name, str):
-            return []
-        path = (self.run_path / name).resolve()
-        if not path.is_relative_to(self.run_path.resolve()):
-            return []
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        text = self.window_text(row)
+        if text is None:
             return []
         regex = re.compile(pattern)
         hits = [line.rstrip() for line in text.splitlines() if regex.search(line)]
@@ -422,6 +429,67 @@ def speculation_off(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+def engine_mismatch(ctx: CheckContext) -> list[Finding]:
+    """Windows in which the engine's parser read nothing while the server logged lines: a wrong ``engine:``
+    (the other engines' parsers name the likely one), or metric lines that never reach the log. One finding
+    for the run (or for the one configuration it concerns), since a wrong engine silences every point."""
+    from orchestrator.metrics.engine_guess import engine_fit
+
+    silent: list[tuple[dict[str, Any], Any]] = []
+    for row in _rows(ctx.ok):
+        engine = row.get("server_engine")
+        lines = finite(row.get("server_lines_total"))
+        if not isinstance(engine, str) or not lines:
+            continue
+        text = ctx.window_text(row)
+        if text is None:
+            continue
+        fit = engine_fit(engine, text)
+        if fit.silent:
+            silent.append((row, fit))
+    if not silent:
+        return []
+    engine = silent[0][1].engine
+    total = sum(fit.lines for _, fit in silent)
+    votes: dict[str, int] = {}
+    for _, fit in silent:
+        if fit.likely is not None:
+            votes[fit.likely] = votes.get(fit.likely, 0) + fit.likely_matched
+    windows = f"{len(silent)} of {len(ctx.ok)} window(s)"
+    if votes:
+        likely = max(votes, key=lambda k: votes[k])
+        message = (
+            f"engine: {engine} read none of the {total} lines the server logged in {windows}, but the {likely} "
+            f"parser reads {votes[likely]} of them: the server looks like {likely} (set engine: {likely}); no "
+            "server metric was read there"
+        )
+        examples = [x for _, fit in silent if fit.likely == likely for x in fit.examples]
+    else:
+        message = (
+            f"engine: {engine} read none of the {total} lines the server logged in {windows}, and no other "
+            "engine's parser reads them either: no server metric was read there (check engine:, the server's "
+            "log level and its metric logging interval)"
+        )
+        examples = []
+    sources = {str(row.get("accept_len_source")) for row, _ in silent if finite(row.get("accept_len")) is not None}
+    if sources:
+        message += f"; the accept length shown comes from {', '.join(sorted(sources))}"
+    where = [f"{row.get('label')} @ {row.get('load_label')}: {row.get('window_file')}" for row, _ in silent]
+    configs = {row.get("label") for row, _ in silent}
+    hosts = {row.get("host") for row, _ in silent}
+    return [
+        Finding(
+            check="engine_mismatch",
+            point=silent[0][0].get("point_id") if len(silent) == 1 else None,
+            severity="warning",
+            message=message,
+            evidence=(examples[:3] + where)[:_EVIDENCE_LINES],
+            config=next(iter(configs)) if len(configs) == 1 else None,
+            host=next(iter(hosts)) if len(hosts) == 1 and ctx.ok["host"].nunique() > 1 else None,
+        )
+    ]
+
+
 def missing_baseline(ctx: CheckContext) -> list[Finding]:
     """Points that have no baseline on their host at their load cannot be compared (noted, once per load)."""
     out: list[Finding] = []
@@ -479,6 +547,7 @@ CHECKS: dict[str, CheckFunction] = {
     "tree_below_chain": tree_below_chain,
     "speedup_vs_accept_len": speedup_vs_accept_len,
     "speculation_off": speculation_off,
+    "engine_mismatch": engine_mismatch,
     "client_vs_server": client_vs_server,
     "failed_points": failed_points,
     "request_errors": request_errors,

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.console import console
+from orchestrator.console import console, err_console
 from orchestrator.errors import MetricsError
 from orchestrator.metrics import ENGINES, PromWindow, WindowMetrics, parse_window, scrape_delta
 
@@ -184,13 +185,27 @@ def parse(
         return
     if source is None:
         raise typer.BadParameter("a log FILE (or - for stdin), or --prometheus BEFORE AFTER", param_hint="FILE|-")
-    wm = parse_window(engine, _read(source), _user_parsers(regex), cut=window)
+    data = _read(source)
+    wm = parse_window(engine, data, _user_parsers(regex), cut=window)
+    warning = _engine_warning(engine, data)
     if as_json:
-        typer.echo(json.dumps(wm.to_dict(), indent=2))
-        return
-    console.print(_summary(wm))
-    for table in _sample_tables(wm, limit):
-        console.print(table)
+        out = wm.to_dict()
+        if warning:
+            out["warnings"] = [warning]
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        console.print(_summary(wm))
+        for table in _sample_tables(wm, limit):
+            console.print(table)
+    if warning:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+
+
+def _engine_warning(engine: str, data: bytes) -> str | None:
+    """One line when ``engine``'s parser read none of the log's lines, naming the engine that reads them."""
+    from orchestrator.metrics.engine_guess import engine_fit
+
+    return engine_fit(engine, data.decode("utf-8", errors="replace")).describe()
 
 
 def register(app: typer.Typer) -> None:

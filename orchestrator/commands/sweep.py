@@ -1,4 +1,9 @@
-"""`specsweep sweep FILE`: run the whole experiment, resumable, restoring every host on every way out."""
+"""`specsweep sweep FILE`: run the whole experiment, resumable, restoring every host on every way out.
+
+Exit codes: 0 every point succeeded (or ``--allow-failures``), 1 an error ended the run, 2 a bad experiment
+file, 3 the plan ran to its end but points failed, 4 the experiment's ``failure_policy`` stopped the sweep,
+130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +20,31 @@ from orchestrator.experiment import load_experiment
 from orchestrator.progress import SweepProgress
 from orchestrator.summary import summary_table
 
+EXIT_POINTS_FAILED = 3
+EXIT_STOPPED = 4
+
 
 def sweep(
     file: Path = typer.Argument(..., help="Experiment file (YAML).", show_default=False),
     resume: str | None = typer.Option(
-        None, "--resume", metavar="RUN_DIR|latest", help="Continue a run: only points without a final record run."
+        None,
+        "--resume",
+        metavar="RUN_DIR|latest",
+        help="Continue a run: only points without a final record run. latest: the newest run of this file on "
+        "these hosts. An experiment changed since the run is refused, with what changed.",
     ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume, run failed points again."),
+    redo_changed: bool = typer.Option(
+        False,
+        "--redo-changed",
+        help="With --resume of an edited experiment: measure the changed and new points in this run (the old "
+        "records move to superseded.jsonl) instead of refusing.",
+    ),
+    allow_failures: bool = typer.Option(
+        False,
+        "--allow-failures",
+        help="Exit 0 although points failed (a sweep the failure policy stopped still exits 4).",
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
     ),
@@ -43,6 +66,11 @@ def sweep(
 
     Ctrl-C (or SIGTERM) stops the load, restores the host and marks the run interrupted (exit 130); a second
     Ctrl-C skips waiting but still restores.
+
+    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed
+    (run state done, or failed when none succeeded); 4 the experiment's failure_policy stopped the sweep (a
+    baseline that cannot start, or N deployments in a row that cannot; state stopped); 1 an error ended the
+    run; 2 a bad experiment file; 130 interrupted.
     """
     from orchestrator.runner import StopSignal, SweepOptions, run_sweep
 
@@ -73,6 +101,7 @@ def sweep(
                     retry_failed=retry_failed,
                     break_lock=break_lock,
                     baselines_from=baselines_from,
+                    redo_changed=redo_changed,
                 ),
                 observer=progress.observe if progress is not None else None,
                 stop=stop,
@@ -85,8 +114,9 @@ def sweep(
         from orchestrator.report import build_report
 
         report_path = build_report(result.run_dir).files.get("report.html")
+    code, problem = outcome(result, allow_failures)
     if as_json:
-        typer.echo(json.dumps(_json_summary(result, report_path), indent=2, default=str))
+        typer.echo(json.dumps({**_json_summary(result, report_path), "exit_code": code}, indent=2, default=str))
     elif quiet:
         typer.echo(str(result.run_dir))
     else:
@@ -94,6 +124,34 @@ def sweep(
         console.print(f"run directory: {result.run_dir}")
         if report_path is not None:
             console.print(f"report: {report_path}")
+    if problem:
+        typer.secho(f"specsweep: error: {problem}", err=True, fg=typer.colors.RED)
+    if code:
+        raise typer.Exit(code)
+
+
+def outcome(result: Any, allow_failures: bool = False) -> tuple[int, str | None]:
+    """(exit code, the one line that says why it is not 0) for a finished sweep (see the module docstring)."""
+    points = result.points or {}
+    planned, failed = int(points.get("planned", 0)), int(points.get("failed", 0))
+    if result.state == "stopped":
+        missing = max(0, planned - int(points.get("ok", 0)) - failed)
+        return EXIT_STOPPED, (
+            f"stopped by the failure policy: {result.stop_reason}; hosts restored; {failed} point(s) failed, "
+            f"{missing} of {planned} not measured (run directory: {result.run_dir})"
+        )
+    if failed:
+        kinds: dict[str, int] = {}
+        for record in result.records:
+            if record.status == "failed":
+                kind = (record.error or {}).get("kind") or "unknown"
+                kinds[kind] = kinds.get(kind, 0) + 1
+        why = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        line = f"{failed} of {planned} point(s) failed" + (f" ({why})" if why else "")
+        if allow_failures:
+            return 0, None
+        return EXIT_POINTS_FAILED, f"{line}; --allow-failures exits 0 (run directory: {result.run_dir})"
+    return 0, None
 
 
 class _nothing:
@@ -110,6 +168,8 @@ def _json_summary(result: Any, report_path: Path | None) -> dict[str, Any]:
         "state": result.state,
         "points": len(result.records),
         "failed": result.failed,
+        "run_points": result.points,
+        "stop_reason": result.stop_reason,
         "report": str(report_path) if report_path else None,
         "records": [
             {

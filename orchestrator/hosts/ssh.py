@@ -12,13 +12,18 @@
   repeat (``idempotent=True``, the default) is retried on the new connection.
 - paramiko, socket and EOF errors are translated here, once, into
   :class:`~orchestrator.errors.HostConnectionError`, :class:`~orchestrator.errors.HostKeyError` and
-  :class:`~orchestrator.errors.CommandError`, each naming the host.
+  :class:`~orchestrator.errors.CommandError`, each naming the host. paramiko's own logger gets a handler that
+  drops its records: its transport thread logs every failed handshake with a traceback (``Exception
+  (client): Error reading SSH protocol banner``), which Python's last-resort handler would print to stderr
+  before our one-line error. An application that configures logging still receives them (propagation is
+  kept).
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import os
 import select
 import socket
@@ -40,6 +45,9 @@ HostKeyPolicy = Literal["strict", "accept-new"]
 SudoPolicy = Literal["auto", "always", "never"]
 _SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 _NETWORK_ERRORS = (paramiko.SSHException, EOFError, OSError)
+
+# Keeps paramiko's tracebacks off stderr when nobody configured logging (see the module docstring).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -273,8 +281,11 @@ class SSHHost(ShellFileOps):
             ) from None
         except _NETWORK_ERRORS as exc:
             client.close()
+            reason = str(exc) or type(exc).__name__
+            if "protocol banner" in reason:
+                reason += " (something answers there, but not an SSH server: is that the SSH port?)"
             raise HostConnectionError(
-                f"cannot connect to {target.hostname}:{target.port}: {exc or type(exc).__name__}", host=self.name
+                f"cannot connect to {target.hostname}:{target.port}: {reason}", host=self.name
             ) from None
 
     def _load_known_hosts(self, client: paramiko.SSHClient, target: SSHTarget) -> None:

@@ -152,6 +152,7 @@ def test_every_check_is_named_and_documented() -> None:
         "tree_below_chain",
         "speedup_vs_accept_len",
         "speculation_off",
+        "engine_mismatch",
         "client_vs_server",
         "failed_points",
         "request_errors",
