@@ -52,6 +52,7 @@ from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
 from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
 from orchestrator.load import LoadSettings, run_load
+from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.plan import Deployment, LoadPoint, Plan, build_plan
 from orchestrator.services import make_service
@@ -134,6 +135,8 @@ def _point_settings(experiment: Experiment, url: str, point: LoadPoint | None, *
         "total_timeout": load.timeouts.total,
         "api_key": experiment.server.api_key_value,
         "stream": load.stream,
+        # Ask the engine for its per-response speculative figures where its API offers them (load/settings.py).
+        "extra_body": engine_request_extras(experiment.engine, experiment.server.api),
     }
     if experiment.load.prompts and not experiment.load.prompts.startswith(("builtin:", "synthetic:")):
         source = experiment.source
@@ -487,11 +490,12 @@ class HostWorker:
         elapsed = time.monotonic() - scraped_at
         text = self.service.journal_since(cursor)
         window_file = store.write_window(point.id, text, host=self.name if self.sweep.pooled else None, attempt=attempt)
-        window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers], cut=True)
+        version = (self.engine_info or {}).get("version")
+        window = parse_window(exp.engine, text, [(p.name, p.regex) for p in exp.parsers], cut=True, version=version)
         server = window.to_dict()
         sources: dict[str, Any] = {"journal": window}
         if before is not None and after is not None:
-            prom = scrape_delta(before, after, exp.engine, during=during, elapsed_s=elapsed)
+            prom = scrape_delta(before, after, exp.engine, during=during, elapsed_s=elapsed, version=version)
             server["prometheus"] = prom.to_dict()
             sources["prometheus"] = prom
         spec = client.get("spec") or {}
