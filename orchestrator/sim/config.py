@@ -8,6 +8,7 @@ start-up of a simulator under systemd light.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -69,12 +70,19 @@ class SimConfig:
         if self.load_seconds < 0:
             raise ConfigError("--load-seconds must not be negative")
 
-    def expected_accept_length(self, temperature: float = 0.0) -> float:
+    def expected_accept_length(
+        self, temperature: float = 0.0, *, max_tokens: int | None = None, ignore_eos: bool = False
+    ) -> float:
         """The configured truth: the expected tokens committed per verify step (bonus included, the prefill's
         first token excluded) of this configuration at ``temperature``; 1.0 under ``ar``. Every source of an
         accept length (log lines, /metrics, responses) estimates this figure; ``orchestrator.sim.model``
-        computes it from the draft tree and the drafter's accuracy (``expected_accept_length``)."""
-        from orchestrator.sim.model import Drafter, Speculator, expected_accept_length
+        computes it from the draft tree and the drafter's accuracy (``expected_accept_length``).
+
+        With ``max_tokens``, the figure a load of requests of that many output tokens measures: each
+        request's last step is cut at what is left (at ``max_tokens``, or at the profile's EOS unless
+        ``ignore_eos``), as every engine cuts it, so the measured tokens per step are E[decode tokens] /
+        E[verify steps] over the requests' lengths (``model.expected_steps``)."""
+        from orchestrator.sim.model import Drafter, Speculator, depth_survival, expected_accept_length, expected_steps
 
         prof = self.profile
         drafter = Drafter(prof.top1_accuracy, prof.depth_decay, prof.rank_share)
@@ -84,7 +92,25 @@ class SimConfig:
         truth = drafter.at_temperature(temperature, prof.temperature_penalty)
         if self.faults.commit_bug and self.algorithm == "ddtree":
             raise ConfigError("no closed form for the commit-bug fault's accept length")
-        return expected_accept_length(spec.tree, truth)
+        if max_tokens is None:
+            return expected_accept_length(spec.tree, truth)
+        lengths = _output_lengths(max_tokens, None if ignore_eos else prof.eos_mean_tokens)
+        steps = expected_steps(depth_survival(spec.tree, truth), max_tokens - 1)
+        tokens = sum(p * (n - 1) for n, p in lengths.items())
+        verify = sum(p * steps[n - 1] for n, p in lengths.items())
+        return tokens / verify if verify > 0 else 1.0
+
+
+def _output_lengths(max_tokens: int, eos_mean: float | None) -> dict[int, float]:
+    """P(a request's output has n tokens): ``max_tokens``, or earlier at the simulator's EOS draw
+    (``eos_at = 1 + floor(Exp(eos_mean))``, sim/request.py)."""
+    if not eos_mean:
+        return {max_tokens: 1.0}
+    out: dict[int, float] = {}
+    for k in range(max_tokens - 1):  # eos_at = k + 1 < max_tokens
+        out[k + 1] = math.exp(-k / eos_mean) - math.exp(-(k + 1) / eos_mean)
+    out[max_tokens] = math.exp(-(max_tokens - 1) / eos_mean)
+    return out
 
 
 def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentParser:

@@ -203,6 +203,30 @@ def expected_accept_length(tree: Tree, truth: Drafter) -> float:
     return total
 
 
+def depth_survival(tree: Tree, truth: Drafter) -> list[float]:
+    """``P(accepted depth >= d)`` for d = 0 .. the tree's depth: the walk reaches depth d exactly when the path
+    to one node at depth d is accepted, and those events are disjoint (one draw per level picks one rank)."""
+    path_prob = [1.0] * len(tree.depth)
+    survival = [0.0] * (tree.max_depth + 1)
+    survival[0] = 1.0
+    for parent, kids in enumerate(tree.children):
+        for rank, child in kids.items():
+            path_prob[child] = path_prob[parent] * truth.rank_probability(tree.depth[child], rank)
+            survival[tree.depth[child]] += path_prob[child]
+    return survival
+
+
+def expected_steps(survival: list[float], tokens: int) -> list[float]:
+    """``S[n]``, the expected verify steps that commit ``n`` tokens when each step commits ``depth + 1``
+    tokens (depth distributed by ``survival``) and the last one is cut at what is left: ``S[0] = 0``,
+    ``S[n] = 1 + sum over x < n of P(commit = x) S[n - x]``."""
+    commit = [0.0] + [survival[d] - (survival[d + 1] if d + 1 < len(survival) else 0.0) for d in range(len(survival))]
+    steps = [0.0] * (tokens + 1)
+    for n in range(1, tokens + 1):
+        steps[n] = 1.0 + sum(commit[x] * steps[n - x] for x in range(1, min(n, len(commit))))
+    return steps
+
+
 def expected_chain_accept_length(alpha: float, k: int) -> float:
     """Leviathan et al.: (1 - alpha^(k+1)) / (1 - alpha) for a constant per-position acceptance ``alpha``."""
     if alpha == 1.0:

@@ -148,3 +148,33 @@ def test_temperature_lowers_acceptance() -> None:
 def test_k26_linear16_accepts_what_the_field_report_saw() -> None:
     # DOMAIN.md: linear DFlash with 16 drafts accepts 3.5-4.0 tokens per verify step.
     assert 3.5 <= expected_accept_length(chain_tree(16), DRAFTER) <= 4.0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["--algorithm", "linear", "--draft-tokens", "4"], id="chain-4"),
+        pytest.param(["--algorithm", "ddtree", "--budget", "16", "--topk", "4"], id="tree-16-4"),
+    ],
+)
+def test_truncated_truth_matches_requests_cut_at_max_tokens(args: list[str]) -> None:
+    # The truth a load of 40-token requests measures: each request's last step is cut at what is left.
+    from orchestrator.sim.config import parse_args
+    from orchestrator.sim.model import Drafter, Speculator
+
+    config = parse_args(["--profile", "tiny", *args])
+    prof = config.profile
+    drafter = Drafter(prof.top1_accuracy, prof.depth_decay, prof.rank_share)
+    shape = {"draft_tokens": config.draft_tokens, "budget": config.budget, "topk": config.topk}
+    spec = Speculator(config.algorithm, drafter, **shape)
+    rng = random.Random(3)
+    tokens = steps = 0
+    for _ in range(4000):
+        left = 40 - 1  # the prefill gives the first token
+        while left > 0:
+            left -= min(spec.step(drafter, rng).commit_len, left)
+            steps += 1
+        tokens += 39
+    truth = config.expected_accept_length(max_tokens=40)
+    assert tokens / steps == pytest.approx(truth, rel=0.01)
+    assert truth < config.expected_accept_length()  # cutting the last step only lowers it
