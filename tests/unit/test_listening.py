@@ -64,8 +64,6 @@ def test_lines_that_only_mention_a_port_are_not_listening() -> None:
 def test_the_captured_llama_server_logs_are_read() -> None:
     text = (DATA / "llamacpp" / "ar.log").read_text()
     assert [x.port for x in listening_lines(text.splitlines())] == [47485]
-    text = (DATA / "logs" / "llamacpp_server.log").read_text()
-    assert [x.port for x in listening_lines(text.splitlines())] == [8080]
 
 
 def test_url_port() -> None:

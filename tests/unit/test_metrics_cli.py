@@ -57,7 +57,7 @@ def test_stdin_and_user_regex(app: typer.Typer) -> None:
     [
         ("sglang", "sglang_tp4_short_iso.log", "3.375"),
         ("vllm", "vllm_v1.log", "3.059"),
-        ("llamacpp", "llamacpp_server.log", "2.92"),
+        ("llamacpp", "../llamacpp/ngram-simple-n3-m16.log", "5.614"),
     ],
 )
 def test_table_output(app: typer.Typer, engine: str, name: str, figure: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import MetricsError
-from orchestrator.metrics import parse_exposition, scrape_delta
+from orchestrator.metrics import parse_exposition, parse_window, scrape_delta
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 
@@ -57,15 +57,20 @@ def test_vllm_counters_by_difference() -> None:
 
 
 def test_llamacpp_counters_by_difference() -> None:
-    before, after = _read("prometheus_llamacpp_before.txt"), _read("prometheus_llamacpp_after.txt")
+    # A real llama-server's scrapes around one -lv 4 run (tests/data/llamacpp/, capture.py): d(accepted) 92,
+    # d(drafts) 18 verify steps, d(draft tokens) 246, d(predicted) 256; the same requests' log lines give the
+    # same figures (print_timings and the counters are added up from the same slot statistics).
+    base = DATA.parent / "llamacpp" / "ngram-simple-n3-m16-lv4"
+    before, after = (Path(f"{base}.metrics.before").read_text(), Path(f"{base}.metrics.after").read_text())
     prom = scrape_delta(before, after, "llamacpp", elapsed_s=2.0)
-    # d(accepted) 96, d(drafts) 50, d(draft tokens) 162, d(predicted) 192 -> the same requests as
-    # tests/data/logs/llamacpp_server.log, whose log-side figures are 1 + 96/50 and 96/162.
-    assert prom.accept_len == pytest.approx(1 + 96 / 50)
-    assert prom.acceptance_rate == pytest.approx(96 / 162)
-    assert prom.per_position == pytest.approx([45 / 50, 28 / 50, 15 / 50, 8 / 50])
-    assert prom.gen_throughput == pytest.approx(96.0)
-    assert prom.details["generated"] == 192
+    assert prom.accept_len == pytest.approx(1 + 92 / 18)
+    assert prom.acceptance_rate == pytest.approx(92 / 246)
+    assert prom.gen_throughput == pytest.approx(256 / 2.0)
+    assert prom.details["generated"] == 256
+    log = parse_window("llamacpp", Path(f"{base}.log").read_text())
+    assert log.accept_len == pytest.approx(prom.accept_len)
+    assert log.acceptance_rate == pytest.approx(prom.acceptance_rate)
+    assert log.details["per_position_acceptance"] == pytest.approx(prom.per_position)
 
 
 def test_sglang_counters_first_gauges_sampled_during_and_after() -> None:
