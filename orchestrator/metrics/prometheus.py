@@ -248,6 +248,12 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str, version: str |
     drafts = _by_name(window.counters, names, f"{prefix}spec_decode_num_drafts_total")
     draft_tokens = _by_name(window.counters, names, f"{prefix}spec_decode_num_draft_tokens_total")
     accepted = _by_name(window.counters, names, f"{prefix}spec_decode_num_accepted_tokens_total")
+    # vLLM V0 (<= 0.9.2, vllm/engine/metrics.py PrometheusStatLogger) adds its cumulative spec counts to these
+    # counters every interval, so their differences are no window's counts: V0 is told by its emitted-tokens
+    # counter, and its spec counters are not read (the V0 log line is, metrics/vllm.py).
+    v0 = prefix == "vllm:" and _by_name(after.values, names, "vllm:spec_decode_num_emitted_tokens_total") is not None
+    if v0:
+        drafts = draft_tokens = accepted = None
     if accepted is not None and drafts:
         window.accept_len = 1.0 + accepted / drafts
     if accepted is not None and draft_tokens:
@@ -260,7 +266,7 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str, version: str |
             except ValueError:
                 continue
             per_pos[position] = per_pos.get(position, 0.0) + delta
-    if per_pos and drafts:
+    if per_pos and drafts and not v0:
         window.per_position = [per_pos.get(i, 0.0) / drafts for i in range(max(per_pos) + 1)]
     generated = None
     for counter in ("generation_tokens_total", "tokens_predicted_total"):
@@ -270,6 +276,8 @@ def _derive(window: PromWindow, after: PromSnapshot, prefix: str, version: str |
     if generated is not None and window.elapsed_s:
         window.gen_throughput = generated / window.elapsed_s
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
+    if v0:
+        window.details["vllm_v0_spec_counters"] = "not read: V0 adds cumulative counts to them every interval"
     if prefix == "sglang:":
         _derive_sglang(window, after, generated, version)
 

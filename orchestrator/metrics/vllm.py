@@ -112,9 +112,10 @@ DEFINITIONS: dict[str, str] = {
         "and no per-position list): see details.accept_len_partial."
     ),
     "acceptance_rate": (
-        "sum(accepted) / sum(drafted tokens) over the window, bonus not counted; details.acceptance_rate_definition "
-        "names which: 'drafts_only' (V1) or 'v0_any_position' (V0 counts accepted tokens after a rejection too). "
-        "None when a window mixes the two."
+        "sum(accepted) / sum(drafted tokens) over the window, bonus not counted, from V1 lines only "
+        "(details.acceptance_rate_definition 'drafts_only'). V0 counts accepted tokens after a rejection too, "
+        "another definition: its rate is details.acceptance_rate_v0_any_position, never acceptance_rate. None "
+        "when a window mixes the two."
     ),
     "gen_throughput": (
         "vLLM 'Avg generation throughput' in tokens/s (vllm/v1/metrics/loggers.py LoggingStatLogger: tokens "
@@ -356,7 +357,8 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
     return {
         # Lines whose drafts cannot be recovered would bias the window if left out: no figure then.
         "accept_len": partial if not unknown else None,
-        "acceptance_rate": accepted / drafted if drafted > 0 and rate_definition != "mixed" else None,
+        # acceptance_rate means drafts only (docs/engines.md); V0's any-position rate keeps its own name.
+        "acceptance_rate": accepted / drafted if drafted > 0 and rate_definition == "drafts_only" else None,
         "gen_throughput": throughput,
         "details": {
             "spec_lines": len(spec),
@@ -369,6 +371,9 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
             "lines_without_drafts": len(unknown),
             "accept_len_partial": partial,
             "acceptance_rate_definition": rate_definition,
+            "acceptance_rate_v0_any_position": (
+                accepted / drafted if drafted > 0 and rate_definition == "v0_any_position" else None
+            ),
             "per_position_acceptance": per_position,
             "accepted_throughput": accepted / known_elapsed if all_timed else None,
             "drafted_throughput": drafted / known_elapsed if all_timed else None,

@@ -340,11 +340,14 @@ def test_v0_cumulative_lines() -> None:
     assert (whole.lines_matched, whole.lines_skipped) == (4, 0)
     steps = sum(t["steps"] for t in truth)
     assert whole.accept_len == pytest.approx(sum(t["emitted"] for t in truth) / steps, rel=1e-12)
-    assert whole.acceptance_rate == pytest.approx(sum(t["accepted"] for t in truth) / (steps * k), rel=1e-12)
+    v0_rate = whole.details["acceptance_rate_v0_any_position"]  # any position: not acceptance_rate's definition
+    assert whole.acceptance_rate is None
+    assert v0_rate == pytest.approx(sum(t["accepted"] for t in truth) / (steps * k), rel=1e-12)
     assert whole.details["acceptance_rate_definition"] == "v0_any_position"
     assert result["cumulative"]["emitted"] == sum(t["emitted"] for t in truth)
     cut = parse_window("vllm", text, cut=True)  # the first line's counts are everything before the window
     inner = truth[1:]
     inner_steps = sum(t["steps"] for t in inner)
     assert cut.accept_len == pytest.approx(sum(t["emitted"] for t in inner) / inner_steps, rel=1e-12)
-    assert cut.acceptance_rate == pytest.approx(sum(t["accepted"] for t in inner) / (inner_steps * k), rel=1e-12)
+    cut_rate = cut.details["acceptance_rate_v0_any_position"]
+    assert cut_rate == pytest.approx(sum(t["accepted"] for t in inner) / (inner_steps * k), rel=1e-12)

@@ -237,3 +237,21 @@ def test_sglang_bad_lines_and_an_autoregressive_server() -> None:
     ar = f"sglang:generation_tokens_total{label} 100\n" + _gauges([('tp_rank="0"', 0.0, 0.0, 50.0)])
     idle = scrape_delta("", ar, "sglang")
     assert (idle.accept_len, idle.acceptance_rate, idle.gen_throughput) == (None, None, 50.0)
+
+
+def test_vllm_v0_spec_counters_are_not_read() -> None:
+    # vLLM V0's PrometheusStatLogger.log (vllm/engine/metrics.py, 0.9.2) does
+    # counter.inc(cumulative value) every interval: a difference of two scrapes is no window's count.
+    def scrape(accepted: int, draft: int, emitted: int) -> str:
+        return (
+            "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"
+            f'vllm:spec_decode_num_accepted_tokens_total{{model_name="m"}} {accepted}.0\n'
+            "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
+            f'vllm:spec_decode_num_draft_tokens_total{{model_name="m"}} {draft}.0\n'
+            "# TYPE vllm:spec_decode_num_emitted_tokens_total counter\n"
+            f'vllm:spec_decode_num_emitted_tokens_total{{model_name="m"}} {emitted}.0\n'
+        )
+
+    prom = scrape_delta(scrape(100, 300, 250), scrape(400, 900, 800), "vllm")
+    assert prom.accept_len is None and prom.acceptance_rate is None
+    assert "not read" in prom.details["vllm_v0_spec_counters"]
