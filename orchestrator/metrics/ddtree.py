@@ -2,7 +2,7 @@
 
 The field report's line is ``DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=2.00
 avg_commit_len=2.00 avg_accepted_depth=5.00``. Every pair is kept, whatever its key, with numbers typed; the
-window aggregate is the mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
+window aggregate is the bs-weighted mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
 already starts with ``avg_`` keeps its name). A line with a broken pair (``avg_commit_len=``, ``avg_x=??``) is
 skipped and counted, not half-read. Consistency checks on these figures (accepted depth against
 commit length) belong to the analysis, which reads them from here.
@@ -23,9 +23,12 @@ STANDARD_KEYS = ("avg_actual_nodes", "avg_accepted_drafts", "avg_commit_len", "a
 _PAIR = re.compile(r"([A-Za-z_][\w.\-/]*)=([^\s,;\"=]+)")
 
 DEFINITION = (
-    "DDTREE metrics: unweighted mean over the window's DDTREE lines of each numeric key (each line's values "
-    "are the engine's own per-line averages); a key k is reported as avg_k, or as itself if it starts with avg_."
+    "DDTREE metrics: mean over the window's DDTREE lines of each numeric key, each line weighted by its bs= "
+    "(the batch size its per-request averages were taken over; weight 1 when a line has no bs), bs and budget "
+    "themselves unweighted; a key k is reported as avg_k, or as itself if it starts with avg_. In a window cut "
+    "from a longer log, the first line of each group is left out like other interval lines (window_edge)."
 )
+_UNWEIGHTED = ("bs", "budget")
 
 
 def parse_ddtree(text: str) -> ParseResult:
@@ -79,16 +82,19 @@ def _name(key: str, keys: set[str]) -> str:
 def aggregate_ddtree(samples: list[DDTreeSample]) -> dict[str, Any]:
     """``{avg_<key>: mean}`` over the lines, the standard keys always present (None when absent)."""
     sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
     keys: set[str] = set()
+    weights: dict[str, float] = {}
     for s in samples:
         keys.update(s.values)
+        bs = s.values.get("bs")
+        line_weight = float(bs) if isinstance(bs, int | float) and not isinstance(bs, bool) and bs > 0 else 1.0
         for key, value in s.values.items():
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
+            weight = 1.0 if key in _UNWEIGHTED else line_weight
+            sums[key] = sums.get(key, 0.0) + weight * value
+            weights[key] = weights.get(key, 0.0) + weight
     out: dict[str, Any] = dict.fromkeys(STANDARD_KEYS)
     for key in sums:
-        out[_name(key, keys)] = sums[key] / counts[key]
+        out[_name(key, keys)] = sums[key] / weights[key]
     return out

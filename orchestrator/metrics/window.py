@@ -205,6 +205,8 @@ def parse_window(
     result.extend(tree)
     user = parse_user(text, parsers) if parsers else ParseResult()
     tree_samples = [s for s in tree.samples if isinstance(s, DDTreeSample)]
+    if cut:
+        tree_samples = drop_window_edges(tree_samples)[0]
     wm = WindowMetrics(
         engine=engine,
         lines_total=count_lines(text),

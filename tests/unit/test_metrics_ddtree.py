@@ -46,16 +46,19 @@ def test_line_without_pairs_is_skipped() -> None:
 def test_window_averages_every_key() -> None:
     wm = parse_window("sim", (DATA / "sim_ddtree_cat.log").read_text())
     assert wm.ddtree_lines == 2
-    assert wm.ddtree == {
-        "avg_actual_nodes": 8.0,
-        "avg_accepted_drafts": 2.5,
-        "avg_commit_len": 3.0,
-        "avg_accepted_depth": 4.0,
-        "avg_bs": 1.5,
-        "avg_budget": 7.0,
-    }
+    # Weighted by bs (1 and 2): commit (2 + 2*4) / 3, depth (5 + 2*3) / 3; bs and budget plain means.
+    assert wm.ddtree == pytest.approx(
+        {
+            "avg_actual_nodes": 8.0,
+            "avg_accepted_drafts": 8 / 3,
+            "avg_commit_len": 10 / 3,
+            "avg_accepted_depth": 11 / 3,
+            "avg_bs": 1.5,
+            "avg_budget": 7.0,
+        }
+    )
     data = wm.to_dict()
-    assert (data["avg_commit_len"], data["avg_accepted_depth"], data["avg_bs"]) == (3.0, 4.0, 1.5)
+    assert (data["avg_commit_len"], data["avg_bs"]) == (pytest.approx(10 / 3), 1.5)
     # The same window's Decode batch lines still give the SGLang figures.
     assert (wm.accept_len, wm.gen_throughput) == (pytest.approx(2.0), pytest.approx(109.7))
 
@@ -97,3 +100,17 @@ def test_broken_pairs_skip_the_line(line: str) -> None:
 def test_prose_around_pairs_is_ignored() -> None:
     (sample,) = parse_ddtree("DDTREE metrics: step 12: bs=2, avg_commit_len=3.50 (ok)").samples
     assert sample.values == {"bs": 2, "avg_commit_len": 3.5}  # type: ignore[attr-defined]
+
+
+def test_window_weights_lines_by_batch_size() -> None:
+    # One line over 1 request, one over 3: the per-request averages weigh 1 : 3 (bs and budget stay plain).
+    text = (
+        "DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=2.00 avg_commit_len=2.00 "
+        "avg_accepted_depth=2.00\n"
+        "DDTREE metrics: bs=3 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=4.00 avg_commit_len=4.00 "
+        "avg_accepted_depth=4.00\n"
+    )
+    figures = aggregate_ddtree([s for s in parse_ddtree(text).samples if isinstance(s, DDTreeSample)])
+    assert figures["avg_commit_len"] == pytest.approx((1 * 2.0 + 3 * 4.0) / 4)
+    assert figures["avg_bs"] == pytest.approx(2.0)
+    assert figures["avg_budget"] == pytest.approx(7.0)
