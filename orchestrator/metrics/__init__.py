@@ -7,6 +7,8 @@
 
 Engines: ``sglang``, ``sim`` (SGLang's formats), ``vllm``, ``llamacpp``; ``DDTREE metrics:`` lines for all.
 No parser raises on arbitrary text: what it cannot read it skips and counts.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from orchestrator.metrics.compare import compare_sources, response_figures

@@ -6,6 +6,8 @@ Sources for one window: the journal (``WindowMetrics``), Prometheus (``PromWindo
 (its measured tokens/s as ``{"gen_throughput": ...}``). ``compare_sources`` lines them up per figure against
 a reference (the first source, in the order given, that has the figure) and records each relative
 difference, the largest, and whether it is within tolerance, as plain values the analysis can check.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ window aggregate is the bs-weighted mean of each numeric key over the window's l
 already starts with ``avg_`` keeps its name). A line with a broken pair (``avg_commit_len=``, ``avg_x=??``) is
 skipped and counted, not half-read. Consistency checks on these figures (accepted depth against
 commit length) belong to the analysis, which reads them from here.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

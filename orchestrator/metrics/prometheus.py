@@ -26,6 +26,8 @@ DP group's figures (ATTN_CP ranks up to 0.5.22, PP stages, --enable-metrics-for-
 lines.py RANK_TAGS); one series per group is read, and groups are combined: throughputs add up, accept
 lengths are weighted by each group's verify rate (throughput / accept length). The gauges are the fallback
 and the cross-check (``details.gauge_*``).
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ tokens committed (``spec_num_accept_tokens``: accepted drafts + one bonus per re
 (``spec_num_correct_drafts``), and prints and resets them; the throughput's clock (``last_decode_stats_tic``) is
 reset only when a line is printed, so a line after an idle gap spans the gap (window.py EDGE_DEFINITION). Which
 ranks print, and which lines are copies: lines.py RANK_TAGS.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 A dialect owns everything an engine writes: its log lines, ``/metrics`` names, HELP texts, types and labels,
 its response fields and its health and information endpoints, each copied from the engine's own source (the
 modules cite the files). ``--engine-version`` picks an older version's formats where they differ.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ Source files (tools/server/ of that tree):
 - health: ``GET /health`` ``{"status":"ok"}``; while loading every endpoint answers 503
   ``{"error":{"message":"Loading model","type":"unavailable_error","code":503}}`` (``server-http.cpp``);
   ``GET /props`` ``build_info`` = ``b<build>-<commit>`` (``b0-unknown`` for this build).
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations

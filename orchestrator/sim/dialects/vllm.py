@@ -29,6 +29,8 @@ Read in vLLM's wheels (``pip download --no-deps vllm==V``), 0.33.0 unless said:
   (``vllm/entrypoints/serve/instrumentator/``). The HTTP server starts only once the engine is up
   (``entry.py``: ``Starting vLLM server on ...`` just before ``serve_http``), so while the model loads a
   connection is refused.
+
+The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations
