@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from orchestrator.experiment import Experiment
+from orchestrator.identity import host_table, resolved_experiment
 from orchestrator.plan import Deployment, LoadPoint, Plan
 from orchestrator.store import Record, RunStore, find_latest
 
@@ -90,20 +91,6 @@ def _get(data: Any, dotted: str) -> Any:
     return data
 
 
-def _host_identities(experiment: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """display name -> (kind, how it is reached), from a resolved experiment (stored or current)."""
-    specs = experiment.get("hosts") or ([experiment["host"]] if experiment.get("host") else [{"kind": "local"}])
-    out: dict[str, tuple[str, str]] = {}
-    for spec in specs:
-        if not isinstance(spec, dict):
-            continue
-        kind = str(spec.get("kind", "local"))
-        reach = str(spec.get("ssh", "this machine")) if kind == "ssh" else "this machine"
-        name = spec.get("name") or (spec.get("ssh") if kind == "ssh" else "local")
-        out[str(name)] = (kind, reach)
-    return out
-
-
 def _text(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
@@ -146,8 +133,6 @@ def _record_text(record: Record, old_points: dict[str, dict[str, Any]]) -> str:
 def reuse_baselines(experiment: Experiment, plan: Plan, run_dir: str | Path) -> BaselineReuse:
     """Take what can be reused of ``plan``'s baseline deployments from the run at ``run_dir`` (see the module
     docstring). Raises ``StoreError`` when ``run_dir`` is not a readable run directory."""
-    from orchestrator.runner import resolved_experiment
-
     store = RunStore.open(run_dir)
     source = str(run_dir)
     old_exp = store.experiment()
@@ -165,8 +150,8 @@ def reuse_baselines(experiment: Experiment, plan: Plan, run_dir: str | Path) -> 
         return BaselineReuse(
             plan, [], [f"baselines not reused from {source}: the workload changed ({'; '.join(differences)})"]
         )
-    old_hosts = _host_identities(old_exp)
-    new_hosts = _host_identities(new_exp)
+    old_hosts = host_table(old_exp)
+    new_hosts = host_table(new_exp)
     for name, identity in new_hosts.items():
         if name not in old_hosts:
             reasons.append(f"host {name}: not a host of {source} (its hosts: {', '.join(old_hosts) or 'none'})")

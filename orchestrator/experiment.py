@@ -803,8 +803,8 @@ def _check_commands(exp: Experiment) -> None:
     """Every rendered command, unit file and environment value must be usable now, not when a deployment is
     applied mid-sweep: a command splits into words, a unit file's values fit the settings they land in, and no
     rendered text holds what no command line, environment or file can (a NUL, a lone surrogate)."""
-    from orchestrator.plan import expand_matrix, server_config
     from orchestrator.quoting import split_command, usable_text
+    from orchestrator.rendering import expand_matrix, server_config
 
     service = exp.service
     unit_mode = isinstance(service, SystemdServiceSpec) and service.mode == "unit"

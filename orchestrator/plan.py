@@ -7,6 +7,8 @@ matrix, two variants that render the same command) deploy once; the deployment k
 it stands for in ``aliases``. Baselines come first, in the order ``baselines`` names them, then the other
 variants in file order. Ids are short content hashes: reordering keys in the YAML file, or renaming nothing
 that reaches the server, leaves them unchanged, which is what lets ``--resume`` match finished points.
+Expanding a matrix and rendering a configuration live in :mod:`orchestrator.rendering` (the experiment's
+validation renders every command too); this module adds the grouping, the ids and the load points.
 
 No I/O, no SSH, no clock: tests drive this with tables of cases.
 """
@@ -14,17 +16,16 @@ No I/O, no SSH, no clock: tests drive this with tables of cases.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.templates import render
+from orchestrator.rendering import expand_matrix, server_config
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment, Variant
+    from orchestrator.experiment import Experiment
 
 __all__ = [
     "PLAN_SCHEMA_VERSION",
@@ -142,29 +143,6 @@ class Plan(BaseModel):
         }
 
 
-def expand_matrix(variant: Variant) -> list[dict[str, Scalar]]:
-    """All parameter combinations of one variant, in file order, after include/exclude.
-
-    ``exclude`` entries drop every combination that matches all their keys; ``include`` entries add a
-    combination (or, when an entry matches existing keys partially, it is appended as its own point).
-    """
-    keys = list(variant.matrix)
-    combos: list[dict[str, Scalar]] = [
-        dict(zip(keys, values, strict=True)) for values in itertools.product(*(variant.matrix[k] for k in keys))
-    ]
-    if not keys:
-        combos = [{}]
-
-    def matches(combo: dict[str, Scalar], rule: dict[str, Scalar]) -> bool:
-        return all(k in combo and combo[k] == v for k, v in rule.items())
-
-    combos = [c for c in combos if not any(matches(c, rule) for rule in variant.exclude)]
-    for extra in variant.include:
-        if extra not in combos:
-            combos.append(dict(extra))
-    return combos
-
-
 def _load_points(experiment: Experiment, deployment_key: str) -> list[LoadPoint]:
     load = experiment.load
     per_user_tok_s = max(experiment.server.expected_tokens_per_second, 1e-6)
@@ -218,17 +196,6 @@ def _load_points(experiment: Experiment, deployment_key: str) -> list[LoadPoint]
             )
         )
     return points
-
-
-def server_config(experiment: Experiment, variant_name: str, params: dict[str, Scalar]) -> dict[str, Any]:
-    """The rendered server-side configuration of one (variant, params): what decides a restart."""
-    values = experiment.template_values(variant_name, params)
-    service = experiment.service
-    rendered: dict[str, Any] = {"kind": service.kind}
-    rendered["command"] = service.render_command(values)  # a unit file's values escaped per setting
-    rendered["environment"] = {k: render(v, values) for k, v in service.environment.items()}
-    rendered.update(service.identity())
-    return rendered
 
 
 def make_deployment(

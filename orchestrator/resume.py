@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import StoreError
+from orchestrator.identity import experiment_file, host_identities, resolved_experiment
 from orchestrator.store import RunStore, run_directories
 
 if TYPE_CHECKING:
@@ -74,25 +75,8 @@ PLANNED = (
 _SHOWN_CHANGES = 8
 
 
-def experiment_file(experiment: Experiment) -> str | None:
-    """The experiment file's absolute path, as runs record it."""
-    return str(experiment.source.resolve()) if experiment.source is not None else None
-
-
-def host_identities(resolved: dict[str, Any]) -> list[str]:
-    """``name (how it is reached)`` for every host of a resolved experiment (stored or current), in order."""
-    from orchestrator.baselines import _host_identities
-
-    return [
-        f"{name} ({reach if kind == 'ssh' else 'this machine'})"
-        for name, (kind, reach) in _host_identities(resolved).items()
-    ]
-
-
 def find_resumable(experiment: Experiment, results_root: str | Path) -> Path:
     """The newest run of this experiment file on this experiment's hosts under ``results_root``."""
-    from orchestrator.runner import resolved_experiment
-
     wanted_file = experiment_file(experiment)
     wanted_hosts = host_identities(resolved_experiment(experiment))
     dirs = run_directories(results_root, experiment.name)
@@ -124,7 +108,6 @@ def _normalized(stored: dict[str, Any]) -> dict[str, Any]:
     from pydantic import ValidationError
 
     from orchestrator.experiment import Experiment
-    from orchestrator.runner import resolved_experiment
 
     try:
         return resolved_experiment(Experiment.model_validate(stored))
@@ -179,8 +162,6 @@ class ResumeCheck:
 
 def compare_run(experiment: Experiment, plan: Plan, store: RunStore) -> ResumeCheck:
     """Compare the run in ``store`` with ``experiment`` and its ``plan`` (see the module docstring)."""
-    from orchestrator.runner import resolved_experiment
-
     old = _normalized(store.experiment())
     new = resolved_experiment(experiment)
     check = ResumeCheck()
@@ -223,8 +204,6 @@ def open_for_resume(
     one line with what changed) a run the experiment no longer matches unless ``redo_changed``; with it,
     the affected records are superseded and the stored configuration replaced. The run is left as found
     when refused."""
-    from orchestrator.runner import resolved_experiment
-
     path = find_resumable(experiment, results_root) if ref == "latest" else Path(ref)
     store = RunStore.open(path)
     check = compare_run(experiment, plan, store)

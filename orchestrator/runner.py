@@ -51,6 +51,7 @@ from orchestrator.events import (
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
 from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
+from orchestrator.identity import experiment_file, host_identities, resolved_experiment
 from orchestrator.load import LoadSettings, run_load
 from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
@@ -106,11 +107,6 @@ class SweepResult:
     @property
     def failed(self) -> int:
         return sum(1 for r in self.records if r.status == "failed")
-
-
-def resolved_experiment(experiment: Experiment) -> dict[str, Any]:
-    """The experiment as it will run, with defaults filled in and secrets redacted."""
-    return experiment.model_dump(mode="json", exclude_none=True)
 
 
 def _point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **overrides: Any) -> LoadSettings:
@@ -784,7 +780,7 @@ def open_store(experiment: Experiment, plan: Plan, options: SweepOptions) -> tup
     """A new run directory, or the one ``--resume`` names: ``latest`` is the newest run of this experiment file
     on these hosts; an edited experiment is refused with what changed unless ``redo_changed``
     (:mod:`orchestrator.resume`)."""
-    from orchestrator.resume import experiment_file, host_identities, open_for_resume
+    from orchestrator.resume import open_for_resume
 
     resolved = resolved_experiment(experiment)
     if options.resume is None:
