@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from tests.system.support import TestHost, unit_snapshot
+from tests.system.support import TestHost, changed_files, secret_files, unit_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -258,28 +258,17 @@ def point_ids(recs: list[dict[str, Any]]) -> set[str]:
 # -- a host's state, byte for byte ---------------------------------------------------------------------------
 
 
-def changed_files(host: TestHost) -> str:
-    """Every path the host has changed under /etc/systemd/system and /var/lib/specsweep since it booted, with
-    type, mode, symlink target and content hash.
-
-    Read from the overlay's upper layer, which holds exactly what the host wrote (deletions as whiteouts):
-    unlike a listing of the merged tree, it cannot be disturbed by the controller's own /etc changing
-    underneath (the lower layer is this machine's /, shared with whoever else works here).
-    """
-    upper = host.lab / "ovl" / "upper"
-    script = (
-        'cd "$0" || exit 1; for d in etc/systemd/system var/lib/specsweep; do [ -e "$d" ] || continue; '
-        'find "$d" -printf \'%p %y %m %l\\n\'; find "$d" -type f -exec sha256sum {} +; done | sort'
-    )
-    return subprocess.run(["sh", "-c", script, str(upper)], capture_output=True, text=True, check=True).stdout
-
-
 def host_state(host: TestHost, unit: str) -> dict[str, Any]:
     """What a run must leave exactly as it found: the files the host changed under /etc/systemd/system and
-    specsweep's state directory (byte for byte), the unit's state and configuration as systemd shows them,
-    and the text of its drop-ins."""
+    specsweep's state directory (byte for byte, from the overlay's upper layer: ``changed_files``), its secret
+    directory, the unit's state and configuration as systemd shows them, and the text of its drop-ins."""
     dropins = host.admin(f"cat /etc/systemd/system/{unit}.d/* 2>/dev/null; true").stdout
-    return {"files": changed_files(host), "unit": unit_snapshot(host, unit), "dropins": dropins}
+    return {
+        "files": changed_files(host),
+        "secrets": secret_files(host),
+        "unit": unit_snapshot(host, unit),
+        "dropins": dropins,
+    }
 
 
 def state_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

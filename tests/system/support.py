@@ -137,17 +137,41 @@ def shut_down(host: TestHost) -> None:
 
 # -- what a Service must leave as it found ------------------------------------------------------------------
 
-_SNAPSHOT = r"""cd /etc/systemd/system && find . -printf '%p %y %m %l\n' | sort
-find . -type f -exec sha256sum {} + | sort -k2
-echo "--- state"; ls -A /var/lib/specsweep 2>/dev/null; true
-"""
+#: What a run may change on a host: unit files and drop-ins, specsweep's markers and backups.
+CHANGED_DIRS = ("etc/systemd/system", "var/lib/specsweep")
+#: Where specsweep keeps a run's secret environment files (a tmpfs in the guest, so not in the overlay).
+SECRET_DIR = "/run/specsweep"
+
+
+def changed_files(host: TestHost) -> str:
+    """Every path the host has changed under /etc/systemd/system and /var/lib/specsweep since it booted, with
+    type, mode, symlink target and content hash.
+
+    Read from the overlay's upper layer, which holds exactly what the guest wrote (deletions as whiteouts):
+    unlike a listing of the merged tree, it cannot be disturbed by the controller's own /etc changing
+    underneath (the lower layer is this machine's /, shared with whoever else works here: a package installed
+    meanwhile adds units there).
+    """
+    upper = host.lab / "ovl" / "upper"
+    script = (
+        'cd "$0" || exit 1; for d in ' + " ".join(CHANGED_DIRS) + '; do [ -e "$d" ] || continue; '
+        'find "$d" -printf \'%p %y %m %l\\n\'; find "$d" -type f -exec sha256sum {} +; done | sort'
+    )
+    return subprocess.run(["sh", "-c", script, str(upper)], capture_output=True, text=True, check=True).stdout
+
+
+def secret_files(host: TestHost) -> str:
+    """What the guest holds under specsweep's secret directory (names, modes, sizes; never the content)."""
+    return host.admin(f"cd {SECRET_DIR} 2>/dev/null && find . -printf '%p %y %m %s\\n' | sort; true").stdout
+
 
 _UNIT_PROPERTIES = "ActiveState,SubState,LoadState,UnitFileState,FragmentPath,DropInPaths,Environment,ExecStart"
 
 
 def etc_snapshot(host: TestHost) -> str:
-    """Every path, type, mode, symlink target and file hash under /etc/systemd/system, plus our state dir."""
-    return host.admin(_SNAPSHOT).stdout
+    """What the guest changed under /etc/systemd/system and /var/lib/specsweep (from the overlay's upper layer:
+    :func:`changed_files`), and its secret directory."""
+    return changed_files(host) + "--- secrets\n" + secret_files(host)
 
 
 def unit_snapshot(host: TestHost, unit: str) -> dict[str, str]:
