@@ -24,6 +24,7 @@ record. Every OS error (disk full, permission, a missing directory) becomes a ``
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import getpass
 import json
@@ -204,6 +205,30 @@ def _write_atomic(path: Path, text: str) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> bool:
+    """Write ``data`` over ``path`` within the blocks it already has (not atomic: the fallback of a full disk,
+    where no new file can be made). False when the file is missing or too small to hold ``data``."""
+    with contextlib.suppress(OSError):
+        path.with_name(f".{path.name}.tmp").unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_blocks * 512 < len(data):
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _safe_name(text: str) -> str:
@@ -508,10 +533,14 @@ class RunStore:
 
     def _write_info(self) -> None:
         target = self.path / "run.json"
+        text = self._info.model_dump_json(indent=2) + "\n"
         try:
-            _write_atomic(target, self._info.model_dump_json(indent=2) + "\n")
+            _write_atomic(target, text)
         except OSError as exc:
-            raise _store_error("write", target, exc) from exc
+            # On a full disk the new file cannot be made, but run.json's own blocks can still hold its new
+            # state: a run that ended on a full disk must not stay "running" there.
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwrite_in_place(target, text.encode()):
+                raise _store_error("write", target, exc) from exc
 
     def _terminate_torn_tail(self, target: Path) -> None:
         # A kill -9 mid-write can leave a last line without its newline; appending straight after it would

@@ -31,14 +31,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @dataclass
 class Outcome:
-    """What one scenario measured, for the reliability figures."""
+    """What one scenario really did, for the reliability figures. Every count is of this scenario alone: a
+    sweep, a host comparison or a hostile value shared with another scenario is counted by one of them only.
+
+    ``kind``: ``fault`` (a fault injected into a real run), ``hostkey``, ``injection`` (hostile values through
+    a sweep to the test host), ``validation`` (hostile values refused before any host), ``secret``.
+    """
 
     scenario: str
-    kind: str = "fault"  # fault | injection | secret | hostkey
-    points_lost: int = 0
-    hosts_modified: int = 0
-    injection_attempts: int = 0
-    injections_reached: int = 0
+    kind: str = "fault"
+    faults: int = 0  # faults injected into the run
+    sweeps: int = 0  # sweeps run (a resume is one more)
+    points_checked: int = 0  # planned points checked to be recorded exactly once
+    points_lost: int = 0  # of those, or of the points recorded before a fault, how many had no record
+    host_checks: int = 0  # host snapshots compared with the one taken before the run
+    hosts_modified: int = 0  # of those, how many differed
+    injection_attempts: int = 0  # distinct hostile values that reached the host through a sweep
+    injections_reached: int = 0  # of those, how many took effect (a command ran, a directive appeared)
+    refused: int = 0  # hostile values refused by validation, before any host
+    secret_checks: int = 0  # outputs searched for a secret (files, CLI outputs, host files and properties)
+    secret_leaks: int = 0  # of those, how many held it
     detail: str = ""
 
 
@@ -61,6 +73,26 @@ def outcome(request: pytest.FixtureRequest) -> Iterator[Outcome]:
     call = getattr(node, "rep_call", None)
     passed = bool(call is not None and call.passed)
     skipped = bool(call is None or call.skipped)
-    entry = {**asdict(result), "passed": passed, "skipped": skipped}
+    entry = {"type": "outcome", "nodeid": node.nodeid, **asdict(result), "passed": passed, "skipped": skipped}
+    _log(target, entry)
+
+
+def _log(target: str, entry: dict[str, object]) -> None:
     with Path(target).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(entry) + "\n")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every phase of every test, for the figures script: a test that errors in set-up, fails, or skips must
+    fail the figures, not vanish from them (its outcome fixture may never have run)."""
+    target = os.environ.get(LOG_ENV)
+    if target:
+        _log(target, {"type": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome})
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The tests the figures must account for, every one of them."""
+    target = os.environ.get(LOG_ENV)
+    if target:
+        for item in session.items:
+            _log(target, {"type": "collected", "nodeid": item.nodeid})

@@ -279,6 +279,26 @@ def state_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str
     return out
 
 
+# -- the server's own view ------------------------------------------------------------------------------------
+
+
+def server_metric(url: str, name: str) -> float | None:
+    """The sum of the samples of ``name`` on the server's /metrics (every label set), None when it has none or
+    does not answer: what the server says it is doing, independent of the controller."""
+    import httpx
+
+    try:
+        text = httpx.get(url.rstrip("/") + "/metrics", timeout=2.0).text
+    except httpx.HTTPError:
+        return None
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " ")
+    ]
+    return sum(values) if values else None
+
+
 # -- faults the simulator cannot inject itself -----------------------------------------------------------------
 
 

@@ -13,11 +13,11 @@ the ``specsweep`` CLI in a subprocess where it comes from a signal to the contro
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from tests.reliability.harness import (
     records,
     run_dirs,
     run_state,
+    server_metric,
     ssh_experiment,
     start_sshd,
     started_cli,
@@ -63,6 +64,7 @@ def _experiment(tmp_path: Path, sim: SimUnit, name: str, variants: dict[str, str
 
 def _check_host(sim: SimUnit, before: dict[str, Any], outcome: Outcome) -> None:
     differences = state_differences(before, host_state(sim.host, sim.unit))
+    outcome.host_checks += 1
     outcome.hosts_modified += 1 if differences else 0
     assert not differences, "\n".join(differences)
 
@@ -72,6 +74,7 @@ def _check_complete(run_dir: Path, outcome: Outcome, kept: set[str] = frozenset(
     recs = records(run_dir)
     planned = {p for _, p in planned_points(run_dir)}
     lost = (planned - point_ids(recs)) | (kept - point_ids(recs))
+    outcome.points_checked += len(planned)
     outcome.points_lost += len(lost)
     assert not lost, f"points without a record: {sorted(lost)}"
     assert not duplicates(recs), duplicates(recs)
@@ -109,8 +112,10 @@ def server_faults_sweep(testhost: TestHost, tmp_path_factory: pytest.TempPathFac
 @pytest.mark.parametrize("fault", list(SERVER_FAULTS))
 def test_server_fault(server_faults_sweep: dict[str, Any], outcome: Outcome, fault: str) -> None:
     """The deployment fails (or, for bad metric lines, succeeds) with a record that says what happened, and
-    the sweep goes on to the next deployment."""
+    the sweep goes on to the next deployment. (The sweep and the host comparison are shared by the six faults:
+    ``test_server_faults_sweep`` counts them, once.)"""
     outcome.scenario = f"server: {fault}"
+    outcome.faults = 1
     _, status, kind = SERVER_FAULTS[fault]
     run = server_faults_sweep["run"]
     assert run.error is None, run.error
@@ -134,10 +139,21 @@ def test_server_fault(server_faults_sweep: dict[str, Any], outcome: Outcome, fau
         ]
         assert attempts == [1, 2]  # the crashed deployment was re-applied once
     ids = [r["point_id"] for r in faulty]
+    outcome.points_checked = 2
     outcome.points_lost = 2 - len(set(ids))
     assert len(ids) == 2 and len(set(ids)) == 2
-    _check_complete(run.run_dir, Outcome("whole sweep"))
+
+
+def test_server_faults_sweep(server_faults_sweep: dict[str, Any], outcome: Outcome) -> None:
+    """The one sweep of the six server faults records every planned point exactly once and leaves the host as
+    it found it."""
+    outcome.scenario = "server faults: their one sweep, as a whole"
+    outcome.sweeps = 1
+    run = server_faults_sweep["run"]
+    assert run.error is None, run.error
+    _check_complete(run.run_dir, outcome)
     differences = state_differences(server_faults_sweep["before"], server_faults_sweep["after"])
+    outcome.host_checks = 1
     outcome.hosts_modified = 1 if differences else 0
     assert not differences, "\n".join(differences)
 
@@ -147,7 +163,9 @@ def test_server_fault(server_faults_sweep: dict[str, Any], outcome: Outcome, fau
 
 def test_ssh_cut_mid_point(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
     """The controller's SSH connection is killed on the host twice: while the server loads, and mid-point."""
-    outcome.scenario = "ssh connection cut"
+    outcome.scenario = "ssh connection cut (while loading, and mid-point)"
+    outcome.faults = 2
+    outcome.sweeps = 1
     before = host_state(sim_unit.host, sim_unit.unit)
     path = _experiment(tmp_path, sim_unit, "cut", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=40)
     me = os.getpid()
@@ -171,6 +189,8 @@ def test_ssh_cut_mid_point(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) 
 def test_sshd_down_for_ten_seconds(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
     """sshd stops (and the controller's session dies) mid-point; it is back 10 s later: the sweep goes on."""
     outcome.scenario = "sshd down for 10 s"
+    outcome.faults = 1
+    outcome.sweeps = 1
     host = sim_unit.host
     before = host_state(host, sim_unit.unit)
     path = _experiment(tmp_path, sim_unit, "sshd", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=40)
@@ -203,6 +223,8 @@ def test_sshd_down_for_ten_seconds(sim_unit: SimUnit, tmp_path: Path, outcome: O
 def test_second_run_against_a_held_host_is_refused(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
     """While a first sweep drives the unit, a second is refused with a clear message and touches nothing."""
     outcome.scenario = "second run against a held host"
+    outcome.faults = 1
+    outcome.sweeps = 2
     before = host_state(sim_unit.host, sim_unit.unit)
     first_path = _experiment(
         tmp_path, sim_unit, "first", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=20
@@ -234,6 +256,22 @@ def test_second_run_against_a_held_host_is_refused(sim_unit: SimUnit, tmp_path: 
 
 #: signal -> the CLI's exit status (a negative status: killed by that signal)
 SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 130), "SIGKILL": (signal.SIGKILL, -9)}
+#: The load of the controller-fault scenarios: the second point (C=2) keeps requests in flight for about 1 s.
+SIGNAL_LOAD = {**SMALL_LOAD, "requests": 6}
+RUNNING = "sglang:num_running_reqs"  # the simulator speaks SGLang's /metrics: requests the server is running
+
+
+def _wait_mid_point(proc: subprocess.Popen[str], run_dir: Path, url: str) -> tuple[set[str], float]:
+    """Wait until the first point is recorded and the server runs requests of the next one; return the
+    points recorded by then and the number of requests the server was running (checked, not assumed)."""
+    wait_until(lambda: records(run_dir) or proc.poll() is not None, timeout=120)
+    assert proc.poll() is None, proc.communicate()
+    finished = point_ids(records(run_dir))
+    running = wait_until(lambda: (server_metric(url, RUNNING) or 0) > 0 or proc.poll() is not None, timeout=30)
+    in_flight = server_metric(url, RUNNING) or 0.0
+    assert running and in_flight > 0 and proc.poll() is None, "no point under way after the first one"
+    assert point_ids(records(run_dir)) == finished, "the point finished before the fault"
+    return finished, in_flight
 
 
 @pytest.mark.slow
@@ -241,35 +279,44 @@ SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 130), "SI
 def test_controller_signal_mid_point_then_resume(
     sim_unit: SimUnit, tmp_path: Path, outcome: Outcome, name: str
 ) -> None:
-    """The CLI gets a signal in the middle of a point; then ``--resume`` completes the run, no duplicate, no gap.
+    """The CLI gets a signal while the server runs a point's requests; then ``--resume`` completes the run:
+    every planned point recorded exactly once, the points finished before the signal kept as they were.
 
     SIGINT and SIGTERM: the load stops, the host is restored, the run is marked interrupted, exit 130. SIGKILL:
     nothing runs on the way out; the resuming run finds the marker and restores the host before going on.
-    (SIGTERM takes SIGINT's path through the same handler: its resume is not run again, to save time.)"""
+    "Mid-point" is checked: when the signal is sent the server reports requests running, and the point they
+    belong to has no record until the resume measures it."""
     outcome.scenario = f"controller {name} mid-point, then --resume"
+    outcome.faults = 1
     sig, expected_code = SIGNALS[name]
     host = sim_unit.host
     before = host_state(host, sim_unit.unit)
-    load = {**SMALL_LOAD, "requests": 4}
     path = _experiment(
-        tmp_path, sim_unit, "signal", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=40, load=load
+        tmp_path,
+        sim_unit,
+        "signal",
+        {"ar": "--algorithm ar", "linear": "--algorithm linear"},
+        itl_ms=40,
+        load=SIGNAL_LOAD,
     )
     results = tmp_path / "results"
     argv = ("sweep", str(path), "--results", str(results), "--no-report", "-q")
     with started_cli(*argv, env=cli_env(tmp_path)) as proc:
+        outcome.sweeps += 1
         run_dir = wait_until(lambda: next(iter(run_dirs(results, "signal")), None) or proc.poll() is not None)
         assert isinstance(run_dir, Path), proc.communicate()
-        # The first point is recorded; the second (0.6 s of load) is under way.
-        wait_until(lambda: records(run_dir) or proc.poll() is not None, timeout=120)
-        time.sleep(0.3)
-        assert proc.poll() is None, proc.communicate()
-        finished_before = point_ids(records(run_dir))
+        finished_before, in_flight = _wait_mid_point(proc, run_dir, sim_unit.url)
+        kept_records = {r["point_id"]: r for r in records(run_dir)}
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
+    outcome.detail = f"{in_flight:g} requests running on the server when the signal was sent"
     assert proc.returncode == expected_code, (err, run_state(run_dir), events(run_dir), records(run_dir))
     assert "Traceback" not in err
     planned = {p for _, p in planned_points(run_dir)}
     assert finished_before and finished_before < planned
+    # The point under way was not recorded: a stopped load is not a measurement.
+    assert point_ids(records(run_dir)) == finished_before
+    assert not duplicates(records(run_dir))
     if sig == signal.SIGKILL:
         assert run_state(run_dir) == "running"  # nobody could say otherwise
         assert state_differences(before, host_state(host, sim_unit.unit))  # the marker and drop-in are left
@@ -277,18 +324,18 @@ def test_controller_signal_mid_point_then_resume(
         assert run_state(run_dir) == "interrupted"
         assert err.strip().splitlines()[-1].startswith("specsweep: error: interrupted; hosts restored")
         _check_host(sim_unit, before, outcome)
-    assert not duplicates(records(run_dir))
-    assert finished_before <= point_ids(records(run_dir))
-    if sig == signal.SIGTERM:
-        outcome.points_lost = len(finished_before - point_ids(records(run_dir)))
-        return
 
     resumed = sweep_in_process(path, results, resume=str(run_dir))
+    outcome.sweeps += 1
     assert resumed.error is None, resumed.error
     assert resumed.run_dir == run_dir and resumed.state == "done"
     if sig == signal.SIGKILL:
         assert [e for e in events(run_dir) if e["kind"] == "recovered"]
     _check_complete(run_dir, outcome, kept=finished_before)
+    # Nothing measured before the signal was measured again or changed.
+    after = {r["point_id"]: r for r in records(run_dir)}
+    assert {p: after[p] for p in kept_records} == kept_records
+    assert {r["status"] for r in after.values()} == {"ok"}
     _check_host(sim_unit, before, outcome)
 
 
@@ -321,35 +368,52 @@ def _fill(directory: Path, run_dir: Path) -> None:
 
 
 def test_results_disk_full(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
-    """The run directory's file system fills up mid-run: one clear error line, the host restored, and what was
-    recorded before is still there."""
-    outcome.scenario = "run directory disk full"
+    """The run directory's file system fills up mid-point: one clear error line, the host restored, the run
+    marked failed, what was recorded before still there; once there is room again, ``--resume`` completes it
+    with every point recorded exactly once."""
+    outcome.scenario = "run directory disk full, then --resume"
+    outcome.faults = 1
     host = sim_unit.host
     before = host_state(host, sim_unit.unit)
-    load = {**SMALL_LOAD, "requests": 4}
     path = _experiment(
-        tmp_path, sim_unit, "full", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=40, load=load
+        tmp_path,
+        sim_unit,
+        "full",
+        {"ar": "--algorithm ar", "linear": "--algorithm linear"},
+        itl_ms=40,
+        load=SIGNAL_LOAD,
     )
     with _small_tmpfs(tmp_path / "small", "512k") as results:
         argv = ("sweep", str(path), "--results", str(results), "--no-report", "-q")
         with started_cli(*argv, env=cli_env(tmp_path)) as proc:
+            outcome.sweeps += 1
             run_dir = wait_until(lambda: next(iter(run_dirs(results, "full")), None) or proc.poll() is not None)
             assert isinstance(run_dir, Path), proc.communicate()
-            wait_until(lambda: records(run_dir) or proc.poll() is not None, timeout=120)
-            assert proc.poll() is None, proc.communicate()
-            finished_before = point_ids(records(run_dir))
+            finished_before, in_flight = _wait_mid_point(proc, run_dir, sim_unit.url)
+            kept_records = {r["point_id"]: r for r in records(run_dir)}
             _fill(results, run_dir)
             _, err = proc.communicate(timeout=120)
         lines = err.strip().splitlines()
-        outcome.detail = err.strip()
+        outcome.detail = f"{in_flight:g} requests running when the disk filled; {err.strip()}"
         assert proc.returncode == 1, err
         assert "Traceback" not in err
         assert len(lines) == 1 and lines[0].startswith("specsweep: error: ") and "disk full" in lines[0], err
         assert "restore failed" not in err and "hosts restored" in err  # the error that ended the run, not a later one
-        kept = point_ids(records(run_dir))
+        _check_host(sim_unit, before, outcome)
+        # The run's final state is on disk although the disk is full, and nothing recorded before is lost.
+        info = json.loads((run_dir / "run.json").read_text())
+        assert info["state"] == "failed" and info["ended_at"], info
+        assert point_ids(records(run_dir)) == finished_before
         assert not duplicates(records(run_dir))
-    outcome.points_lost = len(finished_before - kept)
-    assert finished_before <= kept
+        # Room again: the run resumes where it stopped.
+        (results / "filler").unlink()
+        resumed = sweep_in_process(path, results, resume=str(run_dir))
+        outcome.sweeps += 1
+        assert resumed.error is None, resumed.error
+        assert resumed.state == "done"
+        _check_complete(run_dir, outcome, kept=finished_before)
+        after = {r["point_id"]: r for r in records(run_dir)}
+        assert {p: after[p] for p in kept_records} == kept_records
     _check_host(sim_unit, before, outcome)
 
 
@@ -360,6 +424,7 @@ def test_unknown_and_changed_host_keys_are_refused(sim_unit: SimUnit, tmp_path: 
     """A sweep to a host whose key is unknown, or differs from known_hosts, stops before touching anything."""
     outcome.scenario = "unknown and changed host keys"
     outcome.kind = "hostkey"
+    outcome.faults = 2
     host = sim_unit.host
     before = host_state(host, sim_unit.unit)
     empty = tmp_path / "known_hosts.empty"
@@ -374,6 +439,7 @@ def test_unknown_and_changed_host_keys_are_refused(sim_unit: SimUnit, tmp_path: 
         doc["host"]["known_hosts"] = str(known)
         known_text = known.read_text()
         run = sweep_in_process(write_experiment(tmp_path / "keys.yaml", doc), tmp_path / "results")
+        outcome.sweeps += 1
         assert isinstance(run.error, HostKeyError), run.error
         assert words in str(run.error) and fingerprint in str(run.error)
         assert run.records == [] and run.state == "failed"
