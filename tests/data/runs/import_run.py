@@ -5,7 +5,8 @@
 Kept: run.json, experiment.yaml, plan.json, records.jsonl, events.jsonl, windows/. Dropped: the report's
 outputs (they are rebuilt by the tests) and each record's per-line ``samples`` list (the window files hold the
 same lines). Scrubbed: absolute paths of the controller's interpreter (``{python}`` in the demo's command)
-become ``python3``, and the controller's host and user names become ``controller``/``engineer``.
+become ``python3``, the controller's host and user names become ``controller``/``engineer``, and the experiment file's path
+becomes ``sweeps/<its name>``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def import_run(source: Path, target: Path) -> None:
             (target / name).write_text(_scrub((source / name).read_text()))
     info = json.loads((source / "run.json").read_text())
     info["controller"] = {"hostname": "controller", "user": "engineer"}
+    if info.get("experiment_file"):  # the controller's path of the file: only its name says anything here
+        info["experiment_file"] = f"sweeps/{Path(info['experiment_file']).name}"
     (target / "run.json").write_text(json.dumps(info, indent=2) + "\n")
     lines = []
     for line in (source / "records.jsonl").read_text().splitlines():
