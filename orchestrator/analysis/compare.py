@@ -13,6 +13,9 @@ Columns added by ``add_baseline_comparisons``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import pandas as pd
 
 from orchestrator.analysis.roles import BaselineRoles
@@ -21,10 +24,13 @@ __all__ = [
     "COMPARISON_COLUMNS",
     "JOIN_KEYS",
     "THROUGHPUT",
+    "Verdict",
+    "WinnerRule",
     "add_baseline_comparisons",
     "baseline_rows",
     "best_per_load",
     "pareto_front",
+    "point_estimate",
 ]
 
 THROUGHPUT = "output_tok_s"
@@ -70,11 +76,32 @@ def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metri
     return out
 
 
-def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Verdict:
+    """What a winner rule says about the two best points of one load: whether the best one is told apart from
+    the runner-up (``None``: the rule cannot say), and on what ground (``basis``, shown to the reader)."""
+
+    decided: bool | None
+    basis: str
+
+
+#: ``rule(best_row, runner_up_row, metric) -> Verdict``; rows are the group's frame rows (pandas Series),
+#: holding every column a rule may need (the metric, its intervals once records carry them).
+WinnerRule = Callable[[pd.Series, pd.Series, str], Verdict]
+
+
+def point_estimate(best: pd.Series, runner_up: pd.Series, metric: str) -> Verdict:
+    """The rule until intervals exist: the higher point estimate wins, and nothing is said about noise."""
+    return Verdict(decided=None, basis="point estimates")
+
+
+def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: WinnerRule = point_estimate) -> pd.DataFrame:
     """The configuration with the highest ``metric`` at each (host, mode, load), baselines included, with
-    the runner-up and the margin (best / runner-up - 1)."""
+    the runner-up, the margin (best / runner-up - 1) and what ``rule`` says of them: ``decided`` (True: told
+    apart, False: within noise, None: not judged) and its ``basis``. The ranking is by point estimate; a
+    significance rule plugs in as ``rule`` and only judges the top two."""
     shown = ["host", "mode", "load", "load_label", "label", "variant", metric, "per_user_tok_s", "accept_len"]
-    columns = [*shown, *COMPARISON_COLUMNS, "runner_up", "margin"]
+    columns = [*shown, *COMPARISON_COLUMNS, "runner_up", "margin", "decided", "basis"]
     candidates = frame[_ok(frame) & frame["alias_of"].isna()].copy()
     if metric not in candidates.columns:
         return pd.DataFrame(columns=columns)
@@ -85,12 +112,14 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT) -> pd.DataFr
         ranked = group.sort_values(metric, ascending=False, kind="stable")
         best = ranked.iloc[0]
         row = {c: best.get(c) for c in [*shown, *COMPARISON_COLUMNS]}
-        row["runner_up"], row["margin"] = None, float("nan")
+        row["runner_up"], row["margin"], row["decided"], row["basis"] = None, float("nan"), None, "only one point"
         if len(ranked) > 1:
             second = ranked.iloc[1]
             row["runner_up"] = second["label"]
             if second[metric] > 0:
                 row["margin"] = best[metric] / second[metric] - 1
+            verdict = rule(best, second, metric)
+            row["decided"], row["basis"] = verdict.decided, verdict.basis
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
 

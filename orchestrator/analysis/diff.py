@@ -2,8 +2,10 @@
 
 Points are matched on (host, configuration label, mode, load), not on point ids, so a run whose load settings
 changed (new ids) still lines up with the old one. ``change`` is the relative change b / a - 1; a point has
-*changed* when its status differs or any compared figure moved by at least ``threshold`` (5% by default).
-Latencies are compared too, where lower is better, so read their sign accordingly.
+*changed* when its status differs or any compared figure moved by at least ``threshold`` (5% by default);
+``changed_figures`` names the figures that did, so a reader sees *what* changed (often a latency, while the
+throughput moved by less than 1%). Latencies are compared too, where lower is better, so read their sign
+accordingly.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
 
-__all__ = ["DIFF_FIGURES", "RunComparison", "compare_frames", "compare_runs"]
+__all__ = ["DIFF_FIGURES", "FIGURE_NAMES", "RunComparison", "compare_frames", "compare_runs"]
 
 DIFF_KEYS = ["host", "label", "mode", "load"]
 DIFF_FIGURES = [
@@ -27,6 +29,16 @@ DIFF_FIGURES = [
     "ttft_ms_p50",
     "itl_ms_p50",
 ]
+#: How each compared figure is named to a reader (tables, the ``changed`` column).
+FIGURE_NAMES = {
+    "output_tok_s": "tok/s",
+    "per_user_tok_s": "user tok/s",
+    "accept_len": "accept len",
+    "speedup_vs_ar": "×AR",
+    "speedup_vs_linear": "×linear",
+    "ttft_ms_p50": "TTFT p50 ms",
+    "itl_ms_p50": "ITL p50 ms",
+}
 
 
 @dataclass
@@ -47,6 +59,18 @@ class RunComparison:
     def changed(self) -> pd.DataFrame:
         return self.table[self.table["changed"]]
 
+    def figure_counts(self) -> dict[str, int]:
+        """How many points changed by at least the threshold in each figure (most first), and in status."""
+        counts: dict[str, int] = {}
+        for figures in self.changed["changed_figures"]:
+            for figure in figures:
+                counts[figure] = counts.get(figure, 0) + 1
+        both = self.table["presence"] == "both"
+        status = int(((self.table["status_a"] != self.table["status_b"]) & both).sum())
+        if status:
+            counts["status"] = status
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
     @property
     def only_in_a(self) -> pd.DataFrame:
         return self.table[self.table["presence"] == "only_a"]
@@ -60,8 +84,9 @@ def compare_frames(
     a: pd.DataFrame, b: pd.DataFrame, *, threshold: float = 0.05, figures: list[str] | None = None
 ) -> pd.DataFrame:
     """Pure arithmetic on two analysed frames: ``<fig>_a``, ``<fig>_b``, ``<fig>_delta`` (b - a) and
-    ``<fig>_change`` (b / a - 1) per figure, ``status_a``/``status_b``, ``presence`` (both/only_a/only_b) and
-    ``changed``."""
+    ``<fig>_change`` (b / a - 1) per figure, ``status_a``/``status_b``, ``presence`` (both/only_a/only_b),
+    ``changed`` and ``changed_figures`` (the figures that moved by at least ``threshold``, in ``figures``
+    order)."""
     figures = figures or DIFF_FIGURES
 
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
@@ -80,14 +105,20 @@ def compare_frames(
     changed = merged["presence"] != "both"
     changed |= (merged["status_a"] != merged["status_b"]) & (merged["presence"] == "both")
     ordered = [*DIFF_KEYS, "load_label", "presence", "status_a", "status_b"]
+    moved: list[list[str]] = [[] for _ in range(len(merged))]
     for fig in figures:
         left, right = merged[f"{fig}_a"], merged[f"{fig}_b"]
         merged[f"{fig}_delta"] = right - left
         merged[f"{fig}_change"] = (right / left - 1).where(left != 0)
-        changed |= merged[f"{fig}_change"].abs().fillna(0) >= threshold
+        over = merged[f"{fig}_change"].abs().fillna(0) >= threshold
+        changed |= over
+        for position, flag in enumerate(over):
+            if flag:
+                moved[position].append(fig)
         ordered += [f"{fig}_a", f"{fig}_b", f"{fig}_delta", f"{fig}_change"]
     merged["changed"] = changed.astype(bool)
-    merged = merged[[*ordered, "changed"]]
+    merged["changed_figures"] = pd.Series(moved, index=merged.index, dtype=object)
+    merged = merged[[*ordered, "changed", "changed_figures"]]
     # Configurations in the order the runs measured them (baselines first), loads ascending.
     order = {label: i for i, label in enumerate(dict.fromkeys([*a["label"], *b["label"]]))}
     merged = merged.assign(_order=merged["label"].map(order))

@@ -18,7 +18,7 @@ import typer
 from orchestrator.console import console, err_console
 from orchestrator.experiment import load_experiment
 from orchestrator.progress import SweepProgress
-from orchestrator.summary import summary_table
+from orchestrator.summary import summary_renderables
 
 EXIT_POINTS_FAILED = 3
 EXIT_STOPPED = 4
@@ -120,10 +120,11 @@ def sweep(
     elif quiet:
         typer.echo(str(result.run_dir))
     else:
-        console.print(summary_table(result.run_dir))
-        console.print(f"run directory: {result.run_dir}")
+        for part in summary_renderables(result.run_dir, console.width):
+            console.print(part)
+        console.print(f"run directory: {result.run_dir}", soft_wrap=True)
         if report_path is not None:
-            console.print(f"report: {report_path}")
+            console.print(f"report: {report_path}", soft_wrap=True)
     if problem:
         typer.secho(f"specsweep: error: {problem}", err=True, fg=typer.colors.RED)
     if code:

@@ -120,7 +120,8 @@ def _run_lines(analysis: Analysis) -> list[str]:
     info = analysis.run.info
     statuses = analysis.status_counts()
     hosts = ", ".join(sorted(set(analysis.frame["host"]))) or "none"
-    engine = analysis.run.experiment.get("engine", "?")
+    made = tables.how_made(analysis)
+    engine = made.engine + (f" {made.version_text}" if made.versions else "")
     lines = [
         f"Run {info.run_id} of experiment {info.experiment} ({engine}), state {info.state}; "
         f"started {info.started_at}, ended {info.ended_at or '(not ended)'}; host(s): {hosts}.",
@@ -130,6 +131,36 @@ def _run_lines(analysis: Analysis) -> list[str]:
     if info.state != "done":
         lines.append(f"This run is {info.state}: the figures show only the points it finished.")
     return lines
+
+
+def _how_made_blocks(analysis: Analysis) -> list[Block]:
+    """How the run was made: the engine and the version its servers reported, the workload every point ran,
+    and the server command (and environment) of each configuration, as ``plan.json`` holds them."""
+    made = tables.how_made(analysis)
+    blocks: list[Block] = [
+        Heading("How this run was made"),
+        Paragraph(
+            f"Engine {made.engine}, version {made.version_text} (as the servers reported it); service {made.service}.",
+            "muted",
+        ),
+    ]
+    if made.workload:
+        workload = pd.DataFrame(made.workload, columns=["setting", "value"])
+        blocks.append(Table(workload, "Workload (every load point)"))
+    if made.commands:
+        rows = [
+            {
+                "configuration": label,
+                "server command": command if command is not None else "(none: the server is not started)",
+                "environment": " ".join(f"{k}={v}" for k, v in env.items()),
+            }
+            for label, command, env in made.commands
+        ]
+        frame = pd.DataFrame(rows, columns=["configuration", "server command", "environment"])
+        if not frame["environment"].any():
+            frame = frame.drop(columns=["environment"])
+        blocks.append(Table(frame, "Server command of each configuration"))
+    return blocks
 
 
 def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path) -> list[Block]:
@@ -210,6 +241,8 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
             if len(evidence):
                 title = f"{row['label']} @ {row['load_label']} on {row['host']}: {row.get('error_message') or ''}"
                 blocks.append(Evidence(title, [str(line) for line in evidence]))
+
+    blocks += _how_made_blocks(analysis)
 
     blocks.append(Heading("About this report"))
     skipped = analysis.run.skipped_lines

@@ -18,6 +18,7 @@ from orchestrator.analysis.result import Analysis
 
 __all__ = [
     "FindingGroup",
+    "HowMade",
     "accept_table",
     "failed_points",
     "findings_by_check",
@@ -25,12 +26,14 @@ __all__ = [
     "formatted",
     "group_findings",
     "headline",
+    "how_made",
     "latency_table",
     "run_overview",
     "speedup_table",
     "summary_table",
     "throughput_table",
     "winners_table",
+    "workload_text",
 ]
 
 
@@ -168,7 +171,10 @@ def headline(analysis: Analysis) -> list[str]:
             parts.append("(" + ", ".join(ratios) + ")")
         margin = row.get("margin")
         if row.get("runner_up") and isinstance(margin, float) and not math.isnan(margin):
-            parts.append(f"ahead of {row['runner_up']} by {margin:.0%}")
+            if row.get("decided") is False:
+                parts.append(f"but not told apart from {row['runner_up']} ({margin:+.1%}; {row.get('basis')})")
+            else:
+                parts.append(f"ahead of {row['runner_up']} by {_percent(margin)}")
         flagged = sorted(
             {
                 f.check
@@ -183,6 +189,11 @@ def headline(analysis: Analysis) -> list[str]:
             parts.append(f"— but its figures fail checks: {', '.join(flagged)}")
         sentences.append(" ".join(parts) + ".")
     return sentences
+
+
+def _percent(value: float) -> str:
+    """``12%``, or with a decimal under 10% (``1.3%``, ``0.4%``): a small margin never reads as ``0%``."""
+    return f"{value:.0%}" if abs(value) >= 0.1 else f"{value:.1%}"
 
 
 def _baseline_name(analysis: Analysis, role: str) -> str | None:
@@ -272,13 +283,20 @@ SUMMARY_COLUMNS = [
     "ttft_ms_p99",
     "itl_ms_p50",
     "itl_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+    "requests_per_s",
     "server_gen_throughput",
     "ddtree_avg_commit_len",
     "ddtree_avg_accepted_depth",
     "error_kind",
     "error_message",
+    "engine_version",
     "point_id",
     "deployment_id",
+    "command",
 ]
 
 
@@ -340,3 +358,123 @@ def formatted(table: pd.DataFrame, *, kind: str = "") -> pd.DataFrame:
             name = f"{kind}_{name}"
         out[column] = [_cell(v, name) for v in out[column]]
     return out
+
+
+@dataclass
+class HowMade:
+    """How a run was made, from its run directory: the engine and the version its servers reported, the
+    workload every point ran, and the server command of each configuration (``plan.json``)."""
+
+    engine: str
+    #: The versions the servers reported (``engine_info.version`` of the records), each with its configurations.
+    versions: list[tuple[str, list[str]]]
+    workload: list[tuple[str, str]]
+    #: (configuration, rendered server command, environment) in plan order; aliases named after the label.
+    commands: list[tuple[str, str | None, dict[str, str]]]
+    service: str
+
+    @property
+    def version_text(self) -> str:
+        if not self.versions:
+            return "not reported by the server"
+        if len(self.versions) == 1:
+            return self.versions[0][0]
+        return "; ".join(f"{v} ({', '.join(labels)})" for v, labels in self.versions)
+
+    @property
+    def workload_text(self) -> str:
+        return "; ".join(f"{k} {v}" for k, v in self.workload)
+
+
+def workload_text(load: dict[str, Any]) -> list[tuple[str, str]]:
+    """The workload settings of an experiment's ``load`` (as stored in the run), in reading order."""
+    out: list[tuple[str, str]] = []
+    if load.get("concurrency"):
+        out.append(("concurrency", ", ".join(str(c) for c in load["concurrency"])))
+    if load.get("rates"):
+        out.append(("rates (req/s)", ", ".join(f"{r:g}" for r in load["rates"])))
+        if load.get("max_in_flight"):
+            out.append(("max in flight", str(load["max_in_flight"])))
+    if load.get("duration") is not None:
+        out.append(("duration per point", f"{float(load['duration']):g} s"))
+    elif load.get("requests") is not None:
+        out.append(("requests per point", str(load["requests"])))
+    for key, name in (
+        ("warmup", "warm-up requests per deployment"),
+        ("prompts", "prompts"),
+        ("max_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("seed", "seed"),
+    ):
+        if key in load:
+            value = load[key]
+            out.append((name, f"{value:g}" if isinstance(value, float) else str(value)))
+    if "ignore_eos" in load:
+        out.append(("ignore_eos", "yes" if load["ignore_eos"] else "no"))
+    if "stream" in load:
+        out.append(("streaming", "yes" if load["stream"] else "no"))
+    return out
+
+
+def how_made(analysis: Analysis) -> HowMade:
+    """How the run was made (:class:`HowMade`), from the stored experiment, the plan and the records."""
+    from orchestrator.analysis.frame import config_label
+
+    experiment = analysis.run.experiment
+    versions: dict[str, list[str]] = {}
+    frame = _measured(analysis)
+    if "engine_version" in frame.columns:
+        for version, label in zip(frame["engine_version"], frame["label"], strict=True):
+            if isinstance(version, str) and version:
+                labels = versions.setdefault(version, [])
+                if label not in labels:
+                    labels.append(str(label))
+    commands: list[tuple[str, str | None, dict[str, str]]] = []
+    for deployment in analysis.run.plan.get("deployments", []):
+        if not isinstance(deployment, dict):
+            continue
+        label = config_label(str(deployment.get("variant")), dict(deployment.get("params") or {}))
+        aliases = [
+            config_label(str(a.get("variant")), dict(a.get("params") or {}))
+            for a in deployment.get("aliases") or []
+            if isinstance(a, dict)
+        ]
+        if aliases:
+            label += " = " + ", ".join(aliases)
+        command = deployment.get("command")
+        environment = deployment.get("environment") or {}
+        commands.append(
+            (label, command if isinstance(command, str) else None, {str(k): str(v) for k, v in environment.items()})
+        )
+    service = experiment.get("service") if isinstance(experiment.get("service"), dict) else {}
+    kind = str((service or {}).get("kind", "?"))
+    where = (service or {}).get("unit") or ""
+    load = experiment.get("load") if isinstance(experiment.get("load"), dict) else {}
+    return HowMade(
+        engine=str(experiment.get("engine", "?")),
+        versions=list(versions.items()),
+        workload=workload_text(load or {}),
+        commands=commands,
+        service=f"{kind} {where}".strip(),
+    )
+
+
+def command_parts(commands: list[str]) -> tuple[str, list[str], str]:
+    """(the words every command starts with, what is left of each, the words every command ends with), so
+    that a list of long, nearly equal commands can be shown as their shared frame and their differences."""
+    split = [c.split() for c in commands]
+    if len(split) < 2:
+        return "", [" ".join(s) for s in split], ""
+    shortest = min(len(s) for s in split)
+    head = 0
+    while head < shortest and all(s[head] == split[0][head] for s in split):
+        head += 1
+    while head and split[0][head - 1].startswith("-"):
+        head -= 1  # an option whose value differs stays with its value
+    tail = 0
+    while tail < shortest - head and all(s[len(s) - 1 - tail] == split[0][len(split[0]) - 1 - tail] for s in split):
+        tail += 1
+    while tail and not split[0][len(split[0]) - tail].startswith("-"):
+        tail -= 1  # the shared end starts with an option, not with the value of one that differs
+    middles = [" ".join(s[head : len(s) - tail]) for s in split]
+    return " ".join(split[0][:head]), middles, " ".join(split[0][len(split[0]) - tail :]) if tail else ""
