@@ -15,6 +15,7 @@ if ((_system)); then
   [[ -x /usr/sbin/sshd ]] || _need+=(openssh-server)
   command -v ssh >/dev/null || _need+=(openssh-client)
   command -v ip >/dev/null || _need+=(iproute2)
+  command -v sudo >/dev/null || _need+=(sudo) # the test host's sudo tests (the guest overlays this machine's /)
   command -v cmake >/dev/null || _need+=(cmake)
   command -v ninja >/dev/null || _need+=(ninja-build)
   command -v g++ >/dev/null || _need+=(g++)

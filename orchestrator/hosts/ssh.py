@@ -6,7 +6,12 @@
   ``host_key_policy: accept-new`` (then it is appended to known_hosts, like ``StrictHostKeyChecking=accept-new``);
   a changed key is always refused. Both errors name the host and the SHA256 fingerprint.
 - Every command runs as ``sh -c 'SCRIPT'`` (whatever the login shell is), through ``sudo -n`` when the login
-  user is not root (``sudo: auto``), so file writes under /etc work for a sudoer too.
+  user is not root (``sudo: auto``), so file writes under /etc work for a sudoer too. Whether ``sudo -n``
+  works is asked once, at login: when it does not (no sudo, a password required), the first command that
+  needs it fails with one error that says so, before anything on the host was changed.
+  :meth:`SSHHost.as_login_user` gives the same host with commands run as the login user, never through
+  sudo: a process service starts its server that way, so a server runs as root only when asked (a root
+  login, ``sudo: always``, or a systemd unit's own ``User=``).
 - Keep-alives detect a dead link; a dropped connection is reopened on the next command (retried for up to
   ``reconnect_timeout``, 60 s, while the host refuses or ignores connections), and a command that is safe to
   repeat (``idempotent=True``, the default) is retried on the new connection.
@@ -91,6 +96,14 @@ class _KeyPolicy(paramiko.MissingHostKeyPolicy):
         self.host.accepted_keys.append(f"{hostname} {key.get_name()} {fingerprint(key)}")
 
 
+#: At login, for ``sudo: auto``/``always``: who we are, and whether ``sudo -n`` works (never a prompt: stdin is
+#: empty and -n refuses to ask).
+_SUDO_PROBE = (
+    "id -u; id -un; if command -v sudo >/dev/null 2>&1; then sudo -n true 2>&1 </dev/null && echo sudo-ok; "
+    "else echo 'sudo is not installed'; fi"
+)
+
+
 class SSHHost(ShellFileOps):
     """Run commands on a remote host over SSH (paramiko)."""
 
@@ -133,6 +146,8 @@ class SSHHost(ShellFileOps):
         self._policy = host_key_policy
         self._sudo_policy = sudo
         self._use_sudo: bool | None = None
+        self._sudo_problem: str | None = None  # why sudo -n does not work, when it is needed and does not
+        self._login_user = self.target.user
         self._client: paramiko.SSHClient | None = None
         self._jumps: list[paramiko.SSHClient] = []
         self._lock = threading.Lock()
@@ -309,15 +324,39 @@ class SSHHost(ShellFileOps):
     def _decide_sudo(self, client: paramiko.SSHClient) -> bool:
         if self._sudo_policy == "never":
             return False
-        if self._sudo_policy == "always":
-            return True
-        if self.target.user == "root":
+        if self._sudo_policy == "auto" and self.target.user == "root":
             return False
         try:
-            result = self._exec(client, "id -u", self.command_timeout, None, "id -u")
+            result = self._exec(client, _SUDO_PROBE, self.command_timeout, None, "id -u")
         except _Dropped as exc:
             raise HostConnectionError("the connection dropped right after login", host=self.name) from exc
-        return result.stdout.strip() != "0"
+        lines = [line.strip() for line in result.stdout.splitlines() if line.strip()]
+        uid = lines[0] if lines else ""
+        if len(lines) > 1:
+            self._login_user = lines[1]
+        if self._sudo_policy == "auto" and uid == "0":
+            return False
+        if not lines or lines[-1] != "sudo-ok":
+            detail = "; ".join(lines[2:]) or result.stderr.strip() or f"exit {result.exit_code}"
+            self._sudo_problem = detail[:300]
+        return True
+
+    def _sudo_refused(self) -> CommandError:
+        user = self._login_user
+        return CommandError(
+            f"{user} is not root, and `sudo -n` does not work there ({self._sudo_problem}): specsweep changes "
+            f"systemd units and files under /etc and /var/lib as root. Log in as root, give {user} passwordless "
+            "sudo, or, for a process service (which needs no root), set the host's sudo: never; nothing was "
+            "changed on the host",
+            host=self.name,
+        )
+
+    def as_login_user(self) -> ShellFileOps:
+        """This host with every command run as the login user, never through sudo (``sudo: always`` asks for
+        root everywhere: then it is this host itself). Shares the connection."""
+        if self._sudo_policy == "always":
+            return self
+        return _LoginUserHost(self)
 
     def close(self) -> None:
         with self._lock:
@@ -338,9 +377,9 @@ class SSHHost(ShellFileOps):
 
     # -- commands ------------------------------------------------------------------------------------------
 
-    def _wrap(self, script: str) -> str:
+    def _wrap(self, script: str, *, sudo: bool = True) -> str:
         command = "sh -c " + shell_quote(script)
-        return "sudo -n -- " + command if self._use_sudo else command
+        return "sudo -n -- " + command if sudo and self._use_sudo else command
 
     def run(
         self,
@@ -350,13 +389,26 @@ class SSHHost(ShellFileOps):
         input: str | None = None,
         idempotent: bool = True,
     ) -> CommandResult:
+        return self._run(cmd, timeout, input=input, idempotent=idempotent, sudo=True)
+
+    def _run(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None,
+        *,
+        input: str | None,
+        idempotent: bool,
+        sudo: bool,
+    ) -> CommandResult:
         limit = self.command_timeout if timeout is None else timeout
         summary = summarize_command(cmd)
         attempt = 0
         while True:
             client = self._ensure_patiently()
+            if sudo and self._use_sudo and self._sudo_problem is not None:
+                raise self._sudo_refused()
             try:
-                return self._exec(client, self._wrap(as_script(cmd)), limit, input, summary)
+                return self._exec(client, self._wrap(as_script(cmd), sudo=sudo), limit, input, summary)
             except _Dropped as exc:
                 self._drop(client)
                 if not idempotent:
@@ -444,3 +496,33 @@ class SSHHost(ShellFileOps):
             stderr=err.decode("utf-8", "replace"),
             stdout_bytes=bytes(out),
         )
+
+
+class _LoginUserHost(ShellFileOps):
+    """An :class:`SSHHost` whose commands run as the login user, never through sudo (see
+    :meth:`SSHHost.as_login_user`): the same connection, the same name and timeouts."""
+
+    def __init__(self, host: SSHHost) -> None:
+        self._host = host
+        self.name = host.name
+        self.address = host.address
+
+    def __repr__(self) -> str:
+        return f"{self._host!r}.as_login_user()"
+
+    @property
+    def command_timeout(self) -> float:
+        return self._host.command_timeout
+
+    def run(
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        *,
+        input: str | None = None,
+        idempotent: bool = True,
+    ) -> CommandResult:
+        return self._host._run(cmd, timeout, input=input, idempotent=idempotent, sudo=False)
+
+    def close(self) -> None:
+        self._host.close()

@@ -5,6 +5,9 @@ stdout and stderr appended to a log file; stopping it signals the whole process 
 ``stop_timeout``). Byte offsets into the log serve as cursors. The pid file stores the pid and its start
 time, so a recycled pid is never mistaken for the server.
 
+Every command runs as the login user (:meth:`~orchestrator.hosts.ssh.SSHHost.as_login_user`): the server is
+a plain process of that user, not root's, unless the host says ``sudo: always``.
+
 Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
 ``<name>.exit``, ``<name>.log`` (unless ``log_file`` is given; the log is kept after restore, for
 post-mortems), ``<name>.marker.json`` and ``<name>.lock``. The marker is written before the process starts,
@@ -58,7 +61,10 @@ class ProcessService:
     ) -> None:
         if not _NAME.fullmatch(name):
             raise ConfigError(f"{name!r} is not a valid process service name (letters, digits, _.- only)")
-        self.host = host
+        # The server runs as the user who logs in: never through sudo, whatever the host's sudo policy does for
+        # systemd (an SSH host's ``sudo: always`` asks for root, and then as_login_user is the host itself).
+        login_user = getattr(host, "as_login_user", None)
+        self.host = login_user() if callable(login_user) else host
         self.name = name
         self.workdir = workdir
         self.stop_timeout = stop_timeout

@@ -77,8 +77,9 @@ class TestHost:
             raise AssertionError(f"admin command failed ({result.returncode}): {script}\n{result.stderr}")
         return result
 
-    def ssh(self, **overrides: Any) -> SSHHost:
-        """specsweep's SSHHost for this host, with the fixture's key and known_hosts."""
+    def ssh(self, user: str = "root", **overrides: Any) -> SSHHost:
+        """specsweep's SSHHost for this host (as ``user``: root, or one of testhost.sh's unprivileged logins
+        ``specsweep-sudo`` and ``specsweep-nosudo``), with the fixture's key and known_hosts."""
         options: dict[str, Any] = {
             "identity_file": self.key,
             "known_hosts": self.known_hosts,
@@ -87,7 +88,7 @@ class TestHost:
             "name": f"testhost{self.index}",
         }
         options.update(overrides)
-        return SSHHost(f"root@{self.guest_ip}", **options)
+        return SSHHost(f"{user}@{self.guest_ip}", **options)
 
 
 def _subnet_taken(index: int) -> bool:

@@ -12,7 +12,8 @@
 #   machine   specsweep-th<index>       netns   specsweep-th<index>      veth   ssth<index>h / ssth<index>g
 #   subnet    10.231.<100+index>.0/24   controller .1, guest .2
 # The pytest fixture (conftest.py) picks a free index with a lock file; by hand, pick one nobody uses.
-# Guest: root@<guest ip>, key <lab>/id_ed25519, its freshly made host key in <lab>/known_hosts.
+# Guest: root@<guest ip>, key <lab>/id_ed25519, its freshly made host key in <lab>/known_hosts. Two unprivileged
+# logins take the same key: specsweep-sudo (passwordless sudo) and specsweep-nosudo (no sudo at all).
 set -euo pipefail
 
 INDEX=${TESTHOST_INDEX:-0}
@@ -51,6 +52,7 @@ install_pkgs() {
   command -v systemd-nspawn >/dev/null || need+=(systemd-container)
   [[ -x /usr/sbin/sshd ]] || need+=(openssh-server)
   command -v ssh >/dev/null || need+=(openssh-client)
+  command -v sudo >/dev/null || need+=(sudo) # the guest overlays this machine's /: its sudo is this one
   ((${#need[@]})) || return 0
   log "installing ${need[*]}"
   apt-get update -qq
@@ -112,6 +114,19 @@ build_root() {
   rm -f "$E"/ssh/ssh_host_*
   ssh-keygen -q -t ed25519 -N '' -C "$NAME" -f "$E"/ssh/ssh_host_ed25519_key
   echo "$GUEST_IP $(cut -d' ' -f1,2 "$E"/ssh/ssh_host_ed25519_key.pub)" >"$KNOWN_HOSTS"
+  # The unprivileged logins of the sudo tests. Password '*': no password login, yet not "locked" (sshd without
+  # PAM refuses even key logins to an account whose password starts with '!', which is useradd's default).
+  local user
+  for user in specsweep-sudo specsweep-nosudo; do
+    chroot "$ROOT" useradd -m -s /bin/sh -p '*' "$user"
+    chroot "$ROOT" install -d -m 700 -o "$user" -g "$user" /home/"$user"/.ssh
+    install -m 600 "$KEY".pub "$ROOT"/home/"$user"/.ssh/authorized_keys
+    chroot "$ROOT" chown "$user:$user" /home/"$user"/.ssh/authorized_keys
+  done
+  if [[ -d $E/sudoers.d ]]; then
+    echo 'specsweep-sudo ALL=(ALL:ALL) NOPASSWD: ALL' >"$E"/sudoers.d/specsweep-sudo
+    chmod 440 "$E"/sudoers.d/specsweep-sudo
+  fi
   mkdir -p "$E"/ssh/sshd_config.d "$E"/systemd/system/multi-user.target.wants
   printf '%s\n' "ListenAddress $GUEST_IP" "HostKey /etc/ssh/ssh_host_ed25519_key" \
     "PermitRootLogin prohibit-password" "PasswordAuthentication no" "UseDNS no" "MaxStartups 50" "UsePAM no" \
