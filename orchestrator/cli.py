@@ -16,31 +16,61 @@ import threading
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from orchestrator import __version__
 from orchestrator.errors import SpecsweepError
 
 __all__ = ["app", "internal_error", "main"]
 
+
+def _no_flag_types(params: list[Any]) -> list[Any]:
+    """Flags take no value: give them an empty type column in ``--help`` (typer's rich help prints ``<bool>``
+    beside every flag, ``--help`` and ``--report/--no-report`` included, unless a metavar is set)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """Every specsweep command: typer's help, flags without a type."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_types(list(super().get_params(ctx)))
+
+
+class Group(TyperGroup):
+    """The ``specsweep`` group: typer's help, flags without a type."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_types(list(super().get_params(ctx)))
+
+
 app = typer.Typer(
     name="specsweep",
+    cls=Group,
     help=(
         "Sweep speculative-decoding configurations of an LLM server (SGLang, vLLM, llama.cpp, or the built-in "
         "simulator) over SSH and systemd, measure them under load, and compare them with their baselines."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion: shell completion for bash, zsh, fish and PowerShell.
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # One module per command, in the order ``--help`` lists them.
 COMMANDS = (
+    "init",
     "validate",
     "plan",
     "sweep",
+    "ls",
     "report",
     "compare",
     "playbook",
@@ -69,6 +99,9 @@ def _root(
 
 for _name in COMMANDS:
     importlib.import_module(f"orchestrator.commands.{_name}").register(app)
+for _info in app.registered_commands:
+    if _info.cls in (None, TyperCommand):
+        _info.cls = Command
 
 
 def main(argv: list[str] | None = None) -> None:

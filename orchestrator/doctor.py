@@ -100,12 +100,16 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
                 + ("; systemd changes need root (set sudo: auto and allow sudo -n)" if is_systemd else ""),
             )
         )
+    existing = getattr(service_spec, "kind", "") == "none"
     if is_systemd:
         _systemd_checks(service_spec, host, add)
+    elif existing:
+        _existing_checks(experiment, host, add)
     else:
         _process_checks(service_spec, host, add)
     _leftover_check(experiment, host, add)
-    _port_check(experiment, spec, host, service_spec, add)
+    if not existing:  # an existing server holds its port: that is the point
+        _port_check(experiment, spec, host, service_spec, add)
     _clock_check(host, add)
     _gpu_check(host, add)
 
@@ -150,6 +154,20 @@ def _systemd_checks(service_spec: Any, host: Host, add: Callable[[Check], None])
 
     for name, body in (("systemd", systemd), ("unit", unit_exists), ("drop-ins", writable), ("journal", journal)):
         _guard(add, name, body)
+
+
+def _existing_checks(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
+    """``service: {kind: none}``: the server must already run (it is measured as it is, never started)."""
+
+    def server() -> Check:
+        service = make_service(experiment, host)
+        state = service.state()
+        url = getattr(service, "url", experiment.server.url)
+        if state.running:
+            return Check("server", "ok", f"{url} answers; it is measured as it runs (kind none: never restarted)")
+        return Check("server", "fail", f"{url} does not answer ({state.describe()}); kind none never starts it")
+
+    _guard(add, "server", server)
 
 
 def _process_checks(service_spec: Any, host: Host, add: Callable[[Check], None]) -> None:

@@ -77,7 +77,8 @@ def points_table(analysis: Analysis, width: int) -> RenderableType:
     caption = (
         f"{statuses['ok']} points ok"
         + (f", {statuses['failed']} failed, {statuses['skipped']} skipped" if not all_ok else "")
-        + "; * baseline; findings: "
+        + ("; * baseline" if bool(frame["baseline"].astype(bool).any()) else "")
+        + "; findings: "
         f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes (report.md, checks.json)"
     )
     return fit_table(
@@ -95,7 +96,7 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
     and the runner-up with the margin; what the winner rule said (``basis``) is in the title."""
     best = analysis.best
     if best.empty:
-        return Text("best at each load: no successful point to rank", style="yellow")
+        return Text("best configuration at each load: no successful point to rank", style="yellow")
     pooled = best["host"].nunique() > 1
     bases = sorted({str(b) for b in best["basis"] if isinstance(b, str) and b != "only one point"})
     errors: dict[tuple[Any, Any, Any], list[str]] = {}
@@ -135,7 +136,7 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
             cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
         rows.append(cells)
     basis = f"; {', '.join(bases)}" if bases else ""
-    return fit_table(columns, rows, width, title=f"best at each load (by {analysis.metric}{basis})")
+    return fit_table(columns, rows, width, title=f"best configuration at each load (by {analysis.metric}{basis})")
 
 
 def how_made_lines(analysis: Analysis) -> list[str]:

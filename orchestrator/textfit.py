@@ -82,15 +82,21 @@ def fit_table(
 ) -> Table:
     """A rich Table of ``rows`` under ``columns`` that fits ``width`` without cutting a cell (module docstring).
 
-    ``sections``: row indexes after which a section ends (a blank line between groups of rows).
+    ``sections``: row indexes after which a section ends (a blank line between groups of rows). An optional
+    column with nothing in it (every cell empty or ``-``) is left out.
     """
     padding = 1
+    empty = {
+        i
+        for i, c in enumerate(columns)
+        if not c.required and rows and all(_text(r[i]).plain.strip() in ("", "-") for r in rows)
+    }
     natural = [max([plain_width(c.header), *(plain_width(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     narrow = [
         max([word_width(c.header), *(word_width(r[i]) for r in rows)]) if c.wrap else natural[i]
         for i, c in enumerate(columns)
     ]
-    keep = list(range(len(columns)))
+    keep = [i for i in range(len(columns)) if i not in empty]
 
     def needed(indexes: list[int], widths: list[int]) -> int:
         return sum(widths[i] for i in indexes) + _overhead(len(indexes), table_box, show_edge, padding)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,14 +23,33 @@ def _show(host: str, check: Check) -> None:
 
 
 def doctor(
-    file: Path = typer.Argument(..., help="The experiment file (YAML) whose hosts to check.", show_default=False),
+    file: Path = typer.Argument(
+        ..., metavar="FILE", help="The experiment file (YAML) whose hosts to check.", show_default=False
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print every host's checks as JSON (and nothing else)."),
 ) -> None:
     """Check SSH, sudo, systemd, the unit, the journal, the port, the clock and GPUs on every host.
     Exit 0 when nothing failed (warnings allowed), 1 otherwise."""
     from orchestrator.doctor import run_doctor
 
-    reports = run_doctor(load_experiment(file), progress=_show)
+    reports = run_doctor(load_experiment(file), progress=None if as_json else _show)
     failed = [r.host for r in reports if not r.ok]
+    if as_json:
+        payload = {
+            "ok": not failed,
+            "hosts": [
+                {
+                    "host": r.host,
+                    "ok": r.ok,
+                    "checks": [{"name": c.name, "status": c.status, "detail": c.detail} for c in r.checks],
+                }
+                for r in reports
+            ],
+        }
+        typer.echo(json.dumps(payload, indent=2))
+        if failed:
+            raise typer.Exit(1)
+        return
     if failed:
         console.print(f"[red]{len(failed)} host(s) not ready:[/red] {', '.join(failed)}", highlight=False)
         raise typer.Exit(1)

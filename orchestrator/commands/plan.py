@@ -4,69 +4,114 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
+from rich.console import RenderableType
+from rich.markup import escape
+from rich.text import Text
 
 from orchestrator.console import console
 from orchestrator.durations import format_duration
 from orchestrator.experiment import load_experiment
 from orchestrator.plan import Plan, build_plan
+from orchestrator.textfit import Column, fit_table
+
+if TYPE_CHECKING:
+    from orchestrator.eta import EtaHistory
 
 
-def render_plan(plan: Plan) -> Table:
-    table = Table(title=f"plan: {plan.experiment}", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("deployment")
-    table.add_column("variant")
-    table.add_column("parameters")
-    table.add_column("load points", justify="right")
-    table.add_column("est.", justify="right")
+def learned_eta(plan: Plan, history: EtaHistory) -> float:
+    """The plan's ETA with what earlier runs taught (:mod:`orchestrator.eta`): their cost per deployment and
+    their measured/estimated point time, where known, in place of the experiment's guesses."""
+    per_deployment = history.deployment_seconds
+    scale = history.point_scale if history.point_scale is not None else 1.0
+    total = 0.0
+    for dep in plan.deployments:
+        total += per_deployment if per_deployment is not None else dep.expected_load_seconds
+        total += scale * sum(p.estimated_seconds for p in dep.load_points)
+    return total
+
+
+def render_plan(plan: Plan, history: EtaHistory | None = None, width: int = 80) -> RenderableType:
+    """One row per deployment (one restart each), fitted to ``width``: the configuration is never cut."""
+    columns = [
+        Column("#", required=True),
+        Column("configuration", "left", required=True, wrap=True),
+        Column("load points", "left", priority=80, wrap=True),
+        Column("est.", required=True),
+        Column("deployment", "left", priority=10),
+    ]
+    rows = []
     for index, dep in enumerate(plan.deployments, 1):
-        params = ", ".join(f"{k}={v}" for k, v in dep.params.items()) or "-"
-        variant = dep.variant + (" (baseline)" if dep.baseline else "")
+        label = dep.label + (" *" if dep.baseline else "")
         if dep.aliases:
-            variant += " = " + ", ".join(a.variant for a in dep.aliases)
+            label += " = " + ", ".join(a.variant for a in dep.aliases)
         points = ", ".join(p.label for p in dep.load_points)
-        table.add_row(
-            str(index),
-            dep.id,
-            variant,
-            params,
-            f"{len(dep.load_points)}: {points}",
-            format_duration(dep.estimated_seconds()),
+        rows.append(
+            [
+                str(index),
+                Text(label),
+                f"{len(dep.load_points)}: {escape(points)}",
+                format_duration(dep.estimated_seconds()),
+                dep.id,
+            ]
         )
     totals = plan.totals()
-    table.caption = (
+    eta = f"ETA {format_duration(totals['eta_seconds'])}"
+    if history is not None and history.known:
+        eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the file's guesses: {eta})"
+    caption = (
         f"{totals['deployments']} deployments, {totals['load_points']} load points, {totals['restarts']} restarts, "
-        f"ETA {format_duration(totals['eta_seconds'])}"
+        f"{eta}; * baseline"
     )
-    table.caption_justify = "left"
-    return table
+    return fit_table(columns, rows, width, title=f"plan: {escape(plan.experiment)}", caption=caption)
 
 
 def plan(
-    file: Path = typer.Argument(..., help="Experiment file (YAML).", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE", help="Experiment file (YAML).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON (deployments and totals)."),
     baselines_from: str | None = typer.Option(
         None, "--baselines-from", metavar="RUN_DIR|latest", help="Show the plan with baselines reused from a run."
     ),
-    results: Path = typer.Option(Path("results"), "--results", help="Where runs are looked up for 'latest'."),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        help="Where earlier runs are looked up (for latest and the ETA); default: the experiment's results_dir, "
+        "$SPECSWEEP_RESULTS, else results/ beside the file.",
+        show_default=False,
+    ),
 ) -> None:
     """Show the deployments (one restart each), their load points, the restart count and the ETA.
 
     With baselines to reuse (``baselines_from`` in the file, or ``--baselines-from``), the reused points are
-    left out, and each baseline that cannot be reused says why.
+    left out, and each baseline that cannot be reused says why. With earlier runs of the experiment, the ETA is
+    the one they teach (their time per deployment and per point).
     """
     from orchestrator.baselines import baselines_source, reuse_baselines
+    from orchestrator.eta import eta_history
+    from orchestrator.runref import results_root
 
     experiment = load_experiment(file)
+    root = results_root(results, experiment)
     the_plan = build_plan(experiment)
-    source = baselines_source(experiment, baselines_from, results)
+    source = baselines_source(experiment, baselines_from, root)
     reuse = reuse_baselines(experiment, the_plan, source) if source is not None else None
     shown = reuse.plan if reuse is not None else the_plan
+    history = eta_history(root, experiment.name)
     if as_json:
         data = shown.to_json_dict()
+        data["results_root"] = str(root)
+        data["eta_learned"] = (
+            {
+                "eta_seconds": round(learned_eta(shown, history), 1),
+                "runs": history.runs,
+                "deployment_seconds": history.deployment_seconds,
+                "point_scale": history.point_scale,
+            }
+            if history.known
+            else None
+        )
         if reuse is not None:
             data["baselines_from"] = {
                 "run_dir": str(source),
@@ -77,7 +122,7 @@ def plan(
             }
         typer.echo(json.dumps(data, indent=2))
         return
-    console.print(render_plan(shown))
+    console.print(render_plan(shown, history, console.width))
     if reuse is not None:
         console.print(
             f"baselines from {source}: {len(reuse.records)} point(s) reused, "

@@ -98,7 +98,7 @@ def _dry_run(program: Any) -> None:
 
 
 def playbook(
-    file: Path = typer.Argument(..., help="The playbook file (YAML).", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE", help="The playbook file (YAML).", show_default=False),
     experiment: Path | None = typer.Option(
         None, "--experiment", "-e", help="Experiment file to run on (default: the one the playbook names)."
     ),
@@ -106,7 +106,12 @@ def playbook(
         [], "--var", metavar="NAME=VALUE", help="Set one of the experiment's vars (repeatable)."
     ),
     host: str | None = typer.Option(None, "--host", help="Which host of the experiment (default: the first)."),
-    results: Path = typer.Option(Path("results"), "--results", help="Where run directories are created."),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        help="Where run directories are created (default: as a sweep of the playbook's experiment would).",
+        show_default=False,
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and print the steps; touch nothing."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress; print the outcomes only."),
     as_json: bool = typer.Option(False, "--json", help="Print expectations.json's content at the end."),
@@ -118,8 +123,10 @@ def playbook(
     """
     from orchestrator.playbooks import PlaybookOptions, prepare, run_playbook
     from orchestrator.runner import StopSignal
+    from orchestrator.runref import results_root
 
     program = prepare(file, experiment_file=experiment, variables=_variables(var), host=host)
+    root = results_root(results, program.experiment)
     if dry_run:
         _dry_run(program)
         return
@@ -134,9 +141,9 @@ def playbook(
     try:
         if observer is not None:
             with observer.progress:
-                result = run_playbook(program, PlaybookOptions(results_root=results), observer=observer, stop=stop)
+                result = run_playbook(program, PlaybookOptions(results_root=root), observer=observer, stop=stop)
         else:
-            result = run_playbook(program, PlaybookOptions(results_root=results), stop=stop)
+            result = run_playbook(program, PlaybookOptions(results_root=root), stop=stop)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

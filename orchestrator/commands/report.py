@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.console import RenderableType
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from orchestrator.console import console, err_console
+from orchestrator.textfit import Column, fit_table
 
 if TYPE_CHECKING:  # matplotlib and pandas load only when a report is built
     from orchestrator.report import ReportResult
@@ -19,53 +21,58 @@ if TYPE_CHECKING:  # matplotlib and pandas load only when a report is built
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
-def render_findings(result: ReportResult) -> Table:
+def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
     from orchestrator.report import tables
 
     counts = result.counts
-    table = Table(
-        title=f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)",
-        title_justify="left",
-    )
-    table.add_column("severity")
-    table.add_column("check")
-    table.add_column("where")
-    table.add_column("what", overflow="fold")
-    for group in tables.group_findings(result.analysis.findings):
-        table.add_row(
-            f"[{_STYLE[group.severity]}]{group.severity}[/]",
-            escape(group.check),
-            escape(group.where),
-            escape(group.message),
-        )
-    return table
+    columns = [
+        Column("severity", "left", required=True),
+        Column("check", "left", required=True),
+        Column("where", "left", required=True, wrap=True),
+        Column("what", "left", required=True, wrap=True),
+    ]
+    rows = [
+        [f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)]
+        for g in tables.group_findings(result.analysis.findings)
+    ]
+    title = f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    return fit_table(columns, rows, width, title=title)
 
 
-def render_winners(result: ReportResult) -> Table:
-    from orchestrator.report import tables
+def render_winners(result: ReportResult, width: int = 80) -> RenderableType:
+    from orchestrator.summary import best_table
 
-    frame = tables.formatted(tables.winners_table(result.analysis))
-    table = Table(title="best configuration at each load", title_justify="left")
-    for column in frame.columns:
-        table.add_column(str(column), justify="left" if column in ("load", "best configuration", "host") else "right")
-    for row in frame.itertuples(index=False):
-        table.add_row(*[escape(str(v)) for v in row])
-    return table
+    return best_table(result.analysis, width)
 
 
 def report(
-    run_dir: Path = typer.Argument(..., help="A run directory (results/<experiment>/<run id>).", show_default=False),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write the report here instead of into RUN_DIR."),
+    run: str = typer.Argument(
+        ...,
+        metavar="RUN",
+        help="A run directory (results/<experiment>/<run id>), latest, latest~N, EXPERIMENT/latest, or an "
+        "experiment file (its latest run).",
+        show_default=False,
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the report here instead of into the run."),
+    open_it: bool = typer.Option(False, "--open", help="Open report.html in the web browser ($BROWSER) once written."),
+    results: Path | None = typer.Option(
+        None, "--results", help="Where runs are looked up for latest (default: $SPECSWEEP_RESULTS, else ./results)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the files written and the findings as JSON."),
     strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when any check reports an error."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only where the report is."),
 ) -> None:
     """Build the report of a run from its run directory alone: findings first, then winners, figures, tables."""
     from orchestrator.report import build_report
+    from orchestrator.runref import resolve_run
 
+    run_dir = resolve_run(run, results)
     result = build_report(run_dir, out_dir=out, progress=None if quiet or as_json else _progress)
+    if open_it:
+        _open(result.files["report.html"])
     if as_json:
         payload = {
+            "run_dir": str(run_dir),
             "run_id": result.analysis.run_id,
             "experiment": result.analysis.experiment_name,
             "files": {name: str(path) for name, path in result.files.items()},
@@ -78,16 +85,27 @@ def report(
         typer.echo(str(result.files["report.html"]))
     else:
         if result.analysis.findings:
-            console.print(render_findings(result))
+            console.print(render_findings(result, console.width))
         else:
             console.print("[green]no findings: every check passed[/]")
         if not result.analysis.best.empty:
-            console.print(render_winners(result))
+            console.print(render_winners(result, console.width))
         console.print(
-            f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)"
+            f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)",
+            soft_wrap=True,
         )
     if strict and result.counts["error"]:
         raise typer.Exit(1)
+
+
+def _open(page: Path) -> None:
+    """Open ``page`` in the user's web browser (Python's webbrowser: $BROWSER, else the desktop's default)."""
+    import webbrowser
+
+    from orchestrator.errors import SpecsweepError
+
+    if not webbrowser.open(page.resolve().as_uri()):
+        raise SpecsweepError(f"no web browser could open {page} (set $BROWSER to the command that opens a URL)")
 
 
 def _progress(message: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,17 +28,35 @@ def _show(outcome: RestoreOutcome) -> None:
 
 
 def restore(
-    file: Path = typer.Argument(..., help="The experiment file (YAML) whose hosts to restore.", show_default=False),
+    file: Path = typer.Argument(
+        ..., metavar="FILE", help="The experiment file (YAML) whose hosts to restore.", show_default=False
+    ),
     break_lock: bool = typer.Option(
         False, "--break-lock", help="Also break a lock held by a run that cannot be proven dead."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only report what would be restored."),
+    as_json: bool = typer.Option(False, "--json", help="Print what was found and done on each host as JSON."),
 ) -> None:
     """Undo the configuration changes and locks a killed run left behind. Exit 1 if a host could not be
     restored."""
     from orchestrator.services.restore import restore_experiment
 
-    outcomes = restore_experiment(load_experiment(file), break_lock=break_lock, dry_run=dry_run, progress=_show)
+    outcomes = restore_experiment(
+        load_experiment(file), break_lock=break_lock, dry_run=dry_run, progress=None if as_json else _show
+    )
+    if as_json:
+        payload = [
+            {
+                "host": o.host,
+                "service": o.service,
+                "found": o.leftover.describe() if o.leftover is not None else None,
+                "restored": o.restored,
+                "error": o.error,
+                "summary": o.summary,
+            }
+            for o in outcomes
+        ]
+        typer.echo(json.dumps({"dry_run": dry_run, "hosts": payload}, indent=2))
     if any(o.error for o in outcomes):
         raise typer.Exit(1)
 

@@ -25,7 +25,7 @@ EXIT_STOPPED = 4
 
 
 def sweep(
-    file: Path = typer.Argument(..., help="Experiment file (YAML).", show_default=False),
+    file: Path = typer.Argument(..., metavar="FILE", help="Experiment file (YAML).", show_default=False),
     resume: str | None = typer.Option(
         None,
         "--resume",
@@ -48,7 +48,13 @@ def sweep(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
     ),
-    results: Path = typer.Option(Path("results"), "--results", help="Where run directories are created."),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        help="Where run directories are created (default: the experiment's results_dir, else $SPECSWEEP_RESULTS, "
+        "else results/ beside the experiment file).",
+        show_default=False,
+    ),
     baselines_from: str | None = typer.Option(
         None,
         "--baselines-from",
@@ -73,8 +79,10 @@ def sweep(
     run; 2 a bad experiment file; 130 interrupted.
     """
     from orchestrator.runner import StopSignal, SweepOptions, run_sweep
+    from orchestrator.runref import results_root
 
     experiment = load_experiment(file)
+    root = results_root(results, experiment)
     if dry_run:
         from orchestrator.dryrun import describe_plan
 
@@ -96,7 +104,7 @@ def sweep(
             result = run_sweep(
                 experiment,
                 SweepOptions(
-                    results_root=results,
+                    results_root=root,
                     resume=resume,
                     retry_failed=retry_failed,
                     break_lock=break_lock,
