@@ -1,0 +1,196 @@
+"""Launchers whose slots are hosts: this machine, or a pool of hosts reached over SSH.
+
+A :class:`HostSlot` is one host and the experiment's service on it (systemd drop-in or unit, a plain process,
+or any kind :func:`orchestrator.services.make_service` builds): ``open`` connects, takes the service's lock,
+undoes what a killed run left (its marker) and refuses a server URL that something else already answers;
+``launch`` applies the deployment (one restart) and waits until the server is healthy
+(:func:`orchestrator.health.wait_until_healthy`: the unit's state and the health paths together, failing fast
+with the log's evidence); ``close`` restores the service, releases the lock and closes the connection. The
+server stays up between deployments: the next ``launch`` restarts it with the next configuration.
+
+:class:`LocalLauncher` is one slot on this machine; :class:`SSHPoolLauncher` one slot per host of the
+experiment (``hosts:``), each host its own target, so each measures the baselines itself and the other
+deployments go to whichever host is free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import httpx
+
+from orchestrator.errors import ServiceError, SpecsweepError
+from orchestrator.health import wait_until_healthy
+from orchestrator.hosts import connect_host
+from orchestrator.launchers.base import HealthCallback
+from orchestrator.services import make_service
+
+if TYPE_CHECKING:
+    from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
+    from orchestrator.hosts.base import Host
+    from orchestrator.plan import Deployment
+    from orchestrator.services.base import Service
+
+__all__ = ["HEALTH_POLL_SECONDS", "HostLauncher", "HostServer", "HostSlot", "LocalLauncher", "SSHPoolLauncher"]
+
+#: At most this long between health polls: noticing a ready server is the largest orchestration cost of a
+#: sweep (every restart pays it); half a second keeps ready -> noticed under 1 s, one ``systemctl show`` and a
+#: GET or two per poll.
+HEALTH_POLL_SECONDS = 0.5
+
+
+def _tail(service: Service, lines: int) -> list[str]:
+    try:
+        return list(service.logs_tail(lines))
+    except SpecsweepError as exc:
+        return [f"(could not read the server log: {exc})"]
+
+
+class HostServer:
+    """A healthy deployment on a host: its URL and its service (the log window source)."""
+
+    def __init__(self, url: str, service: Service) -> None:
+        self.url = url
+        self._service = service
+
+    @property
+    def logs(self) -> Service:
+        return self._service
+
+    def alive(self) -> bool:
+        try:
+            return bool(self._service.state().running)
+        except SpecsweepError:
+            return False
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        return _tail(self._service, lines)
+
+    def release(self) -> None:
+        """Nothing: the next launch on the host replaces this configuration, and the slot's close restores it."""
+
+
+class HostSlot:
+    """One host and the experiment's service on it (see the module docstring)."""
+
+    def __init__(
+        self, experiment: Experiment, spec: SSHHostSpec | LocalHostSpec, *, lock_label: str, break_lock: bool = False
+    ) -> None:
+        self.experiment = experiment
+        self.spec = spec
+        self.name = spec.display_name
+        self.url = experiment.server_url(spec)
+        self.lock_label = lock_label
+        self.break_lock = break_lock
+        self.host: Host | None = None
+        self.service: Service | None = None
+
+    def open(self, recovered: Callable[[str], None]) -> None:
+        self.host = connect_host(self.spec)
+        service = make_service(self.experiment, self.host)
+        service.lock(self.lock_label, break_lock=self.break_lock)
+        # Only once the lock is ours may close() touch the service: a run refused by the lock must never undo
+        # (stop, reconfigure) what the run holding it applied.
+        self.service = service
+        leftovers = service.recover()
+        if leftovers:
+            recovered(str(leftovers))
+        self._check_port_free(service)
+
+    def _check_port_free(self, service: Service) -> None:
+        """Refuse to start when something that is not our server already answers at the server URL.
+
+        Otherwise a stray server on the port would pass every health check while ours fails to bind, and its
+        numbers would be recorded as ours.
+        """
+        if service.state().running:
+            return
+        api_key = self.experiment.server.api_key_value
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        path = self.experiment.health_paths[0]
+        try:
+            response = httpx.get(self.url + path, timeout=2.0, headers=headers)
+        except httpx.HTTPError:
+            return
+        raise ServiceError(
+            f"{self.name}: {self.url}{path} already answers (HTTP {response.status_code}) although the service is "
+            "not running: another process serves that port; stop it or change the port in the experiment"
+        )
+
+    def _service(self) -> Service:
+        if self.service is None:
+            raise ServiceError(f"{self.name}: the slot is not open")
+        return self.service
+
+    def launch(self, deployment: Deployment, *, progress: HealthCallback | None, stop: threading.Event) -> HostServer:
+        service = self._service()
+        service.apply(deployment)
+        exp = self.experiment
+        wait_until_healthy(
+            service,
+            self.url,
+            exp.health_paths,
+            exp.server.ready_timeout,
+            api_key=exp.server.api_key_value,
+            progress=progress,
+            stop=stop,
+            poll_interval=HEALTH_POLL_SECONDS,
+        )
+        return HostServer(self.url, service)
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        if self.service is None:
+            return []
+        return _tail(self.service, lines)
+
+    def close(self) -> bool:
+        service, host = self.service, self.host
+        self.service, self.host = None, None
+        if service is None:
+            if host is not None:
+                with contextlib.suppress(Exception):
+                    host.close()
+            return False
+        try:
+            service.restore()
+        finally:
+            with contextlib.suppress(SpecsweepError):
+                service.unlock()
+            if host is not None:
+                with contextlib.suppress(Exception):
+                    host.close()
+        return True
+
+
+class HostLauncher:
+    """One slot per host of ``specs``, each running one deployment at a time."""
+
+    kind = "hosts"
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        specs: Sequence[SSHHostSpec | LocalHostSpec],
+        *,
+        lock_label: str,
+        break_lock: bool = False,
+    ) -> None:
+        self._slots = [HostSlot(experiment, spec, lock_label=lock_label, break_lock=break_lock) for spec in specs]
+
+    def slots(self) -> list[HostSlot]:
+        return list(self._slots)
+
+
+class LocalLauncher(HostLauncher):
+    """This machine: one slot, the service run by this user (a process) or this machine's systemd."""
+
+    kind = "local"
+
+
+class SSHPoolLauncher(HostLauncher):
+    """A pool of hosts (SSH, or this machine among them): one slot per host."""
+
+    kind = "ssh"
