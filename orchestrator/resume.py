@@ -32,13 +32,21 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import StoreError
 from orchestrator.identity import experiment_file, host_identities, resolved_experiment
-from orchestrator.store import RunStore, run_directories
+from orchestrator.store import Record, ResumeState, RunStore, run_directories
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
     from orchestrator.plan import Plan
 
-__all__ = ["ResumeCheck", "compare_run", "experiment_file", "find_resumable", "host_identities", "open_for_resume"]
+__all__ = [
+    "ResumeCheck",
+    "compare_run",
+    "experiment_file",
+    "find_resumable",
+    "host_identities",
+    "open_for_resume",
+    "resume_run",
+]
 
 #: Keys (dotted prefixes) whose change alters no measurement.
 IGNORED = (
@@ -160,10 +168,20 @@ class ResumeCheck:
         return shown
 
 
-def compare_run(experiment: Experiment, plan: Plan, store: RunStore) -> ResumeCheck:
-    """Compare the run in ``store`` with ``experiment`` and its ``plan`` (see the module docstring)."""
+def compare_run(
+    experiment: Experiment,
+    plan: Plan,
+    store: RunStore,
+    *,
+    latest: dict[tuple[str, str], Record] | None = None,
+    resolved: dict[str, Any] | None = None,
+) -> ResumeCheck:
+    """Compare the run in ``store`` with ``experiment`` and its ``plan`` (see the module docstring).
+
+    ``latest`` (the run's last record of each point) and ``resolved`` (the current experiment resolved) are
+    read or computed here unless the caller already has them."""
     old = _normalized(store.experiment())
-    new = resolved_experiment(experiment)
+    new = resolved if resolved is not None else resolved_experiment(experiment)
     check = ResumeCheck()
     flat_old, flat_new = _flatten(old), _flatten(new)
     cosmetic = False
@@ -184,7 +202,8 @@ def compare_run(experiment: Experiment, plan: Plan, store: RunStore) -> ResumeCh
     stored_plan = store.plan()
     known = {p.get("id") for d in stored_plan.get("deployments", []) for p in d.get("load_points", [])}
     current = {p.id for d in plan.deployments for p in d.load_points}
-    latest = store.latest_records()
+    if latest is None:
+        latest = store.latest_records()
     check.finished = len(latest)
     check.affected = set(latest) if check.everything else {k for k in latest if k[1] not in current}
     check.new_points = len(current - known)
@@ -204,9 +223,27 @@ def open_for_resume(
     one line with what changed) a run the experiment no longer matches unless ``redo_changed``; with it,
     the affected records are superseded and the stored configuration replaced. The run is left as found
     when refused."""
+    store, check, _state = resume_run(experiment, plan, ref, results_root, redo_changed=redo_changed)
+    return store, check
+
+
+def resume_run(
+    experiment: Experiment,
+    plan: Plan,
+    ref: str,
+    results_root: str | Path,
+    *,
+    redo_changed: bool = False,
+    retry_failed: bool = False,
+    resolved: dict[str, Any] | None = None,
+) -> tuple[RunStore, ResumeCheck, ResumeState]:
+    """:func:`open_for_resume`, and what the run holds (:class:`~orchestrator.store.ResumeState`, its
+    records read once, superseded ones already taken out) for the loop that continues it."""
+    resolved = resolved if resolved is not None else resolved_experiment(experiment)
     path = find_resumable(experiment, results_root) if ref == "latest" else Path(ref)
     store = RunStore.open(path)
-    check = compare_run(experiment, plan, store)
+    state = store.read_state(retry_failed=retry_failed)
+    check = compare_run(experiment, plan, store, latest=state.latest, resolved=resolved)
     if check.changed and not redo_changed:
         affected = (
             f"{len(check.affected)} of its {check.finished} finished point(s) were measured with what changed"
@@ -221,7 +258,8 @@ def open_for_resume(
     if check.changed or check.cosmetic:
         if check.affected:
             store.supersede(check.affected, "the experiment changed: " + check.describe())
-        store.replace_configuration(resolved_experiment(experiment), plan.to_json_dict())
+            state.supersede(check.affected)
+        store.replace_configuration(resolved, plan.to_json_dict())
         if check.changed:
             store.event(
                 "resume_changed",
@@ -230,5 +268,5 @@ def open_for_resume(
                 new_points=check.new_points,
             )
     if store.info.experiment_file is None or not store.info.hosts:
-        store.set_origin(experiment_file(experiment), host_identities(resolved_experiment(experiment)))
-    return store, check
+        store.set_origin(experiment_file(experiment), host_identities(resolved))
+    return store, check, state

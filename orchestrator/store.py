@@ -33,8 +33,8 @@ import re
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -48,6 +48,7 @@ from orchestrator.errors import SchemaVersionError, StoreError
 __all__ = [
     "RUN_SCHEMA_VERSION",
     "Record",
+    "ResumeState",
     "RunInfo",
     "RunState",
     "RunStore",
@@ -155,6 +156,69 @@ class SkippedLine:
     line_number: int
     reason: str
     text: str
+
+
+@dataclass
+class ResumeState:
+    """What a run directory holds when a run opens, read once, and kept up to date in memory as the run goes.
+
+    ``latest``: the last record of each (host, point id), in order of first appearance (what the run's
+    figures and counts read); ``attempts``: the highest attempt of each (host, point id), superseded records
+    included, so a point measured again never reuses an earlier attempt's number or window file; ``final``:
+    the (host, point id) pairs not to run again, ``ok`` ones, and ``failed`` ones unless ``retry_failed``.
+    A new run starts from :meth:`empty`; :meth:`add` takes every record the run appends.
+    """
+
+    latest: dict[tuple[str, str], Record] = field(default_factory=dict)
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)
+    final: set[tuple[str, str]] = field(default_factory=set)
+    retry_failed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def empty(cls, *, retry_failed: bool = False) -> ResumeState:
+        return cls(retry_failed=retry_failed)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Record], superseded: Iterable[Record] = (), *, retry_failed: bool = False
+    ) -> ResumeState:
+        state = cls(retry_failed=retry_failed)
+        for record in superseded:
+            state._count(record)
+        for record in records:
+            state.latest[record.key] = record
+            state._count(record)
+        final_statuses = {"ok"} if retry_failed else {"ok", "failed"}
+        state.final = {key for key, rec in state.latest.items() if rec.status in final_statuses}
+        return state
+
+    def _count(self, record: Record) -> None:
+        self.attempts[record.key] = max(self.attempts.get(record.key, 0), record.attempt)
+
+    def add(self, record: Record) -> None:
+        """A record this run appended to the store: the last of its point, and final (a point that failed
+        again is not retried twice in one run)."""
+        with self._lock:
+            self.latest.pop(record.key, None)  # the order of first appearance stays the store's
+            self.latest[record.key] = record
+            self._count(record)
+            if record.status != "skipped":
+                self.final.add(record.key)
+
+    def supersede(self, keys: set[tuple[str, str]]) -> None:
+        """The records of ``keys`` left the run (``RunStore.supersede``); their attempts still count."""
+        with self._lock:
+            for key in keys:
+                self.latest.pop(key, None)
+                self.final.discard(key)
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        """The attempt number the next record of (host, point id) carries (and it is now taken)."""
+        with self._lock:
+            key = (host, point_id)
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            return self.attempts[key]
 
 
 def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
@@ -602,6 +666,11 @@ class RunStore:
         """(host, point id) pairs a resume must not run again: ``ok``, or ``failed`` unless retrying them."""
         final_statuses = {"ok"} if retry_failed else {"ok", "failed"}
         return {key for key, rec in self.latest_records().items() if rec.status in final_statuses}
+
+    def read_state(self, *, retry_failed: bool = False) -> ResumeState:
+        """What the run holds, for a run that continues it: ``records.jsonl`` and ``superseded.jsonl`` read
+        once each (:class:`ResumeState`)."""
+        return ResumeState.from_records(self.records(), self.superseded_records(), retry_failed=retry_failed)
 
     def next_attempt(self, host: str, point_id: str) -> int:
         """The attempt number a new record of (host, point id) should carry."""
