@@ -9,7 +9,14 @@ from __future__ import annotations
 from orchestrator.experiment import Experiment, SystemdServiceSpec
 from orchestrator.plan import build_plan
 from orchestrator.quoting import shell_join, split_command
-from orchestrator.services.systemd import DROPIN_NAME, UNIT_DIR, render_dropin, render_unit
+from orchestrator.services.secrets import reference
+from orchestrator.services.systemd import (
+    DROPIN_NAME,
+    UNIT_DIR,
+    render_dropin,
+    render_unit,
+    secret_environment_file,
+)
 
 __all__ = ["describe_plan"]
 
@@ -24,24 +31,33 @@ def describe_plan(experiment: Experiment) -> str:
         "# nothing below has been run",
         "",
     ]
+    secrets = service.secrets or {}
     for index, deployment in enumerate(plan.deployments, 1):
         out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
         if isinstance(service, SystemdServiceSpec):
             unit = service.unit
+            env_file = secret_environment_file(unit) if secrets else None
+            if env_file is not None:
+                where = ", ".join(f"{k} ({v.describe()})" for k, v in secrets.items())
+                out.append(f"write {env_file} (mode 0600; the values of {where}, never shown)")
             if service.mode == "unit":
                 path = f"{UNIT_DIR}/{unit}"
-                text = render_unit(service.unit_file, deployment)
+                text = render_unit(service.unit_file, deployment, environment_file=env_file)
                 out.append(f"write {path} (the original is backed up and restored byte for byte):")
             else:
                 path = f"{UNIT_DIR}/{unit}.d/{DROPIN_NAME}"
-                text = render_dropin(deployment)
+                text = render_dropin(deployment, secrets=list(secrets), environment_file=env_file)
                 out.append(f"write {path}:")
             out.extend("    " + line for line in text.rstrip("\n").splitlines())
             out.append("run: systemctl daemon-reload")
             out.append(f"run: systemctl restart {unit}")
         else:
             argv = split_command(deployment.command or "", what="the process command")
+            argv = [f"${{{name}}}" if (name := reference(w, secrets)) else w for w in argv]
             env = [f"{k}={v}" for k, v in deployment.environment.items()]
+            if secrets:
+                where = ", ".join(f"{k} ({v.describe()})" for k, v in secrets.items())
+                out.append(f"pass {where} through the server's environment only (a 0600 file, removed at start)")
             out.append("stop the previous server process group, then start in its own session:")
             out.append("    " + shell_join(["env", "--", *env, *argv]))
         out.append(

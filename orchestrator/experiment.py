@@ -46,6 +46,7 @@ __all__ = [
     "ProcessServiceSpec",
     "RegexParserSpec",
     "SSHHostSpec",
+    "SecretSource",
     "ServerSpec",
     "ServiceSpec",
     "SystemdServiceSpec",
@@ -156,6 +157,108 @@ class LocalHostSpec(_Strict):
 HostSpec = Annotated[SSHHostSpec | LocalHostSpec, Field(discriminator="kind")]
 
 
+#: The longest secret value read (an API key or a token is far shorter; a whole file read by mistake is not).
+MAX_SECRET_BYTES = 65536
+
+
+class SecretSource(_Strict):
+    """A secret, named where it is and read on the controller, never written into the experiment:
+    ``{secret_env: NAME}`` (a variable of the controller's environment) or ``{secret_file: PATH}`` (a file's
+    content, its trailing newline dropped; ``~`` and paths relative to the experiment file resolve as for
+    prompts).
+
+    Only the reference is kept in the resolved experiment (``experiment.yaml``) and the plan. The value is read
+    by :func:`load_experiment` (so ``validate`` refuses a secret that cannot be read, with the reference, never
+    the value) into a :class:`~pydantic.SecretStr`, and reaches the server alone: see
+    :mod:`orchestrator.services.secrets`.
+    """
+
+    secret_env: str | None = None
+    secret_file: str | None = None
+
+    _value: SecretStr | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SecretSource:
+        if (self.secret_env is None) == (self.secret_file is None):
+            raise ValueError("a secret is either {secret_env: NAME} or {secret_file: PATH}")
+        if self.secret_env is not None and not _ENV_NAME.fullmatch(self.secret_env):
+            raise ValueError(
+                f"secret_env must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), got {self.secret_env!r}"
+            )
+        _no_control(self.secret_file, "a secret file path")
+        return self
+
+    def describe(self) -> str:
+        """Where the value comes from, for plans, messages and identities (never the value)."""
+        return f"${self.secret_env}" if self.secret_env is not None else f"file {self.secret_file}"
+
+    @property
+    def value(self) -> SecretStr | None:
+        """The value once read (:meth:`read`), else None."""
+        return self._value
+
+    def read(self, base: Path | None = None) -> SecretStr:
+        """Read the value from the controller's environment or file; ValueError says why not (never quoting it)."""
+        import os
+
+        if self.secret_env is not None:
+            text = os.environ.get(self.secret_env)
+            if text is None:
+                raise ValueError(f"the secret ${self.secret_env} is not set in the controller's environment")
+        else:
+            path = Path(str(self.secret_file)).expanduser()
+            if not path.is_absolute() and base is not None:
+                path = base / path
+            try:
+                raw = path.read_bytes()[: MAX_SECRET_BYTES + 2]
+            except OSError as exc:
+                raise ValueError(f"cannot read the secret file {path}: {exc.strerror or exc}") from None
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"the secret file {path} is not UTF-8 text") from None
+            text = text.removesuffix("\n").removesuffix("\r")
+        where = self.describe()
+        if not text:
+            raise ValueError(f"the secret {where} is empty")
+        if len(text.encode()) > MAX_SECRET_BYTES:
+            raise ValueError(f"the secret {where} is longer than {MAX_SECRET_BYTES} bytes")
+        if any(ch in "\0\n\r" or "\ud800" <= ch <= "\udfff" for ch in text):
+            raise ValueError(f"the secret {where} holds a NUL, a line break or a lone surrogate: one line of text only")
+        self._value = SecretStr(text)
+        return self._value
+
+
+def _split_secrets(data: Any) -> Any:
+    """A service mapping with its ``environment`` entries that are secret references moved to ``secrets`` (the
+    resolved experiment keeps them there); plain values stay."""
+    if not isinstance(data, dict) or not isinstance(data.get("environment"), dict):
+        return data
+    environment = data["environment"]
+    moved = {k: v for k, v in environment.items() if isinstance(v, dict)}
+    if not moved:
+        return data
+    secrets = data.get("secrets")
+    secrets = dict(secrets) if isinstance(secrets, dict) else {}
+    for key in moved:
+        if key in secrets:
+            raise ValueError(f"secret {key!r} is given twice (in environment and in secrets)")
+    return {
+        **data,
+        "environment": {k: v for k, v in environment.items() if k not in moved},
+        "secrets": {**secrets, **moved},
+    }
+
+
+def _check_secret_names(secrets: dict[str, SecretSource] | None, environment: dict[str, str]) -> None:
+    for key in secrets or {}:
+        if not _ENV_NAME.fullmatch(key):
+            raise ValueError(f"environment variable name {key!r} is not valid (letters, digits, _)")
+        if key in environment:
+            raise ValueError(f"{key!r} is both a plain environment value and a secret")
+
+
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for key in env:
         if not _ENV_NAME.fullmatch(key):
@@ -170,8 +273,16 @@ class SystemdServiceSpec(_Strict):
     unit: str
     exec_start: str | None = None
     environment: dict[str, str] = Field(default_factory=dict)
+    #: Environment values read on the controller (SecretSource), passed through a 0600 EnvironmentFile=.
+    #: Written in the file as ``environment: {NAME: {secret_env: ...}}``; kept here by the resolved experiment.
+    secrets: dict[str, SecretSource] | None = None
     mode: Literal["dropin", "unit"] = "dropin"
     unit_file: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_environment(cls, data: Any) -> Any:
+        return _split_secrets(data)
 
     @field_validator("unit")
     @classmethod
@@ -189,7 +300,8 @@ class SystemdServiceSpec(_Strict):
 
     @model_validator(mode="after")
     def _something_to_apply(self) -> SystemdServiceSpec:
-        if self.mode == "dropin" and self.exec_start is None and not self.environment:
+        _check_secret_names(self.secrets, self.environment)
+        if self.mode == "dropin" and self.exec_start is None and not self.environment and not self.secrets:
             raise ValueError("set exec_start and/or environment: the drop-in would change nothing")
         if self.mode == "unit" and self.unit_file is None:
             raise ValueError("mode: unit needs unit_file (the whole unit as a template)")
@@ -217,7 +329,11 @@ class SystemdServiceSpec(_Strict):
         return out
 
     def identity(self) -> dict[str, Any]:
-        return {"unit": self.unit, "mode": self.mode}
+        return {"unit": self.unit, "mode": self.mode, **_secret_identity(self.secrets)}
+
+    def secret_values(self) -> dict[str, SecretStr | None]:
+        """Every secret's name and value (None until read by load_experiment)."""
+        return {k: v.value for k, v in (self.secrets or {}).items()}
 
 
 class ProcessServiceSpec(_Strict):
@@ -228,12 +344,24 @@ class ProcessServiceSpec(_Strict):
     workdir: str | None = None
     log_file: str | None = None
     environment: dict[str, str] = Field(default_factory=dict)
+    #: Environment values read on the controller (SecretSource), given to the server's environment alone.
+    secrets: dict[str, SecretSource] | None = None
     stop_timeout: Duration = 30.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_environment(cls, data: Any) -> Any:
+        return _split_secrets(data)
 
     @field_validator("environment")
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         return _check_env(value)
+
+    @model_validator(mode="after")
+    def _secret_names(self) -> ProcessServiceSpec:
+        _check_secret_names(self.secrets, self.environment)
+        return self
 
     @field_validator("workdir", "log_file")
     @classmethod
@@ -254,7 +382,17 @@ class ProcessServiceSpec(_Strict):
         return out
 
     def identity(self) -> dict[str, Any]:
-        return {"workdir": self.workdir}
+        return {"workdir": self.workdir, **_secret_identity(self.secrets)}
+
+    def secret_values(self) -> dict[str, SecretStr | None]:
+        """Every secret's name and value (None until read by load_experiment)."""
+        return {k: v.value for k, v in (self.secrets or {}).items()}
+
+
+def _secret_identity(secrets: dict[str, SecretSource] | None) -> dict[str, Any]:
+    """What a configuration's identity holds of its secrets: names and where they come from (no value); nothing
+    at all without secrets, so the ids of configurations without any do not change."""
+    return {"secrets": {k: v.describe() for k, v in secrets.items()}} if secrets else {}
 
 
 ServiceSpec = Annotated[SystemdServiceSpec | ProcessServiceSpec, Field(discriminator="kind")]
@@ -278,12 +416,14 @@ class ServerSpec(_Strict):
     metrics_path: str | None = "/metrics"
     expected_load_time: Duration = 60.0
     expected_tokens_per_second: float = Field(50.0, gt=0)
-    api_key: SecretStr | None = None
+    #: The key itself (kept as a SecretStr, stored redacted), or where to read it: {secret_env: ...}/{secret_file: ...}.
+    api_key: SecretStr | SecretSource | None = None
 
     @property
     def api_key_value(self) -> str | None:
         """The API key in clear, for the HTTP clients only (never logged or stored)."""
-        return self.api_key.get_secret_value() if self.api_key is not None else None
+        key = self.api_key.value if isinstance(self.api_key, SecretSource) else self.api_key
+        return key.get_secret_value() if key is not None else None
 
     @field_validator("url")
     @classmethod
@@ -317,11 +457,16 @@ class ServerSpec(_Strict):
 
     @field_validator("api_key")
     @classmethod
-    def _api_key(cls, value: SecretStr | None) -> SecretStr | None:
-        # Sent in an HTTP header: printable ASCII only. The message never quotes the key.
-        if value is not None and not all(" " <= ch <= "~" for ch in value.get_secret_value()):
+    def _api_key(cls, value: SecretStr | SecretSource | None) -> SecretStr | SecretSource | None:
+        # Sent in an HTTP header: printable ASCII only. The message never quotes the key. (A SecretSource is
+        # checked once read.)
+        if isinstance(value, SecretStr) and not _header_text(value.get_secret_value()):
             raise ValueError("the API key is sent in an HTTP header: printable ASCII characters only")
         return value
+
+
+def _header_text(text: str) -> bool:
+    return all(" " <= ch <= "~" for ch in text)
 
 
 class RegexParserSpec(_Strict):
@@ -865,6 +1010,30 @@ def _check_semantics(exp: Experiment) -> None:
         raise _Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}")
 
 
+def _read_secrets(exp: Experiment, data: dict[str, Any], base: Path) -> None:
+    """Read every secret now, so that a sweep never starts with one it cannot pass on; problems are located
+    where the file names the secret."""
+    written = data.get("service", {}) if isinstance(data.get("service"), dict) else {}
+    for name, source in (exp.service.secrets or {}).items():
+        env = written.get("environment")
+        where = "environment" if isinstance(env, dict) and name in env else "secrets"
+        try:
+            source.read(base)
+        except ValueError as exc:
+            raise _Problem(("service", where, name), str(exc)) from None
+    key = exp.server.api_key
+    if isinstance(key, SecretSource):
+        try:
+            value = key.read(base)
+        except ValueError as exc:
+            raise _Problem(("server", "api_key"), str(exc)) from None
+        if not _header_text(value.get_secret_value()):
+            raise _Problem(
+                ("server", "api_key"),
+                f"the API key {key.describe()} is sent in an HTTP header: printable ASCII characters only",
+            )
+
+
 def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
     """Validate already-parsed YAML data (positions locate errors in ``file``)."""
     if data is None:
@@ -885,6 +1054,7 @@ def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
     try:
         _check_semantics(exp)
+        _read_secrets(exp, data, Path(file).parent)
     except _Problem as problem:
         line, column = locate(positions, problem.path)
         raise ConfigError(

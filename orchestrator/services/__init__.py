@@ -42,10 +42,15 @@ def make_service(source: Any, host: Host, *, name: str | None = None, state_dir:
     if name is None and spec is not source:
         name = getattr(source, "name", None)
     kind = getattr(spec, "kind", None)
+    # The service's secrets go to the server alone; they and the server's API key are masked in its logs.
+    values = getattr(spec, "secret_values", None)
+    secrets = values() if callable(values) else {}
+    api_key = getattr(getattr(source, "server", None), "api_key_value", None)
+    redact = {"server.api_key": api_key} if isinstance(api_key, str) else {}
     if kind == "systemd":
         mode = getattr(spec, "mode", "dropin")
         template = getattr(spec, "unit_file", None) if mode == "unit" else None
-        kwargs: dict[str, Any] = {"mode": mode, "unit_template": template}
+        kwargs: dict[str, Any] = {"mode": mode, "unit_template": template, "secrets": secrets, "redact": redact}
         if state_dir is not None:
             kwargs["state_dir"] = state_dir
         return SystemdService(host, spec.unit, **kwargs)
@@ -54,6 +59,8 @@ def make_service(source: Any, host: Host, *, name: str | None = None, state_dir:
             "workdir": getattr(spec, "workdir", None),
             "log_file": getattr(spec, "log_file", None),
             "stop_timeout": float(getattr(spec, "stop_timeout", 30.0)),
+            "secrets": secrets,
+            "redact": redact,
         }
         if state_dir is not None:
             pkwargs["state_dir"] = state_dir

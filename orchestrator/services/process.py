@@ -8,6 +8,11 @@ time, so a recycled pid is never mistaken for the server.
 Every command runs as the login user (:meth:`~orchestrator.hosts.ssh.SSHHost.as_login_user`): the server is
 a plain process of that user, not root's, unless the host says ``sudo: always``.
 
+Secrets (:mod:`orchestrator.services.secrets`) are written to ``<name>.secrets`` (mode 0600) just before the
+start; the wrapper reads them into its environment, removes the file, puts each secret named by a whole word
+(``$NAME``) into the arguments, and runs the server: the values are in the server's environment, nowhere on
+a command line of specsweep's. Log text the service returns has every secret value masked.
+
 Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
 ``<name>.exit``, ``<name>.log`` (unless ``log_file`` is given; the log is kept after restore, for
 post-mortems), ``<name>.marker.json`` and ``<name>.lock``. The marker is written before the process starts,
@@ -18,12 +23,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError, ServiceError
 from orchestrator.quoting import shell_join, shell_quote, split_command, validate_env_name
 from orchestrator.services.base import Leftover, LogChunk, ServiceState
 from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
+from orchestrator.services.secrets import Redactor, env_file_text, reference, require_values
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
@@ -33,8 +40,22 @@ __all__ = ["DEFAULT_STATE_DIR", "ProcessService"]
 
 DEFAULT_STATE_DIR = "~/.local/state/specsweep"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
-# $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), then the argv.
-_WRAPPER = 'echo $$ > "$1"; shift; "$@"; echo $? > "$0"'
+# $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), $2 = the secrets file
+# or "", $3 = the secrets' names or "", then the argv. The secrets file (NAME='value' lines) is read with
+# allexport, so its values reach the server's environment, and removed at once; a word that is exactly
+# ${NAME} for one of those names becomes that value (eval of a validated name only: never of a value).
+_WRAPPER = r"""echo $$ > "$1"; s=$2; n=$3; shift 3
+if [ -n "$s" ]; then set -a; . "$s"; set +a; rm -f -- "$s"; fi
+if [ -n "$n" ]; then
+  i=$#
+  while [ "$i" -gt 0 ]; do
+    a=$1; shift
+    for v in $n; do if [ "$a" = "\${$v}" ]; then eval "a=\${$v}"; fi; done
+    set -- "$@" "$a"; i=$((i - 1))
+  done
+fi
+"$@"; echo $? > "$0"
+"""
 # Prints "alive", "exit N" or "gone" for a pid and its recorded start time.
 _PROBE = """p={pid}; s={start}
 if [ -r /proc/$p/stat ]; then
@@ -58,6 +79,8 @@ class ProcessService:
         log_file: str | None = None,
         stop_timeout: float = 30.0,
         state_dir: str = DEFAULT_STATE_DIR,
+        secrets: Mapping[str, Any] | None = None,
+        redact: Mapping[str, str] | None = None,
     ) -> None:
         if not _NAME.fullmatch(name):
             raise ConfigError(f"{name!r} is not a valid process service name (letters, digits, _.- only)")
@@ -77,6 +100,10 @@ class ProcessService:
         self._stopped_by_us = False
         self._current: dict[str, Any] | None = None
         self.start_cursor: str | None = None
+        # Secrets: name -> value (a SecretStr, None when never read); redact: more values to mask in log text.
+        self.secrets = dict(secrets or {})
+        known = {k: v.get_secret_value() for k, v in self.secrets.items() if hasattr(v, "get_secret_value")}
+        self._redact = Redactor({**dict(redact or {}), **known})
 
     def __repr__(self) -> str:
         return f"ProcessService({self.host.name!r}, {self.name!r})"
@@ -97,6 +124,7 @@ class ProcessService:
                 "log": log,
                 "marker": f"{state}/{self.name}.marker.json",
                 "lock": f"{state}/{self.name}.lock",
+                "secrets": f"{state}/{self.name}.secrets",
             }
         return self._resolved
 
@@ -124,21 +152,31 @@ class ProcessService:
         argv = split_command(deployment.command, what="the process command")
         if "=" in argv[0]:
             raise ConfigError(f"the program {argv[0]!r} contains '='; give the program's path first")
+        if reference(argv[0], self.secrets):
+            raise ConfigError("the program itself cannot be a secret; give its path first", key="service.command")
+        # A word naming a secret goes as ${NAME}, which the wrapper replaces by the value (see _WRAPPER).
+        argv = [f"${{{name}}}" if (name := reference(w, self.secrets)) else w for w in argv]
         env = [f"{validate_env_name(k)}={v}" for k, v in deployment.environment.items()]
         return ["env", "--", *env, *argv]
 
     def apply(self, deployment: Deployment) -> None:
         argv = self.command_line(deployment)
+        secrets = env_file_text(require_values(self.secrets)) if self.secrets else None
         paths = self._paths()
         self._ensure_marker()
         self._stop_current()
         q = shell_quote
+        secret_file, names = "", ""
+        if secrets is not None:
+            secret_file, names = paths["secrets"], " ".join(self.secrets)
+            self.host.write_text(secret_file, secrets, 0o600)
         cd = f"cd -- {q(self.workdir)}\n" if self.workdir else ""
         script = (
             f'set -e\nmkdir -p -- {q(paths["state"])} "$(dirname -- {q(paths["log"])})"\n'
             f"rm -f -- {q(paths['exit'])} {q(paths['pid'])}\n: >> {q(paths['log'])}\n"
             f"offset=$(wc -c < {q(paths['log'])})\n{cd}"
-            f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {shell_join(argv)} "
+            f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {q(secret_file)} {q(names)} "
+            f"{shell_join(argv)} "
             f">> {q(paths['log'])} 2>&1 < /dev/null &\n"
             "pid=$!\n"
             "start=$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f20)\n"
@@ -229,11 +267,11 @@ class ProcessService:
             ) from exc
         # Only whole lines: a line still being written belongs to the next window.
         end = body.rfind(b"\n") + 1
-        return LogChunk(body[:end].decode("utf-8", "replace"), str(begin + end))
+        return LogChunk(self._redact(body[:end].decode("utf-8", "replace")), str(begin + end))
 
     def logs_tail(self, n: int = 50) -> list[str]:
         result = self.host.run(["tail", "-n", str(int(n)), self._paths()["log"]])
-        return result.stdout.splitlines()
+        return self._redact.lines(result.stdout.splitlines())
 
     # -- stopping, restore, leftovers ----------------------------------------------------------------------
 
@@ -269,7 +307,7 @@ class ProcessService:
             self._stop(process)
         q = shell_quote
         self.host.run(
-            f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['marker'])}; "
+            f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['secrets'])} {q(paths['marker'])}; "
             f"rmdir -- {q(paths['state'])} 2>/dev/null; true"
         )
         self._marker_ready = False

@@ -12,6 +12,12 @@ setting it lands in (:func:`orchestrator.quoting.render_unit_template`), the res
 to change the template's structure. A hostile value can neither run a command, nor add a directive or an
 assignment, nor reach systemd as a prefix, a specifier or a variable.
 
+Secrets (:mod:`orchestrator.services.secrets`) go to ``/run/specsweep/<unit>.env``, mode 0600 in a 0700
+directory, named by an ``EnvironmentFile=`` line; a command word ``$NAME`` naming a secret becomes ``${NAME}``,
+which systemd substitutes at exec time. The file is written before the configuration that names it and
+removed by ``restore()``, so neither the drop-in, nor the unit file, nor ``systemctl show`` holds a value.
+Journal text the service returns has every secret value masked.
+
 Before its first change the service records, in ``/var/lib/specsweep/<unit>.marker.json`` plus copies of any
 file it will overwrite, what it found (the unit's state; whether the drop-in directory, a drop-in of ours,
 the unit file existed). ``restore()`` puts exactly that back: files restored or removed, ``daemon-reload``,
@@ -23,8 +29,10 @@ state to go back to.
 from __future__ import annotations
 
 import json
+import re
 import time
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.errors import ConfigError, ServiceError, StartFailed
 from orchestrator.quoting import (
@@ -33,19 +41,31 @@ from orchestrator.quoting import (
     sanitize_comment,
     shell_quote,
     split_command,
+    systemd_quote,
     validate_unit_name,
 )
 from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_evidence
 from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
+from orchestrator.services.secrets import Redactor, env_file_text, reference, require_values
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
     from orchestrator.plan import Deployment
 
-__all__ = ["DROPIN_NAME", "STATE_DIR", "UNIT_DIR", "SystemdService", "render_dropin", "render_unit"]
+__all__ = [
+    "DROPIN_NAME",
+    "SECRET_DIR",
+    "STATE_DIR",
+    "UNIT_DIR",
+    "SystemdService",
+    "render_dropin",
+    "render_unit",
+    "secret_environment_file",
+]
 
 UNIT_DIR = "/etc/systemd/system"
 STATE_DIR = "/var/lib/specsweep"
+SECRET_DIR = "/run/specsweep"
 DROPIN_NAME = "50-specsweep.conf"
 MARKER_VERSION = 1
 _SHOW_PROPERTIES = "ActiveState,SubState,Result,ExecMainStatus,ExecMainCode,NRestarts,MainPID,InvocationID,LoadState"
@@ -57,13 +77,47 @@ def _header(deployment: Deployment) -> str:
     return f"# Written by specsweep for deployment {sanitize_comment(deployment.id)}; `specsweep restore` removes it.\n"
 
 
-def render_dropin(deployment: Deployment) -> str:
-    """The drop-in that applies ``deployment``: ExecStart reset and replaced, Environment lines added."""
+def secret_environment_file(unit: str, secret_dir: str = SECRET_DIR) -> str:
+    """Where the secrets of ``unit`` go on the host (the unit name, with anything but [A-Za-z0-9_.@:-] as _)."""
+    return f"{secret_dir.rstrip('/')}/{re.sub(r'[^A-Za-z0-9_.@:-]', '_', unit)}.env"
+
+
+def _exec_start(argv: list[str], secrets: Sequence[str]) -> str:
+    """ExecStart= running ``argv``, with each word that names a secret (``$NAME``) as ``${NAME}``: systemd puts
+    the secret's value there, as one argument, when it runs the command."""
+    line = exec_start_value(argv)  # validates every word and the program
+    if not secrets or not any(reference(word, secrets) for word in argv):
+        return line
+    if reference(argv[0], secrets):
+        raise ConfigError("the program itself cannot be a secret; give its path first", key="service.exec_start")
+    words = []
+    for word in argv:
+        name = reference(word, secrets)
+        words.append(f"${{{name}}}" if name else systemd_quote(word, command=True))
+    return " ".join(words)
+
+
+def _environment_file_line(path: str) -> str:
+    """``EnvironmentFile=path``. systemd takes that value as it stands, specifiers resolved but never unquoted
+    (src/core/load-fragment.c config_parse_unit_env_file: unit_full_printf, then an absolute path check), so
+    the path is written bare and may hold only characters that mean nothing there."""
+    if not re.fullmatch(r"/[A-Za-z0-9_.@:/-]*", path) or "/../" in path + "/":
+        raise ServiceError(f"cannot name {path!r} in EnvironmentFile= (an absolute path of [A-Za-z0-9_.@:/-])")
+    return "EnvironmentFile=" + path
+
+
+def render_dropin(deployment: Deployment, *, secrets: Sequence[str] = (), environment_file: str | None = None) -> str:
+    """The drop-in that applies ``deployment``: ExecStart reset and replaced, Environment lines added, and with
+    ``secrets`` (their names) an EnvironmentFile= line naming ``environment_file``, where they are."""
     lines = [_header(deployment).rstrip("\n"), "[Service]"]
     if deployment.command is not None:
         argv = split_command(deployment.command, what="the service command")
-        lines += ["ExecStart=", "ExecStart=" + exec_start_value(argv)]
+        lines += ["ExecStart=", "ExecStart=" + _exec_start(argv, secrets)]
     lines += environment_lines(deployment.environment)
+    if secrets:
+        if environment_file is None:
+            raise ServiceError("secrets need an environment file")
+        lines.append(_environment_file_line(environment_file))
     return "\n".join(lines) + "\n"
 
 
@@ -86,7 +140,7 @@ def _shape(text: str) -> list[str]:
     return shape
 
 
-def render_unit(template: str | None, deployment: Deployment) -> str:
+def render_unit(template: str | None, deployment: Deployment, *, environment_file: str | None = None) -> str:
     """The whole unit file of ``deployment`` (mode ``unit``).
 
     The plan renders the experiment's ``unit_file`` template into ``deployment.command``, each value escaped
@@ -110,8 +164,11 @@ def render_unit(template: str | None, deployment: Deployment) -> str:
         )
     if "\0" in text:
         raise ConfigError("the unit file contains a NUL character", key="service.unit_file")
-    if deployment.environment:
-        text = text.rstrip("\n") + "\n\n[Service]\n" + "\n".join(environment_lines(deployment.environment))
+    extra = environment_lines(deployment.environment)
+    if environment_file is not None:
+        extra.append(_environment_file_line(environment_file))
+    if extra:
+        text = text.rstrip("\n") + "\n\n[Service]\n" + "\n".join(extra)
     return _header(deployment) + text.rstrip("\n") + "\n"
 
 
@@ -151,6 +208,9 @@ class SystemdService:
         state_dir: str = STATE_DIR,
         restart_timeout: float = 120.0,
         stop_timeout: float = 150.0,
+        secrets: Mapping[str, Any] | None = None,
+        redact: Mapping[str, str] | None = None,
+        secret_dir: str = SECRET_DIR,
     ) -> None:
         if mode not in ("dropin", "unit"):
             raise ServiceError(f"unknown systemd mode {mode!r} (expected dropin or unit)")
@@ -168,6 +228,12 @@ class SystemdService:
         self.marker_path = f"{self.state_dir}/{self.unit}.marker.json"
         self.backup_dir = f"{self.state_dir}/{self.unit}.backup"
         self._lock = HostLock(host, f"{self.state_dir}/{self.unit}.lock", service=self.unit)
+        # Secrets: name -> value (a SecretStr, None when never read); redact: more values to mask in log text.
+        self.secrets = dict(secrets or {})
+        self.secret_dir = secret_dir.rstrip("/") or "/"
+        self.secret_file = secret_environment_file(self.unit, self.secret_dir)
+        known = {k: v.get_secret_value() for k, v in self.secrets.items() if hasattr(v, "get_secret_value")}
+        self._redact = Redactor({**dict(redact or {}), **known})
         self._label = ""
         self._marker_ready = False
         self.start_cursor: str | None = None
@@ -179,13 +245,22 @@ class SystemdService:
 
     def render(self, deployment: Deployment) -> str:
         """The file text ``apply`` would write (validates every value first)."""
+        env_file = self.secret_file if self.secrets else None
         if self.mode == "unit":
-            return render_unit(self.unit_template, deployment)
-        return render_dropin(deployment)
+            return render_unit(self.unit_template, deployment, environment_file=env_file)
+        return render_dropin(deployment, secrets=list(self.secrets), environment_file=env_file)
 
     def apply(self, deployment: Deployment) -> None:
         text = self.render(deployment)  # refuse bad values before touching the host
+        secrets = env_file_text(require_values(self.secrets)) if self.secrets else None
         self._ensure_marker()
+        if secrets is not None:
+            # Before the configuration that names it; the directory first, so the file is never in a wider one.
+            d = shell_quote(self.secret_dir)
+            self.host.run(f"umask 077 && mkdir -p -- {d} && chmod 700 -- {d}").check(
+                f"making {self.secret_dir}", host=self.host.name
+            )
+            self.host.write_text(self.secret_file, secrets, 0o600)
         target = self.unit_path if self.mode == "unit" else self.dropin_path
         self.host.write_text(target, text, 0o644)
         before = self.state()
@@ -297,11 +372,11 @@ class SystemdService:
                 continue
             new_cursor = entry_cursor or new_cursor
             lines.append(_message(entry.get("MESSAGE")))
-        return LogChunk("".join(line + "\n" for line in lines), new_cursor)
+        return LogChunk(self._redact("".join(line + "\n" for line in lines)), new_cursor)
 
     def logs_tail(self, n: int = 50) -> list[str]:
         result = self.host.run(["journalctl", "-q", "-u", self.unit, "-o", "cat", "--no-pager", "-n", str(int(n))])
-        return result.stdout.splitlines()
+        return self._redact.lines(result.stdout.splitlines())
 
     # -- marker, restore, leftovers ------------------------------------------------------------------------
 
@@ -382,6 +457,7 @@ class SystemdService:
             else:
                 steps.append(f"rm -f -- {q(self.unit_path)}")
         steps.append("systemctl daemon-reload")
+        steps.append(f"rm -f -- {q(self.secret_file)}; rmdir -- {q(self.secret_dir)} 2>/dev/null || true")
         self.host.run("\n".join(steps) + "\n").check(f"restoring {self.unit}", host=self.host.name)
         if running:
             self.host.run(f"systemctl reset-failed {u} 2>/dev/null; systemctl restart --no-block {u}").check(

@@ -220,7 +220,9 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    # Lines end at "\n" only, as the store writes and reads them: str.splitlines() would also split at a
+    # U+2028 or U+0085 inside a JSON string (a hostile value echoed by the server), losing the record.
+    for line in path.read_text(encoding="utf-8").split("\n"):
         with contextlib.suppress(json.JSONDecodeError):
             if line.strip():
                 out.append(json.loads(line))

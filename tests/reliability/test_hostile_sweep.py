@@ -136,7 +136,7 @@ def test_hostile_values_through_a_systemd_sweep(sim_unit: SimUnit, tmp_path: Pat
     env = _environment_fields()
     doc: dict[str, Any] = {
         "name": "hostile",
-        "host": ssh_host_spec(host, name="th; touch /tmp/pwned-20 $(touch /tmp/pwned-21)\n%n"),
+        "host": ssh_host_spec(host, name="th; touch /tmp/pwned-20 $(touch /tmp/pwned-21) %n"),
         "service": {
             "kind": "systemd",
             "unit": sim_unit.unit,
@@ -154,7 +154,11 @@ def test_hostile_values_through_a_systemd_sweep(sim_unit: SimUnit, tmp_path: Pat
         "load": {**SMALL_LOAD, "concurrency": [1], "warmup": 0},
     }
     path = write_experiment(tmp_path / "hostile.yaml", doc)
-    outcome.injection_attempts = len(HOSTILE) * 5 + len(raw) + 1  # env x3, quoted, model, raw, host name
+    # Each distinct value that reaches the host, once: the environment values (the same in all three
+    # variants), the command words quoted, the values that split into words, the model name (one value made
+    # of all of them). The host's display name is not counted: it never leaves the controller.
+    outcome.injection_attempts = len(HOSTILE) + len(HOSTILE) + len(raw) + 1
+    outcome.sweeps = 1
     directives: list[str] = []
     served: list[Any] = []
 
@@ -185,6 +189,7 @@ def test_hostile_values_through_a_systemd_sweep(sim_unit: SimUnit, tmp_path: Pat
     assert all(p[1] == _expected_env() for p in printed)
     assert {r["host"] for r in run.records} == {doc["host"]["name"]}  # a display name, never sent to the host
     differences = state_differences(before, host_state(host, sim_unit.unit))
+    outcome.host_checks = 1
     outcome.hosts_modified = 1 if differences else 0
     assert not differences, differences
 
@@ -194,7 +199,7 @@ def test_hostile_values_through_a_process_sweep(testhost: TestHost, tmp_path: Pa
     outcome.kind = "injection"
     host = testhost
     host.admin("rm -f /tmp/pwned-*")
-    workdir = "/tmp/specsweep-hostile/w $(touch /tmp/pwned-30) `touch /tmp/pwned-31`; touch /tmp/pwned-32 %n\nx"
+    workdir = "/tmp/specsweep-hostile/w $(touch /tmp/pwned-30) `touch /tmp/pwned-31`; touch /tmp/pwned-32 %n x"
     log_file = "/tmp/specsweep-hostile/l; touch /tmp/pwned-33 $(touch /tmp/pwned-34)/server log.txt"
     host.admin(f"rm -rf /tmp/specsweep-hostile; mkdir -p {shlex.quote(workdir)}")
     quoted = [_template_text(shlex.quote(v)) for v in HOSTILE]
@@ -215,7 +220,10 @@ def test_hostile_values_through_a_process_sweep(testhost: TestHost, tmp_path: Pa
         "load": {**SMALL_LOAD, "concurrency": [1], "warmup": 0},
     }
     path = write_experiment(tmp_path / "hostile-process.yaml", doc)
-    outcome.injection_attempts = len(HOSTILE) * 2 + 2
+    outcome.injection_attempts = len(HOSTILE) * 2 + 2  # command words, environment values, workdir, log file
+    outcome.sweeps = 1
+    state = "ls -A ~/.local/state/specsweep 2>/dev/null; true"
+    ours_before = [f for f in host.admin(state).stdout.split() if f.startswith("hostile-process.")]
     try:
         run = sweep_in_process(path, tmp_path / "results")
         pwned = _pwned(host)
@@ -227,8 +235,12 @@ def test_hostile_values_through_a_process_sweep(testhost: TestHost, tmp_path: Pa
         assert argv == HOSTILE
         assert env == _expected_env()
         assert cwd == workdir
-        leftovers = host.admin("ls -A ~/.local/state/specsweep 2>/dev/null; true").stdout.split()
-        assert not [f for f in leftovers if f.startswith("hostile-process.") and not f.endswith(".log")]
+        # What the host keeps of the run (specsweep's state directory) is what it kept before, but the log.
+        ours = [f for f in host.admin(state).stdout.split() if f.startswith("hostile-process.")]
+        left = sorted(set(ours) - set(ours_before) - {"hostile-process.log"})
+        outcome.host_checks = 1
+        outcome.hosts_modified = 1 if left else 0
+        assert not left, left
     finally:
         host.admin("rm -rf /tmp/specsweep-hostile ~/.local/state/specsweep/hostile-process.*", check=False)
 
@@ -244,9 +256,9 @@ NAME_FIELDS = [
 @pytest.mark.parametrize("where", NAME_FIELDS)
 def test_hostile_names_are_refused_before_any_host(tmp_path: Path, outcome: Outcome, where: tuple[str, ...]) -> None:
     """Names that become paths, unit names or variable names are refused by validation: one ConfigError line
-    naming the file, and nothing is planned."""
+    naming the file, and nothing is planned (these never reach a host: counted as refused, not as injections)."""
     outcome.scenario = f"hostile names: {'.'.join(where)}"
-    outcome.kind = "injection"
+    outcome.kind = "validation"
     refused = 0
     for value in [*HOSTILE, "../../etc/passwd", "-rf", ".hidden", "a b", "x/y", ""]:
         doc: dict[str, Any] = {
@@ -272,4 +284,41 @@ def test_hostile_names_are_refused_before_any_host(tmp_path: Path, outcome: Outc
         message = str(caught.value)
         assert message.startswith(str(path)) and "\n" not in message
         refused += 1
-    outcome.injection_attempts = refused
+    outcome.refused = refused
+
+
+CONTROL_FIELDS = [
+    pytest.param(("host", "name"), id="host name"),
+    pytest.param(("service", "workdir"), id="working directory"),
+    pytest.param(("service", "log_file"), id="log file"),
+    pytest.param(("server", "model"), id="model name"),
+]
+
+
+@pytest.mark.parametrize("where", CONTROL_FIELDS)
+def test_control_characters_in_paths_and_names_are_refused(
+    tmp_path: Path, outcome: Outcome, where: tuple[str, ...]
+) -> None:
+    """A path, a host's or a model's name takes any printable text (the sweeps above send such values), but a
+    control character or a line separator in one is refused by validation: one ConfigError line, nothing
+    planned."""
+    outcome.scenario = f"control characters: {'.'.join(where)}"
+    outcome.kind = "validation"
+    values = [v for v in HOSTILE if any(not ch.isprintable() for ch in v)] + ["a\x00b", "x\x1b[31m", "\x7f", "\x9b"]
+    for value in values:
+        doc: dict[str, Any] = {
+            "name": "controls",
+            "host": {"ssh": "root@gpu-box"},
+            "service": {"kind": "process", "command": "/bin/true {a}"},
+            "server": {"url": "http://127.0.0.1:1"},
+            "engine": "sim",
+            "variants": {"v": {"a": "1"}},
+            "load": {"concurrency": [1]},
+        }
+        doc[where[0]][where[1]] = value
+        path = write_experiment(tmp_path / "controls.yaml", doc)
+        with pytest.raises(ConfigError) as caught:
+            build_plan(load_experiment(path))
+        message = str(caught.value)
+        assert message.startswith(str(path)) and "\n" not in message
+        outcome.refused += 1
