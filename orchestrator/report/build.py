@@ -145,21 +145,9 @@ def _how_made_blocks(analysis: Analysis) -> list[Block]:
         ),
     ]
     if made.workload:
-        workload = pd.DataFrame(made.workload, columns=["setting", "value"])
-        blocks.append(Table(workload, "Workload (every load point)"))
+        blocks.append(Table(tables.workload_table(analysis), "Workload (every load point)"))
     if made.commands:
-        rows = [
-            {
-                "configuration": label,
-                "server command": command if command is not None else "(none: the server is not started)",
-                "environment": " ".join(f"{k}={v}" for k, v in env.items()),
-            }
-            for label, command, env in made.commands
-        ]
-        frame = pd.DataFrame(rows, columns=["configuration", "server command", "environment"])
-        if not frame["environment"].any():
-            frame = frame.drop(columns=["environment"])
-        blocks.append(Table(frame, "Server command of each configuration"))
+        blocks.append(Table(tables.commands_table(analysis), "Server command of each configuration"))
     return blocks
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "FindingGroup",
     "HowMade",
     "accept_table",
+    "commands_table",
     "failed_points",
     "findings_by_check",
     "findings_table",
@@ -33,6 +34,7 @@ __all__ = [
     "summary_table",
     "throughput_table",
     "winners_table",
+    "workload_table",
     "workload_text",
 ]
 
@@ -457,6 +459,26 @@ def how_made(analysis: Analysis) -> HowMade:
         commands=commands,
         service=f"{kind} {where}".strip(),
     )
+
+
+def workload_table(analysis: Analysis) -> pd.DataFrame:
+    """The workload every point ran (setting, value)."""
+    return pd.DataFrame(how_made(analysis).workload, columns=["setting", "value"])
+
+
+def commands_table(analysis: Analysis) -> pd.DataFrame:
+    """The server command (and environment) of each configuration, from ``plan.json``; no environment column
+    when no configuration sets one."""
+    rows = [
+        {
+            "configuration": label,
+            "server command": command if command is not None else "(none: the server is not started)",
+            "environment": " ".join(f"{k}={v}" for k, v in env.items()),
+        }
+        for label, command, env in how_made(analysis).commands
+    ]
+    frame = pd.DataFrame(rows, columns=["configuration", "server command", "environment"])
+    return frame.drop(columns=["environment"]) if not frame["environment"].any() else frame
 
 
 def command_parts(commands: list[str]) -> tuple[str, list[str], str]:
