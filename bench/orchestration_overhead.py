@@ -40,9 +40,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator import runner  # noqa: E402
 from orchestrator.events import DeploymentReady, DeploymentStarted, SweepEvent  # noqa: E402
 from orchestrator.experiment import load_experiment  # noqa: E402
+from orchestrator.launchers import hosts as host_launchers  # noqa: E402
 from orchestrator.runner import SweepOptions, run_sweep  # noqa: E402
 from orchestrator.store import RunStore  # noqa: E402
 
@@ -116,7 +116,7 @@ def measure(experiment_path: Path) -> dict[str, Any]:
     url = experiment.server_url(experiment.host_specs()[0]) + experiment.health_paths[0]
     prober = ReadyProber(url)
     noticed: list[float] = []
-    real_make_service = runner.make_service
+    real_make_service = host_launchers.make_service
 
     def timed_service(*args: Any, **kwargs: Any) -> Any:
         service = real_make_service(*args, **kwargs)
@@ -139,14 +139,14 @@ def measure(experiment_path: Path) -> dict[str, Any]:
         elif isinstance(event, DeploymentStarted):
             prober.armed.clear()
 
-    runner.make_service = timed_service  # type: ignore[assignment]
+    host_launchers.make_service = timed_service  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
         try:
             result = run_sweep(experiment, SweepOptions(results_root=Path(tmp)), observer=observe)
         finally:
             wall = time.monotonic() - started
-            runner.make_service = real_make_service
+            host_launchers.make_service = real_make_service
             prober.close()
         store = RunStore.open(result.run_dir)
         records = store.records()

@@ -1,8 +1,9 @@
 """Running a playbook: its steps in order on one host, a run directory like a sweep's, the host restored on
 every way out, and a verdict per expectation.
 
-Deploy and load steps reuse the sweep's machinery (``SweepState`` and ``HostWorker`` from
-``orchestrator.runner``): the same health waiting, warm-up, exact journal windows and records. A deployment
+Deploy and load steps reuse the sweep's machinery (``SweepState`` and ``SlotWorker`` from
+``orchestrator.runner``, on the experiment's launcher): the same health waiting, warm-up, exact journal
+windows and records; and the same way into and out of a run (``orchestrator.runs.RunFrame``). A deployment
 that never becomes healthy, or a server that dies, gives failed records, and every expectation on them fails
 with the evidence; the remaining steps still run. The host is reached lazily: a playbook of only ``doctor``
 and ``smoke`` steps never locks or changes it.
@@ -23,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import ConfigError, Interrupted, ServiceError, SpecsweepError, StoreError
+from orchestrator.errors import ConfigError, ServiceError, SpecsweepError, StoreError
 from orchestrator.events import HealthProgress, Observer
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
+from orchestrator.identity import resolved_experiment
+from orchestrator.launchers import HostSlot, Slot, launcher_for
 from orchestrator.plan import Deployment, LoadPoint
 from orchestrator.playbooks.events import OutcomeReady, PlaybookStarted, StepStarted
 from orchestrator.playbooks.expectations import Measurement, Outcome, OutcomeStatus, evaluate
@@ -45,7 +48,8 @@ from orchestrator.playbooks.schema import (
     load_playbook,
 )
 from orchestrator.playbooks.smoke import smoke_test
-from orchestrator.runner import HostWorker, StopSignal, SweepOptions, SweepState, resolved_experiment
+from orchestrator.runner import SlotWorker, SweepOptions, SweepState
+from orchestrator.runs import RunEnd, RunFrame, StopSignal
 from orchestrator.store import Record, RunStore
 
 __all__ = [
@@ -126,19 +130,20 @@ def prepare(
 
 
 class _Session:
-    """The host as the playbook drives it: connected and locked on first need, restored on demand."""
+    """The slot as the playbook drives it: taken (locked) on first need, restored on demand."""
 
-    def __init__(self, state: SweepState, spec: HostSpecT) -> None:
+    def __init__(self, state: SweepState, slot: Slot, spec: HostSpecT) -> None:
         self.state = state
+        self.slot = slot
         self.spec = spec
-        self.worker: HostWorker | None = None
+        self.worker: SlotWorker | None = None
         self.deployment: Deployment | None = None
         self.healthy = False
         self.restore_errors: list[str] = []
 
-    def ensure(self) -> HostWorker:
+    def ensure(self) -> SlotWorker:
         if self.worker is None:
-            worker = HostWorker(self.state, self.spec)
+            worker = SlotWorker(self.state, self.slot)
             self.worker = worker
             worker.connect()
         return self.worker
@@ -155,13 +160,13 @@ class _Session:
 class _Run:
     """One execution of a program: the steps' handlers and what they collect."""
 
-    def __init__(self, program: Program, store: RunStore, state: SweepState, stop: StopSignal) -> None:
+    def __init__(self, program: Program, store: RunStore, state: SweepState, stop: StopSignal, slot: Slot) -> None:
         self.program = program
         self.experiment = program.experiment
         self.store = store
         self.state = state
         self.stop = stop
-        self.session = _Session(state, program.experiment.host_specs()[0])
+        self.session = _Session(state, slot, program.experiment.host_specs()[0])
         self.outcomes: list[Outcome] = []
         self.measurements: dict[str, Measurement] = {}
         self.last_load: tuple[Deployment, LoadPoint] | None = None
@@ -286,7 +291,10 @@ class _Run:
         assert isinstance(step.step, ShellStep)
         spec = step.step.shell
         worker = self.session.ensure()
-        result = worker.host.run(spec.command, timeout=spec.timeout, idempotent=False)
+        host = worker.slot.host if isinstance(worker.slot, HostSlot) else None
+        if host is None:
+            raise ServiceError(f"{worker.name}: shell steps run on a host, and this launcher's slot has none")
+        result = host.run(spec.command, timeout=spec.timeout, idempotent=False)
         name = f"shell/step-{step.index:02d}.log"
         text = f"$ {spec.command}\n# exit {result.exit_code}\n--- stdout\n{result.stdout}--- stderr\n{result.stderr}"
         _write_text(self.store.path / name, text)
@@ -353,8 +361,17 @@ def run_playbook(
         options.results_root, program.playbook.name, resolved_experiment(experiment), program.plan.to_json_dict()
     )
     _write_text(store.path / "playbook.json", json.dumps(_playbook_json(program), indent=2) + "\n")
-    state = SweepState(experiment, program.plan, store, SweepOptions(results_root=options.results_root), observer, stop)
-    run = _Run(program, store, state, stop)
+    slot = launcher_for(experiment, lock_label=f"{experiment.name} {store.run_id}").slots()[0]
+    state = SweepState(
+        experiment,
+        program.plan,
+        store,
+        SweepOptions(results_root=options.results_root),
+        observer,
+        stop,
+        targets=[slot.name],
+    )
+    run = _Run(program, store, state, stop, slot)
     state.emit(
         PlaybookStarted(
             playbook=program.playbook.name,
@@ -364,42 +381,43 @@ def run_playbook(
         )
     )
     store.event("start", playbook=program.playbook.name, host=run.session.spec.display_name)
-    final = "failed"
-    error: SpecsweepError | None = None
-    try:
+
+    def body() -> str:
         for step in program.steps:
             if stop:
                 break
             state.emit(StepStarted(index=step.index, total=len(program.steps), kind=step.kind, text=step.text))
             store.event("step", index=step.index, step=step.kind, text=step.text)
             run.run_step(step)
-        final = "interrupted" if stop else "done"
-    except KeyboardInterrupt:
-        stop.request()
-        final = "interrupted"
-        raise
-    except SpecsweepError as exc:
-        error = exc
-    finally:
+        return "interrupted" if stop else "done"
+
+    def restore() -> list[str]:
         run.session.restore()
+        return run.session.restore_errors
+
+    results: list[PlaybookResult] = []
+
+    def closing(end: RunEnd) -> dict[str, Any]:
         result = PlaybookResult(
             run_dir=store.path,
             playbook=program.playbook.name,
             experiment=experiment.name,
-            state=final,
+            state=end.state,
             outcomes=run.outcomes,
             measurements=run.measurements,
             records=list(state.records),
-            restore_errors=run.session.restore_errors,
+            restore_errors=end.restore_errors,
         )
-        store.event("end", state=final, restore_errors=result.restore_errors)
+        results.append(result)
         with contextlib.suppress(StoreError):
             _write_text(store.path / EXPECTATIONS_FILE, json.dumps(result.to_json_dict(), indent=2) + "\n")
-            store.set_state(final)  # type: ignore[arg-type]
-    if result.restore_errors:
-        raise ServiceError("; ".join(result.restore_errors) + f" (run directory: {store.path})")
-    if error is not None:
-        raise _with_run_dir(error, store.path) from error
-    if final == "interrupted":
-        raise Interrupted(f"interrupted; host restored; run directory: {store.path}")
-    return result
+        return {}
+
+    frame = RunFrame(store, stop)
+    end = frame.run(body, restore=restore, closing=closing)
+    frame.raise_for(
+        end,
+        named=lambda error: _with_run_dir(error, store.path),
+        interrupted=f"interrupted; host restored; run directory: {store.path}",
+    )
+    return results[0]

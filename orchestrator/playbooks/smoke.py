@@ -16,8 +16,9 @@ from orchestrator.errors import SpecsweepError, StartFailed
 from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
 from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
+from orchestrator.measure import point_settings, run_load_until_stopped
 from orchestrator.playbooks.expectations import OutcomeStatus, format_number
-from orchestrator.runner import StopSignal, _point_settings, _run_async_load
+from orchestrator.runs import StopSignal
 from orchestrator.services import make_service
 
 __all__ = ["smoke_test"]
@@ -72,9 +73,9 @@ def smoke_test(
     state, evidence = _wait_if_starting(experiment, spec, stop, progress)
     if evidence is not None:
         return "fail", f"{url}: {name} is {state}", evidence
-    settings = _point_settings(experiment, url, None, concurrency=1, requests=requests)
+    settings = point_settings(experiment, url, None, concurrency=1, requests=requests)
     try:
-        result = _run_async_load(settings, stop, None)
+        result = run_load_until_stopped(settings, stop.requested, None)
     except SpecsweepError as exc:
         return "fail", f"{url}: the load generator could not run: {exc}", []
     figures = result.figures

@@ -88,6 +88,30 @@ def test_no_two_modules_import_each_other() -> None:
     assert not circles, "import circles:\n" + "\n".join(circles)
 
 
+def test_the_runner_seam_is_layered() -> None:
+    """Measuring a point, the launchers, the schedule and the policy know nothing of the sweep loop, of how a
+    run is opened or of playbooks; the experiment model knows nothing of the plan."""
+    known = _modules()
+    below = [
+        "orchestrator.measure",
+        "orchestrator.scrape",
+        "orchestrator.launchers",
+        "orchestrator.launchers.base",
+        "orchestrator.launchers.hosts",
+        "orchestrator.schedule",
+        "orchestrator.policy",
+        "orchestrator.runs",
+        "orchestrator.rendering",
+        "orchestrator.identity",
+    ]
+    above = {"orchestrator.runner", "orchestrator.opening", "orchestrator.playbooks.runner"}
+    for name in below:
+        assert not (_imports(name, known[name], known) & above), name
+    assert not (_imports("orchestrator.experiment", known["orchestrator.experiment"], known) & {"orchestrator.plan"})
+    rendering = _imports("orchestrator.rendering", known["orchestrator.rendering"], known)
+    assert not rendering & {"orchestrator.experiment", "orchestrator.plan"}
+
+
 _CHILD = r"""
 import importlib, json, os, sys
 for library in json.loads(sys.argv[2]):  # third-party libraries only: loaded once, shared by the children
