@@ -51,6 +51,8 @@ def describe_plan(experiment: Experiment) -> str:
             out.extend("    " + line for line in text.rstrip("\n").splitlines())
             out.append("run: systemctl daemon-reload")
             out.append(f"run: systemctl restart {unit}")
+        elif service.kind == "none":
+            out.append(f"nothing is written or restarted: the server at {experiment.server.url} is measured as it runs")
         else:
             argv = split_command(deployment.command or "", what="the process command")
             argv = [f"${{{name}}}" if (name := reference(w, secrets)) else w for w in argv]
@@ -70,5 +72,8 @@ def describe_plan(experiment: Experiment) -> str:
             size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
             out.append(f"load {point.label}: {size} ({point.id})")
         out.append("")
-    out.append("finally: restore every host as it was found (drop-in removed, daemon-reload, unit state put back)")
+    if service.kind == "none":
+        out.append("finally: nothing to restore (nothing was changed)")
+    else:
+        out.append("finally: restore every host as it was found (drop-in removed, daemon-reload, unit state put back)")
     return "\n".join(out)

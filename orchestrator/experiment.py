@@ -38,6 +38,7 @@ from orchestrator.yamlsource import Positions, load_yaml_with_positions, locate
 __all__ = [
     "BUILTIN_FIELDS",
     "ChecksSpec",
+    "ExistingServiceSpec",
     "Experiment",
     "FailurePolicySpec",
     "HostSpec",
@@ -54,7 +55,9 @@ __all__ = [
     "error_from_validation",
     "load_experiment",
     "parse_experiment",
+    "problems_of",
     "suggest",
+    "with_problems",
 ]
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
@@ -395,7 +398,61 @@ def _secret_identity(secrets: dict[str, SecretSource] | None) -> dict[str, Any]:
     return {"secrets": {k: v.describe() for k, v in secrets.items()}} if secrets else {}
 
 
-ServiceSpec = Annotated[SystemdServiceSpec | ProcessServiceSpec, Field(discriminator="kind")]
+class ExistingServiceSpec(_Strict):
+    """A server that is already running, measured with the configuration it has (``kind: none``): nothing is
+    deployed, restarted or restored, so the experiment has one configuration (variants with server-side
+    templates are refused). ``unit`` (a systemd unit whose journal and state are read, never changed) or
+    ``log_file`` (a file the server writes its log to) give the engine's log lines; with neither, the metrics
+    come from /metrics and the responses alone (:mod:`orchestrator.services.existing`)."""
+
+    kind: Literal["none"] = "none"
+    unit: str | None = None
+    log_file: str | None = None
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "." not in value:
+            value += ".service"
+        if not _UNIT.fullmatch(value) or value.startswith("-"):
+            raise ValueError(f"not a valid service unit name: {value!r}")
+        return value
+
+    @field_validator("log_file")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        return _no_control(value, "a path")
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return {}
+
+    @property
+    def secrets(self) -> dict[str, SecretSource] | None:
+        return None
+
+    def command_template(self) -> str | None:
+        return None
+
+    def render_command(self, values: dict[str, Scalar]) -> str | None:
+        return None
+
+    def templates(self) -> dict[str, str]:
+        return {}
+
+    def identity(self) -> dict[str, Any]:
+        return {"unit": self.unit, "log_file": self.log_file}
+
+    def secret_values(self) -> dict[str, SecretStr | None]:
+        return {}
+
+
+#: The variant an experiment with ``service: {kind: none}`` gets when it names none: the server as it runs.
+EXISTING_VARIANT = "current"
+
+ServiceSpec = Annotated[SystemdServiceSpec | ProcessServiceSpec | ExistingServiceSpec, Field(discriminator="kind")]
 
 _DEFAULT_HEALTH = {
     "sglang": ["/health", "/v1/models"],
@@ -611,6 +668,8 @@ class Experiment(_Strict):
     variants: dict[str, Variant]
     baselines: list[str] = Field(default_factory=list)
     baselines_from: str | None = None
+    #: Where run directories go, relative to the experiment file (``orchestrator/runref.py`` has the rule).
+    results_dir: str | None = None
     load: LoadSpec
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     failure_policy: FailurePolicySpec = Field(default_factory=FailurePolicySpec)
@@ -631,12 +690,20 @@ class Experiment(_Strict):
             data["variants"] = {k: ({} if v is None else v) for k, v in data["variants"].items()}
         if isinstance(data.get("baselines"), str):
             data["baselines"] = [data["baselines"]]
+        service = data.get("service")
+        if isinstance(service, dict) and service.get("kind") == "none" and "variants" not in data:
+            data["variants"] = {EXISTING_VARIANT: {}}  # the server's own configuration, the only one
         return data
 
     @field_validator("baselines_from")
     @classmethod
     def _baselines_from(cls, value: str | None) -> str | None:
         return _no_control(value, "a run directory path")
+
+    @field_validator("results_dir")
+    @classmethod
+    def _results_dir(cls, value: str | None) -> str | None:
+        return _no_control(value, "a results directory path")
 
     @field_validator("name")
     @classmethod
@@ -809,13 +876,47 @@ def _describe(value: Any) -> str:
 def _error_from_validation(
     exc: ValidationError, data: Any, positions: Positions, file: str, root: type[BaseModel] | None = None
 ) -> ConfigError:
-    """One ``ConfigError`` (file:line:column, key path, nearest valid key) for a pydantic error of a document
-    whose schema is ``root`` (the Experiment unless said otherwise; playbook files pass theirs)."""
+    """One ``ConfigError`` (file:line:column, key path, nearest valid key) for the pydantic errors of a document
+    whose schema is ``root`` (the Experiment unless said otherwise; playbook files pass theirs): the first says
+    how many more there are, and ``problems`` holds every one (``specsweep validate`` prints them all)."""
     errors = exc.errors(include_url=False)
     # An unknown key usually explains a "missing" one next to it (a typo): report it first.
     rank = {"extra_forbidden": 0, "union_tag_invalid": 1}
     errors.sort(key=lambda e: rank.get(e["type"], 2))
-    first = errors[0]
+    problems: list[ConfigError] = []
+    seen: set[str] = set()
+    for error in errors:
+        problem = _one_validation_error(error, data, positions, file, root)
+        if str(problem) not in seen:
+            seen.add(str(problem))
+            problems.append(problem)
+    return with_problems(problems)
+
+
+def with_problems(problems: list[ConfigError]) -> ConfigError:
+    """The first of ``problems``, saying how many more there are, with every one in its ``problems``."""
+    first = problems[0]
+    more = len(problems) - 1
+    if more:
+        first = ConfigError(
+            f"{first.message} (and {more} more error{'s' if more > 1 else ''})",
+            file=first.file,
+            line=first.line,
+            column=first.column,
+            key=first.key,
+        )
+    first.problems = list(problems)  # type: ignore[attr-defined]
+    return first
+
+
+def problems_of(error: ConfigError) -> list[ConfigError]:
+    """Every problem a ConfigError stands for (itself when it holds no list)."""
+    return list(getattr(error, "problems", None) or [error])
+
+
+def _one_validation_error(
+    first: Any, data: Any, positions: Positions, file: str, root: type[BaseModel] | None
+) -> ConfigError:
     loc = tuple(first["loc"])
     path = _doc_path(loc, data)
     etype = first["type"]
@@ -842,9 +943,6 @@ def _error_from_validation(
     elif "input" in first and etype not in ("value_error", "assertion_error") and not _sensitive(loc):
         message = f"{message}, got {_describe(first['input'])}"
     line, column = locate(positions, path)
-    more = len(errors) - 1
-    if more:
-        message += f" (and {more} more error{'s' if more > 1 else ''})"
     return ConfigError(message, file=file, line=line, column=column, key=".".join(str(p) for p in path) or None)
 
 
@@ -857,7 +955,8 @@ class _Problem(Exception):
         self.message = message
 
 
-def _check_templates(exp: Experiment) -> None:
+def _check_templates(exp: Experiment, problems: list[_Problem]) -> None:
+    """Template problems: the service's and vars' (the first stops the check), then each variant's (its first)."""
     service_templates = exp.service.templates()
     builtins = set(exp.builtin_values())
     url_fields = _fields_or_problem(("server", "url"), exp.server.url)
@@ -873,7 +972,8 @@ def _check_templates(exp: Experiment) -> None:
         if not str(key).isidentifier():
             raise _Problem(("vars", key), f"vars key {key!r} must be a name (letters, digits, _)")
         del value
-    for vname, variant in exp.variants.items():
+
+    def variant_problems(vname: str, variant: Variant) -> None:
         vpath: tuple[Any, ...] = ("variants", vname)
         matrix_keys = set(variant.matrix)
         for extra in variant.include:
@@ -929,6 +1029,12 @@ def _check_templates(exp: Experiment) -> None:
                     f"(define it in the variant, its matrix, or vars)" + suggest(name, sorted(everything)),
                 )
 
+    for vname, variant in exp.variants.items():
+        try:
+            variant_problems(vname, variant)
+        except _Problem as problem:
+            problems.append(problem)
+
 
 def _all_fields(templates: dict[str, str], prefix: tuple[Any, ...]) -> set[str]:
     out: set[str] = set()
@@ -978,36 +1084,84 @@ def _check_commands(exp: Experiment) -> None:
                 raise _Problem(("variants", vname), f"{label}: {exc.message}") from None
 
 
-def _check_semantics(exp: Experiment) -> None:
+def _check_existing_server(exp: Experiment, problems: list[_Problem]) -> None:
+    """``service: {kind: none}`` measures the server as it runs: one configuration, nothing to fill in."""
+    if not isinstance(exp.service, ExistingServiceSpec):
+        return
+    if len(exp.variants) > 1:
+        problems.append(
+            _Problem(
+                ("variants",),
+                f"service kind none measures the one configuration the running server has; define one variant "
+                f"(named after it) or none, not {len(exp.variants)}",
+            )
+        )
+    for vname, variant in exp.variants.items():
+        fields = [*variant.template_fields, *(k for k in ("matrix", "include", "exclude") if getattr(variant, k))]
+        for field in fields:
+            problems.append(
+                _Problem(
+                    ("variants", vname, field),
+                    f"variant {vname!r} sets {field!r}, but service kind none never changes the server's "
+                    "configuration (it is measured as it runs); use kind systemd or process to sweep "
+                    "configurations",
+                )
+            )
+
+
+def _semantic_problems(exp: Experiment) -> list[_Problem]:
+    """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
+    problems: list[_Problem] = []
     if exp.host is not None and exp.hosts is not None:
-        raise _Problem(("hosts",), "set either host or hosts, not both")
+        problems.append(_Problem(("hosts",), "set either host or hosts, not both"))
     if exp.hosts is not None and not exp.hosts:
-        raise _Problem(("hosts",), "hosts is empty")
+        problems.append(_Problem(("hosts",), "hosts is empty"))
     names = [h.display_name for h in exp.host_specs()]
     if len(set(names)) != len(names):
-        raise _Problem(("hosts",), "two hosts have the same name; give each a distinct name:")
+        problems.append(_Problem(("hosts",), "two hosts have the same name; give each a distinct name:"))
     for index, name in enumerate(exp.baselines):
         if name not in exp.variants:
-            raise _Problem(
-                ("baselines", index),
-                f"baseline {name!r} is not a variant" + suggest(name, list(exp.variants)),
-            )
+            message = f"baseline {name!r} is not a variant" + suggest(name, list(exp.variants))
+            problems.append(_Problem(("baselines", index), message))
     if len(set(exp.baselines)) != len(exp.baselines):
-        raise _Problem(("baselines",), "a baseline is listed twice")
-    _check_templates(exp)
+        problems.append(_Problem(("baselines",), "a baseline is listed twice"))
+    existing = len(problems)
+    _check_existing_server(exp, problems)
+    if len(problems) > existing:
+        return problems  # the template checks would only say the same again
+    try:
+        _check_templates(exp, problems)
+    except _Problem as problem:
+        problems.append(problem)
     total = 0
     for vname, variant in exp.variants.items():
         size = math.prod(len(v) for v in variant.matrix.values()) if variant.matrix else 1
         total += size + len(variant.include)
         if total > MAX_DEPLOYMENTS:
-            raise _Problem(
-                ("variants", vname, "matrix"),
-                f"the variants expand to more than {MAX_DEPLOYMENTS} deployments (restarts); split the sweep",
+            problems.append(
+                _Problem(
+                    ("variants", vname, "matrix"),
+                    f"the variants expand to more than {MAX_DEPLOYMENTS} deployments (restarts); split the sweep",
+                )
             )
-    _check_commands(exp)
+            break
+    if problems:
+        return problems  # rendering the commands needs every template and a bounded matrix
+    try:
+        _check_commands(exp)
+    except _Problem as problem:
+        problems.append(problem)
     points = total * (len(exp.load.concurrency) + len(exp.load.rates))
     if points > MAX_LOAD_POINTS:
-        raise _Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}")
+        problems.append(_Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}"))
+    return problems
+
+
+def _check_semantics(exp: Experiment) -> None:
+    """The first semantic problem, raised (callers that want them all use ``_semantic_problems``)."""
+    problems = _semantic_problems(exp)
+    if problems:
+        raise problems[0]
 
 
 def _read_secrets(exp: Experiment, data: dict[str, Any], base: Path) -> None:
@@ -1052,14 +1206,22 @@ def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
         raise _error_from_validation(exc, data, positions, file) from None
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
-    try:
-        _check_semantics(exp)
-        _read_secrets(exp, data, Path(file).parent)
-    except _Problem as problem:
-        line, column = locate(positions, problem.path)
-        raise ConfigError(
-            problem.message, file=file, line=line, column=column, key=".".join(str(p) for p in problem.path)
-        ) from None
+    problems = _semantic_problems(exp)
+    if not problems:
+        try:
+            _read_secrets(exp, data, Path(file).parent)
+        except _Problem as unreadable:
+            problems.append(unreadable)
+    if problems:
+        errors = []
+        for found in problems:
+            line, column = locate(positions, found.path)
+            errors.append(
+                ConfigError(
+                    found.message, file=file, line=line, column=column, key=".".join(str(p) for p in found.path)
+                )
+            )
+        raise with_problems(errors) from None
     return exp
 
 

@@ -15,8 +15,9 @@ the current ones, and refuses when anything that shapes a measurement changed, w
   hash (``plan.json`` ids) is not in the current plan are affected, and new points are listed.
 
 Settings that change nothing measured are ignored (``description``, ``failure_policy``, ``checks``,
-``baselines_from``, ``server.ready_timeout``, ``expected_load_time``, ``expected_tokens_per_second``, how a
-host is reached apart from its target, ``service.stop_timeout``, ``service.log_file``).
+``baselines_from``, ``results_dir``, ``server.ready_timeout``, ``expected_load_time``,
+``expected_tokens_per_second``, how a host is reached apart from its target, ``service.stop_timeout``,
+``service.log_file``).
 
 ``redo_changed=True`` (``--redo-changed``) accepts the change instead: the affected records move to
 ``superseded.jsonl`` (nothing measured is lost), the run's ``experiment.yaml`` and ``plan.json`` become the
@@ -54,6 +55,7 @@ IGNORED = (
     "failure_policy",
     "checks",
     "baselines_from",
+    "results_dir",
     "server.ready_timeout",
     "server.expected_load_time",
     "server.expected_tokens_per_second",

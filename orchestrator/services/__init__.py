@@ -1,7 +1,8 @@
 """Services: how a server configuration is applied on a host and undone.
 
 :class:`Service` is the interface (see :mod:`orchestrator.services.base` for the cursor and marker
-contracts), :class:`SystemdService` and :class:`ProcessService` the implementations, :func:`make_service`
+contracts), :class:`SystemdService`, :class:`ProcessService` and :class:`ExistingService` (``kind: none``: a
+running server, measured as it is) the implementations, :func:`make_service`
 builds one from an experiment's service spec, :func:`driving` holds one for the length of a run.
 """
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.services.base import Leftover, LogChunk, Service, ServiceState, driving, select_evidence
+from orchestrator.services.existing import ExistingService
 from orchestrator.services.process import ProcessService
 from orchestrator.services.systemd import SystemdService
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
 
 __all__ = [
+    "ExistingService",
     "Leftover",
     "LogChunk",
     "ProcessService",
@@ -65,4 +68,28 @@ def make_service(source: Any, host: Host, *, name: str | None = None, state_dir:
         if state_dir is not None:
             pkwargs["state_dir"] = state_dir
         return ProcessService(host, name or "server", **pkwargs)
-    raise ConfigError(f"unknown service kind {kind!r} (expected systemd or process)", key="service.kind")
+    if kind == "none":
+        return _existing(source, spec, host, state_dir=state_dir, redact=redact)
+    raise ConfigError(f"unknown service kind {kind!r} (expected systemd, process or none)", key="service.kind")
+
+
+def _existing(
+    source: Any, spec: Any, host: Host, *, state_dir: str | None, redact: dict[str, str]
+) -> Service:
+    """``kind: none``: the server already running at the experiment's URL on ``host`` (services/existing.py)."""
+    server = getattr(source, "server", None)
+    if server is None:
+        raise ConfigError("service kind none needs the experiment (its server.url)", key="service.kind")
+    specs = source.host_specs() if callable(getattr(source, "host_specs", None)) else []
+    match = next((s for s in specs if s.display_name == host.name), None)
+    url = source.server_url(match) if match is not None else server.url.replace("{host}", getattr(host, "address", ""))
+    kwargs: dict[str, Any] = {
+        "health_path": source.health_paths[0],
+        "api_key": getattr(server, "api_key_value", None),
+        "unit": getattr(spec, "unit", None),
+        "log_file": getattr(spec, "log_file", None),
+        "redact": redact,
+    }
+    if state_dir is not None:
+        kwargs["state_dir"] = state_dir
+    return ExistingService(host, url, **kwargs)

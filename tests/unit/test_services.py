@@ -61,6 +61,7 @@ class ScriptedHost(ShellFileOps):
 
 def test_public_api() -> None:
     assert sorted(services.__all__) == [
+        "ExistingService",
         "Leftover",
         "LogChunk",
         "ProcessService",
