@@ -1,0 +1,77 @@
+"""The ETA model: what it learns from the run's own observations (wall clock, per worker thread) and from earlier
+runs of the experiment, and what it must not learn (points that were never measured)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.eta import EtaHistory, EtaModel, eta_history
+
+RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
+
+
+def test_before_anything_is_observed_the_plans_guesses_stand() -> None:
+    model = EtaModel(expected_load_seconds=60.0, remaining_loads=3, remaining_point_estimates=30.0)
+    assert model.remaining() == pytest.approx(3 * 60.0 + 30.0)
+    assert model.remaining(parallel=2) == pytest.approx((3 * 60.0 + 30.0) / 2)
+
+
+def test_a_deployment_costs_what_the_wall_clock_says_and_points_scale_to_their_measure() -> None:
+    model = EtaModel(expected_load_seconds=60.0, remaining_loads=4, remaining_point_estimates=40.0)
+    time.sleep(0.2)  # stopping the old server, starting the new one (before load_observed)
+    model.load_observed(0.1)  # the health wait alone: less than the deployment really cost
+    time.sleep(0.1)  # warm-up
+    model.point_observed(estimated=10.0, seconds=0.05)
+    cost = model.deployment_seconds()
+    assert 0.25 <= cost < 1.0  # stop + start + warm-up, not only the 0.1 s load nor the 60 s guess
+    assert model.point_scale() == pytest.approx(0.005)
+    assert model.remaining() == pytest.approx(3 * cost + 30.0 * 0.005, rel=1e-6)
+
+
+def test_points_never_measured_teach_nothing() -> None:
+    model = EtaModel(expected_load_seconds=1.0, remaining_loads=2, remaining_point_estimates=20.0)
+    model.point_observed(estimated=5.0, seconds=2.5)
+    model.point_observed(estimated=5.0, seconds=0.0)  # a deployment that did not start fails its points at once
+    assert model.point_scale() == pytest.approx(0.5)
+    assert model.remaining_point_estimates == pytest.approx(10.0)
+
+
+def test_each_worker_thread_closes_its_own_deployments() -> None:
+    model = EtaModel(expected_load_seconds=60.0, remaining_loads=4, remaining_point_estimates=0.0)
+
+    def worker(pause: float) -> None:
+        time.sleep(pause)
+        model.load_observed(pause)
+        model.point_observed(estimated=1.0, seconds=0.01)
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in (0.05, 0.3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 0.1 < model.deployment_seconds() < 0.5  # the mean of the two workers' costs
+
+
+def test_history_stands_in_until_the_run_observes_its_own() -> None:
+    history = EtaHistory(deployment_seconds=2.0, point_scale=0.1, runs=1)
+    model = EtaModel(expected_load_seconds=60.0, remaining_loads=5, remaining_point_estimates=100.0, history=history)
+    assert model.remaining() == pytest.approx(5 * 2.0 + 100.0 * 0.1)
+    model.point_observed(estimated=10.0, seconds=5.0)
+    assert model.point_scale() == pytest.approx(0.5)  # its own measure wins
+
+
+def test_eta_history_reads_earlier_runs_of_the_experiment(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    shutil.copytree(RUNS / "sim-demo", root / "sim-demo" / "20260101T000000Z-000001")
+    history = eta_history(root, "sim-demo")
+    assert history.runs == 1 and history.known
+    assert history.deployment_seconds is not None and 0.5 < history.deployment_seconds < 60
+    assert history.point_scale is not None and history.point_scale > 0
+    assert "learned from 1 earlier run" in history.describe()
+    assert not eta_history(root, "another").known
+    assert not eta_history(root, "sim-demo", exclude=root / "sim-demo" / "20260101T000000Z-000001").known
