@@ -691,8 +691,12 @@ class Experiment(_Strict):
         if isinstance(data.get("baselines"), str):
             data["baselines"] = [data["baselines"]]
         service = data.get("service")
-        if isinstance(service, dict) and service.get("kind") == "none" and "variants" not in data:
-            data["variants"] = {EXISTING_VARIANT: {}}  # the server's own configuration, the only one
+        if isinstance(service, dict) and service.get("kind") == "none":
+            if "variants" not in data:
+                data["variants"] = {EXISTING_VARIANT: {}}  # the server's own configuration, the only one
+            server = data.get("server")
+            if isinstance(server, dict) and "expected_load_time" not in server:
+                data["server"] = {**server, "expected_load_time": 0}  # nothing loads: it already runs (the ETA)
         return data
 
     @field_validator("baselines_from")
