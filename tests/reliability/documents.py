@@ -2,10 +2,12 @@
 on each one.
 
 A document starts from a valid seed (the shipped sweeps and playbooks, or a generated valid experiment) and
-takes zero to four mutations, each of one category a user (or a bad merge) produces: wrong types, unknown and
+takes one to four mutations, each of one category a user (or a bad merge) produces: wrong types, unknown and
 misspelt keys, bad durations, unresolvable templates, empty matrices, huge matrices, missing keys, and damage
 to the YAML text itself (truncation, stray characters, tabs, duplicate keys, aliases and alias bombs, deep
-nesting, invalid UTF-8). Its verdict is one of:
+nesting, invalid UTF-8). A mutation is named only if it changed the document, and a document whose bytes
+are still the seed's is not used at all (hypothesis draws another; ``UNCHANGED`` counts them). Its verdict
+is one of:
 
     valid        it loads and plans (and every deployment renders to a command the service would apply)
     unappliable  it loads and plans, but a deployment's command would be refused when applied on the host
@@ -13,6 +15,11 @@ nesting, invalid UTF-8). Its verdict is one of:
     bad_error    a SpecsweepError that is not a ConfigError, or a ConfigError of more than one line or
                  without the file
     traceback    anything else: a bug
+
+Further along, a sample goes through ``specsweep sweep FILE --dry-run`` (:func:`dry_run`: the dry run's text
+or one error line), and valid experiments are applied on the test host for real (:func:`apply_on_host`:
+systemd's own view of the unit, or what the process received, must be the document's; the host as before
+once restored).
 
 ``bench/reliability_bad_inputs.py`` runs 10,000 of these; ``test_bad_inputs.py`` a few hundred.
 """
@@ -28,11 +35,23 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hypothesis import assume
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 
-__all__ = ["Verdict", "check", "documents", "experiment_documents", "playbook_documents"]
+__all__ = [
+    "UNCHANGED",
+    "Verdict",
+    "apply_on_host",
+    "check",
+    "documents",
+    "dry_run",
+    "experiment_documents",
+    "install_campaign_unit",
+    "playbook_documents",
+    "remove_campaign_unit",
+]
 
 
 def _seed(path: Path) -> Any:
@@ -350,27 +369,47 @@ def _damage(draw: st.DrawFn, rnd: random.Random, text: str) -> tuple[bytes, str]
     return raw.encode("utf-8", "surrogatepass"), kind
 
 
+#: How many generated documents their mutations left as they were (not counted, not checked: hypothesis draws
+#: another). The campaign reports it.
+UNCHANGED = {"documents": 0}
+
+
+def _dump(doc: Any) -> str:
+    try:
+        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return "name: x\n"
+
+
 @st.composite
 def _document(draw: st.DrawFn, playbook: bool) -> tuple[bytes, str]:
+    """A seed with one to four mutations, each named only if it changed the document, and the document only if
+    its bytes differ from the seed's: a bad-input document is one a mutation really made."""
     # Structural choices come from a plain Random that hypothesis seeds: its own choices (st.randoms too)
     # favour the first option and 0, which would truncate most documents to nothing. Values (junk,
     # durations, text) stay hypothesis's own, where its taste for edge cases is the point.
     rnd = random.Random(draw(st.integers(0, 2**64)))
     seeds = PLAYBOOK_SEEDS if playbook else EXPERIMENT_SEEDS
     doc = copy.deepcopy(rnd.choice(seeds)) if playbook or rnd.random() < 0.5 else draw(valid_experiment())
+    original = _dump(doc).encode("utf-8", "surrogatepass")
     kinds = []
-    for _ in range(rnd.choice([0, 1, 1, 1, 2, 2, 3, 4])):
+    damage = rnd.random() < 0.15
+    for _ in range(rnd.choice([1, 1, 1, 2, 2, 3, 4]) if not damage else rnd.choice([0, 0, 1, 2])):
+        before = repr(doc)
         doc, kind = _mutate(draw, rnd, doc, playbook)
-        kinds.append(kind)
-    try:
-        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
-    except (yaml.YAMLError, RecursionError, ValueError):
-        text = "name: x\n"
-    if rnd.random() < 0.15:
-        data, kind = _damage(draw, rnd, text)
-        kinds.append(kind)
-        return data, "+".join(kinds) or "none"
-    return text.encode("utf-8", "surrogatepass"), "+".join(kinds) or "none"
+        if repr(doc) != before:
+            kinds.append(kind)
+    text = _dump(doc)
+    data = text.encode("utf-8", "surrogatepass")
+    if damage:
+        damaged, kind = _damage(draw, rnd, text)
+        if damaged != data:
+            kinds.append(kind)
+        data = damaged
+    if data == original or not kinds:
+        UNCHANGED["documents"] += 1
+        assume(False)
+    return data, "+".join(kinds)
 
 
 def experiment_documents() -> st.SearchStrategy[tuple[bytes, str]]:
@@ -454,3 +493,178 @@ def check(kind: str, data: bytes, path: Path) -> Verdict:
         return Verdict("bad_error", f"{type(exc).__name__}: {exc}")
     except Exception:
         return Verdict("traceback", traceback.format_exc())
+
+
+# -- further along: the CLI's dry run, and a real apply on the test host -------------------------------------
+
+
+def dry_run(data: bytes, path: Path, *, timeout: float = 120) -> Verdict:
+    """``specsweep sweep FILE --dry-run`` on an experiment document, as a user would run it: ``planned`` (exit 0,
+    the dry run's text), ``refused`` (exit 2 and one error line naming the file), else ``bad_error`` or
+    ``traceback``."""
+    import os
+    import subprocess
+    import sys
+
+    path.write_bytes(data)
+    env = {**os.environ, "COLUMNS": "100000", "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "sweep", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+    )
+    out, err = proc.stdout, proc.stderr
+    if "Traceback" in out + err:
+        return Verdict("traceback", err[-2000:])
+    lines = err.strip().splitlines()
+    if proc.returncode == 0 and out.startswith("# dry run of "):
+        return Verdict("planned")
+    if proc.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"specsweep: error: {path}"):
+        return Verdict("refused", lines[0])
+    return Verdict("bad_error", f"exit {proc.returncode}: {err[-2000:]}")
+
+
+#: Prints its arguments and environment as JSON: what a process document's program becomes on the test host.
+_PRINTER = "import json,os,sys; print('APPLIED ' + json.dumps([sys.argv[1:], dict(os.environ)]), flush=True)"
+
+
+def apply_on_host(data: bytes, path: Path, host: Any, unit: str, *, deployments: int = 2) -> Verdict:
+    """Apply the first ``deployments`` of a valid experiment document on the test host for real, and check
+    what the host then holds; never raises.
+
+    systemd (the document's unit name replaced by ``unit``, a stopped stub installed there): after ``apply``,
+    systemd's own view of the unit over D-Bus (``busctl``) must be the document's command, word for word, and
+    its environment; in ``mode: unit`` the unit file must be what was rendered and load. A process: its
+    program is replaced by a printer of its arguments and environment, which must be the document's. Then
+    ``restore``, and the host must be as before (``applied``). Otherwise: ``refused_on_host`` (a
+    SpecsweepError: the host refused what validation let through), ``mismatch``, ``host_modified`` or
+    ``traceback``.
+    """
+    import json
+    import shlex
+    import sys
+    import time
+
+    from orchestrator.errors import SpecsweepError
+    from orchestrator.experiment import load_experiment
+    from orchestrator.plan import build_plan
+    from orchestrator.quoting import shell_join, split_command
+    from orchestrator.services.process import ProcessService
+    from orchestrator.services.systemd import SystemdService
+    from tests.system.support import etc_snapshot, unit_snapshot
+
+    path.write_bytes(data)
+    before = (etc_snapshot(host), unit_snapshot(host, unit))
+    ssh = host.ssh()
+    service: Any = None
+    verdict = Verdict("applied")
+    try:
+        experiment = load_experiment(path)
+        spec = experiment.service
+        for deployment in build_plan(experiment).deployments[:deployments]:
+            if spec.kind == "systemd":
+                service = SystemdService(
+                    ssh, unit, mode=spec.mode, unit_template=spec.unit_file if spec.mode == "unit" else None
+                )
+                service.apply(deployment)
+                problem = _systemd_view_differs(host, unit, service, deployment, split_command)
+            elif spec.kind == "process":
+                argv = split_command(deployment.command or "", what="the process command")
+                printer = shell_join([sys.executable, "-c", _PRINTER, *argv[1:]])
+                service = ProcessService(ssh, "campaign", state_dir="/tmp/specsweep-campaign", stop_timeout=2)
+                service.apply(deployment.model_copy(update={"command": printer}))
+                deadline = time.monotonic() + 20
+                log = ""
+                while time.monotonic() < deadline and "APPLIED " not in log:
+                    time.sleep(0.1)
+                    log = host.admin(f"cat {shlex.quote(service.log_path)} 2>/dev/null; true").stdout
+                printed = [json.loads(ln[8:]) for ln in log.splitlines() if ln.startswith("APPLIED ")]
+                got_argv, got_env = printed[-1] if printed else (None, {})
+                want_env = dict(deployment.environment)
+                problem = None
+                if got_argv != argv[1:]:
+                    problem = f"the program received {got_argv!r}, not {argv[1:]!r}"
+                elif any(got_env.get(k) != v for k, v in want_env.items()):
+                    problem = f"the environment differs: {sorted(want_env)}"
+            else:
+                return Verdict("applied", f"service kind {spec.kind}: nothing to apply")
+            service.restore()
+            service = None
+            if problem:
+                verdict = Verdict("mismatch", problem)
+                break
+    except SpecsweepError as exc:
+        verdict = Verdict("refused_on_host", f"{type(exc).__name__}: {exc}")
+    except Exception:
+        verdict = Verdict("traceback", traceback.format_exc())
+    finally:
+        try:
+            if service is not None:
+                service.restore()
+        except Exception:  # the snapshot below says what was left
+            verdict = Verdict("traceback", traceback.format_exc()) if verdict.outcome == "applied" else verdict
+        ssh.close()
+        host.admin("rm -rf /tmp/specsweep-campaign ~/.local/state/specsweep/campaign.*", check=False)
+    after = (etc_snapshot(host), unit_snapshot(host, unit))
+    if after != before and verdict.outcome == "applied":
+        return Verdict("host_modified", f"before={before!r} after={after!r}"[:2000])
+    return verdict
+
+
+def _systemd_view_differs(host: Any, unit: str, service: Any, deployment: Any, split: Any) -> str | None:
+    """How systemd's view of ``unit`` (D-Bus properties) differs from what ``deployment`` asked for, or None."""
+    import json
+
+    text = host.admin(
+        f"cat /etc/systemd/system/{unit}.d/50-specsweep.conf /etc/systemd/system/{unit} 2>/dev/null; true"
+    ).stdout
+    if service.render(deployment) not in text:
+        return "the file on the host is not the rendered one"
+    obj = json.loads(
+        host.admin(
+            f"busctl --json=short call org.freedesktop.systemd1 /org/freedesktop/systemd1 "
+            f"org.freedesktop.systemd1.Manager LoadUnit s {unit}"
+        ).stdout
+    )["data"][0]
+
+    def prop(name: str) -> Any:
+        out = host.admin(
+            f"busctl --json=short get-property org.freedesktop.systemd1 {obj} org.freedesktop.systemd1.Service {name}"
+        ).stdout
+        return json.loads(out)["data"]
+
+    load = host.admin(f"systemctl show -p LoadState --value {unit}").stdout.strip()
+    if load != "loaded":
+        return f"systemd did not load the unit ({load})"
+    if service.mode == "unit":
+        return None  # the template's own syntax: the file and its loading are what can be checked
+    argv = [entry[1] for entry in prop("ExecStart")]
+    if deployment.command is not None and argv != [split(deployment.command, what="the service command")]:
+        return f"systemd runs {argv!r}"
+    environment = prop("Environment")
+    want = [f"{k}={v}" for k, v in deployment.environment.items()]
+    if [e for e in environment if e in want] != want:
+        return f"systemd's environment is {environment!r}"
+    return None
+
+
+CAMPAIGN_UNIT = "specsweep-campaign.service"
+
+
+def install_campaign_unit(host: Any) -> str:
+    """The stopped stub unit whose drop-ins (or whole file) the applied documents replace."""
+    text = "[Unit]\nDescription=specsweep bad-input campaign\n\n[Service]\nExecStart=/bin/true\n"
+    host.admin(f"cat > /etc/systemd/system/{CAMPAIGN_UNIT} <<'EOF'\n{text}EOF\nsystemctl daemon-reload")
+    return CAMPAIGN_UNIT
+
+
+def remove_campaign_unit(host: Any) -> None:
+    u = CAMPAIGN_UNIT
+    host.admin(
+        f"systemctl stop {u}; rm -rf /etc/systemd/system/{u} /etc/systemd/system/{u}.d /var/lib/specsweep/{u}.*; "
+        f"rmdir /var/lib/specsweep 2>/dev/null; systemctl daemon-reload; systemctl reset-failed {u} 2>/dev/null; true",
+        check=False,
+    )

@@ -1,6 +1,8 @@
 """The bad-input campaign, small: a few hundred generated experiment and playbook documents (the bench runs
-10,000), every one a valid plan or one ConfigError line naming the file, never a traceback; the same through
-``specsweep validate``; and the documents that once escaped it (an alias bomb, an unsplittable command), now refused.
+10,000), each changed by at least one mutation, every one a valid plan or one ConfigError line naming the
+file, never a traceback; the same through ``specsweep validate``; a sample through ``specsweep sweep
+--dry-run``; valid ones applied on the test host for real; and the documents that once escaped it (an alias
+bomb, an unsplittable command), now refused.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +23,17 @@ from hypothesis import strategies as st
 from orchestrator.errors import ConfigError
 from orchestrator.experiment import load_experiment
 from orchestrator.plan import build_plan
-from tests.reliability.documents import check, documents, experiment_documents
+from tests.reliability.documents import (
+    apply_on_host,
+    check,
+    documents,
+    dry_run,
+    experiment_documents,
+    install_campaign_unit,
+    remove_campaign_unit,
+)
 from tests.reliability.harness import ROOT, cli_command, cli_env
+from tests.system.support import TestHost
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -66,6 +78,56 @@ def test_specsweep_validate_answers_one_line_per_file(batch: list[tuple[bytes, s
     assert len(lines) == len(files), output
     for line, file in zip(sorted(lines, key=lambda ln: ln.split()[1]), files, strict=True):
         assert line.startswith((f"ok {file}: ", f"invalid {file}")), line
+
+
+@settings(max_examples=20, **_SETTINGS)
+@given(experiment_documents())
+def test_a_sample_goes_through_sweep_dry_run(document: tuple[bytes, str]) -> None:
+    """``specsweep sweep FILE --dry-run``: the dry run of a document that plans, one error line for one that
+    does not, never a traceback; and the CLI agrees with the library's verdict."""
+    data, mutations = document
+    verdict = dry_run(data, _DIR / "dry-run.yaml")
+    expected = check("experiment", data, _DIR / "dry-run-check.yaml").outcome
+    assert verdict.outcome in ("planned", "refused"), (mutations, verdict.message)
+    assert (verdict.outcome == "planned") == (expected == "valid"), (mutations, expected, verdict.message)
+
+
+@pytest.fixture
+def campaign_unit(testhost: TestHost) -> Iterator[str]:
+    unit = install_campaign_unit(testhost)
+    try:
+        yield unit
+    finally:
+        remove_campaign_unit(testhost)
+
+
+@pytest.mark.system
+@pytest.mark.timeout(600)
+def test_valid_documents_apply_on_the_test_host(testhost: TestHost, campaign_unit: str) -> None:
+    """Generated documents that validate are applied on the test host for real (two deployments each): the
+    host shows exactly their configuration, and is as before once restored."""
+    import random
+
+    applied = 0
+    rnd = random.Random(20261201)
+    tried = 0
+
+    @settings(max_examples=200, **_SETTINGS)
+    @given(experiment_documents())
+    def collect(document: tuple[bytes, str]) -> None:
+        nonlocal applied, tried
+        data, mutations = document
+        if applied >= 8 or check("experiment", data, _DIR / "apply-check.yaml").outcome != "valid":
+            return
+        if rnd.random() < 0.5:  # spread over the generated documents, not only the first valid ones
+            return
+        tried += 1
+        verdict = apply_on_host(data, _DIR / "apply.yaml", testhost, campaign_unit)
+        assert verdict.outcome == "applied", (mutations, verdict.message)
+        applied += 1
+
+    collect()
+    assert applied >= 5, f"only {applied} valid documents were generated and applied"
 
 
 def _limited_memory() -> None:

@@ -77,6 +77,7 @@ def test_api_key_never_leaks(tmp_path: Path, outcome: Outcome) -> None:
     results = tmp_path / "results"
     with local_leftovers_restored(home, path):
         outputs = [run_cli("sweep", str(path), "--results", str(results), "--json", env=env)]
+    outcome.sweeps = 1
     # Two deployments fail on purpose: the sweep runs to its end and says so with exit 3, not 0.
     assert outputs[0].returncode == EXIT_POINTS_FAILED, outputs[0].stderr
     summary = json.loads(outputs[0].stdout)
