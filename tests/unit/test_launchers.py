@@ -3,6 +3,7 @@ slot's open/launch/close over a fake host and service."""
 
 from __future__ import annotations
 
+import http.server
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import httpx
 import pytest
 
 from orchestrator.errors import HostLockedError, ServiceError, StartFailed
+from orchestrator.experiment import load_experiment
 from orchestrator.launchers import (
     HostServer,
     HostSlot,
@@ -196,3 +198,41 @@ def test_launch_before_open_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ServiceError, match="not open"):
         slot.launch(build_plan(exp).deployments[0], progress=None, stop=threading.Event())
     assert slot.evidence() == []
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_server_already_running_is_launched_through_make_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``service: {kind: none}`` goes through make_service as every kind does: nothing applied, the answering
+    server is the running one, and closing restores nothing but the lock."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # where a local service keeps its lock
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        path = tmp_path / "none.yaml"
+        path.write_text(
+            f'name: existing\nhost: local\nservice: {{kind: none}}\nserver: {{url: "{url}", model: sim}}\n'
+            "engine: sim\nload: {concurrency: [1], requests: 2}\n"
+        )
+        exp = load_experiment(path)
+        (slot,) = launcher_for(exp, lock_label="existing run").slots()
+        slot.open(lambda what: None)  # the answering server is not a stranger: it is the one measured
+        (deployment,) = build_plan(exp).deployments
+        server = slot.launch(deployment, progress=None, stop=threading.Event())
+        assert server.url == url and server.alive()
+        assert slot.close() is True
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
