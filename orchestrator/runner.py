@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFailed, StoreError
-from orchestrator.eta import EtaModel
+from orchestrator.eta import EtaModel, eta_history
 from orchestrator.events import (
     DeploymentFailed,
     DeploymentReady,
@@ -393,6 +393,8 @@ class SweepState:
             expected_load_seconds=experiment.server.expected_load_time,
             remaining_loads=self.schedule.remaining_loads(),
             remaining_point_estimates=self.schedule.remaining_point_seconds(),
+            # What earlier runs of this experiment taught (eta.py): the first ETA is not the plan's guess.
+            history=eta_history(options.results_root, experiment.name, exclude=store.path),
         )
         self.total_points = self.schedule.pending_count()
 
