@@ -48,7 +48,7 @@ def test_stdin_and_user_regex(app: typer.Typer) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["avg_commit_len"], data["ddtree_lines"]) == (3.0, 2)
+    assert (data["avg_commit_len"], data["ddtree_lines"]) == (pytest.approx(10 / 3), 2)  # bs-weighted: (2 + 2*4) / 3
     assert data["user_parsers"]["nodes"]["groups"]["n"]["mean"] == 8.0
 
 
