@@ -3,8 +3,8 @@
 sweeps/demo.yaml (SGLang's dialect) and sweeps/vllm-sim.yaml (vLLM's) run through the real CLI, as shipped
 but for what a test needs: the simulator's ``tiny`` profile (k26's acceptance, about 50x faster; vLLM's
 stats interval shortened to match), a free port, and enough tokens per point that sampling noise is well
-under the 2% asked for (48 requests of 160 tokens: about 2,500 verify steps a point; the shipped 16 x 64
-gives ~300 steps, a standard error of about 2.5% on its own). The truth is
+under the 2% asked for (96 requests of 256 tokens: about 7,000 verify steps a point, a standard error near
+0.6%; the shipped 16 x 64 gives ~300 steps and a standard error of about 2.5% on its own). The truth is
 ``SimConfig.expected_accept_length(max_tokens=...)``: tokens committed per verify step, bonus included, the
 prefill's first token left out, each request's last step cut at max_tokens as engines cut it
 (docs/engines.md, "One meaning per name").
@@ -26,7 +26,8 @@ import yaml
 from orchestrator.sim.config import parse_args
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_TOKENS = 160
+MAX_TOKENS = 256
+REQUESTS = 96
 
 
 def _free_port() -> int:
@@ -44,9 +45,9 @@ def _test_copy(name: str, tmp_path: Path) -> Path:
     command = command.replace("--log-stats-interval 1 ", "--log-stats-interval 0.05 ")
     doc["service"]["command"] = command.replace(f"--port {old_port}", f"--port {port}")
     doc["server"]["url"] = f"http://127.0.0.1:{port}"
-    doc["load"].update({"concurrency": [1, 8], "requests": 48, "max_tokens": MAX_TOKENS, "warmup": 1})
+    doc["load"].update({"concurrency": [1, 8], "requests": REQUESTS, "max_tokens": MAX_TOKENS, "warmup": 1})
     doc["load"].pop("rates", None)
-    doc.setdefault("checks", {})["min_requests"] = 48
+    doc.setdefault("checks", {})["min_requests"] = REQUESTS
     path = tmp_path / name
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
