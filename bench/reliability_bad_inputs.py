@@ -8,12 +8,12 @@ line naming the file (with or without a line number), a plan whose command a hos
 time, a badly formed error, or a traceback. The promise is that only the first two ever happen.
 
 Further along, a sample of the experiment documents (``--dry-runs``: spread over the run, a quarter of it
-documents that plan) goes through
-``specsweep sweep FILE --dry-run`` as a subprocess (the dry run, or one error line, never a traceback, and
-the same answer as the library's), and the first valid ones (``--applies``, every other one) are applied on
-the systemd + sshd test host for real, two deployments each (``documents.apply_on_host``: systemd's own view
-of the unit, or what the process received, is the document's; the host is as before once restored). The
-applies need root and boot a test host (``tests/system/testhost.sh``).
+documents that plan) goes through ``specsweep sweep FILE --dry-run`` as a subprocess (the dry run, or one
+error line, never a traceback, and the same answer as the library's), and valid ones (``--applies``, every
+other one) are applied on the systemd + sshd test host for real, two deployments each
+(``documents.apply_on_host``: systemd's own view of the unit, or what the process received, is the
+document's; the host is as before once restored). The applies need root and boot a test host
+(``tests/system/testhost.sh``).
 
     sudo .venv/bin/python bench/reliability_bad_inputs.py                  # 10,000 documents, a JSON summary
     .venv/bin/python bench/reliability_bad_inputs.py --examples 1000 --applies 0

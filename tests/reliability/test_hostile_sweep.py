@@ -121,7 +121,7 @@ def _check_unit_while_applied(host: TestHost, unit: str, seen: list[str]) -> Non
 
 
 def test_hostile_values_through_a_systemd_sweep(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
-    outcome.scenario = "hostile values: systemd sweep (command words, environment, model, host name)"
+    outcome.scenario = "hostile values: systemd sweep (command words, environment, model; a host name too)"
     outcome.kind = "injection"
     host = sim_unit.host
     host.admin("rm -f /tmp/pwned-*")
