@@ -50,6 +50,7 @@ __all__ = [
     "SecretSource",
     "ServerSpec",
     "ServiceSpec",
+    "SlurmLauncherSpec",
     "SystemdServiceSpec",
     "Variant",
     "error_from_validation",
@@ -158,6 +159,104 @@ class LocalHostSpec(_Strict):
 
 
 HostSpec = Annotated[SSHHostSpec | LocalHostSpec, Field(discriminator="kind")]
+
+
+#: sbatch options specsweep sets itself: the job's name, comment and output file are how it finds its jobs again.
+_OWN_SBATCH_OPTIONS = {"--job-name", "--comment", "--output", "--error", "--open-mode", "--parsable", "--wrap"}
+_OWN_SBATCH_OPTIONS |= {"--array", "--nodes", "-J", "-o", "-e", "-a", "-N"}
+#: What Slurm accepts as a time limit (sbatch(1), --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_SLURM_TIME = re.compile(r"\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+|UNLIMITED|INFINITE")
+#: A partition, account, QOS, GRES or constraint: one word of Slurm's (no spaces, quotes or shell syntax).
+_SLURM_WORD = re.compile(r"[A-Za-z0-9_.:,=+*!&|()\[\]/@%-]{1,200}")
+
+
+class SlurmLauncherSpec(_Strict):
+    """Each deployment as one Slurm job (``orchestrator/launchers/slurm.py``): a batch script submitted with
+    ``sbatch`` on the login node (``login``: an SSH host, or ``local`` when specsweep runs there), its server
+    on the node Slurm picks (``{node}`` in server.url), its output file (under ``shared_dir``, a directory
+    the login node and the compute nodes share) the log window. ``max_jobs`` deployments run at once;
+    ``pending_timeout``: a job still pending after that long fails its deployment (status, not a hang)."""
+
+    kind: Literal["slurm"] = "slurm"
+    login: HostSpec = Field(default_factory=LocalHostSpec)
+    partition: str | None = None
+    gres: str | None = None
+    time: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    max_jobs: int = Field(1, ge=1, le=256)
+    extra_args: list[str] = Field(default_factory=list)
+    shared_dir: str = "~/.local/state/specsweep/slurm"
+    pending_timeout: Duration = 3600.0
+    poll_interval: Duration = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthands(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if "login" in data:
+                data["login"] = _host_shorthand(data["login"])
+            if isinstance(data.get("extra_args"), str):
+                import shlex
+
+                try:
+                    data["extra_args"] = shlex.split(data["extra_args"])
+                except ValueError as exc:
+                    raise ValueError(f"extra_args: {exc}") from None
+        return data
+
+    @field_validator("partition", "gres", "account", "qos", "constraint")
+    @classmethod
+    def _word(cls, value: str | None) -> str | None:
+        if value is not None and not _SLURM_WORD.fullmatch(value):
+            raise ValueError(f"expected one Slurm word (no spaces, quotes or control characters), got {value!r}")
+        return value
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: str | None) -> str | None:
+        if value is not None and not _SLURM_TIME.fullmatch(str(value)):
+            raise ValueError(
+                f"a Slurm time limit is minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS, got {value!r}"
+            )
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            _no_control(arg, "an sbatch option")
+            if not arg.startswith("-"):
+                raise ValueError(f"each of extra_args is one sbatch option (--name=value), got {arg!r}")
+            name = arg.split("=", 1)[0] if arg.startswith("--") else arg[:2]
+            if name in _OWN_SBATCH_OPTIONS:
+                raise ValueError(f"{name} is set by specsweep (it names its jobs and finds them again by it)")
+        return value
+
+    @field_validator("shared_dir")
+    @classmethod
+    def _dir(cls, value: str) -> str:
+        _no_control(value, "a path")
+        if not (value.startswith("/") or value == "~" or value.startswith("~/")) or any(c.isspace() for c in value):
+            raise ValueError(f"shared_dir is an absolute path or starts with ~/ (no spaces), got {value!r}")
+        return value.rstrip("/") or "/"
+
+    @field_validator("poll_interval", "pending_timeout")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("must be positive")
+        return value
+
+    @property
+    def target(self) -> str:
+        """The name the records of this launcher carry (their ``host``): one target per partition."""
+        return f"slurm-{self.partition or 'default'}"
+
+
+LauncherSpec = Annotated[SlurmLauncherSpec, Field(discriminator="kind")]
 
 
 #: The longest secret value read (an API key or a token is far shorter; a whole file read by mistake is not).
@@ -475,6 +574,10 @@ class ServerSpec(_Strict):
     expected_tokens_per_second: float = Field(50.0, gt=0)
     #: The key itself (kept as a SecretStr, stored redacted), or where to read it: {secret_env: ...}/{secret_file: ...}.
     api_key: SecretStr | SecretSource | None = None
+    #: ``ssh``: reach the server through the SSH connection of its host (or of a Slurm launcher's login node),
+    #: a local port forwarded over it (paramiko direct-tcpip; the server's host needs only port 22 open);
+    #: unset (``direct``): connect to server.url itself.
+    via: Literal["direct", "ssh"] | None = None
 
     @property
     def api_key_value(self) -> str | None:
@@ -660,6 +763,8 @@ class Experiment(_Strict):
     description: str | None = None
     host: HostSpec | None = None
     hosts: list[HostSpec] | None = None
+    #: Where deployments run when it is not the hosts: a scheduler (``kind: slurm``).
+    launcher: LauncherSpec | None = None
     service: ServiceSpec
     server: ServerSpec
     engine: Engine
@@ -965,8 +1070,11 @@ def _check_templates(exp: Experiment, problems: list[_Problem]) -> None:
     builtins = set(exp.builtin_values())
     url_fields = _fields_or_problem(("server", "url"), exp.server.url)
     for name in url_fields:
+        if name == "node" and exp.launcher is not None:
+            continue  # the node a Slurm job runs on
         if name not in RUNTIME_FIELDS:
-            raise _Problem(("server", "url"), f"unknown placeholder {{{name}}}: server.url may only use {{host}}")
+            also = " (and {node} with a Slurm launcher)" if name == "node" else ""
+            raise _Problem(("server", "url"), f"unknown placeholder {{{name}}}: server.url may only use {{host}}{also}")
     used_by_service: dict[str, tuple[Any, ...]] = {}
     for key, template in service_templates.items():
         path = ("service", *key.split(".", 1))
@@ -1113,6 +1221,58 @@ def _check_existing_server(exp: Experiment, problems: list[_Problem]) -> None:
             )
 
 
+def _check_launcher(exp: Experiment, problems: list[_Problem]) -> None:
+    """A Slurm launcher runs the service's command as a job; ``server.via: ssh`` needs an SSH connection."""
+    launcher = exp.launcher
+    if launcher is not None:
+        if exp.host is not None or exp.hosts is not None:
+            problems.append(
+                _Problem(
+                    ("launcher",),
+                    "set either launcher or host/hosts, not both: a Slurm job runs on the node Slurm picks, "
+                    "and the login node is launcher.login",
+                )
+            )
+        if not isinstance(exp.service, ProcessServiceSpec):
+            problems.append(
+                _Problem(
+                    ("service", "kind"),
+                    f"a Slurm job runs the server as a process: use service kind process (its command is the "
+                    f"job's), not {exp.service.kind}",
+                )
+            )
+        else:
+            if exp.service.log_file is not None:
+                problems.append(
+                    _Problem(
+                        ("service", "log_file"),
+                        "a Slurm job's log is its output file (under launcher.shared_dir); drop log_file",
+                    )
+                )
+            if exp.service.secrets:
+                problems.append(
+                    _Problem(
+                        ("service", "secrets"),
+                        "secrets are not passed to Slurm jobs (the batch script and its environment are kept by "
+                        "the scheduler); give the job what it needs through the cluster's own means",
+                    )
+                )
+    if exp.server.via == "ssh":
+        if launcher is not None:
+            if launcher.login.kind != "ssh":
+                problems.append(
+                    _Problem(
+                        ("server", "via"),
+                        "via: ssh tunnels through the login node's SSH connection, but launcher.login is this "
+                        "machine; drop via (the nodes are reached directly) or give login an ssh host",
+                    )
+                )
+        elif any(spec.kind != "ssh" for spec in exp.host_specs()):
+            problems.append(
+                _Problem(("server", "via"), "via: ssh tunnels through a host's SSH connection: every host must be ssh")
+            )
+
+
 def _semantic_problems(exp: Experiment) -> list[_Problem]:
     """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
     problems: list[_Problem] = []
@@ -1130,6 +1290,7 @@ def _semantic_problems(exp: Experiment) -> list[_Problem]:
     if len(set(exp.baselines)) != len(exp.baselines):
         problems.append(_Problem(("baselines",), "a baseline is listed twice"))
     existing = len(problems)
+    _check_launcher(exp, problems)
     _check_existing_server(exp, problems)
     if len(problems) > existing:
         return problems  # the template checks would only say the same again

@@ -330,6 +330,9 @@ class SlotWorker:
             progress=progress,
         )
         record = measured.record
+        placement = getattr(server, "placement", None)
+        if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
+            record = record.model_copy(update={"placement": dict(placement)})
         if record.status != "skipped":
             sweep.store_record(record)
             sweep.eta.point_observed(point.estimated_seconds, time.monotonic() - t0)
@@ -515,7 +518,10 @@ def run_sweep(
     store = opened.store
     if launcher is None:
         launcher = launcher_for(
-            experiment, lock_label=f"{experiment.name} {store.run_id}", break_lock=options.break_lock
+            experiment,
+            lock_label=f"{experiment.name} {store.run_id}",
+            break_lock=options.break_lock,
+            run_id=store.run_id,
         )
     slots = list(launcher.slots())
     sweep = SweepState(
@@ -543,6 +549,9 @@ def run_sweep(
     store.event("start", resumed=opened.resumed, hosts=sweep.hosts)
     for message in opened.notices:
         sweep.emit(Notice(message=message))
+    expect = getattr(launcher, "expect", None)
+    if callable(expect):  # a scheduler's launcher keeps only the jobs this run will still use (resume)
+        expect([d for d in plan.deployments if any(sweep.pending_points(t, d) for t in sweep.hosts)])
     workers = [SlotWorker(sweep, slot) for slot in slots]
     errors: list[BaseException] = []
     restore_errors: list[str] = []

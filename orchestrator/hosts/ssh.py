@@ -358,6 +358,22 @@ class SSHHost(ShellFileOps):
             return self
         return _LoginUserHost(self)
 
+    def open_forward(self, host: str, port: int) -> paramiko.Channel:
+        """A channel to ``host:port`` as the SSH server reaches them (``ssh -L``'s direct-tcpip), on this
+        host's connection (reopened when it dropped). HostConnectionError when the server refuses it (nothing
+        listens there, or forwarding is disabled)."""
+        client = self._ensure_patiently()
+        transport = client.get_transport()
+        if transport is None:
+            raise HostConnectionError("the SSH connection is closed", host=self.name)
+        channel: paramiko.Channel = self._translate(
+            lambda: transport.open_channel(
+                "direct-tcpip", (host, int(port)), ("127.0.0.1", 0), timeout=self.connect_timeout
+            ),
+            f"forwarding to {host}:{port}",
+        )
+        return channel
+
     def close(self) -> None:
         with self._lock:
             self._close_locked()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.launchers.base import HealthCallback, Launcher, LogSource, RunningServer, Slot
 from orchestrator.launchers.hosts import HostLauncher, HostServer, HostSlot, LocalLauncher, SSHPoolLauncher
+from orchestrator.launchers.slurm import SlurmLauncher
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -25,14 +26,22 @@ __all__ = [
     "RunningServer",
     "SSHPoolLauncher",
     "Slot",
+    "SlurmLauncher",
     "launcher_for",
 ]
 
 
-def launcher_for(experiment: Experiment, *, lock_label: str, break_lock: bool = False) -> Launcher:
-    """The launcher of ``experiment``: :class:`LocalLauncher` when its one host is this machine,
-    :class:`SSHPoolLauncher` otherwise (one slot per host). ``lock_label`` names the run in each host's lock;
-    ``break_lock`` takes a lock whose run is gone."""
+def launcher_for(
+    experiment: Experiment, *, lock_label: str, break_lock: bool = False, run_id: str | None = None
+) -> Launcher:
+    """The launcher of ``experiment``: :class:`SlurmLauncher` for ``launcher: {kind: slurm}``,
+    :class:`LocalLauncher` when its one host is this machine, :class:`SSHPoolLauncher` otherwise (one slot
+    per host). ``lock_label`` names the run in each host's lock; ``break_lock`` takes a lock whose run is
+    gone; ``run_id`` names the run's Slurm jobs (the label's last word when not given)."""
+    if experiment.launcher is not None:
+        return SlurmLauncher(
+            experiment, run_id=run_id or lock_label.split()[-1], lock_label=lock_label, break_lock=break_lock
+        )
     specs = experiment.host_specs()
     if len(specs) == 1 and specs[0].kind == "local":
         return LocalLauncher(experiment, specs, lock_label=lock_label, break_lock=break_lock)

@@ -6,7 +6,9 @@ undoes what a killed run left (its marker) and refuses a server URL that somethi
 ``launch`` applies the deployment (one restart) and waits until the server is healthy
 (:func:`orchestrator.health.wait_until_healthy`: the unit's state and the health paths together, failing fast
 with the log's evidence); ``close`` restores the service, releases the lock and closes the connection. The
-server stays up between deployments: the next ``launch`` restarts it with the next configuration.
+server stays up between deployments: the next ``launch`` restarts it with the next configuration. With
+``server.via: ssh`` the server's URL is reached through a port forwarded over the host's SSH connection
+(:mod:`orchestrator.hosts.tunnel`), opened with the slot and closed with it.
 
 :class:`LocalLauncher` is one slot on this machine; :class:`SSHPoolLauncher` one slot per host of the
 experiment (``hosts:``), each host its own target, so each measures the baselines itself and the other
@@ -25,6 +27,7 @@ import httpx
 from orchestrator.errors import ServiceError, SpecsweepError
 from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
+from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
 from orchestrator.services import make_service
 
@@ -55,6 +58,9 @@ class HostServer:
     def __init__(self, url: str, service: Service) -> None:
         self.url = url
         self._service = service
+        #: The host it runs on (GPU telemetry and provenance read it) and its service (the command read back).
+        self.host = getattr(service, "host", None)
+        self.service = service
 
     @property
     def logs(self) -> Service:
@@ -87,9 +93,14 @@ class HostSlot:
         self.break_lock = break_lock
         self.host: Host | None = None
         self.service: Service | None = None
+        self.tunnel: Tunnel | None = None
 
     def open(self, recovered: Callable[[str], None]) -> None:
         self.host = connect_host(self.spec)
+        if self.experiment.server.via == "ssh" and self.tunnel is None:
+            # The server is reached through the host's own SSH connection (a firewall that lets only port 22 in).
+            self.tunnel = Tunnel(self.host, self.experiment.server_url(self.spec))  # type: ignore[arg-type]
+            self.url = self.tunnel.start()
         service = make_service(self.experiment, self.host)
         service.lock(self.lock_label, break_lock=self.break_lock)
         # Only once the lock is ours may close() touch the service: a run refused by the lock must never undo
@@ -149,6 +160,9 @@ class HostSlot:
     def close(self) -> bool:
         service, host = self.service, self.host
         self.service, self.host = None, None
+        if self.tunnel is not None:
+            self.tunnel.close()
+            self.tunnel, self.url = None, self.experiment.server_url(self.spec)
         if service is None:
             if host is not None:
                 with contextlib.suppress(Exception):
