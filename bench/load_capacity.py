@@ -1,20 +1,37 @@
-"""Capacity of the load generator against peer clients, all against one ``firehose`` simulator.
+"""Capacity of the load generator against peer clients, all against the same firehose, in one run.
 
-The firehose spends no time computing, so a client that streams from it is measured, not the server. Each
-client runs as its own command, pinned to core 1 (the simulator to core 0), with every one of its processes
-on that core: GuideLLM and AIPerf start worker processes, and they all share the one core as our single
-process does. For each concurrency every client runs twice, with a small and a big request count, and:
+The server is bench/firehose.py (a server that only writes pre-rendered SSE chunks; the simulator's own
+cost per token is as large as a fast client's), pinned to core 0; each client runs as its own command
+pinned to core 1, with every one of its processes (GuideLLM and AIPerf start workers; they share the one
+core as our single process does). ``--modes`` runs the whole comparison once per firehose mode: ``16``
+writes sixteen tokens per ``send`` as fast as it can (as the simulator's firehose does: a client finds many
+tokens per read), ``1`` every token as its own HTTP chunk with its own ``send`` (as a real engine's server
+writes them; a client that cannot keep up still finds several chunks per read), ``1@5`` one token per stream
+every 5 ms (a client that keeps up reads one token per read, as from a real engine: there the figure is CPU
+per token, not tokens/s, which the pace sets). For each mode, concurrency and client there is a small and a
+big run (``--small`` and ``--big`` or ``--big-unpaced`` requests per stream), and:
 
-- tokens/s is the client's own headline output throughput of the big run;
-- CPU microseconds per token is (CPU(big) - CPU(small)) / (tokens(big) - tokens(small)), CPU being user +
-  system time of the client and every process it started (so start-up costs, such as importing torch,
-  cancel out and only the cost of streaming remains).
+- server tok/s: tokens the server counted as read by the client in the big run, over the time the server
+  saw it read them (bench/firehose.py ``Stats``: a response counts once the client asks for its next
+  request on that connection), so that every client is timed by the same clock and start-up does not count;
+- the client's own tok/s: its headline output throughput of the big run (specsweep ``output_tok_s``,
+  GuideLLM ``output_tokens_per_second`` mean, AIPerf ``output_token_throughput``, SGLang and vLLM
+  ``output_throughput``);
+- CPU microseconds per token: (CPU(big) - CPU(small)) / (tokens(big) - tokens(small)), CPU being user +
+  system time of the client and every process it started, tokens those the server wrote (start-up costs,
+  such as importing torch, cancel out and only the cost of streaming remains); tokens per CPU-second is its
+  inverse, what one core ingests. On a machine shared with other work this is the robust figure: the
+  wall-clock tokens/s of a pinned client is what is left to it of its core.
 
-Peers run from their own virtualenv (``--peer-venv``, holding ``guidellm``, ``aiperf`` and ``sglang``; never the
-project's), fully offline (``HF_HUB_OFFLINE=1``), with a tiny word-level tokenizer this script writes to a
-temporary directory, since they insist on one. Run from the repository root:
+Peers run from their own virtualenvs, never the project's: ``--peer-venv`` holds ``guidellm``, ``aiperf`` and
+``sglang``; ``--vllm-venv`` holds what vLLM's benchmark module imports (vLLM itself is not installed: its
+``vllm/benchmarks/serve.py`` runs from the files of the 0.33.0 wheel, unpacked by tests/contract/wheels.py,
+the way ``vllm bench serve`` calls it: ``add_cli_args`` then ``main``). All run fully offline
+(``HF_HUB_OFFLINE=1``), with a tiny word-level tokenizer this script writes to a temporary directory, since
+they insist on one. Run from the repository root:
 
-    .venv/bin/python bench/load_capacity.py --peer-venv PEER_VENV [--levels 128,512] [--tokens 256]
+    .venv/bin/python bench/load_capacity.py --peer-venv PEER_VENV --vllm-venv VLLM_VENV \
+        [--levels 32,128] [--modes 16,1,1@5] [--tokens 256] [--repeat 3]
 
 Everything talks to 127.0.0.1 only.
 """
@@ -35,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import ROOT, pinned, process_cpu_seconds, simulator
+from load_common import ROOT, firehose, http_json, pinned, process_cpu_seconds
 
 # No peer may reach past loopback: the Hugging Face hub is pointed at a closed loopback port, and offline mode
 # is set for the tools that honour it. (AIPerf cannot load a tokenizer from a local path in offline mode, so
@@ -60,26 +77,44 @@ PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="<s>"
 """
 
 
+# How vLLM's `vllm bench serve` runs its module (vllm/entrypoints/cli/benchmark/serve.py, 0.33.0).
+_VLLM_DRIVER = """
+import sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.benchmarks.serve import add_cli_args, main
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+VLLM_VERSION = "0.33.0"
+
+
 @dataclass
 class Run:
     client: str
     concurrency: int
     requests: int
-    tokens: int  # output tokens the client asked for in total (measured + warm-up)
+    tokens: int  # output tokens the server wrote (measured, warm-up and test requests)
     cpu_s: float
     wall_s: float
-    tok_s: float | None
+    tok_s: float | None  # the client's own headline figure
+    server_tok_s: float | None = None  # what the server counted the client read, over the server's clock
+    server_tokens: int = 0
     errors: str = ""
     round: int = 0
     server_cpu_s: float = 0.0
+    mode: str = ""  # events per write, @ the pace in ms
 
 
 @dataclass
 class Context:
     url: str
+    control: str
     server_pid: int
     python: str  # the project's interpreter
-    peer_bin: Path
+    peer_bin: Path | None
+    vllm_bin: Path | None
+    vllm_src: Path | None
     tokenizer: str
     workdir: Path
     tokens: int
@@ -104,6 +139,12 @@ def specsweep(ctx: Context, c: int, n: int) -> Client:
     return command, parse, c, OFFLINE
 
 
+def _peer(ctx: Context, name: str) -> Path:
+    if ctx.peer_bin is None:
+        raise SystemExit(f"{name} needs --peer-venv")
+    return ctx.peer_bin
+
+
 def guidellm(ctx: Context, c: int, n: int) -> Client:
     scenario = ctx.workdir / f"guidellm-{c}-{n}.json"
     output = ctx.workdir / f"guidellm-{c}-{n}-out.json"
@@ -124,7 +165,7 @@ def guidellm(ctx: Context, c: int, n: int) -> Client:
     }
     scenario.write_text(json.dumps(spec))
     command = [
-        str(ctx.peer_bin / "guidellm"), "run", "--scenario", str(scenario),
+        str(_peer(ctx, "guidellm") / "guidellm"), "run", "--scenario", str(scenario),
         "--output", f"kind=json,path={output}", "--disable-console",
     ]  # fmt: skip
 
@@ -138,8 +179,8 @@ def guidellm(ctx: Context, c: int, n: int) -> Client:
 def aiperf(ctx: Context, c: int, n: int) -> Client:
     out = ctx.workdir / f"aiperf-{c}-{n}"
     command = [
-        str(ctx.peer_bin / "aiperf"), "profile", "--model", "sim", "--url", ctx.url, "--endpoint-type", "chat",
-        "--streaming", "--concurrency", str(c), "--request-count", str(n), "--warmup-request-count", str(c),
+        str(_peer(ctx, "aiperf") / "aiperf"), "profile", "--model", "sim", "--url", ctx.url, "--endpoint-type",
+        "chat", "--streaming", "--concurrency", str(c), "--request-count", str(n), "--warmup-request-count", str(c),
         "--prompt-input-tokens-mean", "32", "--prompt-output-tokens-mean", str(ctx.tokens),
         "--extra-inputs", "ignore_eos:true", "--tokenizer", ctx.tokenizer, "--use-server-token-count",
         "--output-artifact-dir", str(out), "--no-auto-plot",
@@ -155,7 +196,7 @@ def aiperf(ctx: Context, c: int, n: int) -> Client:
 def sglang(ctx: Context, c: int, n: int) -> Client:
     out = ctx.workdir / f"sglang-{c}-{n}.jsonl"
     command = [
-        str(ctx.peer_bin / "python"), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat",
+        str(_peer(ctx, "sglang") / "python"), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat",
         "--base-url", ctx.url, "--model", "sim", "--tokenizer", ctx.tokenizer, "--dataset-name", "random-ids",
         "--random-input-len", "32", "--random-output-len", str(ctx.tokens), "--random-range-ratio", "1",
         "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm", "--output-file", str(out),
@@ -167,12 +208,43 @@ def sglang(ctx: Context, c: int, n: int) -> Client:
     return command, parse, 1, OFFLINE
 
 
-CLIENTS = {"specsweep": specsweep, "guidellm": guidellm, "aiperf": aiperf, "sglang.bench_serving": sglang}
+def vllm(ctx: Context, c: int, n: int) -> Client:
+    """``vllm bench serve`` 0.33.0 from the wheel's files: the OpenAI chat backend, random prompts of 32 tokens,
+    ``--ignore-eos``, ``--max-concurrency C``, all requests at once (``--request-rate inf``, the default), C
+    warm-up requests (``--num-warmups``) as specsweep and AIPerf have."""
+    if ctx.vllm_bin is None or ctx.vllm_src is None:
+        raise SystemExit("vllm needs --vllm-venv")
+    name = f"vllm-{c}-{n}.json"
+    command = [
+        str(ctx.vllm_bin / "python"), "-c", _VLLM_DRIVER, "--backend", "openai-chat",
+        "--endpoint", "/v1/chat/completions", "--base-url", ctx.url, "--model", "sim", "--tokenizer", ctx.tokenizer,
+        "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(ctx.tokens),
+        "--num-prompts", str(n), "--max-concurrency", str(c), "--num-warmups", str(c), "--ignore-eos",
+        "--disable-tqdm", "--save-result", "--result-dir", str(ctx.workdir), "--result-filename", name,
+    ]  # fmt: skip
+
+    def parse(stdout: str) -> float:
+        data = json.loads((ctx.workdir / name).read_text())
+        if data.get("completed") != n:
+            raise RuntimeError(f"completed {data.get('completed')} of {n}")
+        return float(data["output_throughput"])
+
+    return command, parse, c, {**OFFLINE, "PYTHONPATH": str(ctx.vllm_src)}
+
+
+CLIENTS = {
+    "specsweep": specsweep,
+    "vllm.bench_serve": vllm,
+    "sglang.bench_serving": sglang,
+    "guidellm": guidellm,
+    "aiperf": aiperf,
+}
 
 
 def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     command, parse, warmup, extra_env = CLIENTS[name](ctx, c, n)
     env = {**os.environ, **extra_env}
+    http_json(ctx.control + "/reset", "POST")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_before = process_cpu_seconds(ctx.server_pid)
     started = time.perf_counter()
@@ -184,9 +256,16 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     run = Run(name, c, n, (n + warmup) * ctx.tokens, cpu, wall, None)
     run.server_cpu_s = process_cpu_seconds(ctx.server_pid) - server_before
+    stats = http_json(ctx.control + "/stats")
+    run.server_tokens = int(stats["tokens"])
+    if stats["last_taken"] is not None and stats["first_arrival"] is not None:
+        run.server_tok_s = stats["taken_tokens"] / (stats["last_taken"] - stats["first_arrival"])
     if done.returncode != 0:
         run.errors = f"exit {done.returncode}: {(done.stderr or done.stdout)[-400:]}"
         return run
+    if run.server_tokens < n * ctx.tokens:
+        run.errors = f"the server wrote {run.server_tokens} tokens, fewer than {n} requests of {ctx.tokens}"
+    run.tokens = run.server_tokens  # what was streamed, warm-up and test requests included
     try:
         run.tok_s = parse(done.stdout)
     except Exception as exc:  # a peer's output format changed: say so in the table, keep going
@@ -196,46 +275,81 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer-venv", type=Path, required=True, help="virtualenv with guidellm, aiperf, sglang")
-    parser.add_argument("--levels", default="128,512")
+    parser.add_argument("--peer-venv", type=Path, help="virtualenv with guidellm, aiperf, sglang")
+    parser.add_argument("--vllm-venv", type=Path, help="virtualenv with what vllm/benchmarks/serve.py imports")
+    parser.add_argument("--levels", default="32,128")
+    parser.add_argument(
+        "--modes",
+        default="16,1,1@5",
+        help="firehose modes, one comparison each: N (N events per write, as fast as it can) or N@T (paced, "
+        "one write per stream every T ms)",
+    )
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
     parser.add_argument("--small", type=float, default=2.0, help="small run: this many requests per stream")
-    parser.add_argument("--big", type=float, default=8.0, help="big run: this many requests per stream")
+    parser.add_argument("--big", type=float, default=8.0, help="big run, paced modes: this many requests per stream")
+    parser.add_argument("--big-unpaced", type=float, default=32.0, help="big run, unpaced modes: requests per stream")
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the table shows medians over rounds")
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args()
     clients = args.clients.split(",")
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown:
+        parser.error(f"unknown clients {unknown}; choose from {', '.join(CLIENTS)}")
+    vllm_src = None
+    if "vllm.bench_serve" in clients:
+        if args.vllm_venv is None:
+            parser.error("vllm.bench_serve needs --vllm-venv")
+        sys.path.insert(0, str(ROOT))
+        from tests.contract.wheels import engine_sources
+
+        vllm_src = engine_sources("vllm", VLLM_VERSION, members=("vllm/",))
+    tokenizer_python = next((v / "bin" / "python" for v in (args.peer_venv, args.vllm_venv) if v is not None), None)
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="specsweep-capacity-") as tmp:
         workdir = Path(tmp)
         tokenizer = workdir / "tokenizer"
         words = "the of and to in is was for on that with as by at from it are this which or had not but have"
-        subprocess.run(
-            [str(args.peer_venv / "bin" / "python"), "-c", _TOKENIZER, str(tokenizer), words],
-            env={**os.environ, **OFFLINE},
-            check=True,
-            capture_output=True,
-        )
-        with simulator("--profile", "firehose", "--algorithm", "ar", core=0) as sim:
-            ctx = Context(
-                sim.url, sim.pid, sys.executable, args.peer_venv / "bin", str(tokenizer), workdir, args.tokens
+        if tokenizer_python is not None:
+            subprocess.run(
+                [str(tokenizer_python), "-c", _TOKENIZER, str(tokenizer), words],
+                env={**os.environ, **OFFLINE},
+                check=True,
+                capture_output=True,
             )
-            for round_ in range(args.repeat):
-                for c in (int(x) for x in args.levels.split(",")):
-                    # Rotate the order each round, so no client always runs first (or last) on a busy machine.
-                    order = clients[round_ % len(clients) :] + clients[: round_ % len(clients)]
-                    for name, per_stream in ((n, p) for n in order for p in (args.small, args.big)):
-                        run = run_client(ctx, name, c, int(c * per_stream))
-                        run.round = round_
-                        runs.append(run)
-                        print(
-                            f"{name:22s} C={c:<4d} n={run.requests:<5d} cpu {run.cpu_s:7.2f} s "
-                            f"wall {run.wall_s:6.1f} s server cpu {run.server_cpu_s:6.2f} s "
-                            f"tok/s {run.tok_s or 0:9.0f} {run.errors[:200]}",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+        for mode in args.modes.split(","):
+            per_write, _, itl = mode.partition("@")
+            with firehose(int(per_write), itl_ms=float(itl or 0), core=0) as server:
+                ctx = Context(
+                    server.url,
+                    server.control,
+                    server.pid,
+                    sys.executable,
+                    args.peer_venv / "bin" if args.peer_venv else None,
+                    args.vllm_venv / "bin" if args.vllm_venv else None,
+                    vllm_src,
+                    str(tokenizer),
+                    workdir,
+                    args.tokens,
+                )
+                for round_ in range(args.repeat):
+                    for c in (int(x) for x in args.levels.split(",")):
+                        # Rotate the order each round, so no client always runs first (or last) on a busy machine.
+                        order = clients[round_ % len(clients) :] + clients[: round_ % len(clients)]
+                        big = args.big if itl else args.big_unpaced
+                        for name, per_stream in ((n, p) for n in order for p in (args.small, big)):
+                            run = run_client(ctx, name, c, int(c * per_stream))
+                            run.round = round_
+                            run.mode = mode
+                            runs.append(run)
+                            print(
+                                f"mode {mode:<5s} {name:22s} C={c:<4d} n={run.requests:<5d} "
+                                f"cpu {run.cpu_s:7.2f} s wall {run.wall_s:6.1f} s server cpu {run.server_cpu_s:6.2f} s "
+                                f"server tok/s {run.server_tok_s or 0:9.0f} own tok/s {run.tok_s or 0:9.0f} "
+                                f"{run.errors[:200]}",
+                                file=sys.stderr,
+                                flush=True,
+                            )
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
     print(report(runs, clients))
@@ -243,41 +357,58 @@ def main() -> int:
 
 
 def report(runs: list[Run], clients: list[str]) -> str:
-    """Medians over rounds of each client's big-run tok/s and marginal CPU per token, and ratios to ours."""
+    """Medians over rounds of each client's big-run tok/s (server-counted and its own) and marginal CPU per
+    token, and our ratios to each."""
     lines = [
-        "| C | client | output tok/s (big run) | CPU µs per token (marginal) | tok/s ratio: specsweep / client "
-        "| CPU ratio: client / specsweep |",
-        "|---|---|---|---|---|---|",
+        "| mode | C | client | server tok/s (big run) | own tok/s (big run) | CPU µs per token "
+        "(marginal) | tokens per CPU-second | server tok/s: specsweep / client | CPU per token: client / specsweep |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in sorted({r.concurrency for r in runs}):
-        figures: dict[str, tuple[float | None, float | None, str]] = {}
-        for name in clients:
-            mine = [r for r in runs if r.client == name and r.concurrency == c]
-            errors = "; ".join(r.errors for r in mine if r.errors)[:120]
-            tok_s: list[float] = []
-            cpu_us: list[float] = []
-            for round_ in sorted({r.round for r in mine}):
-                pair = sorted((r for r in mine if r.round == round_), key=lambda r: r.tokens)
-                if len(pair) != 2 or any(r.errors for r in pair):
+    for mode in dict.fromkeys(r.mode for r in runs):
+        for c in sorted({r.concurrency for r in runs if r.mode == mode}):
+            figures: dict[str, tuple[float, float, float] | str] = {}
+            for name in clients:
+                mine = [r for r in runs if r.client == name and r.concurrency == c and r.mode == mode]
+                server: list[float] = []
+                own: list[float] = []
+                cpu_us: list[float] = []
+                for round_ in sorted({r.round for r in mine}):
+                    pair = sorted((r for r in mine if r.round == round_), key=lambda r: r.tokens)
+                    if len(pair) != 2 or any(r.errors or r.tok_s is None or r.server_tok_s is None for r in pair):
+                        continue
+                    small, big = pair
+                    assert big.tok_s is not None and big.server_tok_s is not None
+                    server.append(big.server_tok_s)
+                    own.append(big.tok_s)
+                    cpu_us.append((big.cpu_s - small.cpu_s) / (big.tokens - small.tokens) * 1e6)
+                if server:
+                    figures[name] = (statistics.median(server), statistics.median(own), statistics.median(cpu_us))
+                else:
+                    figures[name] = "; ".join(r.errors for r in mine if r.errors)[:120] or "no runs"
+            ours = figures.get("specsweep")
+            for name in clients:
+                fig = figures[name]
+                if isinstance(fig, str):
+                    lines.append(f"| {mode} | {c} | {name} | failed: {fig} | | | | | |")
                     continue
-                small, big = pair
-                assert big.tok_s is not None
-                tok_s.append(big.tok_s)
-                cpu_us.append((big.cpu_s - small.cpu_s) / (big.tokens - small.tokens) * 1e6)
-            figures[name] = (
-                statistics.median(tok_s) if tok_s else None,
-                statistics.median(cpu_us) if cpu_us else None,
-                errors,
-            )
-        ours_tok, ours_us, _ = figures.get("specsweep", (None, None, ""))
-        for name in clients:
-            tok, us, error = figures[name]
-            if tok is None or us is None:
-                lines.append(f"| {c} | {name} | failed: {error} | | | |")
-                continue
-            ratio = f"{ours_tok / tok:.2f}x" if ours_tok and name != "specsweep" else "-"
-            cpu_ratio = f"{us / ours_us:.2f}x" if ours_us and name != "specsweep" else "-"
-            lines.append(f"| {c} | {name} | {tok:,.0f} | {us:.1f} | {ratio} | {cpu_ratio} |")
+                server_tok, own_tok, us = fig
+                ratio = cpu_ratio = "-"
+                if isinstance(ours, tuple) and name != "specsweep":
+                    ratio = f"{ours[0] / server_tok:.2f}x"
+                    cpu_ratio = f"{us / ours[2]:.2f}x"
+                label = f"**{name}**" if name == "specsweep" else name
+                cells = [
+                    str(mode),
+                    str(c),
+                    label,
+                    f"{server_tok:,.0f}",
+                    f"{own_tok:,.0f}",
+                    f"{us:.2f}",
+                    f"{1e6 / us:,.0f}" if us > 0 else "-",
+                    ratio,
+                    cpu_ratio,
+                ]
+                lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -1,12 +1,15 @@
-"""Shared helpers of the load-generator benches: start the simulator on loopback, pin processes to cores.
+"""Shared helpers of the load-generator benches: start the simulator or the firehose on loopback, pin processes
+to cores.
 
-Everything here talks to 127.0.0.1 only. A simulator started here is stopped by its PID when the block ends,
+Everything here talks to 127.0.0.1 only. A server started here is stopped by its PID when the block ends,
 whatever happens inside it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -79,3 +82,51 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a running process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Firehose:
+    url: str  # the port it serves (shared with other processes under --reuse-port)
+    control: str  # its own port, for /stats and /reset of this process
+    pid: int
+
+
+def http_json(url: str, method: str = "GET") -> dict:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def firehose(
+    events_per_write: int,
+    *,
+    itl_ms: float = 0.0,
+    core: int | None = 0,
+    port: int | None = None,
+    reuse_port: bool = False,
+) -> Iterator[Firehose]:
+    """Run bench/firehose.py; yield its URLs and PID once it answers. ``port`` shared with ``reuse_port``."""
+    command = [sys.executable, str(ROOT / "bench" / "firehose.py"), "--events-per-write", str(events_per_write)]
+    command += ["--port", str(port if port is not None else free_port()), "--itl-ms", str(itl_ms)]
+    if importlib.util.find_spec("uvloop") is not None:
+        command.append("--uvloop")  # the server's own cost per write, the limit when it writes one token per send
+    if reuse_port:
+        command.append("--reuse-port")
+    process = subprocess.Popen(pinned(command, core), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # "firehose on URL control URL pid N"
+        parts = line.split()
+        if len(parts) < 6 or parts[0] != "firehose":
+            raise RuntimeError(f"the firehose did not start: {line!r}")
+        url, control = parts[2], parts[4]
+        http_json(control + "/health")
+        yield Firehose(url, control, process.pid)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,405 @@
+"""A firehose for measuring load clients: a minimal OpenAI chat server that streams as fast as it can write.
+
+The simulator's ``firehose`` profile (``python -m orchestrator.sim --profile firehose``) is a whole simulated
+engine, and its own cost per token (about 4 µs) is as large as a fast client's, so against it a client is
+half measured and half waiting. This server does nothing but write: every response is rendered once when the
+request arrives, in the simulator's SGLang dialect byte for byte (``chat.completion.chunk`` with
+``reasoning_content``, ``logprobs``, ``matched_stop``; a role chunk first, a finish chunk, the usage chunk
+when ``stream_options.include_usage`` asks for it, usage in every chunk when ``continuous_usage_stats`` asks
+for it, as SGLang and vLLM do, then ``[DONE]``), and one pump writes the next HTTP chunk of every open stream
+in turn, then lets the event loop read and accept.
+
+``--events-per-write N`` sets how many SSE events go into one HTTP chunk, written with one ``send``:
+
+- ``1``: every token its own chunk and its own write, as a real engine's HTTP server writes them (at the
+  rates real engines stream, a client then reads one token per read; a client that cannot keep up finds
+  several chunks waiting, each still framed on its own);
+- ``16`` (the default): sixteen tokens per write, like the simulator's firehose (16 decode steps per yield).
+
+``--itl-ms T`` paces it: every T ms each open stream gets its next chunk (no faster than that, never in a
+burst to catch up). With one event per write and a client that keeps up, every read then brings one token,
+as from a real engine; what the client costs per token there is what it costs against real engines.
+
+The server counts what it streams: ``GET /stats`` returns ``tokens`` (completion tokens written),
+``taken_tokens`` (of responses the client has read: see :class:`Stats`), ``requests``, ``writes``, and the
+``first_arrival`` and ``last_taken`` times (this host's monotonic clock); ``POST /reset`` zeroes them.
+Tokens/s as the server counts them is ``taken_tokens / (last_taken - first_arrival)``, so the time a client
+spends starting up (importing torch) does not count, and every client is timed by the same clock.
+``--reuse-port`` lets several of these processes listen on one port (``SO_REUSEPORT``: the kernel spreads new
+connections over them), so that one URL reaches several servers; each also listens on a port of its own
+(``--control-port``, printed at start) for its ``/stats``.
+
+    .venv/bin/python bench/firehose.py --port 30100 [--events-per-write 1] [--reuse-port]
+
+Loopback only: it binds 127.0.0.1. Used by bench/load_capacity.py and bench/load_workers.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+
+_WORDS = [b" make", b" silk", b" sound", b" letter", b" river", b" stone", b" light", b" garden"]
+_HEAD_STREAM = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+
+
+class Stats:
+    """What the server streamed since the last ``/reset``.
+
+    A response is *taken* once the client asks for its next request on the same connection (or closes a
+    connection that carried only that request): a closed-loop client only does that after reading the whole
+    response, so taken tokens are tokens the client has read,
+    whatever the kernel's socket buffers held (the server writes faster than any client reads, so "written"
+    runs up to one response per connection ahead of the client). Responses still untaken when the client
+    stops (the last one on each connection) are left out of ``taken_tokens``, and their reading time with
+    them: ``taken_tokens / (last_taken - first_arrival)`` is the rate at which the client read.
+    """
+
+    __slots__ = ("first_arrival", "last_taken", "requests", "taken_tokens", "tokens", "writes")
+
+    def __init__(self) -> None:
+        self.tokens = 0  # completion tokens written
+        self.taken_tokens = 0
+        self.requests = 0
+        self.writes = 0
+        self.first_arrival: float | None = None
+        self.last_taken: float | None = None
+
+    def arrived(self, taken: int) -> None:
+        self.requests += 1
+        if self.first_arrival is None:
+            self.first_arrival = time.perf_counter()
+        if taken:
+            self.taken(taken)
+
+    def taken(self, tokens: int) -> None:
+        self.taken_tokens += tokens
+        self.last_taken = time.perf_counter()
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "tokens": self.tokens,
+            "taken_tokens": self.taken_tokens,
+            "requests": self.requests,
+            "writes": self.writes,
+            "first_arrival": self.first_arrival,
+            "last_taken": self.last_taken,
+        }
+
+
+_PLACEHOLDER_ID = b"0" * 32
+_RENDERED: dict[tuple[int, int, bool, bool, bytes], tuple[bytes, list[int]]] = {}
+
+
+def render_stream(body: dict, per_write: int, model: bytes) -> tuple[bytes, list[int], int]:
+    """The whole chunked response body of one streamed chat request: (bytes, chunk boundaries, tokens).
+
+    Rendered once per shape (tokens, usage options) with a placeholder id, which each request replaces with
+    its own (an id has the same length, so the chunk boundaries stay)."""
+    n = body.get("max_completion_tokens") or body.get("max_tokens") or 16
+    n = max(1, min(int(n), 1_000_000))
+    options = body.get("stream_options") or {}
+    include_usage = bool(options.get("include_usage"))
+    continuous = include_usage and bool(options.get("continuous_usage_stats"))
+    key = (n, per_write, include_usage, continuous, model)
+    if key not in _RENDERED:
+        _RENDERED[key] = _render(n, per_write, include_usage, continuous, model)
+    data, bounds = _RENDERED[key]
+    return data.replace(_PLACEHOLDER_ID, uuid.uuid4().hex.encode()), bounds, n
+
+
+def _render(n: int, per_write: int, include_usage: bool, continuous: bool, model: bytes) -> tuple[bytes, list[int]]:
+    prompt_tokens = 7
+    rid = _PLACEHOLDER_ID
+    head = b'data: {"id":"' + rid + b'","object":"chat.completion.chunk","created":%d,"model":"' % int(time.time())
+    head += model + b'","choices":['
+
+    def usage(completion: int) -> bytes:
+        return (
+            b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null,'
+            b'"reasoning_tokens":0,"completion_tokens_details":null}'
+            % (prompt_tokens, prompt_tokens + completion, completion)
+        )
+
+    def event(choice: bytes, completion: int | None) -> bytes:
+        tail = b"]" if completion is None else b"]," + usage(completion)
+        return head + choice + tail + b"}\n\n"
+
+    role = (
+        b'{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""},'
+        b'"logprobs":null,"finish_reason":null,"matched_stop":null}'
+    )
+    events = [event(role, 0 if continuous else None)]
+    for k in range(n):
+        word = _WORDS[k % len(_WORDS)]
+        choice = (
+            b'{"index":0,"delta":{"reasoning_content":null,"content":"' + word
+            + b'"},"logprobs":null,"finish_reason":null,"matched_stop":null}'
+        )  # fmt: skip
+        events.append(event(choice, k + 1 if continuous else None))
+    finish = (
+        b'{"index":0,"delta":{"reasoning_content":null},"logprobs":null,"finish_reason":"length","matched_stop":null}'
+    )
+    events.append(event(finish, n if continuous else None))
+    if include_usage:
+        events.append(head + b"]," + usage(n) + b"}\n\n")
+    events.append(b"data: [DONE]\n\n")
+    # The token events go per_write to a chunk; the role chunk rides with the first, the tail with the last.
+    groups: list[bytes] = []
+    tokens = events[1 : 1 + n]
+    for i in range(0, n, per_write):
+        groups.append(b"".join(tokens[i : i + per_write]))
+    groups[0] = events[0] + groups[0]
+    groups[-1] = groups[-1] + b"".join(events[1 + n :])
+    out = bytearray(_HEAD_STREAM)
+    bounds = [0]
+    for group in groups:
+        out += b"%x\r\n" % len(group) + group + b"\r\n"
+        bounds.append(len(out))
+    out += b"0\r\n\r\n"
+    bounds[-1] = len(out)
+    return bytes(out), bounds
+
+
+def render_whole(body: dict, model: bytes) -> tuple[bytes, int]:
+    n = max(1, int(body.get("max_completion_tokens") or body.get("max_tokens") or 16))
+    text = "".join(_WORDS[k % len(_WORDS)].decode() for k in range(n))
+    payload = json.dumps(
+        {
+            "id": uuid.uuid4().hex,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model.decode(),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "reasoning_content": None},
+                    "logprobs": None,
+                    "finish_reason": "length",
+                    "matched_stop": None,
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "total_tokens": 7 + n, "completion_tokens": n},
+        }
+    ).encode()
+    return _json_response(payload), n
+
+
+def _json_response(payload: bytes, status: bytes = b"200 OK") -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
+        + payload
+    )  # fmt: skip
+
+
+class Stream:
+    __slots__ = ("bounds", "conn", "data", "next", "tokens")
+
+    def __init__(self, conn: Connection, data: bytes, bounds: list[int], tokens: int) -> None:
+        self.conn = conn
+        self.data = memoryview(data)
+        self.bounds = bounds
+        self.next = 0
+        self.tokens = tokens
+
+
+class Server:
+    def __init__(self, per_write: int, model: str, itl_s: float = 0.0) -> None:
+        self.per_write = per_write
+        self.itl_s = itl_s
+        self.model = model.encode()
+        self.stats = Stats()
+        self.streams: list[Stream] = []
+        self._wake: asyncio.Future[None] | None = None
+
+    def start_stream(self, stream: Stream) -> None:
+        self.streams.append(stream)
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    async def pump(self) -> None:
+        """Write the next chunk of every open stream, in turn; then let the loop read, accept and write."""
+        loop = asyncio.get_running_loop()
+        tick = loop.time()
+        while True:
+            stats = self.stats  # /reset replaces it
+            if not self.streams:
+                self._wake = loop.create_future()
+                await self._wake
+                self._wake = None
+                tick = loop.time()
+            keep: list[Stream] = []
+            for s in self.streams:
+                conn = s.conn
+                if conn.closed:
+                    continue
+                if conn.paused:
+                    keep.append(s)
+                    continue
+                i = s.next
+                conn.transport.write(s.data[s.bounds[i] : s.bounds[i + 1]])
+                stats.writes += 1
+                s.next = i + 1
+                if s.next + 1 >= len(s.bounds):
+                    stats.tokens += s.tokens
+                    conn.stream = None
+                    conn.untaken = s.tokens
+                    conn.more()
+                else:
+                    keep.append(s)
+            self.streams = keep
+            if self.itl_s > 0:
+                # Paced: one chunk per stream per tick; a late tick is not made up for with a burst.
+                tick = max(tick + self.itl_s, loop.time())
+                await asyncio.sleep(tick - loop.time())
+            else:
+                await asyncio.sleep(0)
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.buffer = b""
+        self.transport: asyncio.Transport
+        self.paused = False
+        self.closed = False
+        self.stream: Stream | None = None
+        self.untaken = 0  # tokens of the last response, until the next request shows the client read it
+        self.served = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.untaken and self.served == 1:
+            self.server.stats.taken(self.untaken)  # a connection per request: closing it says the client read it
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self.more()
+
+    def more(self) -> None:
+        """Handle the next complete request in the buffer, unless a stream is still being written."""
+        while self.stream is None and not self.closed:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].decode("latin-1")
+            lines = head.split("\r\n")
+            method, path, _ = [*lines[0].split(" "), "", ""][:3]
+            headers = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0") or 0)
+            if len(self.buffer) < end + 4 + length:
+                return
+            raw = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
+            self.handle(method, path.split("?")[0], raw)
+
+    def handle(self, method: str, path: str, raw: bytes) -> None:
+        server = self.server
+        stats = server.stats
+        if path == "/v1/chat/completions" and method == "POST":
+            stats.arrived(self.untaken)
+            self.untaken = 0
+            self.served += 1
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self.transport.write(_json_response(b'{"error":"bad json"}', b"400 Bad Request"))
+                return
+            if body.get("stream"):
+                data, bounds, tokens = render_stream(body, server.per_write, server.model)
+                self.stream = Stream(self, data, bounds, tokens)
+                server.start_stream(self.stream)
+            else:
+                response, tokens = render_whole(body, server.model)
+                stats.tokens += tokens
+                self.untaken = tokens
+                self.transport.write(response)
+        elif path == "/v1/models":
+            models = {
+                "object": "list",
+                "data": [{"id": server.model.decode(), "object": "model", "owned_by": "sglang"}],
+            }
+            self.transport.write(_json_response(json.dumps(models).encode()))
+        elif path == "/stats":
+            self.transport.write(_json_response(json.dumps(stats.to_dict()).encode()))
+        elif path == "/reset" and method == "POST":
+            server.stats = Stats()
+            self.transport.write(_json_response(b"{}"))
+        elif path in ("/health", "/health_generate"):
+            self.transport.write(_json_response(b"{}"))
+        else:
+            self.transport.write(_json_response(b'{"error":"not found"}', b"404 Not Found"))
+
+
+async def serve(args: argparse.Namespace) -> None:
+    server = Server(args.events_per_write, args.model, args.itl_ms / 1000)
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if args.reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", args.port))
+    listeners = [await loop.create_server(lambda: Connection(server), sock=sock, backlog=4096)]
+    # Its own port as well, for /stats and /reset of this process when several share --port.
+    control = await loop.create_server(lambda: Connection(server), "127.0.0.1", args.control_port)
+    listeners.append(control)
+    port = sock.getsockname()[1]
+    control_port = control.sockets[0].getsockname()[1]
+    print(f"firehose on http://127.0.0.1:{port} control http://127.0.0.1:{control_port} pid {os.getpid()}", flush=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    pump = asyncio.create_task(server.pump())
+    await stop.wait()
+    pump.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await pump
+    for listener in listeners:
+        listener.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--events-per-write", type=int, default=16)
+    parser.add_argument("--model", default="sim")
+    parser.add_argument("--itl-ms", type=float, default=0.0, help="pace: one chunk per stream every ITL ms")
+    parser.add_argument("--reuse-port", action="store_true", help="share --port with other processes")
+    parser.add_argument("--control-port", type=int, default=0, help="this process's own port (0: any)")
+    parser.add_argument("--uvloop", action="store_true", help="run on uvloop (when it is installed)")
+    args = parser.parse_args()
+    if args.events_per_write < 1:
+        parser.error("--events-per-write must be at least 1")
+    if args.uvloop:
+        import uvloop
+
+        uvloop.install()
+    asyncio.run(serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
