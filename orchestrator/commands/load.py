@@ -225,7 +225,9 @@ def load(
                 rate=f"{report.live_tok_s:,.0f} tok/s, {report.errors} errors",
             )
 
-        results, interrupted = asyncio.run(_run_levels(levels, on_progress))
+        from orchestrator.load import eventloop
+
+        results, interrupted = eventloop.run(_run_levels(levels, on_progress))
 
     if as_json:
         for result in results:

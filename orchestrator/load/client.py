@@ -42,7 +42,7 @@ from orchestrator.errors import LoadError
 from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
-from orchestrator.load.sse import SSEParser
+from orchestrator.load.sse import SSEEvent, SSEParser
 from orchestrator.load.workloads import Prompt
 
 __all__ = ["LoadClient", "discover_model"]
@@ -197,38 +197,158 @@ class LoadClient:
         timeout: asyncio.Timeout,
         total_deadline: float,
     ) -> None:
-        parser = SSEParser()
-        feed = parser.feed
-        on_event = decoder.on_event
-        perf = time.perf_counter
-        first = False
-        async for chunk in resp.content.iter_any():
-            now = perf()
-            for event_type, data in feed(chunk):
-                if event_type is None or event_type == "message":
-                    n = on_event(data, now)
-                    if n:
-                        self.tokens_seen += n
-                        if not first:
-                            first = True
-                            record.first_token = now  # provisional; finish() settles it
-                            timeout.reschedule(total_deadline)
-                elif event_type == "error":
-                    decoder.on_error_event(data)
-                if decoder.done and record.end is None:
-                    record.end = now
-                    # Wait a moment for the body to end, so the connection stays reusable; never longer.
-                    timeout.reschedule(min(total_deadline, asyncio.get_running_loop().time() + _DONE_GRACE_S))
-        now = perf()
-        for event_type, data in parser.close():
+        sink = _Sink(self, decoder, record, timeout, total_deadline)
+        content = resp.content
+        if type(content) is aiohttp.StreamReader and _SinkReader.fits:
+            # The body goes straight from aiohttp's parser into the sink, as it arrives (see _SinkReader).
+            pending = content.read_nowait()  # what came with the headers (raises if the connection broke)
+            _SINKS[content] = sink
+            content.__class__ = _SinkReader
+            try:
+                if pending:
+                    content.feed_data(pending)
+                if sink.error is None and not content.is_eof():
+                    await content.wait_eof()
+            finally:
+                content.__class__ = aiohttp.StreamReader
+                _SINKS.pop(content, None)
+        else:  # another StreamReader than the one this aiohttp makes: read it the ordinary way
+            async for chunk in content.iter_any():
+                sink.feed(chunk)
+                if sink.error is not None:
+                    break
+        if sink.error is not None:
+            raise sink.error
+        sink.close()
+
+
+class _Sink:
+    """Reads one streamed response as its bytes arrive: SSE framing, the decoder, the first-token and
+    end-of-stream bookkeeping. Every piece of the body is stamped with ``time.perf_counter()`` when it comes out
+    of the HTTP parser (an HTTP chunk, or what one read brought of it); its events share that time."""
+
+    __slots__ = ("client", "decoder", "error", "first", "on_event", "parser", "record", "timeout", "total_deadline")
+
+    def __init__(
+        self,
+        client: LoadClient,
+        decoder: Decoder,
+        record: RequestRecord,
+        timeout: asyncio.Timeout,
+        total_deadline: float,
+    ) -> None:
+        self.client = client
+        self.decoder = decoder
+        self.on_event = decoder.on_event
+        self.record = record
+        self.timeout = timeout
+        self.total_deadline = total_deadline
+        self.parser = SSEParser()
+        self.first = False
+        self.error: BaseException | None = None  # what ended the stream early (raised by the reading coroutine)
+
+    def feed(self, data: bytes) -> None:
+        """Take the next piece of the body (the general way; :meth:`_SinkReader.feed_data` has a faster one)."""
+        if self.error is None and data:
+            try:
+                self.events(self.parser.feed(data), _perf())
+            except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
+                self.error = exc
+
+    def events(self, events: list[SSEEvent], now: float) -> None:
+        decoder = self.decoder
+        for event_type, payload in events:
+            if event_type is None or event_type == "message":
+                n = self.on_event(payload, now)
+                if n:
+                    self.client.tokens_seen += n
+                    if not self.first:
+                        self.first_token(now)
+            elif event_type == "error":
+                decoder.on_error_event(payload)
+            if decoder.done and self.record.end is None:
+                self.ended(now)
+
+    def first_token(self, now: float) -> None:
+        self.first = True
+        self.record.first_token = now  # provisional; finish() settles it
+        self.timeout.reschedule(self.total_deadline)
+
+    def ended(self, now: float) -> None:
+        """The end marker came: wait a moment for the body to end, so the connection stays reusable."""
+        self.record.end = now
+        grace = asyncio.get_running_loop().time() + _DONE_GRACE_S
+        self.timeout.reschedule(min(self.total_deadline, grace))
+
+    def close(self) -> None:
+        """The body ended: the events left without a closing blank line, then the end-of-stream checks."""
+        now = _perf()
+        decoder = self.decoder
+        for event_type, data in self.parser.close():
             if event_type == "error":
                 decoder.on_error_event(data)
             elif event_type is None or event_type == "message":
-                self.tokens_seen += on_event(data, now)
+                self.client.tokens_seen += self.on_event(data, now)
         if not decoder.done:
-            record.end = now
-            if record.finish_reason is None:
+            self.record.end = now
+            if self.record.finish_reason is None:
                 raise StreamFault("truncated", "the stream ended without an end marker or a finish reason")
+
+
+_perf = time.perf_counter
+_SINKS: dict[aiohttp.StreamReader, _Sink] = {}
+
+
+class _SinkReader(aiohttp.StreamReader):
+    """aiohttp's body reader, turned into a pipe to a :class:`_Sink` for the length of one response.
+
+    aiohttp's HTTP parser hands every piece of a body to its ``StreamReader`` (``feed_data``, between
+    ``begin_http_chunk_receiving`` and ``end_http_chunk_receiving`` for each HTTP chunk), which buffers it and
+    wakes the coroutine reading it; the coroutine then takes it out again. For a token stream that is a
+    buffer, a future and a task switch per read, more than the parsing itself. While a response streams, its
+    reader's class is this one (the same object layout, so ``__class__`` can be switched and switched back):
+    pieces go to the sink as the parser produces them, and the coroutine sleeps in ``wait_eof()`` until the
+    body ends (``feed_eof``, which also hands the connection back to the pool), the connection fails
+    (``set_exception``) or the sink fails (it sets the exception itself). Everything else is aiohttp's own.
+    """
+
+    __slots__ = ()
+    fits = all(hasattr(aiohttp.StreamReader, name) for name in ("feed_data", "wait_eof", "read_nowait", "is_eof"))
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        # Once per HTTP chunk, i.e. once per token from a real engine: _Sink.feed, with a fast path for a chunk
+        # that is exactly one "data: ...\n\n" event (what the SSE parser would make of it: sse.single_event).
+        sink = _SINKS.get(self)
+        if sink is None or sink.error is not None or not data:
+            return False
+        now = _perf()
+        try:
+            if (
+                sink.parser.clean
+                and data.endswith(b"\n\n")
+                and data.startswith(b"data: ")
+                and data.find(b"\n") == len(data) - 2
+                and data.find(b"\r") < 0
+            ):
+                n = sink.on_event(data[6:-2], now)
+                if n:
+                    sink.client.tokens_seen += n
+                    if not sink.first:
+                        sink.first_token(now)
+                if sink.decoder.done and sink.record.end is None:
+                    sink.ended(now)
+            else:
+                sink.events(sink.parser.feed(data), now)
+        except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
+            sink.error = exc
+            if self.exception() is None:
+                self.set_exception(exc)  # wakes wait_eof() with it
+        return False
+
+    # HTTP chunk boundaries are for readchunk(), which nobody calls here. The parser calls these two around
+    # every HTTP chunk: a C builtin that takes no argument, stored as a static method, does nothing without a
+    # Python frame.
+    begin_http_chunk_receiving = end_http_chunk_receiving = staticmethod(bool)  # type: ignore[assignment]
 
 
 async def discover_model(settings: LoadSettings) -> str:

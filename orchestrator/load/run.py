@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.load.client import LoadClient, discover_model
+from orchestrator.load.eventloop import loop_name
 from orchestrator.load.loops import LoopState, closed_loop, open_loop, run_batch
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
@@ -59,6 +60,7 @@ class LoadResult:
     partial: bool = False
     started_at: float = 0.0
     ended_at: float = 0.0
+    event_loop: str = "asyncio"  # the loop that measured it (orchestrator.load.eventloop)
 
     @property
     def requests(self) -> int:
@@ -93,6 +95,7 @@ class LoadResult:
             "partial": self.partial,
             "started_at": round(self.started_at, 3),
             "ended_at": round(self.ended_at, 3),
+            "event_loop": self.event_loop,
         }
 
 
@@ -170,6 +173,7 @@ async def run_load(
         partial=warm.partial or measured.partial,
         started_at=wall0 + (started - perf0),
         ended_at=wall0 + (ended - perf0),
+        event_loop=loop_name(asyncio.get_running_loop()),
     )
     if progress is not None:
         progress(

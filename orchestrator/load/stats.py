@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -51,9 +52,9 @@ __all__ = ["distribution", "spec_summary", "steady_window", "summarize"]
 EMPTY = {"mean": None, "p50": None, "p90": None, "p99": None}
 
 
-def distribution(values_s: Iterable[float], scale: float = 1000.0) -> dict[str, float | None]:
+def distribution(values_s: Iterable[float] | np.ndarray, scale: float = 1000.0) -> dict[str, float | None]:
     """mean, p50, p90 and p99 of ``values_s`` times ``scale`` (seconds to milliseconds by default)."""
-    data = np.fromiter(values_s, dtype=float)
+    data = values_s.astype(float) if isinstance(values_s, np.ndarray) else np.fromiter(values_s, dtype=float)
     if data.size == 0:
         return dict(EMPTY)
     data *= scale
@@ -105,19 +106,16 @@ def summarize(
     known_inputs = [r.input_tokens for r in ok if r.input_tokens is not None]
     streamed = [r for r in ok if r.streamed]
 
-    itl: list[float] = []
+    # Every token-bearing chunk of the streamed requests, flat and in order (numpy: this is per token).
+    times, counts, starts = _flat(streamed)
+    gaps = np.diff(times) / counts[1:]
+    keep = np.ones(gaps.size, dtype=bool)
+    keep[starts[(starts > 0) & (starts < times.size)] - 1] = False  # no gap from one request to the next
+    itl = np.repeat(gaps[keep], counts[1:][keep])  # a gap ending in a chunk of k tokens counts k times
+
     tpot: list[float] = []
     user_rates: list[float] = []
     for r in streamed:
-        times = r.chunk_times
-        counts = r.chunk_tokens
-        for j in range(1, len(times)):
-            k = counts[j]
-            gap = (times[j] - times[j - 1]) / k
-            if k == 1:
-                itl.append(gap)
-            else:
-                itl.extend([gap] * k)
         if r.first_token is not None and r.end is not None and r.output_tokens > 1:
             decode = r.end - r.first_token
             tpot.append(decode / (r.output_tokens - 1))
@@ -128,11 +126,8 @@ def summarize(
     output_tok_s = output_tokens / duration if duration > 0 else 0.0
     if window is not None:
         start, end = window
-        inside = 0
-        for r in ok:
-            for t, n in zip(r.chunk_times, r.chunk_tokens, strict=True):
-                if start <= t <= end:
-                    inside += n
+        all_times, all_counts, _ = _flat(ok)
+        inside = int(all_counts[(all_times >= start) & (all_times <= end)].sum())
         steady = inside / (end - start)
         steady_window_s: float | None = _r(end - start, 4)
     else:
@@ -161,6 +156,16 @@ def summarize(
         "token_sources": dict(sorted(Counter(r.token_source for r in ok).items())),
         "spec": spec_summary(ok),
     }
+
+
+def _flat(records: list[RequestRecord]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The chunk times and token counts of ``records``, one after the other, and where each record starts."""
+    lengths = np.fromiter((len(r.chunk_times) for r in records), dtype=np.int64, count=len(records))
+    total = int(lengths.sum())
+    times = np.fromiter(chain.from_iterable(r.chunk_times for r in records), dtype=float, count=total)
+    counts = np.fromiter(chain.from_iterable(r.chunk_tokens for r in records), dtype=np.int64, count=total)
+    starts = np.cumsum(lengths) - lengths
+    return times, counts, starts
 
 
 def _r(value: float, digits: int = 3) -> float:
