@@ -139,6 +139,17 @@ def _cell(o: dict[str, Any], key: str, applies: bool) -> str:
     return f"{o[key]:,}" if applies else "—"
 
 
+def checkout() -> str:
+    """Which code the figures are of: the commit, and whether the checkout had changes on top of it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else " (a clean checkout)")
+
+
 def markdown(
     values: dict[str, str], outcomes: list[dict[str, Any]], bad: dict[str, Any], suite: str, secs: float
 ) -> str:
@@ -147,7 +158,7 @@ def markdown(
         "",
         f"Produced by `{COMMAND}` (about {(secs + bad['seconds']) / 60:.0f} minutes) on "
         f"{platform.system()} with {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{time.strftime('%Y-%m-%d', time.gmtime())}. The suite: {suite}.",
+        f"{time.strftime('%Y-%m-%d', time.gmtime())}, from {checkout()}. The suite: {suite}.",
         "",
         table(values),
         "",
