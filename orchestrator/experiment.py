@@ -1353,8 +1353,9 @@ def _read_secrets(exp: Experiment, data: dict[str, Any], base: Path) -> None:
             )
 
 
-def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
-    """Validate already-parsed YAML data (positions locate errors in ``file``)."""
+def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets: bool = True) -> Experiment:
+    """Validate already-parsed YAML data (positions locate errors in ``file``). ``read_secrets=False`` leaves
+    the secrets unread (``specsweep restore`` undoes a run without needing them)."""
     if data is None:
         raise ConfigError(
             "the file is empty; an experiment needs name, service, server, engine, variants, load", file=file
@@ -1372,7 +1373,7 @@ def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
     problems = _semantic_problems(exp)
-    if not problems:
+    if not problems and read_secrets:
         try:
             _read_secrets(exp, data, Path(file).parent)
         except _Problem as unreadable:
@@ -1390,11 +1391,11 @@ def parse_experiment(data: Any, positions: Positions, file: str) -> Experiment:
     return exp
 
 
-def load_experiment(path: str | Path) -> Experiment:
+def load_experiment(path: str | Path, *, read_secrets: bool = True) -> Experiment:
     """Read and validate an experiment file; every problem is a ``ConfigError`` naming file, line and key."""
     path = Path(path)
     data, positions = load_yaml_with_positions(path)
-    exp = parse_experiment(data, positions, str(path))
+    exp = parse_experiment(data, positions, str(path), read_secrets=read_secrets)
     exp._source = path
     return exp
 

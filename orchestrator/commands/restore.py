@@ -41,8 +41,10 @@ def restore(
     restored."""
     from orchestrator.services.restore import restore_experiment
 
+    # The secrets stay unread: undoing a run must not need the tokens the server was given.
+    experiment = load_experiment(file, read_secrets=False)
     outcomes = restore_experiment(
-        load_experiment(file), break_lock=break_lock, dry_run=dry_run, progress=None if as_json else _show
+        experiment, break_lock=break_lock, dry_run=dry_run, progress=None if as_json else _show
     )
     if as_json:
         payload = [

@@ -175,3 +175,14 @@ def test_references_and_redaction() -> None:
 def test_secret_source_describes_itself_without_a_value() -> None:
     assert SecretSource(secret_env="X").describe() == "$X"
     assert SecretSource(secret_file="~/.hf").describe() == "file ~/.hf"
+
+
+def test_restore_loads_an_experiment_whose_secrets_are_not_there(tmp_path: Path) -> None:
+    # After a kill -9, `specsweep restore FILE` runs in whatever shell is at hand: undoing the run must not
+    # need the tokens the server was given (the env file is found by the unit's name, not by its content).
+    path = _write(tmp_path, _doc(environment={"HF_TOKEN": {"secret_env": "SPECSWEEP_UNSET_VAR"}}))
+    (tmp_path / "key.txt").unlink()
+    with pytest.raises(ConfigError):
+        load_experiment(path)
+    exp = load_experiment(path, read_secrets=False)
+    assert exp.service.secrets is not None and exp.service.secrets["HF_TOKEN"].value is None
