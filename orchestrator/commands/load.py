@@ -151,6 +151,13 @@ def load(
     api_key: str | None = typer.Option(
         None, "--api-key", envvar="SPECSWEEP_API_KEY", help="Bearer token (or $SPECSWEEP_API_KEY).", show_default=False
     ),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        help="Processes that share each level's load (one clock, one merged result); for more than a core's "
+        "worth of tokens per second.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object per level instead of a table."),
     engine: str | None = typer.Option(
         None,
@@ -186,6 +193,7 @@ def load(
         "total_timeout": _seconds(total_timeout, "--total-timeout"),
         "api_key": api_key,
         "extra_body": engine_request_extras(engine, api),
+        "workers": workers,
     }
     levels = [LoadSettings(concurrency=c, **common) for c in levels_c]
     levels += [LoadSettings(rate=r, max_in_flight=max_in_flight, **common) for r in levels_r]

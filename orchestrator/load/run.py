@@ -96,6 +96,7 @@ class LoadResult:
             "started_at": round(self.started_at, 3),
             "ended_at": round(self.ended_at, 3),
             "event_loop": self.event_loop,
+            "workers": s.workers,
         }
 
 
@@ -105,6 +106,11 @@ async def run_load(
     stop: asyncio.Event | None = None,
 ) -> LoadResult:
     """Warm up, then run one load point; see the module docstring."""
+    if settings.workers > 1:
+        from orchestrator.load.workers import run_load_workers  # several processes, one merged result
+
+        result: LoadResult = await run_load_workers(settings, progress, stop)
+        return result
     workload = load_workload(settings.prompts, settings.seed)
     model = settings.model
     if model is None and settings.api in ("chat", "completions"):

@@ -66,7 +66,8 @@ class LoadSettings:
 
     The run stops after ``requests`` measured requests or ``duration_s`` seconds, whichever comes first
     (``requests`` alone, if neither is given, defaults to 4 x concurrency, at least 16). In open loop,
-    ``max_in_flight`` (or ``concurrency`` when that is set) caps the requests in flight.
+    ``max_in_flight`` (or ``concurrency`` when that is set) caps the requests in flight. ``workers`` above 1
+    shares the point's load between that many processes (never more than its concurrency or requests).
     """
 
     url: str
@@ -83,6 +84,8 @@ class LoadSettings:
     prompts: str = "builtin:chat"
     ignore_eos: bool = False
     seed: int = 0
+    # Processes that share the load (orchestrator/load/workers.py): one clock, one merged result.
+    workers: int = 1
     connect_timeout: float = 10.0
     first_token_timeout: float = 300.0
     total_timeout: float = 900.0
@@ -107,6 +110,7 @@ class LoadSettings:
         _positive_int("max_in_flight", self.max_in_flight)
         _positive_int("requests", self.requests)
         _positive_int("max_tokens", self.max_tokens)
+        _positive_int("workers", self.workers)
         if self.rate is not None and not (self.rate > 0 and math.isfinite(self.rate)):
             raise LoadError(f"load: rate must be a positive number of requests per second, got {self.rate!r}")
         if self.warmup < 0:
