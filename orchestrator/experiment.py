@@ -44,6 +44,7 @@ __all__ = [
     "HostSpec",
     "LoadSpec",
     "LocalHostSpec",
+    "LosslessSpec",
     "ProcessServiceSpec",
     "RegexParserSpec",
     "SSHHostSpec",
@@ -52,6 +53,8 @@ __all__ = [
     "ServiceSpec",
     "SlurmLauncherSpec",
     "SystemdServiceSpec",
+    "TelemetrySpec",
+    "UntilSpec",
     "Variant",
     "error_from_validation",
     "load_experiment",
@@ -692,8 +695,46 @@ class TimeoutsSpec(_Strict):
     total: Duration = 900.0
 
 
+#: Figures ``load.until`` can steer by (the record's interval figures, ``orchestrator/load/uncertainty.py``).
+UNTIL_FIGURES = ("output_tok_s", "accept_len", "ttft_ms_p50", "itl_ms_p50", "tpot_ms_p50", "e2e_ms_p50")
+
+
+class UntilSpec(_Strict):
+    """Adaptive stopping: keep a point running until the confidence interval of ``figure`` is within
+    ``rel_ci`` of its value (half the interval's width over the figure: 0.02 is ±2%), at least
+    ``min_requests`` requests and at most ``max_requests`` requests or ``max_duration`` seconds."""
+
+    rel_ci: float = Field(0.02, gt=0, lt=1)
+    figure: Literal["output_tok_s", "accept_len", "ttft_ms_p50", "itl_ms_p50", "tpot_ms_p50", "e2e_ms_p50"] = (
+        "output_tok_s"
+    )
+    min_requests: int = Field(16, ge=2)
+    max_requests: int | None = Field(None, ge=2)
+    max_duration: Duration | None = None
+
+    @model_validator(mode="after")
+    def _capped(self) -> UntilSpec:
+        if self.max_requests is None and self.max_duration is None:
+            raise ValueError("until needs a cap: max_requests and/or max_duration")
+        if self.max_duration is not None and self.max_duration <= 0:
+            raise ValueError("max_duration must be positive")
+        if self.max_requests is not None and self.max_requests < self.min_requests:
+            raise ValueError(f"max_requests ({self.max_requests}) is below min_requests ({self.min_requests})")
+        return self
+
+
 class LoadSpec(_Strict):
-    """The client side of every deployment: concurrency levels and/or request rates, and the workload."""
+    """The client side of every deployment: concurrency levels and/or request rates, and the workload.
+
+    ``repeats``: each load point is measured that many times within a deployment (interleaved: every load
+    once, then every load again), each window with its own prompts (the workload seed plus the window's
+    index), so the repeats together estimate the figure over more of the prompt set and show how much one
+    window differs from the next. ``repeats_across_restarts``: each configuration is deployed that many times,
+    interleaved with the others (all configurations, then all again), so restart-to-restart variance (CUDA
+    graphs, memory layout) shows too. ``until``: adaptive stopping per point (see :class:`UntilSpec`).
+    ``flush_cache``: empty the server's prefix cache before every point (SGLang ``/flush_cache``, vLLM
+    ``/reset_prefix_cache``, llama.cpp slot erase; ``orchestrator/cache.py``).
+    """
 
     concurrency: list[Annotated[int, Field(ge=1, le=100000)]] = Field(default_factory=list)
     rates: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
@@ -708,6 +749,10 @@ class LoadSpec(_Strict):
     seed: int = 0
     stream: bool = True
     timeouts: TimeoutsSpec = Field(default_factory=TimeoutsSpec)
+    repeats: int = Field(1, ge=1, le=1000)
+    repeats_across_restarts: int = Field(1, ge=1, le=100)
+    until: UntilSpec | None = None
+    flush_cache: bool = False
 
     @field_validator("concurrency", "rates", mode="before")
     @classmethod
@@ -733,7 +778,8 @@ class LoadSpec(_Strict):
 
 
 class ChecksSpec(_Strict):
-    """Tolerances of the consistency checks the analysis runs on every point."""
+    """Tolerances of the consistency checks the analysis runs on every point, and the confidence level of
+    every interval and of the significance of a winner (``confidence``)."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -741,6 +787,25 @@ class ChecksSpec(_Strict):
     min_requests: int = Field(10, ge=0)
     linear_chain_length: int | None = Field(None, ge=1)
     disabled: list[str] = Field(default_factory=list)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+
+
+class LosslessSpec(_Strict):
+    """The lossless check (``orchestrator/lossless.py``): after warm-up, every deployment answers the same
+    ``prompts`` prompts of the workload one at a time at temperature 0 (the autoregressive baseline twice, to
+    see whether the server is deterministic at all), and each answer is compared with the baseline's."""
+
+    enabled: bool = True
+    prompts: int = Field(8, ge=1, le=256)
+    max_tokens: int | None = Field(None, ge=1)
+
+
+class TelemetrySpec(_Strict):
+    """GPU telemetry through the window of every point, where the host has ``nvidia-smi``
+    (``orchestrator/telemetry.py``): one long-running ``nvidia-smi ... -lms interval`` per point."""
+
+    gpu: bool = True
+    interval_ms: int = Field(500, ge=100, le=60000)
 
 
 class FailurePolicySpec(_Strict):
@@ -778,6 +843,8 @@ class Experiment(_Strict):
     load: LoadSpec
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     failure_policy: FailurePolicySpec = Field(default_factory=FailurePolicySpec)
+    lossless: LosslessSpec = Field(default_factory=LosslessSpec)
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -1316,7 +1383,8 @@ def _semantic_problems(exp: Experiment) -> list[_Problem]:
         _check_commands(exp)
     except _Problem as problem:
         problems.append(problem)
-    points = total * (len(exp.load.concurrency) + len(exp.load.rates))
+    points = total * (len(exp.load.concurrency) + len(exp.load.rates)) * exp.load.repeats
+    points *= exp.load.repeats_across_restarts
     if points > MAX_LOAD_POINTS:
         problems.append(_Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}"))
     return problems

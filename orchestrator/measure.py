@@ -1,9 +1,13 @@
 """Measuring one load point on a running server: window, load, scrape, parse, classify, record.
 
-    cursor = server.logs.journal_cursor()      the window opens (and /metrics is scraped, then sampled)
+    flush the prefix cache (load.flush_cache)  what the server answered goes into the record
+    cursor = server.logs.journal_cursor()      the window opens (and /metrics is scraped, then sampled; GPU
+                                               telemetry starts where the host has nvidia-smi)
     client = load(point settings)              the load generator; a stop request cancels it promptly
     text   = server.logs.journal_since(cursor) the window closes (and /metrics is scraped again)
     server metrics = parse(text) + the /metrics delta + every source compared
+    intervals = bootstrap over the requests    (orchestrator/load/uncertainty.py); the requests themselves go
+                                               to requests/<point>.jsonl
     classify_point(client, alive, stopped)     ok | failed (server_died, all_requests_failed) | skipped
     -> a Record (the caller appends it to the store and does the sweep's bookkeeping)
 
@@ -23,12 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from orchestrator.cache import flush_prefix_cache
 from orchestrator.engine_info import read_engine_info
 from orchestrator.load import LoadSettings, run_load
 from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.scrape import GaugeSampler, get, scrape
 from orchestrator.store import Record, utc_now_iso
+from orchestrator.telemetry import GpuTelemetry, has_nvidia_smi
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -36,11 +42,13 @@ if TYPE_CHECKING:
     from orchestrator.plan import Deployment, LoadPoint
 
 __all__ = [
+    "REQUEST_RECORDS",
     "Classification",
     "Measured",
     "PointMeasurer",
     "Tools",
     "classify_point",
+    "interval_block",
     "new_record",
     "point_settings",
     "run_load_until_stopped",
@@ -48,6 +56,9 @@ __all__ = [
 ]
 
 PointStatus = Literal["ok", "failed", "skipped"]
+#: The key under which ``Tools.load`` hands the measured requests (``RequestRecord`` list) to the measurer; it
+#: never reaches the stored record.
+REQUEST_RECORDS = "_request_records"
 
 
 # -- what a point is measured with -----------------------------------------------------------------------
@@ -71,7 +82,7 @@ def point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **
         "temperature": load.temperature,
         "prompts": load.prompts,
         "ignore_eos": load.ignore_eos,
-        "seed": load.seed,
+        "seed": point.seed if point is not None and point.seed is not None else load.seed,
         "connect_timeout": load.timeouts.connect,
         "first_token_timeout": load.timeouts.first_token,
         "total_timeout": load.timeouts.total,
@@ -80,6 +91,11 @@ def point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **
         # Ask the engine for its per-response speculative figures where its API offers them (load/settings.py).
         "extra_body": engine_request_extras(experiment.engine, experiment.server.api),
     }
+    if point is not None and point.until:
+        settings["until_rel_ci"] = point.until.get("rel_ci")
+        settings["until_figure"] = point.until.get("figure", "output_tok_s")
+        settings["until_min_requests"] = point.until.get("min_requests", 16)
+        settings["until_level"] = experiment.checks.confidence
     if experiment.load.prompts and not experiment.load.prompts.startswith(("builtin:", "synthetic:")):
         source = experiment.source
         path = Path(experiment.load.prompts).expanduser()
@@ -199,6 +215,32 @@ def server_metrics(
     return server
 
 
+def interval_block(
+    records: list[Any], client: Mapping[str, Any], *, level: float, seed: int = 0
+) -> dict[str, Any] | None:
+    """The record's ``intervals``: every figure's ``level`` interval from a bootstrap over the window's requests
+    (:func:`orchestrator.load.uncertainty.window_intervals`), with the method named."""
+    from orchestrator.load.uncertainty import DEFAULT_RESAMPLES, window_intervals
+
+    intervals = window_intervals(
+        records,
+        output_tok_s=client.get("output_tok_s"),
+        open_loop=client.get("loop") == "open",
+        concurrency=client.get("concurrency"),
+        level=level,
+        seed=seed,
+    )
+    if not intervals:
+        return None
+    return {
+        "level": level,
+        "method": "bootstrap over requests",
+        "resamples": DEFAULT_RESAMPLES,
+        "requests": sum(1 for r in records if r.ok),
+        "figures": {name: interval.to_dict() for name, interval in intervals.items()},
+    }
+
+
 def new_record(
     run_id: str,
     experiment: str,
@@ -224,6 +266,8 @@ def new_record(
         mode=point.mode,
         concurrency=point.concurrency,
         rate=point.rate,
+        repeat=point.repeat,
+        restart=point.restart,
         status=status,
         started_at=started_at,
         finished_at=utc_now_iso(),
@@ -240,7 +284,36 @@ class Sampler(Protocol):
 
 def _client_dict(settings: LoadSettings, stop: threading.Event, progress: Any) -> dict[str, Any]:
     result = run_load_until_stopped(settings, stop, progress)
-    return dict(result.to_dict())
+    client = dict(result.to_dict())
+    client[REQUEST_RECORDS] = result.records
+    return client
+
+
+def _probe(settings: LoadSettings, prompts: int, **kwargs: Any) -> list[Any]:
+    from orchestrator.lossless import probe
+
+    return probe(settings, prompts, **kwargs)
+
+
+class _TelemetryStarter:
+    """Starts GPU telemetry on a running server's host, once it knows the host has nvidia-smi (asked once per
+    host); None for a server without a host (a scheduler's job) or a host without nvidia-smi."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, bool] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, server: Any, interval_ms: int) -> GpuTelemetry | None:
+        host = getattr(server, "host", None)
+        if host is None:
+            return None
+        with self._lock:
+            present = self._known.get(id(host))
+        if present is None:
+            present = has_nvidia_smi(host)
+            with self._lock:
+                self._known[id(host)] = present
+        return GpuTelemetry.start(host, interval_ms) if present else None
 
 
 @dataclass(frozen=True)
@@ -256,6 +329,12 @@ class Tools:
     #: ``sampler(url, path, api_key)``: scrapes ``/metrics`` through the point until ``finish()``
     sampler: Callable[[str, str | None, str | None], Sampler] = GaugeSampler
     clock: Callable[[], float] = time.monotonic
+    #: ``flush(url, engine, api_key) -> what the server answered`` (``load.flush_cache``, orchestrator/cache.py)
+    flush: Callable[[str, str, str | None], dict[str, Any]] = flush_prefix_cache
+    #: ``telemetry(server, interval_ms) -> sampler with finish() -> summary``, or None (orchestrator/telemetry.py)
+    telemetry: Callable[[Any, int], Any] = field(default_factory=_TelemetryStarter)
+    #: ``probe(settings, prompts, runs=, stop=) -> answers`` (the lossless check, orchestrator/lossless.py)
+    probe: Callable[..., list[Any]] = field(default_factory=lambda: _probe)
 
 
 @dataclass
@@ -280,6 +359,22 @@ class PointMeasurer:
         api_key = self.experiment.server.api_key_value
         return read_engine_info(self.experiment.engine, lambda path: self.tools.get(url, path, api_key))
 
+    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event) -> list[Any]:
+        """The lossless check's answers of the server at ``url`` (``orchestrator/lossless.py``): the load's request
+        shape, one request at a time, at temperature 0, with ``lossless.max_tokens`` or the load's."""
+        exp = self.experiment
+        settings = point_settings(
+            exp,
+            url,
+            None,
+            concurrency=1,
+            requests=1,
+            temperature=0.0,
+            stream=True,
+            max_tokens=exp.lossless.max_tokens or exp.load.max_tokens,
+        )
+        return self.tools.probe(settings, exp.lossless.prompts, runs=runs, stop=stop)
+
     def warm_up(self, url: str, stop: threading.Event) -> dict[str, Any] | None:
         """The experiment's warm-up requests, one at a time; the client figures, or None when there are none."""
         warmup = self.experiment.load.warmup
@@ -301,22 +396,41 @@ class PointMeasurer:
         write_window: Callable[[str], str | None],
         engine_info: dict[str, Any] | None = None,
         progress: Callable[[Any], None] | None = None,
+        write_requests: Callable[[list[dict[str, Any]]], str | None] | None = None,
     ) -> Measured:
-        """Measure ``point`` on ``server``: its window's raw text goes to ``write_window`` (which returns the
-        file it wrote, relative to the run directory), its record comes back (not stored)."""
+        """Measure ``point`` on ``server``: its window's raw text goes to ``write_window`` and its requests to
+        ``write_requests`` (each returns the file it wrote, relative to the run directory), its record comes
+        back (not stored)."""
         exp, tools = self.experiment, self.tools
         started_at = utc_now_iso()
         t0 = tools.clock()
         api_key = exp.server.api_key_value
         metrics_path = exp.server.metrics_path
+        cache_flush = tools.flush(server.url, exp.engine, api_key) if exp.load.flush_cache else None
         cursor = server.logs.journal_cursor()
         before = tools.scrape(server.url, metrics_path, api_key)
         scraped_at = tools.clock()
         sampler = tools.sampler(server.url, metrics_path, api_key) if before is not None else None
+        gpu = tools.telemetry(server, exp.telemetry.interval_ms) if exp.telemetry.gpu else None
         try:
             client = tools.load(point_settings(exp, server.url, point), stop, progress)
         finally:
             during = sampler.finish() if sampler is not None else []
+            telemetry = gpu.finish() if gpu is not None else None
+        requests = client.pop(REQUEST_RECORDS, None)
+        intervals: dict[str, Any] | None = None
+        requests_file: str | None = None
+        if requests is not None:
+            intervals = interval_block(
+                requests, client, level=exp.checks.confidence, seed=int(point.id.split("-")[-1], 16) % 2**32
+            )
+            if write_requests is not None:
+                origin = min((r.dispatched for r in requests), default=0.0)
+                from orchestrator.load.records import request_row
+
+                requests_file = write_requests([request_row(r, origin) for r in requests])
+        if telemetry is not None and telemetry.get("energy_j"):
+            telemetry["tokens_per_joule"] = round(float(client.get("output_tokens") or 0) / telemetry["energy_j"], 5)
         after = tools.scrape(server.url, metrics_path, api_key)
         elapsed = tools.clock() - scraped_at
         text = server.logs.journal_since(cursor)
@@ -341,5 +455,9 @@ class PointMeasurer:
             window_file=window_file,
             attempt=attempt,
             engine_info=engine_info,
+            intervals=intervals,
+            requests_file=requests_file,
+            cache_flush=cache_flush,
+            telemetry=telemetry,
         )
         return Measured(record, verdict.server_died, tools.clock() - t0, verdict)

@@ -10,6 +10,14 @@ that reaches the server, leaves them unchanged, which is what lets ``--resume`` 
 Expanding a matrix and rendering a configuration live in :mod:`orchestrator.rendering` (the experiment's
 validation renders every command too); this module adds the grouping, the ids and the load points.
 
+Repeats (``load.repeats``, ``load.repeats_across_restarts``): a deployment is deployed once per restart round,
+all configurations in a round before the next round begins (so drift between rounds touches every
+configuration alike); within a deployment, every load is measured once per repeat round, all loads before the
+next round. Each repeat is its own load point (its own record, window and requests file), with its own
+workload seed so that every window sends its own prompts (``LoadPoint.seed``). Ids stay what they were before
+repeats existed for the first repeat of the first restart: ``restart`` and ``repeat`` enter a point's content
+only when above 1, ``until`` only when set, so runs made before them still resume.
+
 No I/O, no SSH, no clock: tests drive this with tables of cases.
 """
 
@@ -37,6 +45,7 @@ __all__ = [
     "expand_matrix",
     "make_deployment",
     "server_config",
+    "window_seed",
 ]
 
 PLAN_SCHEMA_VERSION = 1
@@ -63,10 +72,22 @@ class LoadPoint(BaseModel):
     requests: int | None = None
     duration_s: float | None = None
     estimated_seconds: float = 0.0
+    #: Which measurement of this load this is: its repeat within the deployment and the deployment's restart
+    #: round (both from 1).
+    repeat: int = 1
+    restart: int = 1
+    #: The workload seed of this window (None: the experiment's ``load.seed``).
+    seed: int | None = None
+    #: Adaptive stopping (``load.until``): rel_ci, figure, min_requests; ``requests``/``duration_s`` are the caps.
+    until: dict[str, Any] | None = None
+
+    @property
+    def load_label(self) -> str:
+        return f"C={self.concurrency}" if self.mode == "concurrency" else f"rate={self.rate:g}/s"
 
     @property
     def label(self) -> str:
-        return f"C={self.concurrency}" if self.mode == "concurrency" else f"rate={self.rate:g}/s"
+        return self.load_label + (f" #{self.repeat}" if self.repeat > 1 else "")
 
 
 class Alias(BaseModel):
@@ -93,12 +114,18 @@ class Deployment(BaseModel):
     config_hash: str
     load_points: list[LoadPoint]
     expected_load_seconds: float = 0.0
+    #: Which deployment of this configuration this is (``load.repeats_across_restarts``), from 1.
+    restart: int = 1
 
     @property
-    def label(self) -> str:
+    def config_label(self) -> str:
         if not self.params:
             return self.variant
         return self.variant + "(" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ")"
+
+    @property
+    def label(self) -> str:
+        return self.config_label + (f" [restart {self.restart}]" if self.restart > 1 else "")
 
     def estimated_seconds(self) -> float:
         return self.expected_load_seconds + sum(p.estimated_seconds for p in self.load_points)
@@ -143,58 +170,100 @@ class Plan(BaseModel):
         }
 
 
-def _load_points(experiment: Experiment, deployment_key: str) -> list[LoadPoint]:
+def _until(experiment: Experiment) -> dict[str, Any] | None:
+    until = experiment.load.until
+    if until is None:
+        return None
+    return {"rel_ci": until.rel_ci, "figure": until.figure, "min_requests": until.min_requests}
+
+
+def window_seed(seed: int, restart: int, repeat: int, repeats: int) -> int:
+    """The workload seed of one window: the load's own for the first, then one more per window, so every
+    repeat and restart sends its own prompts (and the same ones on every configuration)."""
+    return seed + (restart - 1) * repeats + (repeat - 1)
+
+
+def _load_points(experiment: Experiment, deployment_key: str, restart: int = 1) -> list[LoadPoint]:
     load = experiment.load
     per_user_tok_s = max(experiment.server.expected_tokens_per_second, 1e-6)
     request_seconds = load.max_tokens / per_user_tok_s
+    until = _until(experiment)
+    requests, duration = load.requests, load.duration
+    if load.until is not None:
+        requests, duration = load.until.max_requests, load.until.max_duration
+        # An adaptive point stops between its minimum and its cap: the estimate guesses twice the minimum.
+        guess = 2 * load.until.min_requests if requests is None else min(2 * load.until.min_requests, requests)
     points: list[LoadPoint] = []
-    for c in load.concurrency:
-        content = {
-            "mode": "concurrency",
-            "concurrency": c,
-            "requests": load.requests,
-            "duration": load.duration,
+
+    def content_of(base: dict[str, Any], repeat: int) -> dict[str, Any]:
+        content = dict(base)
+        if until is not None:
+            content["until"] = until
+        if repeat > 1:
+            content["repeat"] = repeat
+        if restart > 1:
+            content["restart"] = restart
+        return content
+
+    for repeat in range(1, load.repeats + 1):
+        seed = window_seed(load.seed, restart, repeat, load.repeats)
+        extra: dict[str, Any] = {
+            "repeat": repeat,
+            "restart": restart,
+            "seed": None if seed == load.seed else seed,
+            "until": until,
         }
-        if load.duration is not None:
-            est = load.duration
-        else:
-            n = load.requests if load.requests is not None else c
-            est = math.ceil(n / c) * request_seconds
-        est += math.ceil(load.warmup / max(c, 1)) * request_seconds
-        points.append(
-            LoadPoint(
-                id=content_id("p", [deployment_key, content]),
-                mode="concurrency",
-                concurrency=c,
-                requests=load.requests,
-                duration_s=load.duration,
-                estimated_seconds=round(est, 3),
+        for c in load.concurrency:
+            content = {"mode": "concurrency", "concurrency": c, "requests": requests, "duration": duration}
+            if until is not None:
+                est = math.ceil(guess / c) * request_seconds
+                est = min(est, duration) if duration is not None else est
+            elif duration is not None:
+                est = duration
+            else:
+                n = requests if requests is not None else c
+                est = math.ceil(n / c) * request_seconds
+            if repeat == 1:
+                est += math.ceil(load.warmup / max(c, 1)) * request_seconds
+            points.append(
+                LoadPoint(
+                    id=content_id("p", [deployment_key, content_of(content, repeat)]),
+                    mode="concurrency",
+                    concurrency=c,
+                    requests=requests,
+                    duration_s=duration,
+                    estimated_seconds=round(est, 3),
+                    **extra,
+                )
             )
-        )
-    for r in load.rates:
-        content = {
-            "mode": "rate",
-            "rate": r,
-            "requests": load.requests,
-            "duration": load.duration,
-            "max_in_flight": load.max_in_flight,
-        }
-        if load.duration is not None:
-            est = load.duration
-        else:
-            n = load.requests if load.requests is not None else 1
-            est = n / r + request_seconds
-        points.append(
-            LoadPoint(
-                id=content_id("p", [deployment_key, content]),
-                mode="rate",
-                rate=r,
-                max_in_flight=load.max_in_flight,
-                requests=load.requests,
-                duration_s=load.duration,
-                estimated_seconds=round(est, 3),
+        for r in load.rates:
+            content = {
+                "mode": "rate",
+                "rate": r,
+                "requests": requests,
+                "duration": duration,
+                "max_in_flight": load.max_in_flight,
+            }
+            if until is not None:
+                est = guess / r + request_seconds
+                est = min(est, duration) if duration is not None else est
+            elif duration is not None:
+                est = duration
+            else:
+                n = requests if requests is not None else 1
+                est = n / r + request_seconds
+            points.append(
+                LoadPoint(
+                    id=content_id("p", [deployment_key, content_of(content, repeat)]),
+                    mode="rate",
+                    rate=r,
+                    max_in_flight=load.max_in_flight,
+                    requests=requests,
+                    duration_s=duration,
+                    estimated_seconds=round(est, 3),
+                    **extra,
+                )
             )
-        )
     return points
 
 
@@ -205,12 +274,14 @@ def make_deployment(
     *,
     aliases: list[Alias] | None = None,
     baseline: bool = False,
+    restart: int = 1,
 ) -> Deployment:
-    """One deployment of ``variant`` with ``params``, with the experiment's load points (playbooks use this)."""
+    """One deployment of ``variant`` with ``params``, with the experiment's load points (playbooks use this);
+    ``restart`` says which deployment of the configuration it is (its id and its points' ids carry it above 1)."""
     config = server_config(experiment, variant, params)
     key = content_id("c", config)
     return Deployment(
-        id=content_id("d", config),
+        id=content_id("d", config) if restart == 1 else content_id("d", [config, {"restart": restart}]),
         variant=variant,
         params=params,
         aliases=aliases or [],
@@ -218,8 +289,9 @@ def make_deployment(
         command=config["command"],
         environment=config["environment"],
         config_hash=key,
-        load_points=_load_points(experiment, key),
+        load_points=_load_points(experiment, key, restart),
         expected_load_seconds=experiment.server.expected_load_time,
+        restart=restart,
     )
 
 
@@ -244,8 +316,14 @@ def build_plan(experiment: Experiment) -> Plan:
             }
     deployments = [
         make_deployment(
-            experiment, entry["variant"], entry["params"], aliases=entry["aliases"], baseline=entry["baseline"]
+            experiment,
+            entry["variant"],
+            entry["params"],
+            aliases=entry["aliases"],
+            baseline=entry["baseline"],
+            restart=restart,
         )
+        for restart in range(1, experiment.load.repeats_across_restarts + 1)
         for entry in by_hash.values()
     ]
     return Plan(experiment=experiment.name, deployments=deployments)

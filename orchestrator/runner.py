@@ -62,6 +62,7 @@ from orchestrator.measure import PointMeasurer, new_record
 from orchestrator.opening import OpenOptions, open_run
 from orchestrator.plan import Deployment, LoadPoint, Plan, build_plan
 from orchestrator.policy import FailureTracker
+from orchestrator.provenance import ProvenanceLog
 from orchestrator.runs import RunEnd, RunFrame, StopSignal
 from orchestrator.schedule import Schedule
 from orchestrator.store import Record, ResumeState, RunStore, utc_now_iso
@@ -237,13 +238,68 @@ class SlotWorker:
         sweep.eta.load_observed(load_seconds)
         sweep.store.event("healthy", host=self.name, deployment=deployment.id, seconds=round(load_seconds, 3))
         self.engine_info = sweep.measurer.engine_info(server.url)
+        self.note_provenance(deployment, server)
         self.emit(
             DeploymentReady(
                 host=self.name, deployment_id=deployment.id, label=deployment.label, load_seconds=load_seconds
             )
         )
         self.warm_up(server)
+        self.lossless_probe(deployment, server)
         return True
+
+    def note_provenance(self, deployment: Deployment, server: RunningServer) -> None:
+        """What runs on the host, read back, and (once per target) its GPUs, into ``provenance.json``."""
+        from orchestrator.provenance import running_command
+        from orchestrator.telemetry import gpu_facts
+
+        log = self.sweep.provenance
+        host = getattr(server, "host", None)
+        if host is not None and not log.knows_host(self.name):
+            log.host(self.name, gpu_facts(host))
+        service = getattr(server, "service", None)
+        running = running_command(service) if service is not None else {"note": "no service to read back"}
+        info = self.engine_info or {}
+        log.deployment(
+            deployment.id,
+            {
+                "label": deployment.label,
+                "host": self.name,
+                "restart": deployment.restart,
+                "engine": self.sweep.experiment.engine,
+                "engine_version": info.get("version"),
+                "engine_info": info or None,
+                "command_planned": deployment.command,
+                "running": running,
+            },
+        )
+
+    def lossless_probe(self, deployment: Deployment, server: RunningServer) -> None:
+        """The lossless check's answers of this deployment (``orchestrator/lossless.py``), kept in
+        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice."""
+        sweep = self.sweep
+        role = sweep.lossless_role(deployment)
+        if role is None or sweep.stop:
+            return
+        from orchestrator.lossless import LOSSLESS_DIR
+
+        runs = 2 if role == "ar" else 1
+        answers = sweep.measurer.lossless_probe(server.url, runs=runs, stop=sweep.stop.requested)
+        if not answers:
+            return
+        name = sweep.store.write_lines(
+            LOSSLESS_DIR,
+            deployment.id,
+            [
+                a.to_dict() | {"deployment_id": deployment.id, "label": deployment.label, "host": self.name}
+                for a in answers
+            ],
+            host=self.name if sweep.pooled else None,
+        )
+        errors = sum(1 for a in answers if a.error)
+        sweep.store.event(
+            "lossless_probe", host=self.name, deployment=deployment.id, file=name, answers=len(answers), errors=errors
+        )
 
     def deployment_failed(
         self, deployment: Deployment, pending: list[LoadPoint], kind: str, reason: str, evidence: list[str]
@@ -317,6 +373,10 @@ class SlotWorker:
         def write_window(text: str) -> str | None:
             return store.write_window(point.id, text, host=self.name if sweep.pooled else None, attempt=attempt)
 
+        def write_requests(rows: list[dict[str, Any]]) -> str | None:
+            host = self.name if sweep.pooled else None
+            return store.write_lines("requests", point.id, rows, host=host, attempt=attempt)
+
         measured = sweep.measurer.measure(
             server,
             deployment,
@@ -328,6 +388,7 @@ class SlotWorker:
             write_window=write_window,
             engine_info=self.engine_info,
             progress=progress,
+            write_requests=write_requests,
         )
         record = measured.record
         placement = getattr(server, "placement", None)
@@ -400,6 +461,22 @@ class SweepState:
             history=eta_history(options.results_root, experiment.name, exclude=store.path),
         )
         self.total_points = self.schedule.pending_count()
+        #: provenance.json: how the run was made, kept up to date as deployments start.
+        self.provenance = ProvenanceLog(store, experiment.source)
+        self._lossless_ar: str | bool | None = False  # False: not yet known
+
+    def lossless_role(self, deployment: Deployment) -> str | None:
+        """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to
+        check against it, None when the probe is off or there is no baseline to check against."""
+        if not self.experiment.lossless.enabled:
+            return None
+        if self._lossless_ar is False:
+            from orchestrator.analysis.roles import baseline_roles
+
+            self._lossless_ar = baseline_roles(list(self.experiment.baselines)).ar
+        if self._lossless_ar is None or self._lossless_ar is True:
+            return None
+        return "ar" if deployment.variant == self._lossless_ar else "other"
 
     @property
     def halted(self) -> str | None:

@@ -10,6 +10,10 @@ slots of a scheduler partition). The points of a target are keyed ``(target, poi
   With one target this is the plan's order; with several (a pool), a shared point counts as done once any
   target has it, and a deployment whose points all are is skipped.
 
+With ``load.repeats_across_restarts`` above 1 the plan holds each configuration once per restart round; the
+rounds run one after the other (each round's baselines, then its shared deployments), so every configuration
+is deployed once before any is deployed again.
+
 ``final`` is the live set of (target, point id) not to run again (the run's
 :class:`~orchestrator.store.ResumeState`): the schedule reads it, the loop adds to it.
 """
@@ -37,17 +41,21 @@ class Schedule:
         self.targets = list(dict.fromkeys(targets))
         self.pooled = len(self.targets) > 1
         self.final = final
-        self._baselines: dict[str, queue.SimpleQueue[Deployment]] = {}
-        for target in self.targets:
-            own: queue.SimpleQueue[Deployment] = queue.SimpleQueue()
+        self.rounds = sorted({d.restart for d in plan.deployments}) or [1]
+        self._baselines: dict[tuple[str, int], queue.SimpleQueue[Deployment]] = {}
+        self._shared: dict[int, queue.SimpleQueue[Deployment]] = {}
+        for round_ in self.rounds:
+            for target in self.targets:
+                own: queue.SimpleQueue[Deployment] = queue.SimpleQueue()
+                for deployment in plan.deployments:
+                    if deployment.baseline and deployment.restart == round_:
+                        own.put(deployment)
+                self._baselines[(target, round_)] = own
+            shared: queue.SimpleQueue[Deployment] = queue.SimpleQueue()
             for deployment in plan.deployments:
-                if deployment.baseline:
-                    own.put(deployment)
-            self._baselines[target] = own
-        self._shared: queue.SimpleQueue[Deployment] = queue.SimpleQueue()
-        for deployment in plan.deployments:
-            if not deployment.baseline:
-                self._shared.put(deployment)
+                if not deployment.baseline and deployment.restart == round_:
+                    shared.put(deployment)
+            self._shared[round_] = shared
 
     # -- what remains -------------------------------------------------------------------------------
 
@@ -137,22 +145,27 @@ class Schedule:
     def deployments_for(
         self, target: str, *, going: Callable[[], bool], skipped: Callable[[], None]
     ) -> Iterator[Deployment]:
-        """The deployments a slot of ``target`` runs, one at a time: its target's baselines, then shared ones
-        while ``going()``; a shared deployment already finished everywhere is skipped (``skipped()`` hears of
-        it: one restart fewer to come). Slots of one target share its baselines, so each runs once."""
-        own = self._baselines[target]
-        while True:
-            try:
-                deployment = own.get_nowait()
-            except queue.Empty:
-                break
-            yield deployment
-        while going():
-            try:
-                deployment = self._shared.get_nowait()
-            except queue.Empty:
+        """The deployments a slot of ``target`` runs, one at a time, round by round: its target's baselines of
+        the round, then the round's shared ones while ``going()``; a shared deployment already finished
+        everywhere is skipped (``skipped()`` hears of it: one restart fewer to come). Slots of one target share
+        its baselines, so each runs once."""
+        for round_ in self.rounds:
+            own = self._baselines[(target, round_)]
+            while True:
+                try:
+                    deployment = own.get_nowait()
+                except queue.Empty:
+                    break
+                yield deployment
+            shared = self._shared[round_]
+            while going():
+                try:
+                    deployment = shared.get_nowait()
+                except queue.Empty:
+                    break
+                if self.shared_done(deployment):
+                    skipped()
+                    continue
+                yield deployment
+            if not going():
                 return
-            if self.shared_done(deployment):
-                skipped()
-                continue
-            yield deployment

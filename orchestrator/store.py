@@ -8,6 +8,11 @@ Layout of ``results/<experiment>/<YYYYmmddTHHMMSSZ>-<short id>/`` (the directory
     records.jsonl      one ``Record`` per finished point, appended, flushed and fsynced as it exists
     events.jsonl       deploy / health / restore events with times, appended the same way
     windows/           raw server text of each load point's window
+    requests/          one ``<point id>.jsonl`` per point: each measured request (send time, TTFT, gaps, tokens,
+                       per-response speculative figures, error), what the point's intervals were computed from
+    lossless/          one ``<deployment id>.jsonl`` per deployment: the lossless check's answers
+    provenance.json    how the run was made: specsweep and its git revision, the experiment file's hash, and per
+                       host and deployment the engine, the command running on the host and the GPUs
     superseded.jsonl   records a ``--resume --redo-changed`` took out of the run (its configuration changed)
 
 The run's ``state`` in ``run.json``: ``running``; ``done`` (the plan ran to its end; ``points`` counts the
@@ -111,6 +116,18 @@ class Record(BaseModel):
     window_file: str | None = None
     # The engine's version and settings as the server reported them (orchestrator/engine_info.py).
     engine_info: dict[str, Any] | None = None
+    # Which measurement of its load this is (load.repeats) and which deployment of its configuration
+    # (load.repeats_across_restarts); both 1 in runs made before repeats existed.
+    repeat: int = 1
+    restart: int = 1
+    # The window's confidence intervals ({level, method, figures: {name: {value, lo, hi, se, n}}}) and the
+    # file of its requests (``requests/<point id>.jsonl``, relative to the run directory).
+    intervals: dict[str, Any] | None = None
+    requests_file: str | None = None
+    # What emptying the prefix cache before the point answered (load.flush_cache), and the GPU telemetry of
+    # the window (orchestrator/telemetry.py).
+    cache_flush: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -507,6 +524,53 @@ class RunStore:
         except OSError as exc:
             raise _store_error("write the window", target, exc) from exc
         return rel.as_posix()
+
+    def write_lines(
+        self, folder: str, name: str, rows: Iterable[dict[str, Any]], *, host: str | None = None, attempt: int = 1
+    ) -> str:
+        """Keep ``rows`` as ``<folder>/[<host>/]<name>[.attemptN].jsonl`` (one JSON object a line, written
+        atomically); returns the path relative to the run directory (``requests/``, ``lossless/``)."""
+        rel = Path(folder)
+        if host is not None:
+            rel = rel / _safe_name(host)
+        rel = rel / (_safe_name(name) + (f".attempt{attempt}" if attempt > 1 else "") + ".jsonl")
+        target = self.path / rel
+        text = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, text)
+        except OSError as exc:
+            raise _store_error("write", target, exc) from exc
+        return rel.as_posix()
+
+    def read_lines(self, rel: str) -> list[dict[str, Any]]:
+        """The JSON objects of a file ``write_lines`` wrote (unreadable lines skipped); [] when it is missing."""
+        out: list[dict[str, Any]] = []
+        for _number, text in self._lines(self.path / rel):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+        return out
+
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""
+        target = self.path / name
+        with self._lock:
+            try:
+                _write_atomic(target, json.dumps(data, indent=2, default=str) + "\n")
+            except OSError as exc:
+                raise _store_error("write", target, exc) from exc
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object file of the run directory, or None when it is missing or unreadable."""
+        try:
+            value = json.loads((self.path / name).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        return value if isinstance(value, dict) else None
 
     def set_state(
         self, state: RunState, *, stop_reason: str | None = None, points: dict[str, int] | None = None

@@ -31,6 +31,7 @@ def _fmt(value: Any, pattern: str) -> str:
 #: (header, frame column, format, priority): the figures after the identifying columns, most valuable first.
 _FIGURES: list[tuple[str, str, str, int]] = [
     ("tok/s", "output_tok_s", "{:,.1f}", 100),
+    ("±", "output_tok_s_pm", "{:.1%}", 85),
     ("accept", "accept_len", "{:.2f}", 80),
     ("×AR", "speedup_vs_ar", "{:.2f}x", 70),
     ("×linear", "speedup_vs_linear", "{:.2f}x", 60),
@@ -44,6 +45,14 @@ def points_table(analysis: Analysis, width: int) -> RenderableType:
     """One row per measured point, grouped by configuration (named once, on its first row), fitted to ``width``."""
     frame = analysis.frame
     frame = frame[frame["alias_of"].isna()] if "alias_of" in frame else frame
+    if "output_tok_s_lo" in frame.columns:
+        # Half the throughput interval's width, relative to the figure: how sure the figure is.
+        values = frame["output_tok_s"].astype(float)
+        frame = frame.assign(
+            output_tok_s_pm=(frame["output_tok_s_hi"].astype(float) - frame["output_tok_s_lo"].astype(float))
+            / 2
+            / values.where(values != 0)
+        )
     pooled = bool(frame["host"].nunique() > 1) if len(frame) else False
     counts = analysis.counts()
     statuses = analysis.status_counts()
@@ -103,6 +112,11 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
     for finding in analysis.findings:
         if finding.severity == "error":
             errors.setdefault((finding.host, finding.config, finding.load), []).append(finding.check)
+    for (host, config, load), checks in list(errors.items()):
+        if load is None and config is not None:  # a finding about the configuration at every load (lossless)
+            for row in best.to_dict("records"):
+                if row["label"] == config and (host is None or host == row["host"]):
+                    errors.setdefault((row["host"], config, row["load_label"]), []).extend(checks)
     flagged = any(errors.get((r["host"], r["label"], r["load_label"])) for r in best.to_dict("records"))
     columns = [Column("host", "left", required=True)] if pooled else []
     columns += [
@@ -113,6 +127,7 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
         Column("×linear", "right", priority=50),
         Column("margin", "right", priority=80),
         Column("over", "left", priority=65, wrap=True),
+        Column("tied with", "left", priority=60, wrap=True),
     ]
     if flagged:
         columns.append(Column("fails checks", "left", required=True, wrap=True))
@@ -120,7 +135,13 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
     for row in best.to_dict("records"):
         margin = row.get("margin")
         decided = row.get("decided")
-        margin_text = _fmt(margin, "{:+.1%}") + (" (noise)" if decided is False else "")
+        low, high = row.get("margin_lo"), row.get("margin_hi")
+        if decided is False and isinstance(low, float) and isinstance(high, float):
+            margin_text = f"tie ({low:+.1%}…{high:+.1%})"
+        elif decided is True and isinstance(low, float) and isinstance(high, float):
+            margin_text = f"{margin:+.1%} ({low:+.1%}…{high:+.1%})"
+        else:
+            margin_text = _fmt(margin, "{:+.1%}") + (" (noise)" if decided is False else "")
         cells: list[Any] = [Text(str(row["host"]))] if pooled else []
         cells += [
             Text(str(row["load_label"])),
@@ -128,8 +149,9 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
             Text(_fmt(row.get(analysis.metric), "{:,.1f}")),
             Text(_fmt(row.get("speedup_vs_ar"), "{:.2f}x")),
             Text(_fmt(row.get("speedup_vs_linear"), "{:.2f}x")),
-            Text(margin_text if row.get("runner_up") else "-"),
+            Text(margin_text if row.get("runner_up") else "-", style="yellow" if decided is False else ""),
             Text(str(row.get("runner_up") or "-")),
+            Text(", ".join(row.get("tied") or []) or "-"),
         ]
         if flagged:
             checks = errors.get((row["host"], row["label"], row["load_label"])) or []

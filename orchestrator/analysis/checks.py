@@ -82,6 +82,8 @@ class CheckSettings(BaseModel):
     disabled: list[str] = Field(default_factory=list)
     # Drafts per step of the linear baseline, when neither its parameters nor its command say it.
     linear_chain_length: int | None = Field(None, ge=1)
+    # The level of every interval and of the significance of a winner.
+    confidence: float = Field(0.95, gt=0.5, lt=1)
 
     @classmethod
     def from_experiment(cls, experiment: dict[str, Any], *, source: str = "experiment.yaml") -> CheckSettings:
@@ -539,6 +541,74 @@ def unreadable_records(ctx: CheckContext) -> list[Finding]:
     ]
 
 
+_RESTART_SUFFIX = re.compile(r" \[restart \d+\]$")
+
+
+def lossless(ctx: CheckContext) -> list[Finding]:
+    """At temperature 0 speculation must not change the output: every configuration's answers to the lossless
+    probe against the autoregressive baseline's on the same host (``orchestrator/lossless.py``). A difference
+    names the configuration, the prompt and the first character and token that differ; a baseline that is not
+    deterministic (its two answers differ) is said instead, and nothing is checked against it."""
+    from orchestrator.lossless import LOSSLESS_DIR, check_lossless
+
+    if ctx.run_path is None or not (ctx.run_path / LOSSLESS_DIR).is_dir():
+        return []
+    answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    for path in sorted((ctx.run_path / LOSSLESS_DIR).rglob("*.jsonl")):
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                answer = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(answer, dict) or "prompt_index" not in answer:
+                continue
+            key = (str(answer.get("host")), str(answer.get("deployment_id")))
+            answers.setdefault(key, []).append(answer)
+            labels[key] = str(answer.get("label"))
+    if not answers:
+        return []
+    baseline: dict[str, tuple[str, str] | None] = {}
+    for key, label in labels.items():
+        if ctx.roles.ar is not None and _RESTART_SUFFIX.sub("", label) == ctx.roles.ar:
+            current = baseline.get(key[0])
+            if current is None or labels[current] != ctx.roles.ar:
+                baseline[key[0]] = key
+    result = check_lossless(answers, labels, baseline)
+    findings: list[Finding] = []
+    severity: dict[str, Severity] = {"changed": "error", "nondeterministic": "info", "unchecked": "info"}
+    for item in result.findings:
+        config = _RESTART_SUFFIX.sub("", item.config) if item.config else None
+        findings.append(
+            Finding(
+                check="lossless",
+                point=None,
+                severity=severity.get(item.kind, "info"),
+                message=item.message if item.config == config else f"{item.message} ({item.config})",
+                evidence=list(item.evidence),
+                host=item.host,
+                config=config,
+            )
+        )
+    if result.passed and result.compared and not any(f.severity == "error" for f in findings):
+        findings.append(
+            Finding(
+                check="lossless",
+                point=None,
+                severity="info",
+                message=(
+                    f"lossless: every one of {result.compared} answers of {result.configurations} configuration(s) "
+                    "equals the autoregressive baseline's at temperature 0"
+                ),
+            )
+        )
+    return findings
+
+
 CheckFunction = Callable[[CheckContext], list[Finding]]
 
 CHECKS: dict[str, CheckFunction] = {
@@ -554,6 +624,7 @@ CHECKS: dict[str, CheckFunction] = {
     "too_few_requests": too_few_requests,
     "missing_baseline": missing_baseline,
     "unreadable_records": unreadable_records,
+    "lossless": lossless,
 }
 
 

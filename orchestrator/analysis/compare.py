@@ -9,6 +9,14 @@ Columns added by ``add_baseline_comparisons``:
 - ``ar_<metric>``, ``linear_<metric>``, ``ar_accept_len``, ``linear_accept_len``: the baselines' figures;
 - ``speedup_vs_ar`` = metric / AR metric, ``speedup_vs_linear`` = metric / linear metric;
 - ``accept_len_vs_linear`` = accept length / the linear baseline's accept length.
+
+Winners (``best_per_load``) are ranked by point estimate and judged by a winner rule: with
+:func:`significance` (what :func:`orchestrator.analysis.result.analyse` uses) the best configuration *beats*
+the runner-up only when the interval of their relative difference excludes zero at the chosen level
+(``orchestrator/analysis/intervals.py``: the two figures' standard errors); otherwise the two are
+indistinguishable at that load, and ``tied`` names every configuration the best one cannot be told apart
+from. The Pareto front follows the same rule: a point leaves the front only when another is at least as good
+on both figures and better beyond noise on one.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from orchestrator.analysis.intervals import difference
 from orchestrator.analysis.roles import BaselineRoles
 
 __all__ = [
@@ -31,6 +40,7 @@ __all__ = [
     "best_per_load",
     "pareto_front",
     "point_estimate",
+    "significance",
 ]
 
 THROUGHPUT = "output_tok_s"
@@ -83,6 +93,9 @@ class Verdict:
 
     decided: bool | None
     basis: str
+    #: The interval of the relative difference best / runner-up - 1, when the rule has one.
+    low: float | None = None
+    high: float | None = None
 
 
 #: ``rule(best_row, runner_up_row, metric) -> Verdict``; rows are the group's frame rows (pandas Series),
@@ -95,13 +108,45 @@ def point_estimate(best: pd.Series, runner_up: pd.Series, metric: str) -> Verdic
     return Verdict(decided=None, basis="point estimates")
 
 
+def significance(level: float = 0.95) -> WinnerRule:
+    """The rule of significance at ``level``: decided when the interval of best / runner-up - 1 excludes zero
+    (from the figures' ``<metric>_se``); not judged when either has no interval."""
+
+    def rule(best: pd.Series, runner_up: pd.Series, metric: str) -> Verdict:
+        diff = difference(
+            best.get(metric),
+            best.get(f"{metric}_se"),
+            runner_up.get(metric),
+            runner_up.get(f"{metric}_se"),
+            level=level,
+        )
+        if diff is None or diff.significant is None:
+            return Verdict(decided=None, basis="point estimates (no interval)")
+        return Verdict(decided=bool(diff.significant), basis=f"{level:.0%} intervals", low=diff.lo, high=diff.hi)
+
+    return rule
+
+
 def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: WinnerRule = point_estimate) -> pd.DataFrame:
     """The configuration with the highest ``metric`` at each (host, mode, load), baselines included, with
     the runner-up, the margin (best / runner-up - 1) and what ``rule`` says of them: ``decided`` (True: told
-    apart, False: within noise, None: not judged) and its ``basis``. The ranking is by point estimate; a
-    significance rule plugs in as ``rule`` and only judges the top two."""
+    apart, False: within noise, None: not judged), its ``basis`` and the margin's interval (``margin_lo``,
+    ``margin_hi``), and ``tied``: the configurations the rule cannot tell from the best one (each judged
+    against it). The ranking is by point estimate."""
     shown = ["host", "mode", "load", "load_label", "label", "variant", metric, "per_user_tok_s", "accept_len"]
-    columns = [*shown, *COMPARISON_COLUMNS, "runner_up", "margin", "decided", "basis"]
+    intervals = [f"{metric}_lo", f"{metric}_hi", f"{metric}_se", "ci_method"]
+    columns = [
+        *shown,
+        *intervals,
+        *COMPARISON_COLUMNS,
+        "runner_up",
+        "margin",
+        "margin_lo",
+        "margin_hi",
+        "decided",
+        "basis",
+        "tied",
+    ]
     candidates = frame[_ok(frame) & frame["alias_of"].isna()].copy()
     if metric not in candidates.columns:
         return pd.DataFrame(columns=columns)
@@ -111,8 +156,9 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
     for _key, group in candidates.groupby(JOIN_KEYS, sort=True):
         ranked = group.sort_values(metric, ascending=False, kind="stable")
         best = ranked.iloc[0]
-        row = {c: best.get(c) for c in [*shown, *COMPARISON_COLUMNS]}
+        row = {c: best.get(c) for c in [*shown, *intervals, *COMPARISON_COLUMNS]}
         row["runner_up"], row["margin"], row["decided"], row["basis"] = None, float("nan"), None, "only one point"
+        row["margin_lo"], row["margin_hi"], row["tied"] = float("nan"), float("nan"), []
         if len(ranked) > 1:
             second = ranked.iloc[1]
             row["runner_up"] = second["label"]
@@ -120,17 +166,35 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
                 row["margin"] = best[metric] / second[metric] - 1
             verdict = rule(best, second, metric)
             row["decided"], row["basis"] = verdict.decided, verdict.basis
+            if verdict.low is not None and verdict.high is not None:
+                row["margin_lo"], row["margin_hi"] = verdict.low, verdict.high
+            row["tied"] = [
+                str(other["label"])
+                for _index, other in ranked.iloc[1:].iterrows()
+                if rule(best, other, metric).decided is False
+            ]
         rows.append(row)
-    return pd.DataFrame(rows, columns=columns)
+    out = pd.DataFrame(rows, columns=columns)
+    # Python's True/False/None, never numpy's: readers test ``decided is False``.
+    out["decided"] = pd.Series([r["decided"] for r in rows], index=out.index, dtype=object)
+    return out
 
 
 def pareto_front(
-    frame: pd.DataFrame, *, x: str = "per_user_tok_s", y: str = THROUGHPUT, by: list[str] | None = None
+    frame: pd.DataFrame,
+    *,
+    x: str = "per_user_tok_s",
+    y: str = THROUGHPUT,
+    by: list[str] | None = None,
+    level: float | None = None,
 ) -> pd.DataFrame:
     """The points no other point beats on both ``x`` and ``y`` (higher is better on both), per host.
 
     The usual serving trade-off: per-user speed (interactivity) against total throughput (cost).
-    Returned sorted by ``x``; ties on both figures keep every tied point.
+    Returned sorted by ``x``; ties on both figures keep every tied point. With ``level``, beating needs
+    significance: a point leaves the front only when another is at least as good on both figures and better
+    on one by more than the interval of the difference (``<figure>_se``; a figure without one compares by
+    point estimate).
     """
     by = ["host"] if by is None else by
     points = frame[_ok(frame) & frame["alias_of"].isna()].copy()
@@ -139,6 +203,15 @@ def pareto_front(
     points = points.dropna(subset=[x, y])
     kept = []
     groups = points.groupby(by, sort=True) if by else [((), points)]
+    if level is not None:
+        for _key, group in groups:
+            records = list(group.iterrows())
+            for index, row in records:
+                if not any(
+                    _dominates(other, row, x, y, level) for other_index, other in records if other_index != index
+                ):
+                    kept.append(index)
+        return points.loc[kept].sort_values([*by, x], kind="stable")
     for _key, group in groups:
         ordered = group.sort_values([x, y], ascending=[False, False], kind="stable")
         best_y = float("-inf")
@@ -149,3 +222,17 @@ def pareto_front(
                 kept.append(index)
                 best_y, best_x = row[y], row[x]
     return points.loc[kept].sort_values([*by, x], kind="stable")
+
+
+def _better(a: pd.Series, b: pd.Series, figure: str, level: float) -> bool:
+    """``a`` is better than ``b`` on ``figure`` beyond noise (by point estimate when either has no interval)."""
+    diff = difference(a.get(figure), a.get(f"{figure}_se"), b.get(figure), b.get(f"{figure}_se"), level=level)
+    if diff is None:
+        return False
+    if diff.significant is None:
+        return diff.relative > 0
+    return diff.lo is not None and diff.lo > 0
+
+
+def _dominates(a: pd.Series, b: pd.Series, x: str, y: str, level: float) -> bool:
+    return bool(a[x] >= b[x] and a[y] >= b[y] and (_better(a, b, x, level) or _better(a, b, y, level)))

@@ -5,7 +5,11 @@ changed (new ids) still lines up with the old one. ``change`` is the relative ch
 *changed* when its status differs or any compared figure moved by at least ``threshold`` (5% by default);
 ``changed_figures`` names the figures that did, so a reader sees *what* changed (often a latency, while the
 throughput moved by less than 1%). Latencies are compared too, where lower is better, so read their sign
-accordingly.
+accordingly. Where both runs give a figure its interval (``<figure>_se``), a move counts only when it is
+also significant: the interval of the relative change excludes zero (``<figure>_significant``, the change's
+``<figure>_change_lo``/``_hi``); a 6% move inside the noise of either run is not a change. ``compare_runs`` warns
+(``notes``) when the runs' provenance differs: specsweep, the experiment file, the engine, the GPUs, the command
+running on the host (``orchestrator/provenance.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from orchestrator.analysis.checks import Finding
+from orchestrator.analysis.intervals import difference
 from orchestrator.analysis.result import Analysis
 
 __all__ = ["DIFF_FIGURES", "FIGURE_NAMES", "RunComparison", "compare_frames", "compare_runs"]
@@ -92,11 +97,13 @@ def compare_frames(
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
         measured = frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
         columns = DIFF_KEYS + ["load_label", "status"] + [f for f in figures if f in measured.columns]
+        columns += [f"{f}_se" for f in figures if f"{f}_se" in measured.columns]
         picked = measured[columns].drop_duplicates(DIFF_KEYS, keep="last").copy()
         for fig in figures:
-            if fig not in picked.columns:
-                picked[fig] = float("nan")
-            picked[fig] = pd.to_numeric(picked[fig], errors="coerce")
+            for column in (fig, f"{fig}_se"):
+                if column not in picked.columns:
+                    picked[column] = float("nan")
+                picked[column] = pd.to_numeric(picked[column], errors="coerce")
         return picked
 
     merged = pick(a).merge(pick(b), on=DIFF_KEYS, how="outer", suffixes=("_a", "_b"), indicator=True)
@@ -110,12 +117,33 @@ def compare_frames(
         left, right = merged[f"{fig}_a"], merged[f"{fig}_b"]
         merged[f"{fig}_delta"] = right - left
         merged[f"{fig}_change"] = (right / left - 1).where(left != 0)
-        over = merged[f"{fig}_change"].abs().fillna(0) >= threshold
+        lows, highs, significant = [], [], []
+        for value_b, se_b, value_a, se_a in zip(
+            right, merged[f"{fig}_se_b"], left, merged[f"{fig}_se_a"], strict=True
+        ):
+            diff = difference(value_b, se_b, value_a, se_a)
+            lows.append(diff.lo if diff is not None and diff.lo is not None else float("nan"))
+            highs.append(diff.hi if diff is not None and diff.hi is not None else float("nan"))
+            significant.append(diff.significant if diff is not None else None)
+        merged[f"{fig}_change_lo"] = lows
+        merged[f"{fig}_change_hi"] = highs
+        merged[f"{fig}_significant"] = pd.Series(significant, index=merged.index, dtype=object)
+        over = (merged[f"{fig}_change"].abs().fillna(0) >= threshold) & (
+            merged[f"{fig}_significant"].map(lambda v: v is not False)
+        )
         changed |= over
         for position, flag in enumerate(over):
             if flag:
                 moved[position].append(fig)
-        ordered += [f"{fig}_a", f"{fig}_b", f"{fig}_delta", f"{fig}_change"]
+        ordered += [
+            f"{fig}_a",
+            f"{fig}_b",
+            f"{fig}_delta",
+            f"{fig}_change",
+            f"{fig}_change_lo",
+            f"{fig}_change_hi",
+            f"{fig}_significant",
+        ]
     merged["changed"] = changed.astype(bool)
     merged["changed_figures"] = pd.Series(moved, index=merged.index, dtype=object)
     merged = merged[[*ordered, "changed", "changed_figures"]]
@@ -143,6 +171,9 @@ def compare_runs(a: Analysis, b: Analysis, *, threshold: float = 0.05) -> RunCom
     hosts_a, hosts_b = set(a.frame["host"]), set(b.frame["host"])
     if hosts_a != hosts_b:
         notes.append(f"hosts differ: A ran on {sorted(hosts_a)}, B on {sorted(hosts_b)}")
+    from orchestrator.provenance import provenance_differences
+
+    notes += [f"provenance differs: {line}" for line in provenance_differences(a.run.provenance, b.run.provenance)]
     table = compare_frames(a.frame, b.frame, threshold=threshold)
     keys_a = {_finding_key(f) for f in a.findings}
     keys_b = {_finding_key(f) for f in b.findings}

@@ -26,6 +26,17 @@ in an empty or all-failed run):
   the Prometheus window figure, else DDTree's ``avg_commit_len`` (what was actually committed per step); a
   value of 0 or less is no figure (an idle gauge).
 
+- intervals: ``<figure>_lo``, ``<figure>_hi`` and ``<figure>_se`` for each figure of
+  ``orchestrator.analysis.intervals.INTERVAL_FIGURES`` (the window's bootstrap over its requests, at
+  ``ci_level``); the accept length's interval comes from the per-response figures and is carried over to the
+  ``accept_len`` shown (the same relative width); ``repeat`` and ``restart`` say which measurement of its load a
+  window is, ``stopped_by`` why its load ended, ``tokens_per_joule`` and ``gpu_*`` its GPU telemetry, ``cache_flushed``
+  whether its prefix cache was emptied first.
+
+``open_run`` returns the *point* frame: the windows of one load (repeats, restarts) combined into one row
+with their combined intervals (``orchestrator/analysis/intervals.py``, ``windows``, ``ci_method``); ``RunData.windows``
+keeps one row per window.
+
 A point retried in the same run keeps only its last attempt (``all_attempts=True`` keeps every line). A
 deployment that stood for several (variant, params) (``aliases``) gets one row per alias with ``alias_of``
 naming the measured configuration, so a heatmap cell is never empty because the plan deduplicated it.
@@ -42,6 +53,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
 from orchestrator.store import Record, RunInfo, RunStore, SkippedLine
 
 __all__ = [
@@ -80,6 +92,8 @@ IDENTITY_COLUMNS = [
     "error_evidence",
     "window_file",
     "engine_version",
+    "repeat",
+    "restart",
 ]
 _DERIVED = ["accept_len", "accept_len_source"]
 CORE_FIGURES = [
@@ -112,6 +126,10 @@ class RunData:
     param_columns: list[str]
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     records_total: int = 0
+    #: One row per window (record); ``frame`` combines the windows of each point.
+    windows: pd.DataFrame | None = None
+    #: ``provenance.json`` of the run (None for runs made before it existed).
+    provenance: dict[str, Any] | None = None
 
     @property
     def planned_points(self) -> int:
@@ -148,7 +166,11 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         plan = {}
     commands = {d.get("id"): d.get("command") for d in plan.get("deployments", []) if isinstance(d, dict)}
     chosen = records if all_attempts else list({r.key: r for r in records}.values())
-    frame, params = tidy_frame(chosen, commands=commands)
+    windows, params = tidy_frame(chosen, commands=commands)
+    checks = experiment.get("checks")
+    confidence = checks.get("confidence") if isinstance(checks, dict) else None
+    level = float(confidence) if isinstance(confidence, float) and 0.5 < confidence < 1 else 0.95
+    frame = windows if all_attempts else aggregate_windows(windows, level=level)
     return RunData(
         path=Path(path),
         info=store.info,
@@ -158,6 +180,8 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         param_columns=params,
         skipped_lines=list(store.skipped_lines),
         records_total=len(records),
+        windows=windows,
+        provenance=store.read_json("provenance.json"),
     )
 
 
@@ -245,10 +269,13 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "error_evidence": [str(x) for x in evidence] if isinstance(evidence, list) else None,
         "window_file": record.window_file,
         "engine_version": (record.engine_info or {}).get("version"),
+        "repeat": record.repeat,
+        "restart": record.restart,
         _PARAM_KEY: params,
     }
     row.update(flatten_client(record.client))
     row.update(flatten_server(record.server))
+    row.update(_flatten_extras(record))
     accept, source = None, None
     for column, name in (
         ("server_accept_len", "server"),
@@ -263,7 +290,43 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
             break
     row["accept_len"] = accept
     row["accept_len_source"] = source
+    intervals = (record.intervals or {}).get("figures") or {}
+    for figure in INTERVAL_FIGURES:
+        lo_col, hi_col, se_col = interval_columns(figure)
+        entry = intervals.get(figure)
+        row[lo_col] = row[hi_col] = row[se_col] = None
+        if not isinstance(entry, dict):
+            continue
+        lo, hi, se, value = (_number(entry.get(k)) for k in ("lo", "hi", "se", "value"))
+        shown = _number(row.get(figure))
+        if lo is None or hi is None or value is None or shown is None:
+            continue
+        if figure == "accept_len" and value > 0 and shown != value:
+            # The interval is the per-response figures'; the figure shown may be the server's window figure
+            # over the same tokens: carry the relative width over.
+            scale = shown / value
+            lo, hi, se = lo * scale, hi * scale, (se or 0.0) * scale
+        row[lo_col], row[hi_col], row[se_col] = lo, hi, se
+    row["ci_level"] = (record.intervals or {}).get("level")
     return row
+
+
+def _flatten_extras(record: Record) -> dict[str, Any]:
+    """The window's cache flush and GPU telemetry as columns (its stopping reason, ``stopped_by`` and
+    ``until_*``, comes with the client's figures)."""
+    out: dict[str, Any] = {}
+    flush = record.cache_flush
+    out["cache_flushed"] = bool(flush.get("ok")) if isinstance(flush, dict) else None
+    telemetry = record.telemetry if isinstance(record.telemetry, dict) else {}
+    for key, column in (
+        ("tokens_per_joule", "tokens_per_joule"),
+        ("utilization_pct_mean", "gpu_utilization_pct"),
+        ("memory_used_mib_max", "gpu_memory_used_mib"),
+        ("power_w_mean", "gpu_power_w"),
+        ("energy_j", "gpu_energy_j"),
+    ):
+        out[column] = telemetry.get(key)
+    return out
 
 
 def _number(value: Any) -> float | None:

@@ -9,7 +9,13 @@ from pathlib import Path
 import pandas as pd
 
 from orchestrator.analysis.checks import CheckContext, CheckSettings, Finding, run_checks
-from orchestrator.analysis.compare import THROUGHPUT, add_baseline_comparisons, best_per_load, pareto_front
+from orchestrator.analysis.compare import (
+    THROUGHPUT,
+    add_baseline_comparisons,
+    best_per_load,
+    pareto_front,
+    significance,
+)
 from orchestrator.analysis.frame import RunData, open_run
 from orchestrator.analysis.roles import BaselineRoles, annotate, baseline_roles
 
@@ -78,8 +84,8 @@ def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
         settings=settings,
         frame=frame,
         findings=run_checks(context),
-        best=best_per_load(frame, metric=metric),
-        pareto=pareto_front(frame, y=metric),
+        best=best_per_load(frame, metric=metric, rule=significance(settings.confidence)),
+        pareto=pareto_front(frame, y=metric, level=settings.confidence),
         metric=metric,
     )
 

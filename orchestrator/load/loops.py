@@ -4,7 +4,9 @@ Both take ``send(index)``, a coroutine that performs request ``index`` and retur
 (see :mod:`orchestrator.load.client`); they know nothing of HTTP. Both stop after ``budget`` requests or
 ``duration_s`` seconds (whichever comes first; requests in flight then are allowed to finish within their own
 timeouts), or at once when ``stop`` is set, in which case requests in flight are cancelled, not counted, and
-the outcome is marked partial.
+the outcome is marked partial. ``keep_going(state)``, when given, is asked before every dispatch: once it
+says False, nothing more is sent and the requests in flight finish (adaptive stopping,
+:mod:`orchestrator.load.adaptive`).
 
 - Closed loop: ``concurrency`` workers, each sending its next request the moment its previous one ends.
 - Open loop: arrivals at seeded exponential intervals (mean ``1 / rate``), the first at time zero; with a cap,
@@ -55,14 +57,20 @@ async def closed_loop(
     duration_s: float | None,
     stop: asyncio.Event | None,
     state: LoopState,
+    keep_going: Callable[[LoopState], bool] | None = None,
 ) -> LoopState:
-    """Run ``concurrency`` workers until the budget or the duration is spent (or ``stop``)."""
+    """Run ``concurrency`` workers until the budget or the duration is spent (or ``stop``, or ``keep_going``
+    says no more)."""
     perf = time.perf_counter
     state.started = perf()
     deadline = state.started + duration_s if duration_s is not None else math.inf
 
     async def worker() -> None:
-        while (budget is None or state.dispatched < budget) and perf() < deadline:
+        while (
+            (budget is None or state.dispatched < budget)
+            and perf() < deadline
+            and (keep_going is None or keep_going(state))
+        ):
             index = state.dispatched
             state.dispatched += 1
             state.last_dispatch = perf()
@@ -88,8 +96,10 @@ async def open_loop(
     seed: int,
     stop: asyncio.Event | None,
     state: LoopState,
+    keep_going: Callable[[LoopState], bool] | None = None,
 ) -> LoopState:
-    """Send requests at Poisson arrival times of mean rate ``rate`` per second, at most ``cap`` in flight."""
+    """Send requests at Poisson arrival times of mean rate ``rate`` per second, at most ``cap`` in flight
+    (until the budget or the duration is spent, ``stop``, or ``keep_going`` says no more)."""
     perf = time.perf_counter
     rng = random.Random(seed)
     slots = asyncio.Semaphore(cap) if cap else None
@@ -110,6 +120,8 @@ async def open_loop(
         index = 0
         while budget is None or index < budget:
             if duration_s is not None and due >= duration_s:
+                break
+            if keep_going is not None and not keep_going(state):
                 break
             delay = start + due - perf()
             if delay > 0:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.load.spec import SpecFigures
 
-__all__ = ["RequestRecord", "spread_tokens"]
+__all__ = ["RequestRecord", "request_row", "spread_tokens"]
 
 
 @dataclass(slots=True)
@@ -89,6 +89,60 @@ class RequestRecord:
             "chunks": len(self.chunk_times),
             "spec": self.spec.to_dict() if self.spec is not None else None,
         }
+
+
+def request_row(record: RequestRecord, origin: float) -> dict[str, object]:
+    """One line of a point's ``requests/<point>.jsonl``: when the request was sent (seconds after ``origin``,
+    the window's first dispatch), what it took (TTFT, end to end, in ms), a summary of its inter-token gaps
+    (each chunk's gap spread over its tokens, as the window's ITL figures spread it), its tokens, the engine's
+    per-response speculative figures, and its error."""
+    gaps: list[float] = []
+    times, counts = record.chunk_times, record.chunk_tokens
+    for j in range(1, len(times)):
+        k = max(1, counts[j])
+        gaps.extend([(times[j] - times[j - 1]) / k * 1000.0] * k)
+    itl: dict[str, object] | None = None
+    if gaps:
+        ordered = sorted(gaps)
+
+        def pct(q: float) -> float:
+            # numpy's linear percentile, written out (this module imports nothing heavy).
+            pos = q / 100 * (len(ordered) - 1)
+            low = int(pos)
+            high = min(low + 1, len(ordered) - 1)
+            return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+        itl = {
+            "n": len(gaps),
+            "mean": round(sum(gaps) / len(gaps), 4),
+            "p50": round(pct(50), 4),
+            "p90": round(pct(90), 4),
+            "p99": round(pct(99), 4),
+            "max": round(ordered[-1], 4),
+        }
+    spec: dict[str, object] | None = None
+    if record.spec is not None:
+        spec = record.spec.to_dict()
+        spec["accept_len"] = record.spec_accept_len
+    ttft, e2e = record.ttft, record.e2e
+    return {
+        "index": record.index,
+        "sent_s": round(record.sent - origin, 6),
+        "send_delay_ms": round(record.send_delay * 1000.0, 4),
+        "ttft_ms": round(ttft * 1000.0, 4) if ttft is not None else None,
+        "e2e_ms": round(e2e * 1000.0, 4) if e2e is not None else None,
+        "output_tokens": record.output_tokens,
+        "input_tokens": record.input_tokens,
+        "chunks": len(times),
+        "itl_ms": itl,
+        "finish_reason": record.finish_reason,
+        "token_source": record.token_source,
+        "spec": spec,
+        "ok": record.ok,
+        "error_kind": record.error_kind,
+        "error": record.error,
+        "status": record.status,
+    }
 
 
 def spread_tokens(total: int, weights: list[int]) -> list[int]:

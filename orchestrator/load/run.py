@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from orchestrator.load.adaptive import AdaptiveStop
 from orchestrator.load.client import LoadClient, discover_model
 from orchestrator.load.eventloop import loop_name
 from orchestrator.load.loops import LoopState, closed_loop, open_loop, run_batch
@@ -117,6 +118,19 @@ async def run_load(
         model = await discover_model(settings)
     wall0, perf0 = time.time(), time.perf_counter()
 
+    adaptive = (
+        AdaptiveStop(
+            settings.until_rel_ci,
+            settings.until_figure,
+            settings.until_min_requests,
+            open_loop=settings.open_loop,
+            level=settings.until_level,
+        )
+        if settings.until_rel_ci is not None
+        else None
+    )
+    keep_going = adaptive.keep_going if adaptive is not None else None
+
     async with LoadClient(settings, model) as client:
         warm = LoopState()
         measured = LoopState()
@@ -146,11 +160,18 @@ async def run_load(
                         settings.seed,
                         stop,
                         measured,
+                        keep_going,
                     )
                 else:
                     assert settings.concurrency is not None
                     await closed_loop(
-                        send, settings.concurrency, settings.request_budget, settings.duration_s, stop, measured
+                        send,
+                        settings.concurrency,
+                        settings.request_budget,
+                        settings.duration_s,
+                        stop,
+                        measured,
+                        keep_going,
                     )
         finally:
             if ticker is not None:
@@ -168,6 +189,17 @@ async def run_load(
     )
     started = measured.started if measured.started is not None else time.perf_counter()
     ended = measured.ended if measured.ended is not None else started
+    figures["stopped_by"] = _stopped_by(settings, measured, adaptive if not warm.partial else None, warm.partial)
+    if adaptive is not None:
+        figures["until"] = {
+            "figure": adaptive.figure,
+            "rel_ci": adaptive.rel_ci,
+            "min_requests": adaptive.min_requests,
+            "reached_rel_ci": round(adaptive.reached_rel, 5) if adaptive.reached_rel is not None else None,
+            "reached_at_requests": adaptive.reached_at,
+            "last_rel_ci": round(adaptive.last_rel, 5) if adaptive.last_rel is not None else None,
+            "checks": adaptive.checks,
+        }
     result = LoadResult(
         settings=settings,
         model=model,
@@ -194,6 +226,20 @@ async def run_load(
             )
         )
     return result
+
+
+def _stopped_by(settings: LoadSettings, state: LoopState, adaptive: AdaptiveStop | None, partial: bool) -> str:
+    """Why the load ended: ``stopped`` (a stop request), ``target`` (adaptive stopping reached its interval),
+    ``max_requests`` / ``max_duration`` (an adaptive point's caps), ``requests`` / ``duration`` (a fixed one)."""
+    if partial or state.partial:
+        return "stopped"
+    budget = settings.request_budget
+    spent = budget is not None and state.dispatched >= budget
+    if adaptive is not None:
+        if adaptive.reached:
+            return "target"
+        return "max_requests" if spent else "max_duration"
+    return "requests" if spent or settings.duration_s is None else "duration"
 
 
 async def _tick(

@@ -97,6 +97,12 @@ class LoadSettings:
     continuous_usage: bool = True
     # More top-level request-body fields, e.g. ``engine_request_extras(engine, api)``; JSON values only.
     extra_body: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    # Adaptive stopping (orchestrator/load/adaptive.py): stop once the interval of ``until_figure`` is within
+    # ``until_rel_ci`` of it (at least ``until_min_requests`` requests; ``requests``/``duration_s`` cap it).
+    until_rel_ci: float | None = None
+    until_figure: str = "output_tok_s"
+    until_min_requests: int = 16
+    until_level: float = 0.95
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -121,6 +127,11 @@ class LoadSettings:
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise LoadError(f"load: {name} must be a positive number of seconds, got {value!r}")
+        if self.until_rel_ci is not None:
+            if not 0 < self.until_rel_ci < 1:
+                raise LoadError(f"load: until_rel_ci must be between 0 and 1, got {self.until_rel_ci!r}")
+            if self.requests is None and self.duration_s is None:
+                raise LoadError("load: adaptive stopping needs a cap: requests and/or duration_s")
         self._check_extra_body()
 
     def _check_extra_body(self) -> None:

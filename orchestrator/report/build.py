@@ -130,6 +130,52 @@ def _run_lines(analysis: Analysis) -> list[str]:
     ]
     if info.state != "done":
         lines.append(f"This run is {info.state}: the figures show only the points it finished.")
+    lines += provenance_lines(analysis)
+    methods = sorted({str(m) for m in analysis.frame.get("ci_method", pd.Series(dtype=object)).dropna()})
+    if methods:
+        lines.append(
+            f"Every figure carries its {analysis.settings.confidence:.0%} confidence interval ({'; '.join(methods)}); "
+            "a configuration beats another only when the interval of their difference excludes zero."
+        )
+    return lines
+
+
+def provenance_lines(analysis: Analysis) -> list[str]:
+    """The report header's provenance: specsweep and its revision, the experiment file's hash, the engine
+    versions, the GPUs of each host (``provenance.json``)."""
+    data = analysis.run.provenance
+    if not data:
+        return ["No provenance.json: this run was made before specsweep kept one."]
+    run = data.get("run") or {}
+    git = run.get("git") or {}
+    revision = (
+        f", git {str(git.get('commit'))[:12]}{' (dirty)' if git.get('dirty') else ''}" if git.get("commit") else ""
+    )
+    sha = str(run.get("experiment_sha256") or "unknown")
+    lines = [
+        f"Made by specsweep {run.get('specsweep_version')}{revision}, Python {run.get('python')}, on "
+        f"{run.get('controller')}; experiment file {run.get('experiment_file')} ({sha[:19]}…).",
+    ]
+    versions = sorted(
+        {
+            f"{d.get('engine')} {d.get('engine_version') or '(version not reported)'}"
+            for d in (data.get("deployments") or {}).values()
+            if isinstance(d, dict)
+        }
+    )
+    if versions:
+        lines.append(f"Engine as the servers reported it: {', '.join(versions)}.")
+    for host, facts in sorted((data.get("hosts") or {}).items()):
+        gpu = (facts or {}).get("gpu")
+        if gpu:
+            memory = gpu.get("memory_total_mib")
+            lines.append(
+                f"{host}: {gpu.get('count')} × {gpu.get('model')}, driver {gpu.get('driver_version')}"
+                + (f", {memory / 1024:.0f} GiB each" if isinstance(memory, int | float) else "")
+                + "."
+            )
+        elif facts:
+            lines.append(f"{host}: {facts.get('note') or 'no GPU details'}.")
     return lines
 
 
@@ -193,6 +239,17 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
             blocks.append(Image(path, path.relative_to(base).as_posix(), caption))
 
     blocks.append(Heading("Tables"))
+    level = f"{analysis.settings.confidence:.0%}"
+    for table, caption in (
+        (
+            tables.interval_table(analysis, analysis.metric),
+            f"Output throughput ({analysis.metric}, tokens/s) ± half its {level} interval",
+        ),
+        (tables.interval_table(analysis, "accept_len"), f"Accept length ± half its {level} interval"),
+        (tables.interval_table(analysis, "ttft_ms_p50"), f"Time to first token, p50 (ms) ± half its {level} interval"),
+    ):
+        if not table.empty:
+            blocks.append(Table(tables.formatted(table), caption))
     for table, caption, kind in (
         (tables.throughput_table(analysis), f"Output throughput ({analysis.metric}, tokens/s)", ""),
         (tables.speedup_table(analysis, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
@@ -200,6 +257,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
         (tables.accept_table(analysis), "Accept length (tokens per verify step, bonus included)", "accept"),
         (tables.latency_table(analysis, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
         (tables.latency_table(analysis, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
+        (tables.latency_table(analysis, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
     ):
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))

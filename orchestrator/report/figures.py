@@ -127,6 +127,24 @@ def _config_lines(
             markersize=5 if baseline else 4,
             zorder=3 if baseline else 2,
         )
+        lo_col, hi_col = f"{column}_lo", f"{column}_hi"
+        if lo_col in line.columns and hi_col in line.columns:
+            lo = pd.to_numeric(line[lo_col], errors="coerce")
+            hi = pd.to_numeric(line[hi_col], errors="coerce")
+            have = lo.notna() & hi.notna() & values.notna()
+            if have.any():
+                # Error bars: the figure's confidence interval (orchestrator/analysis/intervals.py).
+                ax.errorbar(
+                    line["load"][have],
+                    values[have],
+                    yerr=[(values - lo)[have].clip(lower=0), (hi - values)[have].clip(lower=0)],
+                    fmt="none",
+                    ecolor=colours.get(label),
+                    elinewidth=1.0,
+                    capsize=3,
+                    alpha=0.8,
+                    zorder=3 if baseline else 2,
+                )
 
 
 def _mark_failed(ax: Axes, failed: pd.DataFrame, colours: dict[str, str], legend: bool) -> None:
@@ -316,7 +334,8 @@ def speedup_heatmaps(analysis: Analysis, *, against: str = "ar", host: str | Non
 
 
 def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figure | None:
-    """TTFT and ITL per configuration at each load: p50 bars with p90 and p99 markers."""
+    """TTFT and ITL per configuration at each load: p50 bars (with the p50's confidence interval as error bars)
+    and p90 and p99 markers."""
     rows = _measured_ok(analysis, host)
     metrics = [m for m in ("ttft_ms", "itl_ms") if f"{m}_p50" in rows.columns and rows[f"{m}_p50"].notna().any()]
     if rows.empty or not metrics:
@@ -342,12 +361,33 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
                 ]
                 for stat in ("p50", "p90", "p99")
             }
+            bounds = [
+                [
+                    float(pd.to_numeric(at[f"{metric}_p50_{end}"], errors="coerce").get(label, _NAN))
+                    if f"{metric}_p50_{end}" in at.columns
+                    else _NAN
+                    for label in labels
+                ]
+                for end in ("lo", "hi")
+            ]
+            errors = [
+                [
+                    max(0.0, v - lo) if v == v and lo == lo else 0.0
+                    for v, lo in zip(figures["p50"], bounds[0], strict=True)
+                ],
+                [
+                    max(0.0, hi - v) if v == v and hi == hi else 0.0
+                    for v, hi in zip(figures["p50"], bounds[1], strict=True)
+                ],
+            ]
             ax.barh(
                 positions,
                 figures["p50"],
                 color=[colours.get(label, "#1f77b4") for label in labels],
                 alpha=0.85,
                 height=0.7,
+                xerr=errors if any(any(e) for e in errors) else None,
+                error_kw={"elinewidth": 1.0, "capsize": 2.5, "ecolor": "#333333"},
             )
             ax.plot(figures["p90"], positions, linestyle="none", marker="|", markersize=9, color="black")
             ax.plot(figures["p99"], positions, linestyle="none", marker="x", markersize=5, color="#b22222")
@@ -365,7 +405,7 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
             ax.set_xlabel(names[metric], fontsize=9)
     axes[0][0].invert_yaxis()  # shared by every panel: first configuration on top
     handles = [
-        Line2D([], [], color="#888888", linewidth=6, label="p50 (bar)"),
+        Line2D([], [], color="#888888", linewidth=6, label="p50 (bar; whiskers: its confidence interval)"),
         Line2D([], [], color="black", marker="|", linestyle="none", markersize=9, label="p90"),
         Line2D([], [], color="#b22222", marker="x", linestyle="none", markersize=6, label="p99"),
     ]

@@ -28,6 +28,7 @@ __all__ = [
     "group_findings",
     "headline",
     "how_made",
+    "interval_table",
     "latency_table",
     "run_overview",
     "speedup_table",
@@ -156,14 +157,48 @@ def _hosts(analysis: Analysis) -> list[str]:
     return sorted(set(analysis.frame["host"]))
 
 
+def _tied_text(labels: list[str]) -> str:
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
+
+
 def headline(analysis: Analysis) -> list[str]:
-    """One sentence per load level: who wins, by how much against AR and linear, and over whom."""
+    """One sentence per load level: who wins, by how much against AR and linear, and over whom; or, when the
+    best is within noise of others (the interval of the difference includes zero), that they are
+    indistinguishable at that load, with the interval."""
     sentences = []
     several_hosts = len(_hosts(analysis)) > 1
     unit = "tok/s"
     for row in analysis.best.to_dict("records"):
         parts = [f"{row['load_label']}" + (f" on {row['host']}" if several_hosts else "") + ":"]
-        parts.append(f"{row['label']} is fastest at {row[analysis.metric]:.1f} {unit}")
+        tied = [str(t) for t in (row.get("tied") or [])]
+        low, high = row.get("margin_lo"), row.get("margin_hi")
+        interval = (
+            f"{low:+.1%} … {high:+.1%}"
+            if isinstance(low, float) and isinstance(high, float) and low == low and high == high
+            else None
+        )
+        if row.get("decided") is False and tied:
+            value = row[analysis.metric]
+            parts.append(
+                f"{_tied_text([str(row['label']), *tied])} are indistinguishable at this load "
+                f"({row['label']} {value:.1f} {unit}; difference to {row['runner_up']} {interval or '?'} "
+                f"at {analysis.settings.confidence:.0%})"
+            )
+            flagged_tie = sorted(
+                {
+                    f.check
+                    for f in analysis.findings
+                    if f.severity == "error"
+                    and f.config in (row["label"], *tied)
+                    and (f.load == row["load_label"] or (f.load is None and f.point is None))
+                }
+            )
+            if flagged_tie:
+                parts.append(f"— and some fail checks: {', '.join(flagged_tie)}")
+            sentences.append(" ".join(parts) + ".")
+            continue
+        spread = _interval_text(row, analysis.metric)
+        parts.append(f"{row['label']} is fastest at {row[analysis.metric]:.1f}{spread} {unit}")
         ratios = []
         for column, name in (("speedup_vs_ar", "AR"), ("speedup_vs_linear", "linear")):
             value = row.get(column)
@@ -175,6 +210,8 @@ def headline(analysis: Analysis) -> list[str]:
         if row.get("runner_up") and isinstance(margin, float) and not math.isnan(margin):
             if row.get("decided") is False:
                 parts.append(f"but not told apart from {row['runner_up']} ({margin:+.1%}; {row.get('basis')})")
+            elif row.get("decided") is True and interval:
+                parts.append(f"ahead of {row['runner_up']} by {_percent(margin)} ({interval}, {row.get('basis')})")
             else:
                 parts.append(f"ahead of {row['runner_up']} by {_percent(margin)}")
         flagged = sorted(
@@ -183,14 +220,26 @@ def headline(analysis: Analysis) -> list[str]:
                 for f in analysis.findings
                 if f.severity == "error"
                 and f.config == row["label"]
-                and f.load == row["load_label"]
-                and f.host == row["host"]
+                and (f.load == row["load_label"] or (f.load is None and f.point is None))
+                and f.host in (row["host"], None)
             }
         )
         if flagged:
             parts.append(f"— but its figures fail checks: {', '.join(flagged)}")
         sentences.append(" ".join(parts) + ".")
     return sentences
+
+
+def _interval_text(row: Any, figure: str) -> str:
+    """`` ± 2.3`` (half the interval's width), or nothing when the figure has no interval."""
+    lo, hi = row.get(f"{figure}_lo"), row.get(f"{figure}_hi")
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        return ""
+    if lo != lo or hi != hi:
+        return ""
+    return f" ± {(hi - lo) / 2:.1f}"
 
 
 def _percent(value: float) -> str:
@@ -203,21 +252,71 @@ def _baseline_name(analysis: Analysis, role: str) -> str | None:
 
 
 def winners_table(analysis: Analysis) -> pd.DataFrame:
-    best = analysis.best
+    best = analysis.best.copy()
+    metric = analysis.metric
+    if f"{metric}_lo" in best.columns:
+        best["interval"] = [
+            f"{lo:,.1f} … {hi:,.1f}" if lo == lo and hi == hi else ""
+            for lo, hi in zip(
+                pd.to_numeric(best[f"{metric}_lo"], errors="coerce"),
+                pd.to_numeric(best[f"{metric}_hi"], errors="coerce"),
+                strict=True,
+            )
+        ]
+    if "margin_lo" in best.columns:
+        best["margin interval"] = [
+            f"{lo:+.1%} … {hi:+.1%}" if lo == lo and hi == hi else ""
+            for lo, hi in zip(
+                pd.to_numeric(best["margin_lo"], errors="coerce"),
+                pd.to_numeric(best["margin_hi"], errors="coerce"),
+                strict=True,
+            )
+        ]
+        best["verdict"] = [
+            "ahead" if d is True else ("indistinguishable" if d is False else "not judged") for d in best["decided"]
+        ]
+        best["tied with"] = [", ".join(t) if isinstance(t, list) else "" for t in best["tied"]]
     columns = {
         "load_label": "load",
         "label": "best configuration",
-        analysis.metric: "tok/s",
+        metric: "tok/s",
+        "interval": f"tok/s {analysis.settings.confidence:.0%} interval",
         "per_user_tok_s": "tok/s per user",
         "accept_len": "accept len",
         "speedup_vs_ar": "× AR",
         "speedup_vs_linear": "× linear",
         "runner_up": "runner-up",
         "margin": "margin",
+        "margin interval": "margin interval",
+        "verdict": "verdict",
+        "tied with": "indistinguishable from",
     }
     if len(_hosts(analysis)) > 1:
         columns = {"host": "host", **columns}
     return best[[c for c in columns if c in best.columns]].rename(columns=columns)
+
+
+def interval_table(analysis: Analysis, figure: str) -> pd.DataFrame:
+    """``value ± half-width`` text cells of ``figure``: a row per configuration, a column per load (empty when no
+    point has an interval)."""
+    values = _pivot(analysis, figure)
+    lows = _pivot(analysis, f"{figure}_lo").reindex(index=values.index, columns=values.columns)
+    highs = _pivot(analysis, f"{figure}_hi").reindex(index=values.index, columns=values.columns)
+    if values.empty or lows.isna().all().all():
+        return pd.DataFrame()
+    digits = 2 if "accept" in figure else 1
+    v, lo, hi = (t.to_numpy(dtype=float) for t in (values, lows, highs))
+    cells = [
+        [
+            ""
+            if math.isnan(v[i, j])
+            else f"{v[i, j]:,.{digits}f}"
+            + (f" ± {(hi[i, j] - lo[i, j]) / 2:,.{digits}f}" if not math.isnan(lo[i, j] + hi[i, j]) else "")
+            for j in range(v.shape[1])
+        ]
+        for i in range(v.shape[0])
+    ]
+    return pd.DataFrame(cells, index=values.index, columns=values.columns)
 
 
 def _measured(analysis: Analysis) -> pd.DataFrame:
@@ -278,6 +377,16 @@ SUMMARY_COLUMNS = [
     "per_user_tok_s",
     "accept_len",
     "accept_len_source",
+    "output_tok_s_lo",
+    "output_tok_s_hi",
+    "accept_len_lo",
+    "accept_len_hi",
+    "ci_method",
+    "ci_level",
+    "windows",
+    "tokens_per_joule",
+    "gpu_utilization_pct",
+    "gpu_power_w",
     "speedup_vs_ar",
     "speedup_vs_linear",
     "accept_len_vs_linear",
@@ -338,7 +447,7 @@ def _cell(value: Any, column: str) -> str:
         if column.startswith(("speedup", "×")) or column.endswith("_vs_linear"):
             return f"{value:.2f}×"
         if column in ("margin",):
-            return f"{value:.0%}"
+            return f"{value:+.1%}"
         if "accept" in column:
             return f"{value:.2f}"
         return f"{value:,.1f}" if abs(value) < 1e6 else f"{value:,.0f}"

@@ -48,6 +48,8 @@ class SimConfig:
     ep_size: int = 1
     slots: int = 4  # llama.cpp: -np, the parallel slots
     per_request_spec_decode_metrics: str = "none"  # vLLM: none | summary
+    slot_save_path: str = ""  # llama.cpp: --slot-save-path (the slot actions, erase included, need it)
+    step_jitter: float = 0.0  # sigma of each decode step's lognormal cost factor (mean 1): timing noise
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -69,6 +71,8 @@ class SimConfig:
             raise ConfigError(f"--port {self.port} is not a TCP port")
         if self.load_seconds < 0:
             raise ConfigError("--load-seconds must not be negative")
+        if not 0 <= self.step_jitter <= 2:
+            raise ConfigError("--step-jitter must be between 0 and 2")
 
     def expected_accept_length(
         self, temperature: float = 0.0, *, max_tokens: int | None = None, ignore_eos: bool = False
@@ -159,6 +163,18 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
         default="none",
         help="vllm: per-response speculative metrics (none)",
     )
+    add(
+        "--step-jitter",
+        type=float,
+        default=0.0,
+        metavar="SIGMA",
+        help="timing noise: each decode step lasts its cost times exp(N(0, SIGMA) - SIGMA^2/2), seeded (0)",
+    )
+    add(
+        "--slot-save-path",
+        default="",
+        help="llamacpp: as llama-server's flag; the slot actions (POST /slots/{id}?action=erase) need it",
+    )
     return parser
 
 
@@ -193,4 +209,6 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         ep_size=ns.ep_size,
         slots=ns.slots,
         per_request_spec_decode_metrics=ns.per_request_spec_decode_metrics,
+        slot_save_path=ns.slot_save_path,
+        step_jitter=ns.step_jitter,
     )

@@ -18,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import math
+import random
 from collections import deque
 from typing import TYPE_CHECKING
 
 from orchestrator.sim import logs
 from orchestrator.sim.config import SimConfig
 from orchestrator.sim.model import Drafter, Speculator
-from orchestrator.sim.request import SimRequest
+from orchestrator.sim.request import SimRequest, seed_for
 from orchestrator.sim.stats import Counts, ServerStats
 from orchestrator.sim.timing import StepTiming
 
@@ -62,6 +64,10 @@ class Engine:
             commit_bug=config.faults.commit_bug,
         )
         self.timing = StepTiming(self.profile, self.speculator)
+        # --step-jitter: each decode step lasts its cost times a lognormal factor of mean 1 (noise of a known
+        # level, seeded by the server seed and the scheduler group).
+        self._jitter_sigma = config.step_jitter
+        self._jitter_rng = random.Random(seed_for("step-jitter", config.seed, group))
         self._waiting: deque[SimRequest] = deque()
         self._running: list[SimRequest] = []
         self._stalled: list[SimRequest] = []
@@ -69,7 +75,18 @@ class Engine:
         self._wakeup: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
 
+    def _jitter(self) -> float:
+        sigma = self._jitter_sigma
+        if sigma <= 0:
+            return 1.0
+        return math.exp(self._jitter_rng.gauss(0.0, sigma) - sigma * sigma / 2)
+
     # The public side, used by the HTTP handlers.
+
+    @property
+    def busy(self) -> bool:
+        """Requests are running or waiting (an engine's cache flush refuses then)."""
+        return bool(self._running or any(r.live for r in self._waiting))
 
     def submit(self, req: SimRequest) -> None:
         """Queue ``req``; the loop admits it at its next prefill batch."""
@@ -156,7 +173,8 @@ class Engine:
                         break
                 await asyncio.sleep(0)
             else:
-                deadline = await self._sleep_step(deadline, self.timing.decode_seconds(len(self._running)))
+                step = self.timing.decode_seconds(len(self._running)) * self._jitter()
+                deadline = await self._sleep_step(deadline, step)
                 self._decode(loop.time())
 
     def _admit(self) -> list[SimRequest]:

@@ -8,6 +8,11 @@ stall[=P]           a generation request stops mid-response (after half its toke
                     with probability P (default 1: every one); the connection stays open
 bad-metrics         malformed metric lines among the good ones (log lines and one /metrics sample)
 commit-bug          DDTree's commit path commits at most 2 tokens while reporting the true depth
+wrong-token[=P]     a verification that accepts a wrong draft: each verify step that commits at least one
+                    draft puts a wrong word in place of its last accepted draft with probability P (default
+                    0.05), and the answer goes on from there as the target would after that token (its own
+                    seeded continuation), so the output is no longer the autoregressive one; AR is untouched
+                    (it drafts nothing), which is what the lossless check is tested against
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ FAULT_NAMES = (
     "stall",
     "bad-metrics",
     "commit-bug",
+    "wrong-token",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
+DEFAULT_WRONG_TOKEN_RATE = 0.05
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class Faults:
     stall_rate: float = 0.0
     bad_metrics: bool = False
     commit_bug: bool = False
+    wrong_token_rate: float = 0.0
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -85,6 +93,9 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, bad_metrics=True)
         elif name == "commit-bug":
             faults = replace(faults, commit_bug=True)
+        elif name == "wrong-token":
+            rate = DEFAULT_WRONG_TOKEN_RATE if arg is None else _number(spec, arg, float, 0, 1)
+            faults = replace(faults, wrong_token_rate=rate)
         else:
             raise ConfigError(f"unknown fault {name!r}; known faults: {', '.join(FAULT_NAMES)}", key="fault")
         seen.append(spec)

@@ -3,9 +3,12 @@ committed text from the scheduler loop to the HTTP handler.
 
 Tokens are words from a fixed vocabulary, drawn from a generator seeded by (server seed, prompt, temperature,
 request seed) only, so the text is the same whatever the speculative configuration (speculation is lossless)
-and the same request always gets the same text. Acceptance draws come from a second generator with the same
-key, so the same request also gets the same acceptance. Each ``generate`` call is one scheduler step and
-becomes one delta, hence one streamed chunk.
+and the same request always gets the same text: every token takes the next 8 bits of the stream, however many
+tokens one step commits, so a chain, a tree and AR write the same words. Acceptance draws come from a second
+generator with the same key, so the same request also gets the same acceptance. The ``wrong-token`` fault
+(``wrong_token_rate``) breaks exactly that: a step that commits drafts may put a wrong word in its last accepted
+draft's place, and the text goes on from a generator seeded by where it went wrong. Each ``generate`` call is
+one scheduler step and becomes one delta, hence one streamed chunk.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ class SimRequest:
     __slots__ = (
         "_loop",
         "_token_bits",
+        "_token_key",
         "_waiter",
+        "_wrong_rng",
         "accept_rng",
         "admitted_at",
         "arrival",
@@ -78,6 +83,7 @@ class SimRequest:
         "streaming",
         "text",
         "truth",
+        "wrong_token_rate",
     )
 
     def __init__(
@@ -98,11 +104,15 @@ class SimRequest:
         stall: bool = False,
         log_metrics: bool = True,
         streaming: bool = False,
+        wrong_token_rate: float = 0.0,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         key = (server_seed, prompt_key, round(temperature, 6), request_seed)
         token_rng = random.Random(seed_for("tokens", *key))
         self._token_bits = token_rng.getrandbits
+        self._token_key = key
+        self._wrong_rng = random.Random(seed_for("wrong-token", *key)) if wrong_token_rate > 0 else None
+        self.wrong_token_rate = wrong_token_rate
         self.accept_rng = random.Random(seed_for("accept", *key))
         self.truth = drafter.at_temperature(temperature, temperature_penalty)
         self.rid = rid
@@ -155,7 +165,20 @@ class SimRequest:
         if take <= 0:
             return 0
         bits = self._token_bits
-        delta = VOCAB[bits(8)] if take == 1 else "".join([VOCAB[bits(8)] for _ in range(take)])
+        if take == 1:
+            delta = VOCAB[bits(8)]
+        else:
+            words = [VOCAB[bits(8)] for _ in range(take)]
+            wrong = self._wrong_rng
+            if wrong is not None and wrong.random() < self.wrong_token_rate:
+                # The last accepted draft (the word before the bonus) was wrong and accepted anyway: another
+                # word stands there, and the target goes on from that prefix (its own continuation).
+                at = take - 2
+                words[at] = VOCAB[(VOCAB.index(words[at]) + 1 + wrong.randrange(255)) % 256]
+                diverged = random.Random(seed_for("diverged", *self._token_key, done + at))
+                self._token_bits = diverged.getrandbits
+                words[at + 1 :] = [VOCAB[self._token_bits(8)] for _ in range(take - at - 1)]
+            delta = "".join(words)
         self.completion_tokens = done + take
         if self.stop:
             delta = self._apply_stop(delta)

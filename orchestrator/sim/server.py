@@ -101,6 +101,8 @@ class SimServer:
         routes = [web.get(e.path, self._endpoint_handler(e)) for e in self.dialect.endpoints()]
         for path, kind in self.dialect.generation_paths().items():
             routes.append(web.post(path, self._generation_handler(kind)))
+        for method, path in self.dialect.control_routes():
+            routes.append(web.route(method, path, self._control_handler(path)))
         app.add_routes(routes)
         sock = self._bind(cfg.host, cfg.port)
         self.port = sock.getsockname()[1]
@@ -246,6 +248,7 @@ class SimServer:
             stall=stall,
             log_metrics=log_metrics,
             streaming=params.stream,
+            wrong_token_rate=self.config.faults.wrong_token_rate if faults else 0.0,
         )
 
     def _submit(self, req: SimRequest) -> None:
@@ -451,6 +454,24 @@ class SimServer:
             if kind == "info" and isinstance(self.dialect, SGLangDialect):
                 self.dialect.info_requested(endpoint.path)
             return _json_response(self.dialect.info(self.port))
+
+        return handler
+
+    def _control_handler(self, path: str) -> Callable[[web.Request], Any]:
+        """The engine's control endpoints (its prefix-cache flush), answered by the dialect."""
+
+        async def handler(request: web.Request) -> web.StreamResponse:
+            unavailable = self._unavailable()
+            if unavailable is not None:
+                return unavailable
+            busy = any(e.busy for e in self.engines)
+            params = {**dict(request.query), **dict(request.match_info)}
+            status, body = self.dialect.control(request.method, path, params, busy)
+            if isinstance(body, (dict, list)):
+                return _json_response(body, status)
+            if isinstance(body, str):
+                return web.Response(status=status, text=body, content_type="text/plain")
+            return web.Response(status=status)
 
         return handler
 

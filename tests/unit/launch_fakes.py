@@ -219,4 +219,5 @@ def fake_tools(
         scrape=lambda url, path, key: None,
         get=lambda url, path, key: (None, None),
         sampler=lambda url, path, key: NoSampler(),
+        probe=lambda *args, **kwargs: [],
     )

@@ -159,6 +159,7 @@ def test_every_check_is_named_and_documented() -> None:
         "too_few_requests",
         "missing_baseline",
         "unreadable_records",
+        "lossless",
     ]
     assert all(fn.__doc__ for fn in CHECKS.values())
 

@@ -141,6 +141,17 @@ class Dialect:
     def error_body(self, message: str, *, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
         return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
+    def control_routes(self) -> list[tuple[str, str]]:
+        """(method, path) of the engine's control endpoints the simulator answers: its prefix-cache flush
+        (``orchestrator/cache.py`` names each engine's)."""
+        return []
+
+    def control(self, method: str, path: str, params: dict[str, str], busy: bool) -> tuple[int, Any]:
+        """The answer to a control request on ``path`` (the route's pattern) with its query and path
+        ``params``, ``busy`` when requests are running or waiting: status and body (a dict is JSON, a str
+        text, None an empty body)."""
+        return 404, None
+
     def bad_metric_lines(self, index: int) -> list[str]:
         return []
 

@@ -61,6 +61,7 @@ class LlamaCppDialect(Dialect):
     _predicted_seconds: float = 0.0
     _decode_calls: int = 0
     _busy_slots: int = 0
+    _cached_tokens: dict[int, int] = field(default_factory=dict)  # slot -> prompt tokens it holds (slot erase)
     _tokens_max: int = 0
     _spec: Counts = field(default_factory=Counts)
     _bucket_prompt: list[float] = field(default_factory=lambda: [0.0, 0.0])  # tokens, seconds since last scrape
@@ -180,6 +181,7 @@ class LlamaCppDialect(Dialect):
         log(
             self._slot_line("release", slot, task, f"stop processing: n_tokens = {n_prompt + n_gen - 1}, truncated = 0")
         )
+        self._cached_tokens[slot] = n_prompt + n_gen - 1  # what the slot's prompt cache holds until erased
         self._free_slots.append(slot)
         # metrics_on_prediction, at release (only requests that generated something).
         if n_gen > 0:
@@ -229,9 +231,47 @@ class LlamaCppDialect(Dialect):
     def loading_response(self) -> tuple[int, str | None]:
         return 503, '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}'
 
+    def control_routes(self) -> list[tuple[str, str]]:
+        # tools/server/server.cpp: ctx_http.get("/slots", ...), ctx_http.post("/slots/:id_slot", ...)
+        return [("GET", "/slots"), ("POST", "/slots/{id_slot}")]
+
+    def control(self, method: str, path: str, params: dict[str, str], busy: bool) -> tuple[int, Any]:
+        """``GET /slots`` and ``POST /slots/{id}?action=erase`` as llama-server answers them
+        (tools/server/server-context.cpp ``get_slots``, ``post_slots``, ``handle_slots_erase``; the slot actions
+        need ``--slot-save-path``, else 501 not_supported_error)."""
+        n_ctx = self.config.profile.context_length // max(1, self.slots())
+        if method == "GET" and path == "/slots":
+            return 200, [
+                {"id": i, "id_task": -1, "n_ctx": n_ctx, "speculative": self.speculative, "is_processing": False}
+                for i in range(self.slots())
+            ]
+        if method == "POST" and path == "/slots/{id_slot}":
+            if not self.config.slot_save_path:
+                return 501, self.error_body(
+                    "This server does not support slots action. Start it with `--slot-save-path`",
+                    kind="not_supported_error",
+                    code=501,
+                )
+            try:
+                slot = int(params.get("id_slot", ""))
+            except ValueError:
+                return 400, self.error_body("Invalid slot ID", kind="invalid_request_error", code=400)
+            if params.get("action") != "erase":
+                return 400, self.error_body("Invalid action", kind="invalid_request_error", code=400)
+            if not 0 <= slot < self.slots():
+                return 400, self.error_body("Invalid slot ID", kind="invalid_request_error", code=400)
+            erased = self._cached_tokens.pop(slot, 0)
+            return 200, {"id_slot": slot, "n_erased": erased}
+        return 404, None
+
     def error_body(self, message: str, *, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
         # server-common.cpp format_error_response: code, message, type (invalid_request_error for 400s).
-        kinds = {400: "invalid_request_error", 500: "server_error", 503: "unavailable_error"}
+        kinds = {
+            400: "invalid_request_error",
+            500: "server_error",
+            501: "not_supported_error",
+            503: "unavailable_error",
+        }
         return {"error": {"code": code, "message": message, "type": kinds.get(code, "server_error")}}
 
     def info(self, port: int) -> dict[str, Any]:

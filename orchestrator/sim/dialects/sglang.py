@@ -376,6 +376,32 @@ class SGLangDialect(Dialect):
     def generation_paths(self) -> dict[str, str]:
         return {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/generate": "generate"}
 
+    def control_routes(self) -> list[tuple[str, str]]:
+        # python/sglang/srt/entrypoints/http_server.py: @app.api_route("/flush_cache", methods=["GET", "POST"])
+        return [("GET", "/flush_cache"), ("POST", "/flush_cache")]
+
+    def control(self, method: str, path: str, params: dict[str, str], busy: bool) -> tuple[int, Any]:
+        """``/flush_cache`` as SGLang 0.5.23 answers it (http_server.py ``flush_cache``; the scheduler's
+        ``flush_cache`` in managers/scheduler.py logs and flushes only when idle)."""
+        if path != "/flush_cache":
+            return 404, None
+        if busy:
+            running = sum(g.running for g in self.groups)
+            queued = sum(g.queued for g in self.groups)
+            self.log(
+                self._server_line(
+                    "Cache not flushed because there are pending requests. "
+                    f"#queue-req: {queued}, #running-req: {running}"
+                )
+            )
+            return 400, "Flush cache failed.\n"
+        for group in range(len(self._groups)):
+            self.log(self._scheduler_line(group, "Cache flushed successfully!"))
+        return 200, (
+            "Cache flushed.\nPlease check backend logs for more details. "
+            "(When there are running or waiting requests, the operation will not be performed.)\n"
+        )
+
     def error_body(self, message: str, *, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
         # protocol.py ErrorResponse: object "error", message, type, param, code at the top level.
         return {"object": "error", "message": message, "type": kind, "param": param, "code": code}

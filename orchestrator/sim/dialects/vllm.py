@@ -216,6 +216,24 @@ class VLLMDialect(Dialect):
 
     # HTTP.
 
+    def control_routes(self) -> list[tuple[str, str]]:
+        # The development endpoints exist only with VLLM_SERVER_DEV_MODE=1
+        # (vllm/entrypoints/launchers/api_server/routers.py, vllm/envs.py).
+        if os.environ.get("VLLM_SERVER_DEV_MODE", "0") not in ("", "0"):
+            return [("POST", "/reset_prefix_cache")]
+        return []
+
+    def control(self, method: str, path: str, params: dict[str, str], busy: bool) -> tuple[int, Any]:
+        """``POST /reset_prefix_cache``: 0.33.0 answers ``{"success": bool}`` (false while blocks are held,
+        vllm/entrypoints/serve/dev/cache/api_router.py); 0.9.2 an empty 200 (entrypoints/openai/api_server.py)."""
+        if path != "/reset_prefix_cache":
+            return 404, None
+        if self._v >= (0, 33):
+            self.log(self._line("api_router.py", 39, "Resetting prefix cache..."))
+            return 200, {"success": not busy}
+        self.log(self._line("api_server.py", 931, "Resetting prefix cache with specific None..."))
+        return 200, None
+
     def endpoints(self) -> list[EndpointInfo]:
         return [
             EndpointInfo("/health", "health"),

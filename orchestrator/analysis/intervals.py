@@ -1,0 +1,247 @@
+"""From windows to points: every measurement of one load (its repeats and restarts) combined into one row, with
+a confidence interval on each figure, and the significance of a difference between two such rows.
+
+Each record is one *window* (one measurement of one load point): its figures and, in ``intervals``, each
+figure's interval from a bootstrap over the window's requests (``orchestrator/load/uncertainty.py``). The
+frame (``frame.py``) carries them as ``<figure>_lo``, ``<figure>_hi`` and ``<figure>_se`` beside the figure.
+
+:func:`aggregate_windows` makes one row per (host, configuration, mode, load) from its successful windows:
+
+- one window: its figures and intervals as they are (``ci_method`` ``bootstrap over requests``);
+- several: the figure is the mean over restarts of the mean over each restart's repeats, and its interval a
+  hierarchical bootstrap (Davison and Hinkley, 1997, section 3.8): restarts are resampled, then repeats within
+  each, then each window's own figure is drawn from its request-level bootstrap (normal, with its ``se``). At
+  each level the deviations from the level's mean are first scaled by sqrt(k / (k - 1)) (k the units at that
+  level), which makes the resampled variance the unbiased one, so two or three repeats are not taken for more
+  certainty than they give. ``ci_method`` then says ``bootstrap over N repeats (and M restarts) and their
+  requests``.
+
+Counts (``requests``, ``errors``, ``output_tokens``, ...) are summed over the windows, other figures averaged;
+``windows`` and ``windows_failed`` count them, ``point_ids`` lists them. A failed window stays a row of its own
+(its error and evidence are what the failed-points table shows) and does not enter the combined figure; a
+point with no successful window is its last failed window.
+
+:func:`difference` is the significance of "A beats B": the relative difference A / B - 1 with its interval
+(delta method on the two figures' standard errors, which are independent measurements); the difference is
+*significant* when that interval excludes zero at the chosen level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "COUNT_COLUMNS",
+    "INTERVAL_FIGURES",
+    "Difference",
+    "aggregate_windows",
+    "difference",
+    "interval_columns",
+    "z_value",
+]
+
+#: The figures that carry an interval (the window's bootstrap; ``orchestrator/load/uncertainty.py``).
+INTERVAL_FIGURES = (
+    "output_tok_s",
+    "accept_len",
+    "per_user_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p90",
+    "itl_ms_p99",
+    "tpot_ms_p50",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+)
+COUNT_COLUMNS = ("requests", "completed", "errors", "output_tokens", "input_tokens", "cancelled")
+GROUP_KEYS = ["host", "label", "mode", "load"]
+_RESAMPLES = 2000
+
+
+def interval_columns(figure: str) -> tuple[str, str, str]:
+    return f"{figure}_lo", f"{figure}_hi", f"{figure}_se"
+
+
+def z_value(level: float) -> float:
+    """The two-sided normal quantile of ``level`` (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+def _finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _inflated(values: np.ndarray) -> np.ndarray:
+    """Deviations from the mean scaled by sqrt(k / (k - 1)) (see the module docstring)."""
+    k = values.size
+    if k < 2:
+        return values
+    mean = values.mean()
+    return mean + (values - mean) * math.sqrt(k / (k - 1))
+
+
+def _hierarchical(
+    windows: list[tuple[int, float, float]], level: float, rng: np.random.Generator
+) -> tuple[float, float, float, float]:
+    """(estimate, lo, hi, se) over windows given as (restart, value, se)."""
+    by_restart: dict[int, list[tuple[float, float]]] = {}
+    for restart, value, se in windows:
+        by_restart.setdefault(restart, []).append((value, se))
+    restarts = sorted(by_restart)
+    groups = []
+    for restart in restarts:
+        values = np.array([v for v, _s in by_restart[restart]])
+        ses = np.array([s for _v, s in by_restart[restart]])
+        groups.append((_inflated(values), ses, values.mean()))
+    means = np.array([g[2] for g in groups])
+    estimate = float(means.mean())
+    shift = _inflated(means) - means  # the restart level's inflation, carried by each restart's windows
+    replicates = np.zeros(_RESAMPLES)
+    r = len(groups)
+    picks = rng.integers(0, r, size=(_RESAMPLES, r))
+    for column in range(r):
+        chosen = picks[:, column]
+        total = np.zeros(_RESAMPLES)
+        for index in range(r):
+            rows = chosen == index
+            count = int(rows.sum())
+            if not count:
+                continue
+            values, ses, _mean = groups[index]
+            k = values.size
+            inner = rng.integers(0, k, size=(count, k))
+            draws = values[inner] + ses[inner] * rng.standard_normal((count, k)) + shift[index]
+            total[rows] = draws.mean(axis=1)
+        replicates += total
+    replicates /= r
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
+    return estimate, float(lo), float(hi), float(replicates.std(ddof=1))
+
+
+def _method(windows: int, restarts: int) -> str:
+    if windows <= 1:
+        return "bootstrap over requests"
+    if restarts > 1:
+        per = windows / restarts
+        repeats = f"{per:g} repeats each" if per != 1 else "one window each"
+        return f"bootstrap over {restarts} restarts ({repeats}) and their requests"
+    return f"bootstrap over {windows} repeats and their requests"
+
+
+def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """One row per (host, configuration, mode, load): see the module docstring. ``frame`` is the window frame
+    (``tidy_frame``); alias rows are aggregated like the rows they stand for."""
+    if frame.empty:
+        out = frame.copy()
+        for column in ("windows", "windows_failed", "ci_method", "ci_level", "point_ids"):
+            if column not in out.columns:
+                out[column] = pd.Series(dtype=object)
+        return out
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and c != "load"]
+    for _key, group in frame.groupby(GROUP_KEYS, sort=False, dropna=False):
+        records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
+        ok = [r for r in records if r.get("status") == "ok"]
+        failed = [r for r in records if r.get("status") != "ok"]
+        if not ok:
+            last = dict(records[-1])
+            last.update(
+                windows=0,
+                windows_failed=len(failed),
+                ci_method=None,
+                ci_level=level,
+                point_ids=[str(r.get("point_id")) for r in records],
+            )
+            rows.append(last)
+            continue
+        for window in failed:
+            rows.append(
+                {**window, "windows": 0, "windows_failed": 1, "ci_method": None, "ci_level": level, "point_ids": None}
+            )
+        base = dict(ok[0])
+        restarts = sorted({int(r.get("restart") or 1) for r in ok})
+        if len(ok) > 1:
+            for column in numeric:
+                values = [_finite(r.get(column)) for r in ok]
+                present = [v for v in values if v is not None]
+                if column in COUNT_COLUMNS:
+                    base[column] = sum(present) if present else None
+                elif present:
+                    base[column] = float(np.mean(present))
+            for figure in INTERVAL_FIGURES:
+                lo_col, hi_col, se_col = interval_columns(figure)
+                windows = []
+                for r in ok:
+                    value = _finite(r.get(figure))
+                    if value is None:
+                        continue
+                    se = _finite(r.get(se_col))
+                    windows.append((int(r.get("restart") or 1), value, se if se is not None else 0.0))
+                if len(windows) < 2:
+                    continue
+                estimate, lo, hi, se = _hierarchical(windows, level, rng)
+                base[figure], base[lo_col], base[hi_col], base[se_col] = estimate, lo, hi, se
+            base["finished_at"] = ok[-1].get("finished_at")
+        base["windows"] = len(ok)
+        base["windows_failed"] = len(failed)
+        base["ci_method"] = _method(len(ok), len(restarts))
+        base["ci_level"] = level
+        base["point_ids"] = [str(r.get("point_id")) for r in ok]
+        rows.append(base)
+    extra = [c for c in ("windows", "windows_failed", "ci_method", "ci_level", "point_ids") if c not in frame.columns]
+    out = pd.DataFrame(rows, columns=[*frame.columns, *extra])
+    return out.reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``a / b - 1`` with its interval; ``significant`` when the interval excludes zero (None: no interval)."""
+
+    relative: float
+    lo: float | None
+    hi: float | None
+    level: float
+
+    @property
+    def significant(self) -> bool | None:
+        if self.lo is None or self.hi is None:
+            return None
+        return self.lo > 0 or self.hi < 0
+
+    def describe(self) -> str:
+        if self.lo is None or self.hi is None:
+            return f"{self.relative:+.1%}"
+        return f"{self.lo:+.1%} … {self.hi:+.1%}"
+
+
+def difference(
+    a: float | None, se_a: float | None, b: float | None, se_b: float | None, *, level: float = 0.95
+) -> Difference | None:
+    """The relative difference of two independent figures and its ``level`` interval (delta method): None when
+    either figure is missing or ``b`` is zero."""
+    a, b = _finite(a), _finite(b)
+    if a is None or b is None or b == 0:
+        return None
+    relative = a / b - 1
+    sa, sb = _finite(se_a), _finite(se_b)
+    if sa is None or sb is None:
+        return Difference(relative, None, None, level)
+    se = math.sqrt((sa / b) ** 2 + (a * sb / b**2) ** 2)
+    z = z_value(level)
+    return Difference(relative, relative - z * se, relative + z * se, level)
