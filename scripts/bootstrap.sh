@@ -20,6 +20,9 @@ if ((_system)); then
   command -v ninja >/dev/null || _need+=(ninja-build)
   command -v g++ >/dev/null || _need+=(g++)
   ldconfig -p 2>/dev/null | grep -q libgomp.so.1 || _need+=(libgomp1)
+  # The Slurm tests' cluster (tests/system/slurm_cluster.py): its containers overlay this machine's /.
+  [[ -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd ]] || _need+=(slurm-wlm)
+  [[ -x /usr/sbin/munged ]] || _need+=(munge)
   if ((${#_need[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
       _log "installing Debian packages: ${_need[*]}"

@@ -12,6 +12,8 @@
 #   machine   specsweep-th<index>       netns   specsweep-th<index>      veth   ssth<index>h / ssth<index>g
 #   subnet    10.231.<100+index>.0/24   controller .1, guest .2
 # The pytest fixture (conftest.py) picks a free index with a lock file; by hand, pick one nobody uses.
+# TESTHOST_BIND: extra directories bound read-write into the guest, space-separated SRC[:DST] (a directory
+# several hosts share, e.g. a Slurm cluster's shared file system).
 # Guest: root@<guest ip>, key <lab>/id_ed25519, its freshly made host key in <lab>/known_hosts. Two unprivileged
 # logins take the same key: specsweep-sudo (passwordless sudo) and specsweep-nosudo (no sudo at all).
 set -euo pipefail
@@ -135,7 +137,8 @@ build_root() {
   local u
   for u in postgresql.service docker.service containerd.service cron.service apt-daily.timer \
     apt-daily-upgrade.timer man-db.timer e2scrub_all.timer fstrim.timer dpkg-db-backup.timer \
-    systemd-timesyncd.service console-getty.service logrotate.timer; do
+    systemd-timesyncd.service console-getty.service logrotate.timer \
+    munge.service slurmctld.service slurmd.service; do # the Slurm tests' cluster unmasks these in its own hosts
     ln -sf /dev/null "$E"/systemd/system/"$u"
   done
   mkdir -p "$ROOT"/var/log/journal
@@ -166,9 +169,11 @@ up() {
     done
     # nspawn mounts a fresh tmpfs on the guest's /tmp: a checkout (and its .venv) under /tmp, as in a CI
     # clone, would be invisible there, so the checkout is bound in read-only at its own path.
+    binds=()
+    for b in ${TESTHOST_BIND:-}; do binds+=(--bind="$b"); done
     exec setsid systemd-nspawn -D "$ROOT" -M "$NAME" -b --console=passive --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --network-namespace-path=/run/netns/"$NETNS" \
-      --bind-ro="$CHECKOUT" </dev/null >"$LOG" 2>&1
+      --bind-ro="$CHECKOUT" "${binds[@]}" </dev/null >"$LOG" 2>&1
   ) &
   echo $! >"$PIDF"
   local st=
