@@ -124,7 +124,7 @@ class Slot(Protocol):
 class Launcher(Protocol):
     """Where an experiment's deployments run: its slots, each running one deployment at a time."""
 
-    #: ``local``, ``ssh``, ... (``slurm`` to come): names the launcher in events and messages.
+    #: ``local``, ``ssh``, ``slurm``: names the launcher in events and messages.
     kind: str
 
     def slots(self) -> Sequence[Slot]:

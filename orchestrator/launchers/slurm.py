@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import ServiceError, SpecsweepError, StartFailed
+from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
@@ -58,15 +58,15 @@ from orchestrator.launchers.slurmjobs import (
     job_prefix,
     render_batch_script,
 )
-from orchestrator.services.base import LogChunk, ServiceState, select_evidence
-from orchestrator.services.hoststate import HostLock
+from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_evidence
+from orchestrator.services.hoststate import HostLock, lock_is_stale
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment, SlurmLauncherSpec
     from orchestrator.hosts.base import Host
     from orchestrator.plan import Deployment
 
-__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot"]
+__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "restore_jobs"]
 
 #: How long the last slot's close waits for cancelled jobs to leave squeue (Slurm's KillWait is 30 s by
 #: default, then the epilog runs).
@@ -620,3 +620,58 @@ class SlurmSlot:
         finally:
             self.launcher.close_slot()
         return True
+
+
+def restore_jobs(
+    experiment: Experiment, *, break_lock: bool = False, dry_run: bool = False
+) -> tuple[str, Leftover | None, bool]:
+    """``specsweep restore FILE`` for a Slurm launcher: the experiment's jobs still queued or running (found
+    by name, ``squeue -u``) and its lock, cancelled and removed unless ``dry_run``. A lock of a live (or
+    unknown) run is left, and its jobs too, unless ``break_lock``. Returns (login host name, what was
+    found or None, whether anything was undone)."""
+    spec = experiment.launcher
+    if spec is None:
+        raise ServiceError("the experiment has no Slurm launcher")
+    host = connect_host(spec.login)
+    as_login = getattr(host, "as_login_user", None)
+    commands: Host = as_login() if callable(as_login) else host
+    try:
+        client = SlurmClient(commands)
+        shared_dir = spec.shared_dir
+        if shared_dir == "~" or shared_dir.startswith("~/"):
+            shared_dir = client.home() + shared_dir[1:]
+        lock = HostLock(
+            commands, f"{shared_dir}/{experiment.name}.lock", service=f"the Slurm jobs of {experiment.name}"
+        )
+        holder = lock.read()
+        stale, why = lock_is_stale(holder) if holder and not holder.get("corrupt") else (True, "")
+        jobs = [j for j in client.queue(user_jobs=True) if j.name.startswith(job_prefix(experiment.name)) and j.active]
+        if holder is None and not jobs:
+            return host.name, None, False
+        detail = (f"{len(jobs)} Slurm job(s): " + ", ".join(f"{j.job_id} {j.state}" for j in jobs)) if jobs else ""
+        leftover = Leftover(
+            host=host.name,
+            service=f"the Slurm jobs of {experiment.name}",
+            marker={"jobs": [j.job_id for j in jobs]} if jobs else None,
+            lock=holder,
+            lock_stale=stale,
+            detail="; ".join(x for x in (detail, why) if x),
+        )
+        if dry_run:
+            return host.name, leftover, False
+        if holder is not None and not stale and not break_lock:
+            raise HostLockedError(
+                f"the Slurm jobs of {experiment.name} are driven by a live or unknown run "
+                f"({holder.get('label', '?')}, pid {holder.get('pid', '?')} on {holder.get('controller', '?')}): "
+                f"{why}; pass --break-lock if that run is dead",
+                host=host.name,
+            )
+        lock.acquire("specsweep restore", break_lock=True)
+        try:
+            client.cancel(j.job_id for j in jobs)
+        finally:
+            lock.release()
+        return host.name, leftover, True
+    finally:
+        with contextlib.suppress(Exception):
+            host.close()

@@ -48,7 +48,13 @@ def restore_experiment(
     dry_run: bool = False,
     progress: Callable[[RestoreOutcome], None] | None = None,
 ) -> list[RestoreOutcome]:
-    """Find, and unless ``dry_run`` undo, every leftover of the experiment's service on each of its hosts."""
+    """Find, and unless ``dry_run`` undo, every leftover of the experiment's service on each of its hosts
+    (with a Slurm launcher: its jobs still queued or running, and its lock, on the login node)."""
+    if getattr(experiment, "launcher", None) is not None:
+        outcome = _restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
+        if progress is not None:
+            progress(outcome)
+        return [outcome]
     outcomes: list[RestoreOutcome] = []
     for spec in experiment.host_specs():
         outcome = _restore_host(experiment, spec, break_lock=break_lock, dry_run=dry_run)
@@ -56,6 +62,17 @@ def restore_experiment(
         if progress is not None:
             progress(outcome)
     return outcomes
+
+
+def _restore_jobs(experiment: Any, *, break_lock: bool, dry_run: bool) -> RestoreOutcome:
+    from orchestrator.launchers.slurm import restore_jobs
+
+    what = f"the Slurm jobs of {experiment.name}"
+    try:
+        host, leftover, restored = restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
+    except SpecsweepError as exc:
+        return RestoreOutcome(getattr(experiment.launcher.login, "display_name", "login"), what, None, error=str(exc))
+    return RestoreOutcome(host, what, leftover, restored=restored)
 
 
 def _restore_host(experiment: Any, spec: Any, *, break_lock: bool, dry_run: bool) -> RestoreOutcome:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The simulator as the job's user runs it: the guest's Python, the checkout and its packages on the path
-#: (the checkout's virtualenv interpreter lives under /root, which other users cannot enter).
+#: (the checkout's virtualenv interpreter may live in a home other users cannot enter).
 SITE = f"{ROOT}/.venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 SIM = "/usr/bin/python3 -m orchestrator.sim --host 0.0.0.0 --port 18181 --profile tiny --seed 7"
 ACTIVE = "PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,REQUEUED,RESIZING,SIGNALING,STAGE_OUT"

@@ -130,9 +130,9 @@ def test_the_batch_script_names_comments_and_execs_the_server() -> None:
     )
     assert again.script_hash == script.script_hash != other.script_hash
     with_dir = render_batch_script(
-        JobSettings(workdir="/work dir"), _deployment(), experiment="six", run_id="r1", log_dir="/l"
+        JobSettings(workdir="/srv/a dir"), _deployment(), experiment="six", run_id="r1", log_dir="/l"
     )
-    assert "cd -- '/work dir' || exit 1" in with_dir.text and "#SBATCH --partition" not in with_dir.text
+    assert "cd -- '/srv/a dir' || exit 1" in with_dir.text and "#SBATCH --partition" not in with_dir.text
 
 
 def test_comments_of_other_tools_are_not_ours() -> None:

@@ -285,3 +285,35 @@ def test_a_stop_while_jobs_are_pending_cancels_them_all(
     thread.join()
     assert len(scheduler.submitted) == 2
     assert all(j.state == "CANCELLED" for j in scheduler.jobs.values())
+
+
+def test_restore_cancels_a_dead_runs_jobs_and_lock_and_leaves_a_live_one(
+    tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.services.hoststate import controller_identity
+    from orchestrator.services.restore import restore_experiment
+
+    scheduler = FakeScheduler(nodes=_two_nodes())
+    use_scheduler(monkeypatch, scheduler)
+    exp = _experiment(tmp_path, health)
+    lock = tmp_path / "shared" / "fake.lock"
+    lock.parent.mkdir(parents=True)
+    assert restore_experiment(exp)[0].summary == "nothing to restore"
+    left = scheduler.add("specsweep.fake.r0.d-1", "specsweep;run=r0")
+    other = scheduler.add("specsweep.fake-two.r0.d-1", "specsweep;run=r0", node="127.0.0.2")
+    dead = {**controller_identity(), "pid": 2**22 + 17, "pid_start": "", "label": "fake r0", "token": "t"}
+    lock.write_text(json.dumps(dead))
+    (found,) = restore_experiment(exp, dry_run=True)
+    assert not found.restored and found.leftover is not None and left.job_id in found.summary
+    assert left.state == "RUNNING" and lock.exists()
+    (done,) = restore_experiment(exp)
+    assert done.restored and done.error is None and left.state == "CANCELLED" and other.state == "RUNNING"
+    assert not lock.exists()
+    # A lock of a live run (this very process) is not broken, and its jobs are left running, unless asked.
+    alive = scheduler.add("specsweep.fake.r1.d-1", "specsweep;run=r1")
+    lock.parent.mkdir(exist_ok=True)  # the lock's release removed the directory it left empty
+    lock.write_text(json.dumps({**controller_identity(), "label": "fake r1", "token": "u"}))
+    (refused,) = restore_experiment(exp)
+    assert refused.error and "--break-lock" in refused.error and alive.state == "RUNNING"
+    (forced,) = restore_experiment(exp, break_lock=True)
+    assert forced.restored and alive.state == "CANCELLED" and not lock.exists()
