@@ -256,18 +256,32 @@ class _Sink:
                 self.error = exc
 
     def events(self, events: list[SSEEvent], now: float) -> None:
+        # The events of one piece share its time: first token, progress and end marker are settled once.
         decoder = self.decoder
+        on_event = self.on_event
+        tokens = 0
         for event_type, payload in events:
             if event_type is None or event_type == "message":
-                n = self.on_event(payload, now)
-                if n:
-                    self.client.tokens_seen += n
-                    if not self.first:
-                        self.first_token(now)
+                tokens += on_event(payload, now)
             elif event_type == "error":
                 decoder.on_error_event(payload)
-            if decoder.done and self.record.end is None:
-                self.ended(now)
+        self.settle(tokens, now)
+
+    def data(self, payloads: list[bytes], now: float) -> None:
+        """:meth:`events` for a piece of plain ``data:`` events (:meth:`SSEParser.data_only`)."""
+        on_event = self.on_event
+        tokens = 0
+        for payload in payloads:
+            tokens += on_event(payload, now)
+        self.settle(tokens, now)
+
+    def settle(self, tokens: int, now: float) -> None:
+        if tokens:
+            self.client.tokens_seen += tokens
+            if not self.first:
+                self.first_token(now)
+        if self.decoder.done and self.record.end is None:
+            self.ended(now)
 
     def first_token(self, now: float) -> None:
         self.first = True
@@ -317,7 +331,8 @@ class _SinkReader(aiohttp.StreamReader):
 
     def feed_data(self, data: bytes, size: int = 0) -> bool:
         # Once per HTTP chunk, i.e. once per token from a real engine: _Sink.feed, with a fast path for a chunk
-        # that is exactly one "data: ...\n\n" event (what the SSE parser would make of it: sse.single_event).
+        # that is exactly one "data: ...\n\n" event (what the SSE parser would make of it: sse.single_event)
+        # and one for a chunk of several such events (SSEParser.data_only).
         sink = _SINKS.get(self)
         if sink is None or sink.error is not None or not data:
             return False
@@ -338,7 +353,11 @@ class _SinkReader(aiohttp.StreamReader):
                 if sink.decoder.done and sink.record.end is None:
                     sink.ended(now)
             else:
-                sink.events(sink.parser.feed(data), now)
+                payloads = sink.parser.data_only(data)
+                if payloads is not None:
+                    sink.data(payloads, now)
+                else:
+                    sink.events(sink.parser.feed(data), now)
         except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
             sink.error = exc
             if self.exception() is None:

@@ -162,6 +162,36 @@ def test_single_event_is_what_a_clean_parser_makes_of_the_chunk(prefix: list[byt
         assert parser.clean
 
 
+@settings(max_examples=400, deadline=None)
+@given(prefix=st.lists(_piece, max_size=6), chunk=st.lists(_piece, min_size=1, max_size=10))
+def test_data_only_is_what_a_clean_parser_makes_of_the_chunk(prefix: list[bytes], chunk: list[bytes]) -> None:
+    parser = SSEParser()
+    parser.feed(b"".join(prefix) or b"\n\n")
+    clean = parser.clean
+    data = b"".join(chunk)
+    payloads = parser.data_only(data)
+    if payloads is not None:
+        assert clean
+        assert parser.feed(data) == [(None, p) for p in payloads]
+        assert parser.clean
+
+
+def test_data_only_takes_several_events_and_refuses_anything_else() -> None:
+    parser = SSEParser()
+    parser.feed(b"data: 0\n\n")
+    assert parser.data_only(b"data: a\n\ndata: b\n\ndata: \n\n") == [b"a", b"b", b""]
+    for chunk in (
+        b"data: a\n\ndata: b",  # the last event is not finished
+        b"data: a\n\nevent: e\ndata: b\n\n",
+        b"data: a\n\n: comment\n\n",
+        b"data: a\r\n\r\n",
+        b"data: a\ndata: b\n\n",
+        b"data: a\n\n\n\n",
+        b"x data: a\n\n",
+    ):
+        assert parser.data_only(chunk) is None, chunk
+
+
 def test_a_parser_is_clean_only_between_events() -> None:
     parser = SSEParser()
     assert not parser.clean  # the start of a stream may bring a BOM
