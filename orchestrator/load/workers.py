@@ -134,6 +134,8 @@ async def run_load_workers(
 
     if os.name != "posix":
         raise LoadError("load: workers above 1 need a POSIX system (Linux, macOS)")
+    if settings.until_rel_ci is not None:
+        raise LoadError("load: adaptive stopping (until) needs one process; set workers to 1")
     if not shared_clock():
         raise LoadError(
             "load: workers need a clock shared by every process; time.perf_counter here is "
@@ -265,6 +267,13 @@ async def run_load_workers(
         started=min(starts) if starts else None,
         ended=max(ends) if ends else None,
     )
+    budget = settings.request_budget
+    spent = budget is not None and sum(b["dispatched"] for b in done.values()) >= budget
+    partial = any(b["partial"] for b in done.values()) or stopped
+    # As run_load says it (orchestrator/load/run.py _stopped_by), for a point without adaptive stopping.
+    figures["stopped_by"] = (
+        "stopped" if partial else ("requests" if spent or settings.duration_s is None else "duration")
+    )
     figures["worker_figures"] = [
         {
             "worker": w,
@@ -282,7 +291,7 @@ async def run_load_workers(
         warmup_requests=sum(b["warmup_requests"] for b in done.values()),
         warmup_errors=sum(b["warmup_errors"] for b in done.values()),
         cancelled=sum(b["cancelled"] for b in done.values()),
-        partial=any(b["partial"] for b in done.values()) or stopped,
+        partial=partial,
         started_at=wall0 + (started - perf0),
         ended_at=wall0 + (ended - perf0),
         event_loop=next(iter(done.values()))["event_loop"] if done else "asyncio",
@@ -438,6 +447,7 @@ async def _worker(conn: Connection, settings_values: dict[str, Any], model: str 
                 "records": measured.records,
                 "started": measured.started,
                 "ended": measured.ended,
+                "dispatched": measured.dispatched,
                 "cancelled": measured.cancelled + warm.cancelled,
                 "partial": measured.partial or warm.partial,
                 "warmup_requests": len(warm.records),

@@ -60,6 +60,7 @@ async def test_two_workers_measure_every_request_once_on_one_clock(sim: str) -> 
     assert data["workers"] == 2
     assert data["errors"] == 0
     assert data["requests"] == 24
+    assert data["stopped_by"] == "requests"
     assert sorted(r.index for r in result.records) == list(range(24))
     assert data["output_tokens"] == 24 * 32
     assert data["warmup_requests"] == 4
@@ -109,6 +110,7 @@ async def test_a_stop_reaches_every_worker(sim: str) -> None:
     settings = LoadSettings(url=sim, model="sim", concurrency=4, requests=4000, warmup=0, max_tokens=64, workers=2)
     result = await run_load(settings, progress=on_progress, stop=stop)
     assert result.partial
+    assert result.figures["stopped_by"] == "stopped"
     assert result.requests < 4000
     assert worker_pids() == []
 
@@ -128,3 +130,9 @@ async def test_a_worker_that_dies_fails_the_point(sim: str) -> None:
         await run_load(settings, progress=on_progress)
     assert killed
     assert worker_pids() == []
+
+
+async def test_adaptive_stopping_is_refused_with_workers(sim: str) -> None:
+    settings = LoadSettings(url=sim, model="sim", concurrency=2, requests=8, workers=2, until_rel_ci=0.1)
+    with pytest.raises(LoadError, match="one process"):
+        await run_load(settings)
