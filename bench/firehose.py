@@ -2,12 +2,12 @@
 
 The simulator's ``firehose`` profile (``python -m orchestrator.sim --profile firehose``) is a whole simulated
 engine, and its own cost per token (about 4 µs) is as large as a fast client's, so against it a client is
-half measured and half waiting. This server does nothing but write: every response is rendered once when the
-request arrives, in the simulator's SGLang dialect byte for byte (``chat.completion.chunk`` with
-``reasoning_content``, ``logprobs``, ``matched_stop``; a role chunk first, a finish chunk, the usage chunk
-when ``stream_options.include_usage`` asks for it, usage in every chunk when ``continuous_usage_stats`` asks
-for it, as SGLang and vLLM do, then ``[DONE]``), and one pump writes the next HTTP chunk of every open stream
-in turn, then lets the event loop read and accept.
+half measured and half waiting. This server does nothing but write: every response is rendered once per shape,
+in the simulator's SGLang dialect byte for byte (``chat.completion.chunk`` with ``reasoning_content``,
+``logprobs``, ``matched_stop``; a role chunk first, a finish chunk, the usage chunk when
+``stream_options.include_usage`` asks for it, usage in every chunk when ``continuous_usage_stats`` asks for
+it, as SGLang and vLLM do, unless ``--continuous-usage ignore``, then ``[DONE]``), and one pump writes the
+next HTTP chunk of every open stream in turn, then lets the event loop read and accept.
 
 ``--events-per-write N`` sets how many SSE events go into one HTTP chunk, written with one ``send``:
 
@@ -98,30 +98,31 @@ class Stats:
         }
 
 
-_PLACEHOLDER_ID = b"0" * 32
 _RENDERED: dict[tuple[int, int, bool, bool, bytes], tuple[bytes, list[int]]] = {}
 
 
-def render_stream(body: dict, per_write: int, model: bytes) -> tuple[bytes, list[int], int]:
+def render_stream(
+    body: dict, per_write: int, model: bytes, continuous_usage: bool = True
+) -> tuple[bytes, list[int], int]:
     """The whole chunked response body of one streamed chat request: (bytes, chunk boundaries, tokens).
 
-    Rendered once per shape (tokens, usage options) with a placeholder id, which each request replaces with
-    its own (an id has the same length, so the chunk boundaries stay)."""
+    Rendered once per shape (tokens, usage options): every response of a shape is the same bytes, its id
+    included (no client looks at it; the server's cost per request stays a few microseconds)."""
     n = body.get("max_completion_tokens") or body.get("max_tokens") or 16
     n = max(1, min(int(n), 1_000_000))
     options = body.get("stream_options") or {}
     include_usage = bool(options.get("include_usage"))
-    continuous = include_usage and bool(options.get("continuous_usage_stats"))
+    continuous = continuous_usage and include_usage and bool(options.get("continuous_usage_stats"))
     key = (n, per_write, include_usage, continuous, model)
     if key not in _RENDERED:
         _RENDERED[key] = _render(n, per_write, include_usage, continuous, model)
     data, bounds = _RENDERED[key]
-    return data.replace(_PLACEHOLDER_ID, uuid.uuid4().hex.encode()), bounds, n
+    return data, bounds, n
 
 
 def _render(n: int, per_write: int, include_usage: bool, continuous: bool, model: bytes) -> tuple[bytes, list[int]]:
     prompt_tokens = 7
-    rid = _PLACEHOLDER_ID
+    rid = uuid.uuid4().hex.encode()
     head = b'data: {"id":"' + rid + b'","object":"chat.completion.chunk","created":%d,"model":"' % int(time.time())
     head += model + b'","choices":['
 
@@ -215,9 +216,10 @@ class Stream:
 
 
 class Server:
-    def __init__(self, per_write: int, model: str, itl_s: float = 0.0) -> None:
+    def __init__(self, per_write: int, model: str, itl_s: float = 0.0, continuous_usage: bool = True) -> None:
         self.per_write = per_write
         self.itl_s = itl_s
+        self.continuous_usage = continuous_usage
         self.model = model.encode()
         self.stats = Stats()
         self.streams: list[Stream] = []
@@ -329,7 +331,7 @@ class Connection(asyncio.Protocol):
                 self.transport.write(_json_response(b'{"error":"bad json"}', b"400 Bad Request"))
                 return
             if body.get("stream"):
-                data, bounds, tokens = render_stream(body, server.per_write, server.model)
+                data, bounds, tokens = render_stream(body, server.per_write, server.model, server.continuous_usage)
                 self.stream = Stream(self, data, bounds, tokens)
                 server.start_stream(self.stream)
             else:
@@ -355,7 +357,7 @@ class Connection(asyncio.Protocol):
 
 
 async def serve(args: argparse.Namespace) -> None:
-    server = Server(args.events_per_write, args.model, args.itl_ms / 1000)
+    server = Server(args.events_per_write, args.model, args.itl_ms / 1000, args.continuous_usage == "honour")
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -387,6 +389,12 @@ def main() -> int:
     parser.add_argument("--events-per-write", type=int, default=16)
     parser.add_argument("--model", default="sim")
     parser.add_argument("--itl-ms", type=float, default=0.0, help="pace: one chunk per stream every ITL ms")
+    parser.add_argument(
+        "--continuous-usage",
+        choices=("honour", "ignore"),
+        default="honour",
+        help="usage in every chunk when stream_options.continuous_usage_stats asks (SGLang, vLLM), or never",
+    )
     parser.add_argument("--reuse-port", action="store_true", help="share --port with other processes")
     parser.add_argument("--control-port", type=int, default=0, help="this process's own port (0: any)")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (when it is installed)")

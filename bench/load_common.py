@@ -102,6 +102,7 @@ def firehose(
     events_per_write: int,
     *,
     itl_ms: float = 0.0,
+    continuous_usage: bool = True,
     core: int | None = 0,
     port: int | None = None,
     reuse_port: bool = False,
@@ -113,6 +114,8 @@ def firehose(
         command.append("--uvloop")  # the server's own cost per write, the limit when it writes one token per send
     if reuse_port:
         command.append("--reuse-port")
+    if not continuous_usage:
+        command += ["--continuous-usage", "ignore"]
     process = subprocess.Popen(pinned(command, core), cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
