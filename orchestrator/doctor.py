@@ -50,8 +50,76 @@ class HostReport:
 
 
 def run_doctor(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> list[HostReport]:
-    """Check every host of ``experiment``; ``progress(host, check)`` is called as each check finishes."""
+    """Check every host of ``experiment`` (with a Slurm launcher: its login node and partition);
+    ``progress(host, check)`` is called as each check finishes."""
+    if getattr(experiment, "launcher", None) is not None:
+        return [check_slurm(experiment, progress=progress)]
     return [check_host(experiment, spec, progress=progress) for spec in experiment.host_specs()]
+
+
+def check_slurm(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
+    """A Slurm launcher's login node: reachable, Slurm's commands there, the partition's nodes and their types,
+    the shared directory writable, no job of this experiment left queued or running. Changes nothing but a
+    probe file in the shared directory (removed at once)."""
+    from orchestrator.launchers.slurmjobs import SlurmClient, job_prefix
+
+    spec = experiment.launcher
+    report = HostReport(host=str(spec.login.display_name))
+
+    def add(check: Check) -> None:
+        report.checks.append(check)
+        if progress is not None:
+            progress(report.host, check)
+
+    try:
+        host = connect_host(spec.login)
+        as_login = getattr(host, "as_login_user", None)
+        commands: Host = as_login() if callable(as_login) else host
+        user = commands.run("id -un").check("id", host=host.name).stdout.strip()
+    except SpecsweepError as exc:
+        add(Check("ssh", "fail", str(exc)))
+        return report
+    try:
+        add(Check("ssh", "ok", f"logged in as {user}" if spec.login.kind == "ssh" else "this machine"))
+        client = SlurmClient(commands)
+
+        def slurm() -> Check:
+            return Check("slurm", "ok", client.check())
+
+        def partition() -> Check:
+            nodes = client.nodes(spec.partition)
+            where = spec.partition or "the default partition"
+            if not nodes:
+                return Check("partition", "fail", f"{where} has no nodes")
+            types = sorted({n.node_type for n in nodes})
+            status: Status = "ok" if len(types) == 1 or spec.constraint else "fail"
+            more = "" if status == "ok" else "; pin one type with launcher.constraint"
+            return Check("partition", status, f"{where}: {len(nodes)} node(s), type(s) {'; '.join(types)}{more}")
+
+        def shared_dir() -> Check:
+            path = spec.shared_dir
+            if path == "~" or path.startswith("~/"):
+                path = client.home() + path[1:]
+            probe = f"{path}/.specsweep-doctor-{user}"
+            q = shell_quote
+            result = commands.run(f"mkdir -p -- {q(path)} && : > {q(probe)} && rm -f -- {q(probe)}")
+            if not result.ok:
+                return Check("shared_dir", "fail", f"{path} is not writable: {result.stderr.strip()}")
+            return Check("shared_dir", "ok", f"{path} writable (the nodes must see it too)")
+
+        def leftovers() -> Check:
+            jobs = [j for j in client.queue(user_jobs=True) if j.name.startswith(job_prefix(experiment.name))]
+            if jobs:
+                listed = ", ".join(j.describe() for j in jobs[:5])
+                return Check("leftovers", "warn", f"{len(jobs)} job(s) of this experiment: {listed}")
+            return Check("leftovers", "ok", "no job of this experiment queued or running")
+
+        for name, body in (("slurm", slurm), ("partition", partition), ("shared_dir", shared_dir)):
+            _guard(add, name, body)
+        _guard(add, "leftovers", leftovers)
+    finally:
+        host.close()
+    return report
 
 
 def check_host(experiment: Any, spec: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:

@@ -7,7 +7,7 @@ run: the drop-in (or unit file) a systemd service would write, the argv a proces
 from __future__ import annotations
 
 from orchestrator.experiment import Experiment, SystemdServiceSpec
-from orchestrator.plan import build_plan
+from orchestrator.plan import Plan, build_plan
 from orchestrator.quoting import shell_join, split_command
 from orchestrator.services.secrets import reference
 from orchestrator.services.systemd import (
@@ -32,6 +32,8 @@ def describe_plan(experiment: Experiment) -> str:
         "",
     ]
     secrets = service.secrets or {}
+    if experiment.launcher is not None:
+        return _describe_jobs(experiment, plan)
     for index, deployment in enumerate(plan.deployments, 1):
         out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
         if isinstance(service, SystemdServiceSpec):
@@ -76,4 +78,47 @@ def describe_plan(experiment: Experiment) -> str:
         out.append("finally: nothing to restore (nothing was changed)")
     else:
         out.append("finally: restore every host as it was found (drop-in removed, daemon-reload, unit state put back)")
+    return "\n".join(out)
+
+
+def _describe_jobs(experiment: Experiment, plan: Plan) -> str:
+    """A Slurm launcher's dry run: each deployment's batch script, as ``sbatch`` would get it."""
+    from orchestrator.launchers.slurm import job_settings
+    from orchestrator.launchers.slurmjobs import render_batch_script
+
+    spec = experiment.launcher
+    assert spec is not None
+    run, url = "<run id>", experiment.server.url
+    log_dir = f"{spec.shared_dir}/{experiment.name}/{run}"
+    reach = " through the login node's SSH connection" if experiment.server.via == "ssh" else ""
+    out = [
+        f"# dry run of {experiment.name}: {plan.restarts} deployments (one Slurm job each, {spec.max_jobs} at once), "
+        f"{plan.load_point_count} load points; login {spec.login.display_name}",
+        "# nothing below has been run",
+        "",
+    ]
+    for index, deployment in enumerate(plan.deployments, 1):
+        script = render_batch_script(
+            job_settings(experiment),
+            deployment,
+            experiment=experiment.name,
+            run_id=run,
+            log_dir=log_dir,
+            label=deployment.label,
+        )
+        out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
+        out.append("submit with sbatch --parsable (the script on its standard input):")
+        out.extend("    " + line for line in script.text.rstrip("\n").splitlines())
+        out.append(
+            f"wait: pending (at most {spec.pending_timeout:g}s), then running on a node, then healthy: "
+            f"{', '.join(experiment.health_paths)} under {url}{reach} (timeout {experiment.server.ready_timeout:g}s)"
+        )
+        if experiment.load.warmup:
+            out.append(f"warm up: {experiment.load.warmup} requests at C=1")
+        for point in deployment.load_points:
+            size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
+            out.append(f"load {point.label}: {size} ({point.id})")
+        out.append("then: scancel the job")
+        out.append("")
+    out.append("finally: scancel every job of the run and wait until squeue lists none of them")
     return "\n".join(out)

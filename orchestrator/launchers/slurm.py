@@ -66,13 +66,30 @@ if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
     from orchestrator.plan import Deployment
 
-__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "restore_jobs"]
+__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "job_settings", "restore_jobs"]
 
 #: How long the last slot's close waits for cancelled jobs to leave squeue (Slurm's KillWait is 30 s by
 #: default, then the epilog runs).
 CANCEL_WAIT_SECONDS = 120.0
 #: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
 HEALTH_POLL_SECONDS = 0.5
+
+
+def job_settings(experiment: Experiment) -> JobSettings:
+    """The sbatch settings of the experiment's Slurm launcher (and the service's working directory)."""
+    spec = experiment.launcher
+    if spec is None:
+        raise ServiceError("the experiment has no Slurm launcher")
+    return JobSettings(
+        partition=spec.partition,
+        gres=spec.gres,
+        time=spec.time,
+        account=spec.account,
+        qos=spec.qos,
+        constraint=spec.constraint,
+        extra_args=tuple(spec.extra_args),
+        workdir=getattr(experiment.service, "workdir", None),
+    )
 
 
 class JobWatch:
@@ -314,17 +331,7 @@ class SlurmLauncher:
     # -- jobs ------------------------------------------------------------------------------------------------
 
     def job_settings(self) -> JobSettings:
-        spec = self.spec
-        return JobSettings(
-            partition=spec.partition,
-            gres=spec.gres,
-            time=spec.time,
-            account=spec.account,
-            qos=spec.qos,
-            constraint=spec.constraint,
-            extra_args=tuple(spec.extra_args),
-            workdir=getattr(self.experiment.service, "workdir", None),
-        )
+        return job_settings(self.experiment)
 
     def script_for(self, deployment: Deployment, shared: _Shared) -> BatchScript:
         """The batch script this run submits for ``deployment``."""
@@ -652,7 +659,9 @@ def restore_jobs(
         leftover = Leftover(
             host=host.name,
             service=f"the Slurm jobs of {experiment.name}",
-            marker={"jobs": [j.job_id for j in jobs]} if jobs else None,
+            marker={**{k: v for k, v in (holder or {}).items() if k != "token"}, "jobs": [j.job_id for j in jobs]}
+            if jobs
+            else None,
             lock=holder,
             lock_stale=stale,
             detail="; ".join(x for x in (detail, why) if x),

@@ -11,7 +11,8 @@ container at :data:`SHARED` (the cluster's shared file system: job output files 
 Facts these machines taught (see issue 18): munged wants /run/munge owned by munge and runs as that user (the
 package's unit does both); a GPU GRES on a machine without GPUs registers with ``AutoDetect=off`` and
 ``File=`` naming fake character devices (``mknod ... c 1 3``); ``select/cons_tres`` without accounting
-storage is enough. Slurm counts time limits in whole minutes and slurmctld checks them every 30 s.
+storage is enough. Slurm counts time limits in whole minutes (sbatch(1), --time), and slurmctld ends a job
+that passed its limit only at its next periodic check: here a 1-minute job ended after 60 to 90 s.
 
 By hand (as root): ``python -m tests.system.slurm_cluster up`` prints the cluster and leaves it running;
 ``python -m tests.system.slurm_cluster down`` stops the ones it booted (their indices are in a state file).

@@ -283,8 +283,8 @@ def test_a_job_cancelled_from_outside_is_a_failed_record_and_the_sweep_goes_on(
 
 
 def test_a_job_past_its_time_limit_is_a_timeout_record(slurm: SlurmCluster, tmp_path: Path) -> None:
-    # Slurm counts time limits in minutes (the shortest is 1) and slurmctld checks them every 30 s: a server
-    # that takes five minutes to load is ended between 60 and 90 s after it started.
+    # Slurm counts time limits in minutes (the shortest is 1) and ends a job past its limit at its next
+    # periodic check: a server that takes five minutes to load is ended 60 to 90 s after it started here.
     variants = {"autoregressive": {"spec_args": "--algorithm ar"}}
     path = experiment(
         slurm,

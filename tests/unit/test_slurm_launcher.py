@@ -317,3 +317,32 @@ def test_restore_cancels_a_dead_runs_jobs_and_lock_and_leaves_a_live_one(
     assert refused.error and "--break-lock" in refused.error and alive.state == "RUNNING"
     (forced,) = restore_experiment(exp, break_lock=True)
     assert forced.restored and alive.state == "CANCELLED" and not lock.exists()
+
+
+def test_doctor_checks_the_login_node_partition_and_shared_directory(
+    tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator import doctor
+    from orchestrator.hosts import LocalHost
+    from orchestrator.launchers import slurmjobs
+    from tests.unit.slurm_fakes import FakeClient
+
+    scheduler = FakeScheduler(nodes=_two_nodes())
+    scheduler.add("specsweep.fake.r0.d-1", "specsweep;run=r0")
+    monkeypatch.setattr(doctor, "connect_host", lambda spec: LocalHost(name="login"))
+    monkeypatch.setattr(slurmjobs, "SlurmClient", lambda host: FakeClient(host, scheduler))
+    (report,) = doctor.run_doctor(_experiment(tmp_path, health))
+    checks = {c.name: (c.status, c.detail) for c in report.checks}
+    assert checks["slurm"] == ("ok", "slurm 22.05.8")
+    assert checks["partition"] == ("ok", "gpu: 2 node(s), type(s) gpu:8")
+    assert checks["shared_dir"][0] == "ok" and checks["leftovers"][0] == "warn" and report.ok
+    assert not list((tmp_path / "shared").iterdir())  # the probe file is gone
+
+
+def test_the_dry_run_shows_each_batch_script(tmp_path: Path, health: HealthServer) -> None:
+    from orchestrator.dryrun import describe_plan
+
+    text = describe_plan(_experiment(tmp_path, health))
+    assert text.count("submit with sbatch --parsable") == 4
+    assert "    #SBATCH --gres=gpu:8" in text and "    exec env -- /opt/server --port" in text
+    assert "then: scancel the job" in text and text.rstrip().endswith("wait until squeue lists none of them")
