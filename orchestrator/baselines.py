@@ -33,6 +33,7 @@ import difflib
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from orchestrator.errors import StoreError
 from orchestrator.experiment import Experiment
 from orchestrator.identity import host_table, resolved_experiment
 from orchestrator.plan import Deployment, LoadPoint, Plan
@@ -53,6 +54,7 @@ COMPARED_SETTINGS = (
     "load.stream",
     "load.warmup",
     "load.max_in_flight",
+    "load.flush_cache",
 )
 
 
@@ -245,9 +247,47 @@ def adopt_reused(store: RunStore, records: list[Record], *, pooled: bool = False
                 text = None  # the window is evidence, not data: a missing one does not stop the sweep
             if text is not None:
                 window_file = store.write_window(record.point_id, text, host=record.host if pooled else None)
-        adopted = record.model_copy(update={"window_file": window_file})
+        requests_file = None
+        if record.requests_file and record.baseline_source:
+            try:
+                rows = RunStore.open(record.baseline_source).read_lines(record.requests_file)
+            except StoreError:
+                rows = []
+            if rows:
+                requests_file = store.write_lines(
+                    "requests", record.point_id, rows, host=record.host if pooled else None
+                )
+        adopted = record.model_copy(update={"window_file": window_file, "requests_file": requests_file})
         store.append(adopted)
         written.append(adopted)
+    _adopt_lossless(store, written, pooled=pooled)
     if written:
         store.event("baselines_reused", source=written[0].baseline_source, points=len(written))
     return written
+
+
+def _adopt_lossless(store: RunStore, records: list[Record], *, pooled: bool) -> None:
+    """The lossless check's answers of the reused baselines' deployments, copied in with them (the check compares
+    every configuration with the AR baseline's answers)."""
+    from orchestrator.lossless import LOSSLESS_DIR
+
+    seen: set[tuple[str, str, str]] = set()
+    for record in records:
+        if not record.baseline_source:
+            continue
+        key = (record.baseline_source, record.host, record.deployment_id)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            source = RunStore.open(record.baseline_source)
+        except StoreError:
+            continue  # evidence, not data: the check then says it has no baseline to compare with
+        for rel in (
+            f"{LOSSLESS_DIR}/{record.deployment_id}.jsonl",
+            f"{LOSSLESS_DIR}/{record.host}/{record.deployment_id}.jsonl",
+        ):
+            rows = source.read_lines(rel)
+            if rows:
+                store.write_lines(LOSSLESS_DIR, record.deployment_id, rows, host=record.host if pooled else None)
+                break

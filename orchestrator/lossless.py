@@ -344,7 +344,7 @@ def check_lossless(
                         host,
                         label,
                         f"the output differs from the autoregressive baseline's for prompt {index}: first at "
-                        f"character {position} (token {token} of the baseline's answer)",
+                        f"character {position}, token {token} of the baseline's answer (both counted from 0)",
                         index,
                         position,
                         token,

@@ -14,7 +14,9 @@ the current ones, and refuses when anything that shapes a measurement changed, w
   templates, ``load.concurrency``/``rates``/``requests``/``duration``): the finished points whose content
   hash (``plan.json`` ids) is not in the current plan are affected, and new points are listed.
 
-Settings that change nothing measured are ignored (``description``, ``failure_policy``, ``checks``,
+The repeats (``load.repeats``, ``repeats_across_restarts``) and adaptive stopping (``load.until``) are planned
+settings too: more repeats add points, fewer leave the extra ones out. Settings that change nothing measured
+are ignored (``description``, ``failure_policy``, ``checks``, ``lossless``, ``telemetry``,
 ``baselines_from``, ``results_dir``, ``server.ready_timeout``, ``expected_load_time``,
 ``expected_tokens_per_second``, how a host is reached apart from its target, ``service.stop_timeout``,
 ``service.log_file``).
@@ -63,6 +65,8 @@ IGNORED = (
     "service.log_file",
     "host",
     "hosts",
+    "lossless",
+    "telemetry",
 )
 #: Keys whose change shows in the plan's content hashes (so only the points it touches are affected).
 PLANNED = (
@@ -73,6 +77,9 @@ PLANNED = (
     "load.rates",
     "load.requests",
     "load.duration",
+    "load.repeats",
+    "load.repeats_across_restarts",
+    "load.until",
     "service.kind",
     "service.command",
     "service.exec_start",

@@ -89,6 +89,11 @@ load:
   max_tokens: 256
   temperature: 0                      # greedy: the accept length does not depend on sampling luck
   prompts: "builtin:chat"             # or a JSONL / ShareGPT file, or "synthetic:in=128,out=256"
+  repeats: 3                          # each point measured 3 times (each with its own prompts): intervals
+                                      # over windows, not only requests; a winner must beat the noise
+  repeats_across_restarts: 1          # 2+ deploys every configuration again (restart-to-restart variance)
+  # until: {{rel_ci: 0.02, max_requests: 512}}   # or: measure each point until its 95% interval is within ±2%
+  # flush_cache: true                 # empty the prefix cache before every point
 # When a sweep stops instead of spending ready_timeout on every configuration (these are the defaults).
 failure_policy: {{stop_on_baseline_failure: true, max_consecutive_failed_deployments: 3}}
 """

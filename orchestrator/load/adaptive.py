@@ -2,11 +2,14 @@
 
 The loops ask :meth:`AdaptiveStop.keep_going` before every dispatch. Once at least ``min_requests`` requests
 have finished, it computes the ``figure``'s interval over the finished requests (the bootstrap of
-:mod:`orchestrator.load.uncertainty`, with fewer resamples) and says stop as soon as half its width is within
-``rel_ci`` of the figure; the requests in flight then finish and count. The caps are the loop's own
-(``requests`` and ``duration_s`` of the settings). The interval is recomputed when a request has finished
+:mod:`orchestrator.load.uncertainty`, that figure only) and says stop as soon as half its width is within
+``rel_ci`` of the figure (with 5% to spare); the requests in flight then finish and count. The caps are the
+loop's own (``requests`` and ``duration_s`` of the settings). The interval is recomputed when a request has finished
 since the last look, at most every ``min_interval_s`` seconds (it costs a few milliseconds), so a fast
 server is not slowed by its own stopping rule.
+
+A figure the server does not give (an accept length from an autoregressive server) falls back to the throughput,
+and the record's ``until.figure`` says so.
 
 Stopping when the interval first looks narrow enough is a sequential test: the final interval covers the
 truth slightly less often than its nominal level (bench/RESULTS-trust.md measures how much). A minimum of a
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from orchestrator.load.loops import LoopState
 
 __all__ = ["AdaptiveStop"]
+
+_MARGIN = 0.95
 
 
 @dataclass
@@ -66,10 +71,18 @@ class AdaptiveStop:
         interval = headline_interval(
             finished, self.figure, output_tok_s=1.0, open_loop=self.open_loop, level=self.level, seed=self.checks
         )
+        if interval is None and self.figure != "output_tok_s":
+            # The figure does not exist here (an accept length on an autoregressive server): steer by throughput.
+            self.figure = "output_tok_s"
+            interval = headline_interval(
+                finished, self.figure, output_tok_s=1.0, open_loop=self.open_loop, level=self.level, seed=self.checks
+            )
         if interval is None:
             return True
         self.last_rel = interval.rel_halfwidth
-        if self.last_rel <= self.rel_ci:
+        # A little inside the target: the interval the record keeps is computed again from every request with
+        # other resamples, and must not come out just above it by resampling noise.
+        if self.last_rel <= self.rel_ci * _MARGIN:
             self.reached_rel = self.last_rel
             self.reached_at = ok
             return False

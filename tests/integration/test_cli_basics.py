@@ -29,7 +29,7 @@ def test_plan_json_shape() -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["totals"]["deployments"] == 11
-    assert data["totals"]["load_points"] == 44
+    assert data["totals"]["load_points"] == 44 * 3  # load.repeats: 3
     assert data["totals"]["restarts"] == 11
     assert data["totals"]["eta_seconds"] > 0
     first = data["deployments"][0]

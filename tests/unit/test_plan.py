@@ -160,7 +160,7 @@ def test_load_points(tmp_path: Path, load: dict, points: list[str]) -> None:
 def test_k26_example_counts(repo_root: Path) -> None:
     plan = build_plan(load_experiment(repo_root / "sweeps" / "k26-ddtree.yaml"))
     assert plan.totals()["deployments"] == 11
-    assert plan.totals()["load_points"] == 44
+    assert plan.totals()["load_points"] == 44 * 3  # each measured three times (load.repeats)
     assert plan.totals()["restarts"] == 11
     # ETA: 11 loads of 8 minutes plus the measurement time of every point
     assert plan.eta_seconds > 11 * 480
