@@ -9,13 +9,27 @@ point's prefix cache is flushed first; ``provenance.json`` holds the command sys
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from orchestrator.analysis import analyse
-from tests.reliability.harness import cli_env, only_run_dir, records, run_cli, ssh_experiment, write_experiment
+from orchestrator.experiment import SSHHostSpec
+from orchestrator.hosts.ssh import SSHHost
+from orchestrator.telemetry import GpuTelemetry, gpu_facts
+from tests.reliability.harness import (
+    cli_env,
+    only_run_dir,
+    records,
+    run_cli,
+    ssh_experiment,
+    ssh_host_spec,
+    wait_until,
+    write_experiment,
+)
 from tests.system.conftest import SimUnit
+from tests.system.support import TestHost
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -60,3 +74,26 @@ def test_lossless_over_ssh_names_the_configuration_that_changes_tokens(
     for deployment in provenance["deployments"].values():
         running = deployment["running"]
         assert "orchestrator.sim" in running["command"] and "orchestrator.sim" in running["exec_start"]
+
+
+def test_gpu_telemetry_is_one_ssh_channel(testhost: TestHost) -> None:
+    """An nvidia-smi-shaped stub on the host's PATH: the facts once, then one long-running -lms command read line
+    by line over one channel of the host's own connection; closing the channel ends it on the host."""
+    stub = (Path(__file__).resolve().parents[1] / "data" / "fake-nvidia-smi" / "nvidia-smi").read_text()
+    testhost.admin(f"cat > /usr/local/bin/nvidia-smi <<'STUB'\n{stub}STUB\nchmod 755 /usr/local/bin/nvidia-smi")
+    host = SSHHost.from_spec(SSHHostSpec(**ssh_host_spec(testhost)))
+    try:
+        facts = gpu_facts(host)
+        assert facts["gpu"] is not None and facts["gpu"]["count"] == 2, facts
+        connections = host.connections
+        sampler = GpuTelemetry.start(host, interval_ms=100)
+        time.sleep(1.0)
+        summary = sampler.finish()
+        assert summary["gpus"] == 2 and summary["samples"] >= 10 and summary["power_w_mean"] == 600.0, summary
+        assert host.connections == connections  # a channel of the same connection, not a new login
+        wait_until(
+            lambda: "nvidia-smi" not in host.run("ps -eo args | grep -v grep | grep -- -lms || true").stdout, timeout=10
+        )
+    finally:
+        testhost.admin("rm -f /usr/local/bin/nvidia-smi", check=False)
+        host.close()
