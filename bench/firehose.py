@@ -21,10 +21,11 @@ burst to catch up). With one event per write and a client that keeps up, every r
 as from a real engine; what the client costs per token there is what it costs against real engines.
 
 The server counts what it streams: ``GET /stats`` returns ``tokens`` (completion tokens written),
-``taken_tokens`` (of responses the client has read: see :class:`Stats`), ``requests``, ``writes``, and the
-``first_arrival`` and ``last_taken`` times (this host's monotonic clock); ``POST /reset`` zeroes them.
-Tokens/s as the server counts them is ``taken_tokens / (last_taken - first_arrival)``, so the time a client
-spends starting up (importing torch) does not count, and every client is timed by the same clock.
+``taken_tokens`` (of responses the client has read: see :class:`Stats`), ``requests``, ``writes``,
+``busy_s`` (the time the client had a response to read) and the requests' busy ``spans``; ``POST /reset``
+zeroes them. Tokens/s as the server
+counts them is ``taken_tokens / busy_s``, so the time a client spends starting up (importing torch) does not
+count, and every client is timed by the same clock.
 ``--reuse-port`` lets several of these processes listen on one port (``SO_REUSEPORT``: the kernel spreads new
 connections over them), so that one URL reaches several servers; each also listens on a port of its own
 (``--control-port``, printed at start) for its ``/stats``.
@@ -40,6 +41,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -59,43 +61,58 @@ class Stats:
 
     A response is *taken* once the client asks for its next request on the same connection (or closes a
     connection that carried only that request): a closed-loop client only does that after reading the whole
-    response, so taken tokens are tokens the client has read,
-    whatever the kernel's socket buffers held (the server writes faster than any client reads, so "written"
-    runs up to one response per connection ahead of the client). Responses still untaken when the client
-    stops (the last one on each connection) are left out of ``taken_tokens``, and their reading time with
-    them: ``taken_tokens / (last_taken - first_arrival)`` is the rate at which the client read.
+    response, so taken tokens are tokens the client has read, whatever the kernel's socket buffers held (the
+    server writes faster than any client reads, so "written" runs up to one response per connection ahead of
+    the client). A request is busy from its arrival until it is taken; one never taken (the last on each
+    kept-alive connection) counts neither its tokens nor its time past the end of its writing. ``busy_s`` is the
+    length of the union of those spans: the time in which the client had a request to read, without the gaps
+    (a client's start-up, a pause between its test request and its run, its reckoning after it). So
+    ``taken_tokens / busy_s`` is the rate at which the client read.
     """
 
-    __slots__ = ("first_arrival", "last_taken", "requests", "taken_tokens", "tokens", "writes")
+    __slots__ = ("requests", "spans", "taken_tokens", "tokens", "writes")
 
     def __init__(self) -> None:
         self.tokens = 0  # completion tokens written
         self.taken_tokens = 0
         self.requests = 0
         self.writes = 0
-        self.first_arrival: float | None = None
-        self.last_taken: float | None = None
+        self.spans: list[list[float]] = []  # [arrival, end] per request; end is None until written, then grows
 
-    def arrived(self, taken: int) -> None:
+    def arrived(self) -> list[float]:
         self.requests += 1
-        if self.first_arrival is None:
-            self.first_arrival = time.perf_counter()
-        if taken:
-            self.taken(taken)
+        span = [time.perf_counter(), math.inf]
+        self.spans.append(span)
+        return span
 
-    def taken(self, tokens: int) -> None:
+    def taken(self, span: list[float], tokens: int) -> None:
         self.taken_tokens += tokens
-        self.last_taken = time.perf_counter()
+        span[1] = time.perf_counter()
 
-    def to_dict(self) -> dict[str, float | None]:
+    def to_dict(self) -> dict[str, object]:
+        now = time.perf_counter()
+        spans = [(a, min(b, now)) for a, b in self.spans]
         return {
             "tokens": self.tokens,
             "taken_tokens": self.taken_tokens,
             "requests": self.requests,
             "writes": self.writes,
-            "first_arrival": self.first_arrival,
-            "last_taken": self.last_taken,
+            "busy_s": union_length(spans),
+            "spans": spans,
         }
+
+
+def union_length(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of the intervals ``spans``."""
+    total = 0.0
+    start = end = -math.inf
+    for a, b in sorted(spans):
+        if a > end:
+            total += end - start if end > start else 0.0
+            start, end = a, b
+        else:
+            end = max(end, b)
+    return total + (end - start if end > start else 0.0)
 
 
 _RENDERED: dict[tuple[int, int, bool, bool, bytes], tuple[bytes, list[int]]] = {}
@@ -257,6 +274,8 @@ class Server:
                     stats.tokens += s.tokens
                     conn.stream = None
                     conn.untaken = s.tokens
+                    if conn.span is not None:
+                        conn.span[1] = time.perf_counter()  # written; it grows when it is taken
                     conn.more()
                 else:
                     keep.append(s)
@@ -279,14 +298,16 @@ class Connection(asyncio.Protocol):
         self.stream: Stream | None = None
         self.untaken = 0  # tokens of the last response, until the next request shows the client read it
         self.served = 0
+        self.span: list[float] | None = None  # the last request's busy span (Stats)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.untaken and self.served == 1:
-            self.server.stats.taken(self.untaken)  # a connection per request: closing it says the client read it
+        if self.untaken and self.served == 1 and self.span is not None:
+            # A connection per request: closing it says the client read it.
+            self.server.stats.taken(self.span, self.untaken)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -322,9 +343,11 @@ class Connection(asyncio.Protocol):
         server = self.server
         stats = server.stats
         if path == "/v1/chat/completions" and method == "POST":
-            stats.arrived(self.untaken)
+            if self.untaken and self.span is not None:
+                stats.taken(self.span, self.untaken)
             self.untaken = 0
             self.served += 1
+            self.span = stats.arrived()
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
@@ -338,6 +361,7 @@ class Connection(asyncio.Protocol):
                 response, tokens = render_whole(body, server.model)
                 stats.tokens += tokens
                 self.untaken = tokens
+                self.span[1] = time.perf_counter()
                 self.transport.write(response)
         elif path == "/v1/models":
             models = {

@@ -11,9 +11,10 @@ every 5 ms (a client that keeps up reads one token per read, as from a real engi
 per token, not tokens/s, which the pace sets). For each mode, concurrency and client there is a small and a
 big run (``--small`` and ``--big`` or ``--big-unpaced`` requests per stream), and:
 
-- server tok/s: tokens the server counted as read by the client in the big run, over the time the server
-  saw it read them (bench/firehose.py ``Stats``: a response counts once the client asks for its next
-  request on that connection), so that every client is timed by the same clock and start-up does not count;
+- server tok/s: tokens the server counted as read by the client in the big run, over the time the client
+  had a response to read (bench/firehose.py ``Stats``: a response counts once the client asks for its next
+  request on that connection, or closes a connection that carried only that one), so that every client is
+  timed by the same clock and neither its start-up nor its pauses count;
 - the client's own tok/s: its headline output throughput of the big run (specsweep ``output_tok_s``,
   GuideLLM ``output_tokens_per_second`` mean, AIPerf ``output_token_throughput``, SGLang and vLLM
   ``output_throughput``);
@@ -258,8 +259,8 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     run.server_cpu_s = process_cpu_seconds(ctx.server_pid) - server_before
     stats = http_json(ctx.control + "/stats")
     run.server_tokens = int(stats["tokens"])
-    if stats["last_taken"] is not None and stats["first_arrival"] is not None:
-        run.server_tok_s = stats["taken_tokens"] / (stats["last_taken"] - stats["first_arrival"])
+    if stats["busy_s"] > 0:
+        run.server_tok_s = stats["taken_tokens"] / stats["busy_s"]
     if done.returncode != 0:
         run.errors = f"exit {done.returncode}: {(done.stderr or done.stdout)[-400:]}"
         return run
