@@ -55,12 +55,14 @@ class _FigureSpec:
 _FIGURES = [
     _FigureSpec(
         "throughput_vs_concurrency",
-        "Output throughput against concurrency, a line per configuration; baselines dashed.",
+        "Output throughput against concurrency, a line per configuration; baselines dashed; error bars: each "
+        "point's confidence interval.",
         lambda a, h: figs.throughput_vs_load(a, host=h, mode="concurrency"),
     ),
     _FigureSpec(
         "throughput_vs_rate",
-        "Output throughput against the offered request rate (open loop); baselines dashed.",
+        "Output throughput against the offered request rate (open loop); baselines dashed; error bars: each "
+        "point's confidence interval.",
         lambda a, h: figs.throughput_vs_load(a, host=h, mode="rate"),
     ),
     _FigureSpec(
@@ -80,12 +82,13 @@ _FIGURES = [
     ),
     _FigureSpec(
         "latency_percentiles",
-        "Time to first token and inter-token latency: p50 bars, p90 and p99 markers.",
+        "Time to first token and inter-token latency: p50 bars (whiskers: the p50's interval), p90 and p99 markers.",
         lambda a, h: figs.latency_percentiles(a, host=h),
     ),
     _FigureSpec(
         "pareto",
-        "Per-user against total throughput for every point; the Pareto front is joined and labelled.",
+        "Per-user against total throughput for every point, with both intervals; the Pareto front (a point leaves "
+        "it only when another beats it beyond noise) is joined and labelled.",
         lambda a, h: figs.pareto_plot(a, host=h),
     ),
 ]

@@ -419,7 +419,8 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
 
 
 def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None:
-    """Every point as per-user tok/s against total tok/s; the Pareto front joined and labelled."""
+    """Every point as per-user tok/s against total tok/s, with both intervals as error bars; the Pareto front
+    (points beaten on both figures beyond noise are off it) joined and labelled."""
     rows = _measured_ok(analysis, host)
     metric = analysis.metric
     rows = rows.assign(
@@ -450,6 +451,29 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
             edgecolors="white",
             linewidths=0.5,
         )
+        errors: list[list[pd.Series] | None] = []
+        for column, centre in (("per_user_tok_s", points["_x"]), (metric, points["_y"])):
+            if f"{column}_lo" not in points.columns or f"{column}_hi" not in points.columns:
+                errors.append(None)
+                continue
+            lo = pd.to_numeric(points[f"{column}_lo"], errors="coerce")
+            hi = pd.to_numeric(points[f"{column}_hi"], errors="coerce")
+            if lo.isna().all():
+                errors.append(None)
+                continue
+            errors.append([(centre - lo).clip(lower=0).fillna(0), (hi - centre).clip(lower=0).fillna(0)])
+        if any(e is not None for e in errors):
+            ax.errorbar(
+                points["_x"],
+                points["_y"],
+                xerr=errors[0],
+                yerr=errors[1],
+                fmt="none",
+                ecolor=colours.get(label),
+                elinewidth=0.8,
+                alpha=0.6,
+                zorder=2,
+            )
     if not front.empty:
         ordered = front.sort_values("per_user_tok_s")
         ax.plot(
@@ -486,7 +510,8 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
     ax.grid(True, alpha=0.3)
     ax.set_title(
         f"{analysis.experiment_name}: per-user vs total throughput, every configuration and load"
-        f"{_host_note(analysis, host)}\n(up and right is better; the front is what no other point beats on both)",
+        f"{_host_note(analysis, host)}\n(up and right is better; the front is what no other point beats on both "
+        "beyond noise)",
         fontsize=_TITLE_SIZE,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False)
