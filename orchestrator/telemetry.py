@@ -17,7 +17,8 @@ and ``power.draw`` (the board's last measured power draw, W). A value the GPU do
   the energy of the window (that power times the window's length), from which the record's tokens per joule.
 
 A host without ``nvidia-smi`` is a note (``gpu: null`` with why), never an error; so is one whose nvidia-smi
-fails (no driver loaded).
+fails (no driver loaded), and a window shorter than nvidia-smi takes to write its first sample (a few hundred
+milliseconds): its telemetry says ``nvidia-smi wrote no sample during the window``.
 """
 
 from __future__ import annotations

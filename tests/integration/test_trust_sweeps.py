@@ -97,6 +97,7 @@ def test_lossless_flush_telemetry_and_provenance(tmp_path: Path) -> None:
             "temperature": 0,
             "flush_cache": True,
         },
+        itl_ms=3,  # windows of a second or so: the stub (a Python script) takes a moment to start sampling
     )
     doc["lossless"] = {"prompts": 4}
     doc["telemetry"] = {"interval_ms": 100}
@@ -157,3 +158,53 @@ def test_repeats_and_restarts_make_one_point_and_until_stops_at_its_target(tmp_p
     point = frame[frame["label"] == "linear"].iloc[0]
     assert point["accept_len_lo"] < point["accept_len"] < point["accept_len_hi"]
     assert isinstance(analysis.run.windows, pd.DataFrame) and len(analysis.run.windows) == 8
+
+
+@pytest.mark.parametrize(
+    ("engine", "extra", "env", "ok", "note"),
+    [
+        ("sglang", [], {}, True, None),
+        ("vllm", [], {"VLLM_SERVER_DEV_MODE": "1"}, True, None),
+        ("vllm", [], {"VLLM_SERVER_DEV_MODE": "0"}, False, "VLLM_SERVER_DEV_MODE=1"),
+        ("llamacpp", ["--slot-save-path", "/tmp"], {}, True, None),
+        ("llamacpp", [], {}, False, "--slot-save-path"),
+    ],
+)
+def test_the_simulator_answers_each_engines_cache_flush(
+    engine: str, extra: list[str], env: dict[str, str], ok: bool, note: str | None
+) -> None:
+    import subprocess
+    import sys
+
+    from orchestrator.cache import flush_prefix_cache
+    from tests.reliability.harness import wait_until
+
+    port = free_port()
+    command = [sys.executable, "-m", "orchestrator.sim", "--engine", engine, "--port", str(port), "--profile", "tiny"]
+    proc = subprocess.Popen(
+        [*command, "--load-seconds", "0", *extra],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        import httpx
+
+        def up() -> bool:
+            try:
+                return httpx.get(url + "/v1/models", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until(up, timeout=20)
+        answer = flush_prefix_cache(url, engine, None)
+        assert answer["ok"] is ok, answer
+        assert (note is None and answer["note"] is None) or (note is not None and note in answer["note"]), answer
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    expected = {"sglang": "Cache flushed successfully!", "vllm": "Resetting prefix cache..."}.get(engine)
+    if ok and expected:
+        assert expected in out  # the engine's own log line
