@@ -138,3 +138,21 @@ def test_a_refused_resume_touches_nothing_and_redo_changed_supersedes(tmp_path: 
     reopened, check = open_for_resume(edited, plan, str(store.path), tmp_path / "results", redo_changed=True)
     assert reopened.records() == [] and len(reopened.superseded_records()) == 4 and len(check.affected) == 4
     assert "temperature: 0.7" in (store.path / "experiment.yaml").read_text()
+
+
+def test_a_run_made_before_repeats_resumes_and_more_repeats_only_add_points(tmp_path: Path) -> None:
+    """Issue 17: ids stay what they were with one repeat, so a run made before repeats existed (its stored
+    experiment has no ``repeats``) is unchanged; asking for more repeats adds points and touches none."""
+    experiment = _load(tmp_path, DOC)
+    store = _run(tmp_path, experiment)
+    stored = yaml.safe_load((store.path / "experiment.yaml").read_text())
+    for key in ("repeats", "repeats_across_restarts", "until", "flush_cache"):
+        stored["load"].pop(key, None)
+    for key in ("lossless", "telemetry"):
+        stored.pop(key, None)
+    (store.path / "experiment.yaml").write_text(yaml.safe_dump(stored))
+    assert not compare_run(experiment, build_plan(experiment), store).changed
+    more = _load(tmp_path, _edited(load__repeats=2))
+    check = compare_run(more, build_plan(more), store)
+    assert check.affected == set() and not check.everything
+    assert "4 point(s) are new to the plan" in check.changes
