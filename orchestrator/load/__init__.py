@@ -6,7 +6,8 @@
 
 Modules, each with one job: ``settings`` (what to run), ``workloads`` (prompts), ``sse`` (the event-stream
 reader), ``decoders`` (what each API's responses mean), ``records`` (one request as measured), ``client`` (HTTP,
-error kinds), ``loops`` (closed and open loop), ``stats`` (the figures and their definitions), ``run`` (glue).
+error kinds), ``loops`` (closed and open loop), ``stats`` (the figures and their definitions), ``run`` (glue),
+``workers`` (one point shared by several processes, one merged result), ``eventloop`` (uvloop when installed).
 """
 
 from __future__ import annotations

@@ -22,8 +22,10 @@ stopped) propagates. aiohttp and socket errors are translated here, at the bound
 
 Timing: the send time is taken by an aiohttp trace hook just before the request body is written to the
 connection (aiohttp on Python 3.11 writes it from a task of its own, a loop turn or, with hundreds of requests
-dispatched at once, many milliseconds after the call); each chunk's arrival time when its bytes come out of
-the connection, so a chunk carrying several events stamps them all with one time.
+dispatched at once, many milliseconds after the call); each piece of the body's arrival time when aiohttp's
+parser hands it over, within the read that brought it (an HTTP chunk, or what one read held of it), so the
+events of one piece share one time. No coroutine wakes per read: the parser feeds the SSE reader and the
+decoder directly (:class:`_SinkReader`), and the reading coroutine only waits for the body's end.
 """
 
 from __future__ import annotations
