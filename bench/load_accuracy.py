@@ -23,8 +23,9 @@ Run from the repository root:
     .venv/bin/python bench/load_accuracy.py [--ttft-ms 20 --itl-ms 20 --tokens 200 --levels 1,32,128]
 
 The client runs on the loop ``specsweep load`` runs on (uvloop when installed; ``SPECSWEEP_EVENT_LOOP=asyncio``
-for asyncio's). With ``--pin`` the simulator runs on core 0 and this client on core 1 (on a machine shared with other work,
-pinning can hurt: a process pinned to a core that another job keeps busy gets half of it).
+for asyncio's). ``--workers N`` shares the load between N processes (each request timed by the process that
+sent it). With ``--pin`` the simulator runs on core 0 and this client on core 1 (on a machine shared with
+other work, pinning can hurt: a process pinned to a core that another job keeps busy gets half of it).
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ from load_common import simulator
 from orchestrator.load import LoadSettings, eventloop, run_load
 
 
-async def measure(url: str, concurrency: int, requests: int, prompts: str, probe_requests: int, tokens: int) -> dict:
+async def measure(
+    url: str, concurrency: int, requests: int, prompts: str, probe_requests: int, tokens: int, workers: int = 1
+) -> dict:
     """One level: our client at ``concurrency`` and, beside it, the reference probe as one more stream."""
     settings = LoadSettings(
+        workers=workers,
         url=url,
         model="sim",
         concurrency=concurrency,
@@ -98,6 +102,7 @@ def main() -> int:
     parser.add_argument("--levels", default="1,32,128")
     parser.add_argument("--waves", type=int, default=4)
     parser.add_argument("--pin", action="store_true", help="pin the simulator to core 0 and this client to core 1")
+    parser.add_argument("--workers", type=int, default=1, help="processes sharing the load (LoadSettings.workers)")
     args = parser.parse_args()
     if args.pin and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
@@ -113,7 +118,7 @@ def main() -> int:
             # The probe sends short requests (an eighth of the length), so it gathers eight times as many
             # first tokens over the same time; its gaps between tokens are as many either way.
             waves = requests // c
-            d = eventloop.run(measure(sim.url, c, requests, prompts, 8 * waves, max(8, n // 8)))
+            d = eventloop.run(measure(sim.url, c, requests, prompts, 8 * waves, max(8, n // 8), args.workers))
             if d["errors"]:
                 print(f"C={c}: {d['errors']} errors {d['errors_by_kind']}", file=sys.stderr)
                 ok = False
@@ -136,7 +141,10 @@ def main() -> int:
                 f"| {d['output_tok_s']:,.1f} | {d['ttft_ms']['p99']:.1f} | {d['itl_ms']['p99']:.1f} "
                 f"| {d['send_delay_ms']['p99']:.1f} | {'yes' if good else 'NO'} |"
             )
-    print(f"metronome: ttft {ttft:g} ms, itl {itl:g} ms, {n} tokens per request on average, {args.waves} waves")
+    print(
+        f"metronome: ttft {ttft:g} ms, itl {itl:g} ms, {n} tokens per request on average, {args.waves} waves, "
+        f"{args.workers} worker(s)"
+    )
     print()
     print(
         "| C | requests | p50 TTFT ms | after 1st wave | probe | error | p50 ITL ms | probe | error | true tok/s "
