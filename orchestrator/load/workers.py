@@ -128,7 +128,7 @@ async def run_load_workers(
 ) -> Any:
     """:func:`orchestrator.load.run.run_load` for ``settings.workers > 1``; see the module docstring."""
     from orchestrator.load.client import discover_model
-    from orchestrator.load.run import LoadProgress, LoadResult
+    from orchestrator.load.result import LoadProgress, LoadResult
     from orchestrator.load.stats import summarize
     from orchestrator.load.workloads import load_workload
 
