@@ -43,7 +43,8 @@ def results_root(option: str | Path | None = None, experiment: Experiment | None
     configured = getattr(experiment, "results_dir", None) if experiment is not None else None
     if configured:
         path = Path(configured).expanduser()
-        return path if path.is_absolute() or source is None else source.parent / path
+        # normpath: `results_dir: ../results` beside sweeps/ is `results`, not `sweeps/../results`, in messages.
+        return path if path.is_absolute() or source is None else Path(os.path.normpath(source.parent / path))
     env = os.environ.get(RESULTS_ENV)
     if env:
         return Path(env).expanduser()
