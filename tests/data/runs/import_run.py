@@ -5,8 +5,8 @@
 Kept: run.json, experiment.yaml, plan.json, records.jsonl, events.jsonl, windows/. Dropped: the report's
 outputs (they are rebuilt by the tests) and each record's per-line ``samples`` list (the window files hold the
 same lines). Scrubbed: absolute paths of the controller's interpreter (``{python}`` in the demo's command)
-become ``python3``, the controller's host and user names become ``controller``/``engineer``, and the experiment file's path
-becomes ``sweeps/<its name>``.
+become ``python3``, the controller's host and user names become ``controller``/``engineer``, and the
+experiment file's path becomes ``sweeps/<its name>``.
 """
 
 from __future__ import annotations
