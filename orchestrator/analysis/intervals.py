@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.load.uncertainty import INTERVAL_FIGURES
+
 __all__ = [
     "COUNT_COLUMNS",
     "INTERVAL_FIGURES",
@@ -46,21 +48,7 @@ __all__ = [
     "z_value",
 ]
 
-#: The figures that carry an interval (the window's bootstrap; ``orchestrator/load/uncertainty.py``).
-INTERVAL_FIGURES = (
-    "output_tok_s",
-    "accept_len",
-    "per_user_tok_s",
-    "ttft_ms_p50",
-    "ttft_ms_p90",
-    "ttft_ms_p99",
-    "itl_ms_p50",
-    "itl_ms_p90",
-    "itl_ms_p99",
-    "tpot_ms_p50",
-    "e2e_ms_p50",
-    "e2e_ms_p99",
-)
+#: The figures that carry an interval: the window's bootstrap's (``orchestrator/load/uncertainty.py``).
 COUNT_COLUMNS = ("requests", "completed", "errors", "output_tokens", "input_tokens", "cancelled")
 GROUP_KEYS = ["host", "label", "mode", "load"]
 _RESAMPLES = 2000
