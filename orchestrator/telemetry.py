@@ -17,8 +17,10 @@ and ``power.draw`` (the board's last measured power draw, W). A value the GPU do
   the energy of the window (that power times the window's length), from which the record's tokens per joule.
 
 A host without ``nvidia-smi`` is a note (``gpu: null`` with why), never an error; so is one whose nvidia-smi
-fails (no driver loaded), and a window shorter than nvidia-smi takes to write its first sample (a few hundred
-milliseconds): its telemetry says ``nvidia-smi wrote no sample during the window``.
+fails (no driver loaded). nvidia-smi takes a few hundred milliseconds to write its first sample, so the window
+opens once it has (waiting at most ``FIRST_SAMPLE_TIMEOUT_S``): a window shorter than the sampling interval
+still holds that sample. One that holds none all the same (nvidia-smi never wrote) says ``nvidia-smi wrote no
+sample during the window``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
 
 FACT_FIELDS = ("name", "count", "driver_version", "memory.total")
 TELEMETRY_FIELDS = ("timestamp", "index", "utilization.gpu", "memory.used", "power.draw")
+FIRST_SAMPLE_TIMEOUT_S = 5.0  # how long a window waits for nvidia-smi's first sample before it opens anyway
 _NOT_A_VALUE = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", ""}
 
 
@@ -187,12 +190,27 @@ class LineStream:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self._done = threading.Event()
+        self._first = threading.Event()  # set once the command has written its first line (or ended)
         self._thread: threading.Thread | None = None
         self.error: str | None = None
 
     def _start(self, reader: Any) -> None:
-        self._thread = threading.Thread(target=reader, name="telemetry-reader", daemon=True)
+        def read() -> None:
+            try:
+                reader()
+            finally:
+                self._first.set()
+
+        self._thread = threading.Thread(target=read, name="telemetry-reader", daemon=True)
         self._thread.start()
+
+    def _add(self, line: str) -> None:
+        self.lines.append(line)
+        self._first.set()
+
+    def wait_first(self, timeout: float) -> bool:
+        """Wait until the command has written its first line (True), or ``timeout`` seconds (False)."""
+        return self._first.wait(timeout)
 
     def _close(self) -> None:  # pragma: no cover - the subclasses
         raise NotImplementedError
@@ -221,7 +239,7 @@ class _LocalStream(LineStream):
     def _read(self) -> None:
         assert self._proc.stdout is not None
         for raw in self._proc.stdout:
-            self.lines.append(raw.decode("utf-8", "replace").rstrip("\r\n"))
+            self._add(raw.decode("utf-8", "replace").rstrip("\r\n"))
 
     def _close(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -253,7 +271,8 @@ class _ChannelStream(LineStream):
                     break
                 pending += data
                 *complete, pending = pending.split(b"\n")
-                self.lines.extend(line.decode("utf-8", "replace").rstrip("\r") for line in complete)
+                for line in complete:
+                    self._add(line.decode("utf-8", "replace").rstrip("\r"))
                 continue
             if chan.exit_status_ready() and not chan.recv_ready():
                 break
@@ -305,6 +324,10 @@ class GpuTelemetry:
             sampler.note = f"telemetry could not start on {getattr(host, 'name', host)}: {exc}"
         if sampler.stream is None and sampler.note is None:
             sampler.note = f"telemetry is not available on {getattr(host, 'name', host)}'s kind of host"
+        if sampler.stream is not None:
+            # nvidia-smi takes a moment to start (driver initialisation); the window opens once it has written
+            # its first sample, so that a window shorter than its start-up still holds one.
+            sampler.stream.wait_first(FIRST_SAMPLE_TIMEOUT_S)
         sampler.started = time.monotonic()
         return sampler
 

@@ -31,7 +31,7 @@ from orchestrator.lossless import Answer, check_lossless, first_difference, read
 from orchestrator.plan import build_plan, content_id
 from orchestrator.provenance import experiment_hash, provenance_differences, running_command
 from orchestrator.schedule import Schedule
-from orchestrator.telemetry import GpuTelemetry, gpu_facts, parse_facts, parse_samples, summarize_samples
+from orchestrator.telemetry import GpuTelemetry, LineStream, gpu_facts, parse_facts, parse_samples, summarize_samples
 
 FAKE_SMI = Path(__file__).resolve().parents[1] / "data" / "fake-nvidia-smi"
 
@@ -457,6 +457,31 @@ def test_telemetry_is_one_long_running_nvidia_smi(monkeypatch: pytest.MonkeyPatc
         600.0 * summary["window_s"], rel=0.01
     )
     assert "-lms 100" in summary["command"]
+
+
+def test_a_window_shorter_than_the_interval_still_holds_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The window opens once nvidia-smi has written its first sample: a window closed at once still holds one
+    # sample per GPU (the stub, a Python script, takes longer to start than such a window lasts).
+    monkeypatch.setenv("PATH", f"{FAKE_SMI}{os.pathsep}{os.environ['PATH']}")
+    sampler = GpuTelemetry.start(LocalHost("box"), interval_ms=5000)
+    summary = sampler.finish()
+    assert summary["gpus"] == 2 and summary["samples"] == 2 and "note" not in summary
+    assert summary["power_w_mean"] == 600.0 and summary["window_s"] < 5.0
+
+
+def test_a_stream_that_never_writes_opens_the_window_after_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("orchestrator.telemetry.FIRST_SAMPLE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("orchestrator.telemetry.open_line_stream", lambda host, command: _SilentStream())
+    summary = GpuTelemetry.start(LocalHost("box")).finish()
+    assert summary["samples"] == 0 and summary["note"] == "nvidia-smi wrote no sample during the window"
+
+
+class _SilentStream(LineStream):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def _close(self) -> None:
+        pass
 
 
 def test_no_nvidia_smi_is_a_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
