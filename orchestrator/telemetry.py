@@ -191,6 +191,7 @@ class LineStream:
         self.lines: list[str] = []
         self._done = threading.Event()
         self._first = threading.Event()  # set once the command has written its first line (or ended)
+        self._last_line = 0.0  # time.monotonic() of the last line read
         self._thread: threading.Thread | None = None
         self.error: str | None = None
 
@@ -206,11 +207,19 @@ class LineStream:
 
     def _add(self, line: str) -> None:
         self.lines.append(line)
+        self._last_line = time.monotonic()
         self._first.set()
 
-    def wait_first(self, timeout: float) -> bool:
-        """Wait until the command has written its first line (True), or ``timeout`` seconds (False)."""
-        return self._first.wait(timeout)
+    def wait_first(self, timeout: float, settle: float = 0.05) -> bool:
+        """Wait until the command has written its first lines (True), or ``timeout`` seconds (False): the first
+        line, then until no line has come for ``settle`` seconds (nvidia-smi writes one line per GPU; a sample
+        of some GPUs only would undercount the power)."""
+        deadline = time.monotonic() + timeout
+        if not self._first.wait(timeout):
+            return False
+        while time.monotonic() - self._last_line < settle and time.monotonic() < deadline:
+            time.sleep(settle / 5)
+        return True
 
     def _close(self) -> None:  # pragma: no cover - the subclasses
         raise NotImplementedError
