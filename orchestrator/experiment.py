@@ -745,6 +745,14 @@ class WorkloadSpec(_Strict):
     def _plain(cls, value: str | None) -> str | None:
         return _no_control(value, "a workload source (builtin:NAME or a path) or category")
 
+    @field_validator("format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        formats = ["auto", "jsonl", "sharegpt", "specbench", "speedbench"]
+        if isinstance(value, str) and value not in formats:
+            raise ValueError(f"unknown format {value!r}{suggest(value, formats)} (formats: {', '.join(formats)})")
+        return value
+
 
 class LoadSpec(_Strict):
     """The client side of every deployment: concurrency levels and/or request rates, and the workload.

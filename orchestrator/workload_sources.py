@@ -64,12 +64,13 @@ def check_workloads(experiment: Experiment, base: Path) -> list[tuple[tuple[Any,
     problems: list[tuple[tuple[Any, ...], str]] = []
     for name, spec in (experiment.load.workloads or {}).items():
         where: tuple[Any, ...] = ("load", "workloads", name)
+        source = _source(experiment, name, spec, base)
         try:
-            load_workload(_source(experiment, name, spec, base))
+            load_workload(source)
         except CategoryError as exc:
-            problems.append(((*where, "category"), _plain(exc)))
+            problems.append(((*where, "category"), _plain(exc).replace(source.spec, spec.source)))
         except LoadError as exc:
-            message = _plain(exc)
+            message = _plain(exc).replace(source.spec, spec.source)  # the path as the file writes it
             if "does not exist" in message:
                 message = (
                     f"workload {name!r}: file {spec.source!r} does not exist (relative paths start at the "
