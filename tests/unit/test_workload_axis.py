@@ -1,17 +1,25 @@
-"""Workloads as a sweep axis: the dataset formats, the experiment's ``load.workloads``, and the plan."""
+"""Workloads as a sweep axis: the dataset formats, the experiment's ``load.workloads``, the plan, the runaway
+check and the simulator's text-dependent acceptance."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from orchestrator.analysis import CheckContext, tidy_frame
+from orchestrator.analysis.checks import runaway_outputs
+from orchestrator.analysis.compare import add_baseline_comparisons
+from orchestrator.analysis.roles import BaselineRoles, annotate
 from orchestrator.errors import ConfigError, LoadError
 from orchestrator.experiment import load_experiment
 from orchestrator.load.datasets import SPEED_BENCH_PLACEHOLDER, WorkloadSource
 from orchestrator.load.workloads import builtin_names, load_workload
 from orchestrator.plan import build_plan
+from orchestrator.sim.profiles import get_profile
+from orchestrator.store import Record
 
 BASE = """\
 name: w
@@ -174,3 +182,57 @@ def test_workloads_are_load_points_not_restarts(tmp_path: Path) -> None:
     before = {p.label: p.id for p in plan.deployments[0].load_points}
     after = {p.label: p.id for p in changed.deployments[0].load_points}
     assert [label for label in before if before[label] != after[label]] == ["math C=1", "math C=4"]
+
+
+def _capped(variant: str, workload: str, length: int, *, params: dict[str, Any] | None = None) -> Record:
+    client = {
+        "requests": 20,
+        "completed": 20,
+        "errors": 0,
+        "output_tok_s": 100.0,
+        "finish_reasons": {"length": length, "stop": 20 - length},
+    }
+    return Record(
+        run_id="r",
+        experiment="w",
+        deployment_id=f"d-{variant}",
+        point_id=f"p-{variant}-{workload}",
+        config_hash="c",
+        host="h",
+        variant=variant,
+        params=params or {},
+        baseline=variant in ("autoregressive", "linear"),
+        mode="concurrency",
+        concurrency=1,
+        status="ok",
+        started_at="t0",
+        finished_at="t1",
+        client=client,
+        workload=workload,
+    )
+
+
+def test_runaway_outputs_compares_each_workload_with_ar() -> None:
+    roles = BaselineRoles(ar="autoregressive", linear="linear")
+    records = [
+        _capped("autoregressive", "code", 2),
+        _capped("autoregressive", "chat", 12),
+        _capped("linear", "code", 14),  # 70% at the cap against AR's 10% on code: a sign the output changed
+        _capped("linear", "chat", 14),  # as often as AR on chat: nothing to say
+    ]
+    frame, params = tidy_frame(records)
+    frame = add_baseline_comparisons(annotate(frame, roles, params, None), roles)
+    assert list(frame["load_label"]) == ["code C=1", "chat C=1", "code C=1", "chat C=1"]
+    found = runaway_outputs(CheckContext(frame=frame, roles=roles))
+    assert [(f.config, f.load, f.severity) for f in found] == [("linear", "code C=1", "warning")]
+    assert "70%" in found[0].message and "10%" in found[0].message
+
+
+def test_the_simulator_sees_text_never_a_workload_name() -> None:
+    profile = get_profile("workloads")
+    assert profile.rule_for("user:Write a Python function that merges intervals.").name == "code"  # type: ignore[union-attr]
+    assert profile.rule_for("user:Translate into German. Answer with the translation only.").name == "translation"  # type: ignore[union-attr]
+    assert profile.rule_for("user:Tell me a story about a lighthouse.") is None
+    assert get_profile("k26").rule_for("user:Write a Python function") is None
+    # The rules read the request's text only: nothing of the workload's name reaches the simulator.
+    assert all(isinstance(word, str) for rule in profile.content_rules for word in rule.words)
