@@ -810,8 +810,10 @@ class LoadSpec(_Strict):
         if self.workloads is not None:
             if not self.workloads:
                 raise ValueError("workloads is empty; name at least one (code: builtin:code) or leave it out")
-            if "prompts" in self.model_fields_set:
-                raise ValueError("set either prompts or workloads, not both (a workload can be builtin:chat)")
+            # The default prompts are tolerated beside workloads: a stored experiment (defaults written out)
+            # must validate again when a run is resumed.
+            if "prompts" in self.model_fields_set and self.prompts != "builtin:chat":
+                raise ValueError("set either prompts or workloads, not both (a workload can be a prompts file)")
             for name in self.workloads:
                 if not _NAME.fullmatch(str(name)):
                     raise ValueError(f"workload name {name!r} must be letters, digits, '.', '_' or '-'")

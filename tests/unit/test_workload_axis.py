@@ -14,7 +14,8 @@ from orchestrator.analysis.checks import runaway_outputs
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.roles import BaselineRoles, annotate
 from orchestrator.errors import ConfigError, LoadError
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment import Experiment, load_experiment
+from orchestrator.identity import resolved_experiment
 from orchestrator.load.datasets import SPEED_BENCH_PLACEHOLDER, WorkloadSource
 from orchestrator.load.workloads import builtin_names, load_workload
 from orchestrator.plan import build_plan
@@ -153,8 +154,11 @@ def test_bad_workloads_name_file_line_key(tmp_path: Path, workload: str, key: st
 
 
 def test_prompts_and_workloads_are_exclusive(tmp_path: Path) -> None:
-    path = experiment(tmp_path, "load: {concurrency: [1], prompts: builtin:chat, workloads: {code: builtin:code}}\n")
+    path = experiment(tmp_path, "load: {concurrency: [1], prompts: builtin:math, workloads: {code: builtin:code}}\n")
     assert "not both" in str(config_error(path))
+    # A resolved experiment (every default written out, as a run stores it) validates again.
+    good = load_experiment(experiment(tmp_path, "load: {concurrency: [1], workloads: {code: builtin:code}}\n"))
+    assert Experiment.model_validate(resolved_experiment(good)).load.workloads is not None
 
 
 def test_workloads_are_load_points_not_restarts(tmp_path: Path) -> None:
