@@ -101,10 +101,13 @@ def _load_axis(ax: Axes, loads: Sequence[float], mode: str) -> None:
 
 
 def _host_note(analysis: Analysis, host: str | None) -> str:
+    """`` on <host>`` when the run has several hosts, and the workload when the figure shows one of several."""
     hosts = sorted(set(analysis.frame["host"]))
-    if host is not None and len(hosts) > 1:
-        return f" on {host}"
-    return ""
+    note = f" on {host}" if host is not None and len(hosts) > 1 else ""
+    workloads = {str(w) for w in analysis.frame.get("workload", pd.Series(dtype=object)) if w}
+    if len(workloads) == 1:
+        note += f", workload {next(iter(workloads))}"
+    return note
 
 
 def _config_lines(

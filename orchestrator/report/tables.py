@@ -517,7 +517,7 @@ def workload_text(load: dict[str, Any]) -> list[tuple[str, str]]:
         ("temperature", "temperature"),
         ("seed", "seed"),
     ):
-        if key in load:
+        if key in load and not (key == "prompts" and load.get("workloads")):  # workloads replace the prompts
             value = load[key]
             out.append((name, f"{value:g}" if isinstance(value, float) else str(value)))
     if isinstance(load.get("workloads"), dict) and load["workloads"]:
