@@ -7,7 +7,8 @@ these are identical:
 
 - the rendered server configuration (the deployment's ``config_hash``: command, environment, unit);
 - the host (the same name, reached the same way: the same ssh target, or this machine);
-- the load point (its id: mode, concurrency or rate, requests, duration) and the workload settings that
+- the load point (its id: mode, concurrency or rate, requests, duration, and its workload of
+  ``load.workloads``: name, source, format, category, cap) and the workload settings that
   shape a measurement but not a point id (max_tokens, temperature, prompts, seed, ignore_eos, stream,
   warm-up, the API, the model, the engine);
 - and the earlier point finished ``ok``.
@@ -226,7 +227,11 @@ def _point_reason(
     same_load = [
         r
         for r in same_config
-        if r.host == host and r.mode == point.mode and r.concurrency == point.concurrency and r.rate == point.rate
+        if r.host == host
+        and r.mode == point.mode
+        and r.concurrency == point.concurrency
+        and r.rate == point.rate
+        and getattr(r, "workload", None) == point.workload
     ]
     if same_load:
         return f"measured with {_record_text(same_load[0], old_points)} earlier, {_point_text(point)} now"

@@ -21,6 +21,16 @@ from orchestrator.services.systemd import (
 __all__ = ["describe_plan"]
 
 
+def _workload_lines(experiment: Experiment) -> list[str]:
+    """What each workload of ``load.workloads`` sends (each is a load point of every deployment)."""
+    from orchestrator.workload_sources import workload_sources
+
+    return [
+        f"# workload {name}: {source.describe()} (a load point of every deployment, no restart)"
+        for name, source in workload_sources(experiment).items()
+    ]
+
+
 def describe_plan(experiment: Experiment) -> str:
     """A plain-text description of every deployment's host actions and load points."""
     plan = build_plan(experiment)
@@ -29,8 +39,9 @@ def describe_plan(experiment: Experiment) -> str:
     out: list[str] = [
         f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points on {hosts}",
         "# nothing below has been run",
-        "",
     ]
+    out += _workload_lines(experiment)
+    out.append("")
     secrets = service.secrets or {}
     if experiment.launcher is not None:
         return _describe_jobs(experiment, plan)

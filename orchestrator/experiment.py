@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -723,6 +724,36 @@ class UntilSpec(_Strict):
         return self
 
 
+class WorkloadSpec(_Strict):
+    """One named workload of ``load.workloads`` (``orchestrator/load/datasets.py`` reads it): ``source`` (or
+    ``path``) is ``builtin:NAME``, ``synthetic:in=N,out=M`` or a file, relative to the experiment file;
+    ``format`` how to read the file; ``category`` keeps the rows of that category only; ``max_tokens`` caps every
+    request's output length (default ``load.max_tokens``). A plain string is a ``source``."""
+
+    source: str = Field(validation_alias=AliasChoices("source", "path"))
+    format: Literal["auto", "jsonl", "sharegpt", "specbench", "speedbench"] = "auto"
+    category: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"source": data} if isinstance(data, str) else data
+
+    @field_validator("source", "category")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return _no_control(value, "a workload source (builtin:NAME or a path) or category")
+
+    @field_validator("format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        formats = ["auto", "jsonl", "sharegpt", "specbench", "speedbench"]
+        if isinstance(value, str) and value not in formats:
+            raise ValueError(f"unknown format {value!r}{suggest(value, formats)} (formats: {', '.join(formats)})")
+        return value
+
+
 class LoadSpec(_Strict):
     """The client side of every deployment: concurrency levels and/or request rates, and the workload.
 
@@ -745,6 +776,8 @@ class LoadSpec(_Strict):
     max_tokens: int = Field(256, ge=1)
     temperature: float = Field(0.0, ge=0)
     prompts: str = "builtin:chat"
+    #: Named workloads, each a load point of every deployment (``WorkloadSpec``); none: ``prompts`` alone.
+    workloads: dict[str, WorkloadSpec] | None = None
     ignore_eos: bool = False
     seed: int = 0
     stream: bool = True
@@ -774,6 +807,16 @@ class LoadSpec(_Strict):
             raise ValueError("duration must be positive")
         if self.requests is None and self.duration is None:
             self.requests = 32
+        if self.workloads is not None:
+            if not self.workloads:
+                raise ValueError("workloads is empty; name at least one (code: builtin:code) or leave it out")
+            # The default prompts are tolerated beside workloads: a stored experiment (defaults written out)
+            # must validate again when a run is resumed.
+            if "prompts" in self.model_fields_set and self.prompts != "builtin:chat":
+                raise ValueError("set either prompts or workloads, not both (a workload can be a prompts file)")
+            for name in self.workloads:
+                if not _NAME.fullmatch(str(name)):
+                    raise ValueError(f"workload name {name!r} must be letters, digits, '.', '_' or '-'")
         return self
 
 
@@ -1384,6 +1427,7 @@ def _semantic_problems(exp: Experiment) -> list[_Problem]:
     except _Problem as problem:
         problems.append(problem)
     points = total * (len(exp.load.concurrency) + len(exp.load.rates)) * exp.load.repeats
+    points *= len(exp.load.workloads or {None: None})
     points *= exp.load.repeats_across_restarts
     if points > MAX_LOAD_POINTS:
         problems.append(_Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}"))
@@ -1441,6 +1485,10 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
     problems = _semantic_problems(exp)
+    if not problems:
+        from orchestrator.workload_sources import check_workloads
+
+        problems += [_Problem(path, message) for path, message in check_workloads(exp, Path(file).parent)]
     if not problems and read_secrets:
         try:
             _read_secrets(exp, data, Path(file).parent)

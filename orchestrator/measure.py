@@ -66,7 +66,9 @@ REQUEST_RECORDS = "_request_records"
 
 def point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **overrides: Any) -> LoadSettings:
     """The load generator's settings for ``point`` at ``url`` (no point: one request at a time, the warm-up's
-    shape); ``overrides`` win. A prompts file is found beside the experiment file when its path is relative."""
+    shape); ``overrides`` win. A prompts file is found beside the experiment file when its path is relative. With
+    ``load.workloads`` a point sends its own workload (its output-length cap as ``max_tokens``); the warm-up and
+    the lossless probe send the first workload."""
     load = experiment.load
     settings: dict[str, Any] = {
         "url": url,
@@ -101,6 +103,14 @@ def point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **
         path = Path(experiment.load.prompts).expanduser()
         if not path.is_absolute() and source is not None:
             settings["prompts"] = str((source.parent / path).resolve())
+    if experiment.load.workloads:
+        from orchestrator.workload_sources import workload_sources
+
+        sources = workload_sources(experiment)
+        chosen = sources.get(point.workload) if point is not None and point.workload else None
+        chosen = chosen or next(iter(sources.values()))
+        settings["prompts"] = chosen
+        settings["max_tokens"] = chosen.max_tokens or load.max_tokens
     settings.update(overrides)
     return LoadSettings(**settings)
 
@@ -251,7 +261,10 @@ def new_record(
     started_at: str,
     **fields: Any,
 ) -> Record:
-    """A record of ``point`` of ``deployment`` on ``host``, finished now."""
+    """A record of ``point`` of ``deployment`` on ``host``, finished now (``workload`` only when the point has one,
+    so records of runs without workloads stay as they were)."""
+    if point.workload is not None:
+        fields["workload"] = point.workload
     return Record(
         run_id=run_id,
         experiment=experiment,

@@ -18,6 +18,12 @@ workload seed so that every window sends its own prompts (``LoadPoint.seed``). I
 repeats existed for the first repeat of the first restart: ``restart`` and ``repeat`` enter a point's content
 only when above 1, ``until`` only when set, so runs made before them still resume.
 
+Workloads (``load.workloads``): each workload is one more load point of every deployment at every load (no
+restart), measured in file order within each repeat round (every load of the first workload, then the
+next). A point's content then holds its workload's name and source (so changing a workload's file, format,
+category or cap re-measures only its points), and its ETA uses the workload's output-length cap. Without
+workloads nothing of this enters a point, and the ids are what they were before workloads existed.
+
 No I/O, no SSH, no clock: tests drive this with tables of cases.
 """
 
@@ -80,10 +86,13 @@ class LoadPoint(BaseModel):
     seed: int | None = None
     #: Adaptive stopping (``load.until``): rel_ci, figure, min_requests; ``requests``/``duration_s`` are the caps.
     until: dict[str, Any] | None = None
+    #: The workload (a name of ``load.workloads``) this point sends; None: ``load.prompts``.
+    workload: str | None = None
 
     @property
     def load_label(self) -> str:
-        return f"C={self.concurrency}" if self.mode == "concurrency" else f"rate={self.rate:g}/s"
+        load = f"C={self.concurrency}" if self.mode == "concurrency" else f"rate={self.rate:g}/s"
+        return f"{self.workload} {load}" if self.workload else load
 
     @property
     def label(self) -> str:
@@ -183,10 +192,40 @@ def window_seed(seed: int, restart: int, repeat: int, repeats: int) -> int:
     return seed + (restart - 1) * repeats + (repeat - 1)
 
 
+def _workloads(experiment: Experiment) -> list[tuple[str | None, dict[str, Any] | None, int]]:
+    """(name, identity in a point's content, output-length cap) of each workload; one unnamed without any."""
+    load = experiment.load
+    if not load.workloads:
+        return [(None, None, load.max_tokens)]
+    return [
+        (name, {"name": name, **spec.model_dump(mode="json")}, spec.max_tokens or load.max_tokens)
+        for name, spec in load.workloads.items()
+    ]
+
+
 def _load_points(experiment: Experiment, deployment_key: str, restart: int = 1) -> list[LoadPoint]:
+    points: list[LoadPoint] = []
+    load = experiment.load
+    for repeat in range(1, load.repeats + 1):
+        for index, (workload, identity, cap) in enumerate(_workloads(experiment)):
+            warm = repeat == 1 and index == 0  # the deployment warms up once, before its first point
+            points += _round_points(experiment, deployment_key, restart, repeat, workload, identity, cap, warm)
+    return points
+
+
+def _round_points(
+    experiment: Experiment,
+    deployment_key: str,
+    restart: int,
+    repeat: int,
+    workload: str | None,
+    identity: dict[str, Any] | None,
+    max_tokens: int,
+    warm: bool,
+) -> list[LoadPoint]:
     load = experiment.load
     per_user_tok_s = max(experiment.server.expected_tokens_per_second, 1e-6)
-    request_seconds = load.max_tokens / per_user_tok_s
+    request_seconds = max_tokens / per_user_tok_s
     until = _until(experiment)
     requests, duration = load.requests, load.duration
     if load.until is not None:
@@ -197,6 +236,8 @@ def _load_points(experiment: Experiment, deployment_key: str, restart: int = 1) 
 
     def content_of(base: dict[str, Any], repeat: int) -> dict[str, Any]:
         content = dict(base)
+        if identity is not None:
+            content["workload"] = identity
         if until is not None:
             content["until"] = until
         if repeat > 1:
@@ -205,65 +246,65 @@ def _load_points(experiment: Experiment, deployment_key: str, restart: int = 1) 
             content["restart"] = restart
         return content
 
-    for repeat in range(1, load.repeats + 1):
-        seed = window_seed(load.seed, restart, repeat, load.repeats)
-        extra: dict[str, Any] = {
-            "repeat": repeat,
-            "restart": restart,
-            "seed": None if seed == load.seed else seed,
-            "until": until,
+    seed = window_seed(load.seed, restart, repeat, load.repeats)
+    extra: dict[str, Any] = {
+        "repeat": repeat,
+        "restart": restart,
+        "seed": None if seed == load.seed else seed,
+        "until": until,
+        "workload": workload,
+    }
+    for c in load.concurrency:
+        content = {"mode": "concurrency", "concurrency": c, "requests": requests, "duration": duration}
+        if until is not None:
+            est = math.ceil(guess / c) * request_seconds
+            est = min(est, duration) if duration is not None else est
+        elif duration is not None:
+            est = duration
+        else:
+            n = requests if requests is not None else c
+            est = math.ceil(n / c) * request_seconds
+        if warm:
+            est += math.ceil(load.warmup / max(c, 1)) * request_seconds
+        points.append(
+            LoadPoint(
+                id=content_id("p", [deployment_key, content_of(content, repeat)]),
+                mode="concurrency",
+                concurrency=c,
+                requests=requests,
+                duration_s=duration,
+                estimated_seconds=round(est, 3),
+                **extra,
+            )
+        )
+    for r in load.rates:
+        content = {
+            "mode": "rate",
+            "rate": r,
+            "requests": requests,
+            "duration": duration,
+            "max_in_flight": load.max_in_flight,
         }
-        for c in load.concurrency:
-            content = {"mode": "concurrency", "concurrency": c, "requests": requests, "duration": duration}
-            if until is not None:
-                est = math.ceil(guess / c) * request_seconds
-                est = min(est, duration) if duration is not None else est
-            elif duration is not None:
-                est = duration
-            else:
-                n = requests if requests is not None else c
-                est = math.ceil(n / c) * request_seconds
-            if repeat == 1:
-                est += math.ceil(load.warmup / max(c, 1)) * request_seconds
-            points.append(
-                LoadPoint(
-                    id=content_id("p", [deployment_key, content_of(content, repeat)]),
-                    mode="concurrency",
-                    concurrency=c,
-                    requests=requests,
-                    duration_s=duration,
-                    estimated_seconds=round(est, 3),
-                    **extra,
-                )
+        if until is not None:
+            est = guess / r + request_seconds
+            est = min(est, duration) if duration is not None else est
+        elif duration is not None:
+            est = duration
+        else:
+            n = requests if requests is not None else 1
+            est = n / r + request_seconds
+        points.append(
+            LoadPoint(
+                id=content_id("p", [deployment_key, content_of(content, repeat)]),
+                mode="rate",
+                rate=r,
+                max_in_flight=load.max_in_flight,
+                requests=requests,
+                duration_s=duration,
+                estimated_seconds=round(est, 3),
+                **extra,
             )
-        for r in load.rates:
-            content = {
-                "mode": "rate",
-                "rate": r,
-                "requests": requests,
-                "duration": duration,
-                "max_in_flight": load.max_in_flight,
-            }
-            if until is not None:
-                est = guess / r + request_seconds
-                est = min(est, duration) if duration is not None else est
-            elif duration is not None:
-                est = duration
-            else:
-                n = requests if requests is not None else 1
-                est = n / r + request_seconds
-            points.append(
-                LoadPoint(
-                    id=content_id("p", [deployment_key, content_of(content, repeat)]),
-                    mode="rate",
-                    rate=r,
-                    max_in_flight=load.max_in_flight,
-                    requests=requests,
-                    duration_s=duration,
-                    estimated_seconds=round(est, 3),
-                    **extra,
-                )
-            )
+        )
     return points
 
 

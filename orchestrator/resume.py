@@ -11,7 +11,8 @@ the current ones, and refuses when anything that shapes a measurement changed, w
   the workload: ``load.max_tokens``, ``temperature``, ``prompts``, ``seed``, ``warmup``, ``timeouts``, ...,
   and the hosts): every finished point is affected;
 - the rendered server configurations and load points (variants, matrices, baselines, vars, the service's
-  templates, ``load.concurrency``/``rates``/``requests``/``duration``): the finished points whose content
+  templates, ``load.concurrency``/``rates``/``requests``/``duration``, ``load.workloads``: each workload's
+  name, source, format, category and cap are in its points' content): the finished points whose content
   hash (``plan.json`` ids) is not in the current plan are affected, and new points are listed.
 
 The repeats (``load.repeats``, ``repeats_across_restarts``) and adaptive stopping (``load.until``) are planned
@@ -80,6 +81,7 @@ PLANNED = (
     "load.repeats",
     "load.repeats_across_restarts",
     "load.until",
+    "load.workloads",
     "service.kind",
     "service.command",
     "service.exec_start",

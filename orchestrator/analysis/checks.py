@@ -249,6 +249,8 @@ def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | N
         return None, None, ""
     drafts = finite(linear["chain_drafts"].dropna().iloc[0]) if linear["chain_drafts"].notna().any() else None
     same = linear[(linear["mode"] == row.get("mode")) & (linear["load"] == row.get("load"))]
+    if "workload" in same.columns:
+        same = same[same["workload"] == row.get("workload", "")]
     accept = finite(same["accept_len"].iloc[0]) if not same.empty else None
     if accept is not None:
         return accept, drafts, f"linear at {row.get('load_label')}"
@@ -506,8 +508,9 @@ def missing_baseline(ctx: CheckContext) -> list[Finding]:
                 )
             )
             continue
-        have = ctx.ok[ctx.ok["variant"] == variant][["host", "mode", "load"]].drop_duplicates()
-        wanted = ctx.ok[["host", "mode", "load", "load_label"]].drop_duplicates()
+        keys = ["host", "workload", "mode", "load"] if "workload" in ctx.ok.columns else ["host", "mode", "load"]
+        have = ctx.ok[ctx.ok["variant"] == variant][keys].drop_duplicates()
+        wanted = ctx.ok[[*keys, "load_label"]].drop_duplicates()
         missing = wanted.merge(have, how="left", indicator=True)
         for row in _rows(missing[missing["_merge"] == "left_only"]):
             message = f"no successful {role} baseline ({variant}) at this load on this host: no comparison"
@@ -609,6 +612,45 @@ def lossless(ctx: CheckContext) -> list[Finding]:
     return findings
 
 
+def capped_share(row: dict[str, Any]) -> float | None:
+    """The share of a point's successful responses that stopped at the output cap (``finish_reason: length``)."""
+    completed = finite(row.get("completed"))
+    if not completed:
+        return None
+    return (finite(row.get("finish_reasons_length")) or 0.0) / completed
+
+
+def runaway_outputs(ctx: CheckContext) -> list[Finding]:
+    """At temperature 0 speculation must not change the output, so neither may it change how often a response
+    runs into the output cap (``load.max_tokens`` or the workload's own): a configuration whose responses stop
+    at the cap far more often than the AR baseline's at the same load and workload is a sign that speculation
+    changed the text (a response that no longer ends)."""
+    ok = ctx.ok
+    if "role" not in ok.columns or "finish_reasons_length" not in ok.columns:
+        return []
+    keys = [k for k in ("host", "workload", "mode", "load") if k in ok.columns]
+    ar = {tuple(r[k] for k in keys): r for r in _rows(ok[ok["role"] == "ar"])}
+    out: list[Finding] = []
+    for row in _rows(ok[ok["role"] != "ar"]):
+        base = ar.get(tuple(row[k] for k in keys))
+        share = capped_share(row)
+        base_share = capped_share(base) if base is not None else None
+        if base is None or share is None or base_share is None or (finite(row.get("completed")) or 0) < 4:
+            continue
+        if share - base_share >= 0.25 and share >= 2 * base_share:
+            message = (
+                f"{share:.0%} of the responses stopped at the output cap, against {base_share:.0%} under AR at "
+                "this load and workload: speculation may have changed the output (answers that no longer end)"
+            )
+
+            def counts(r: dict[str, Any]) -> str:
+                return f"{int(finite(r.get('finish_reasons_length')) or 0)} of {int(finite(r.get('completed')) or 0)}"
+
+            evidence = [f"finish_reason length: {counts(row)}; AR: {counts(base)}"]
+            out.append(_finding("runaway_outputs", row, "warning", message, evidence))
+    return out
+
+
 CheckFunction = Callable[[CheckContext], list[Finding]]
 
 CHECKS: dict[str, CheckFunction] = {
@@ -625,6 +667,7 @@ CHECKS: dict[str, CheckFunction] = {
     "missing_baseline": missing_baseline,
     "unreadable_records": unreadable_records,
     "lossless": lossless,
+    "runaway_outputs": runaway_outputs,
 }
 
 

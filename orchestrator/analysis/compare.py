@@ -1,7 +1,8 @@
 """Comparisons inside one run: every point against its baselines, the winner at each load, the Pareto front.
 
 A point is compared only with baselines measured on the same host at the same load (mode and concurrency or
-rate): comparisons never cross machines or load levels. Throughput is the client's ``output_tok_s`` (total
+rate) with the same workload (``load.workloads``): comparisons never cross machines, load levels or
+workloads. Throughput is the client's ``output_tok_s`` (total
 output tokens per second of the load window) unless a caller names another column.
 
 Columns added by ``add_baseline_comparisons``:
@@ -44,12 +45,17 @@ __all__ = [
 ]
 
 THROUGHPUT = "output_tok_s"
-JOIN_KEYS = ["host", "mode", "load"]
+JOIN_KEYS = ["host", "workload", "mode", "load"]
 COMPARISON_COLUMNS = ["speedup_vs_ar", "speedup_vs_linear", "accept_len_vs_linear"]
 
 
 def _ok(frame: pd.DataFrame) -> pd.Series:
     return frame["status"] == "ok"
+
+
+def with_workload(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with a ``workload`` column ("" where a frame made by hand has none)."""
+    return frame if "workload" in frame.columns else frame.assign(workload="")
 
 
 def baseline_rows(frame: pd.DataFrame, variant: str | None) -> pd.DataFrame:
@@ -64,6 +70,7 @@ def baseline_rows(frame: pd.DataFrame, variant: str | None) -> pd.DataFrame:
 
 def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metric: str = THROUGHPUT) -> pd.DataFrame:
     """``frame`` with its baselines' figures and the ratios to them (see the module docstring)."""
+    frame = with_workload(frame)
     out = frame.copy()
     for column in (metric, "accept_len"):
         if column not in out.columns:
@@ -133,7 +140,8 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
     apart, False: within noise, None: not judged), its ``basis`` and the margin's interval (``margin_lo``,
     ``margin_hi``), and ``tied``: the configurations the rule cannot tell from the best one (each judged
     against it). The ranking is by point estimate."""
-    shown = ["host", "mode", "load", "load_label", "label", "variant", metric, "per_user_tok_s", "accept_len"]
+    shown = ["host", "workload", "mode", "load", "load_label", "label", "variant", metric]
+    shown += ["per_user_tok_s", "accept_len"]
     intervals = [f"{metric}_lo", f"{metric}_hi", f"{metric}_se", "ci_method"]
     columns = [
         *shown,
@@ -147,6 +155,7 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
         "basis",
         "tied",
     ]
+    frame = with_workload(frame)
     candidates = frame[_ok(frame) & frame["alias_of"].isna()].copy()
     if metric not in candidates.columns:
         return pd.DataFrame(columns=columns)
@@ -196,7 +205,8 @@ def pareto_front(
     on one by more than the interval of the difference (``<figure>_se``; a figure without one compares by
     point estimate).
     """
-    by = ["host"] if by is None else by
+    if by is None:
+        by = ["host", "workload"] if "workload" in frame.columns else ["host"]
     points = frame[_ok(frame) & frame["alias_of"].isna()].copy()
     points[x] = pd.to_numeric(points[x], errors="coerce")
     points[y] = pd.to_numeric(points[y], errors="coerce")

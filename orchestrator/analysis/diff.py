@@ -24,7 +24,7 @@ from orchestrator.analysis.result import Analysis
 
 __all__ = ["DIFF_FIGURES", "FIGURE_NAMES", "RunComparison", "compare_frames", "compare_runs"]
 
-DIFF_KEYS = ["host", "label", "mode", "load"]
+DIFF_KEYS = ["host", "workload", "label", "mode", "load"]
 DIFF_FIGURES = [
     "output_tok_s",
     "per_user_tok_s",
@@ -96,6 +96,8 @@ def compare_frames(
 
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
         measured = frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
+        if "workload" not in measured.columns:
+            measured = measured.assign(workload="")
         columns = DIFF_KEYS + ["load_label", "status"] + [f for f in figures if f in measured.columns]
         columns += [f"{f}_se" for f in figures if f"{f}_se" in measured.columns]
         picked = measured[columns].drop_duplicates(DIFF_KEYS, keep="last").copy()

@@ -5,9 +5,11 @@ in an empty or all-failed run):
 
 - identity: ``run_id experiment host variant label baseline baseline_source alias_of deployment_id point_id
   config_hash command mode concurrency rate load load_label status attempt started_at finished_at
-  error_kind error_message error_evidence window_file engine_version`` (the version the server reported,
-  ``orchestrator/engine_info.py``). ``load`` is the concurrency or the rate (a number
-  to plot against); ``label`` is ``variant(k=v, ...)``.
+  error_kind error_message error_evidence window_file engine_version workload requests_file`` (the version
+  the server reported, ``orchestrator/engine_info.py``). ``load`` is the concurrency or the rate (a number
+  to plot against); ``label`` is ``variant(k=v, ...)``. ``workload`` is the point's name in
+  ``load.workloads`` ("" in a run without workloads); its ``load_label`` then starts with it (``code C=8``),
+  so every table keeps the workloads of one load apart.
 - parameters: one column per matrix key under its own name (``budget``, ``topk``); a key that collides with
   a column above becomes ``param_<key>``.
 - client (the load generator's figures): ``requests errors output_tokens duration_s output_tok_s
@@ -94,6 +96,8 @@ IDENTITY_COLUMNS = [
     "engine_version",
     "repeat",
     "restart",
+    "workload",
+    "requests_file",
 ]
 _DERIVED = ["accept_len", "accept_len_source"]
 CORE_FIGURES = [
@@ -242,6 +246,7 @@ def _configurations(record: Record) -> list[tuple[str, dict[str, Any], str | Non
 def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | None, command: Any) -> dict[str, Any]:
     error = record.error or {}
     evidence = error.get("evidence")
+    workload = str(getattr(record, "workload", None) or "")
     row: dict[str, Any] = {
         "run_id": record.run_id,
         "experiment": record.experiment,
@@ -259,7 +264,7 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "concurrency": record.concurrency,
         "rate": record.rate,
         "load": float((record.concurrency if record.mode == "concurrency" else record.rate) or 0),
-        "load_label": load_label(record.mode, record.concurrency, record.rate),
+        "load_label": (f"{workload} " if workload else "") + load_label(record.mode, record.concurrency, record.rate),
         "status": record.status,
         "attempt": record.attempt,
         "started_at": record.started_at,
@@ -271,6 +276,8 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "engine_version": (record.engine_info or {}).get("version"),
         "repeat": record.repeat,
         "restart": record.restart,
+        "workload": workload,
+        "requests_file": record.requests_file,
         _PARAM_KEY: params,
     }
     row.update(flatten_client(record.client))

@@ -50,7 +50,7 @@ __all__ = [
 
 #: The figures that carry an interval: the window's bootstrap's (``orchestrator/load/uncertainty.py``).
 COUNT_COLUMNS = ("requests", "completed", "errors", "output_tokens", "input_tokens", "cancelled")
-GROUP_KEYS = ["host", "label", "mode", "load"]
+GROUP_KEYS = ["host", "workload", "label", "mode", "load"]
 _RESAMPLES = 2000
 
 
@@ -140,6 +140,8 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
             if column not in out.columns:
                 out[column] = pd.Series(dtype=object)
         return out
+    if "workload" not in frame.columns:
+        frame = frame.assign(workload="")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and c != "load"]

@@ -26,6 +26,7 @@ from orchestrator.console import console, err_console
 from orchestrator.durations import parse_duration
 from orchestrator.errors import Interrupted, LoadError
 from orchestrator.load import API_PATHS, LoadSettings
+from orchestrator.load.datasets import FORMATS, WorkloadSource
 from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import ENGINES
 
@@ -142,6 +143,12 @@ def load(
     prompts: str = typer.Option(
         "builtin:chat", "--prompts", help="builtin:chat, a .jsonl/.json file, or synthetic:in=128,out=256."
     ),
+    prompts_format: str = typer.Option(
+        "auto", "--format", help="How to read the prompts file: auto, jsonl, sharegpt, specbench, speedbench."
+    ),
+    category: str | None = typer.Option(
+        None, "--category", help="Keep only the rows of this category (SpecBench, SPEED-Bench).", show_default=False
+    ),
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Ask the server to ignore end-of-sequence."),
     seed: int = typer.Option(0, "--seed", help="Seed of the prompt order and of open-loop arrivals."),
     no_stream: bool = typer.Option(False, "--no-stream", help="Ask for whole responses (no TTFT or ITL)."),
@@ -171,6 +178,11 @@ def load(
         raise typer.BadParameter(f"choose one of {', '.join(ENGINES)}", param_hint="--engine")
     if api not in API_PATHS:
         raise typer.BadParameter(f"choose one of {', '.join(API_PATHS)}", param_hint="--api")
+    if prompts_format not in FORMATS:
+        raise typer.BadParameter(f"choose one of {', '.join(FORMATS)}", param_hint="--format")
+    source: str | WorkloadSource = prompts
+    if prompts_format != "auto" or category is not None:
+        source = WorkloadSource(prompts, format=prompts_format, category=category)
     levels_c = _numbers(concurrency, int, "--concurrency")
     levels_r = _numbers(rate, float, "--rate")
     if not levels_c and not levels_r:
@@ -184,7 +196,7 @@ def load(
         "warmup": warmup,
         "max_tokens": max_tokens,
         "temperature": temperature,
-        "prompts": prompts,
+        "prompts": source,
         "ignore_eos": ignore_eos,
         "seed": seed,
         "stream": not no_stream,

@@ -95,7 +95,13 @@ def request_row(record: RequestRecord, origin: float) -> dict[str, object]:
     """One line of a point's ``requests/<point>.jsonl``: when the request was sent (seconds after ``origin``,
     the window's first dispatch), what it took (TTFT, end to end, in ms), a summary of its inter-token gaps
     (each chunk's gap spread over its tokens, as the window's ITL figures spread it), its tokens, the engine's
-    per-response speculative figures, and its error."""
+    per-response speculative figures, and its error.
+
+    Besides the rounded milliseconds a reader wants, each row keeps the exact values every window figure is
+    computed from, so a point's requests file reproduces its record's figures exactly
+    (``orchestrator/analysis/requests.py``): ``ttft_s`` and ``e2e_s`` (seconds), ``chunk_gaps_s`` (the time
+    from each token-bearing chunk to the next, seconds: every inter-token gap is one of these spread over the
+    next chunk's tokens), ``chunk_tokens`` (the tokens of each chunk) and ``streamed``."""
     gaps: list[float] = []
     times, counts = record.chunk_times, record.chunk_tokens
     for j in range(1, len(times)):
@@ -135,6 +141,11 @@ def request_row(record: RequestRecord, origin: float) -> dict[str, object]:
         "input_tokens": record.input_tokens,
         "chunks": len(times),
         "itl_ms": itl,
+        "ttft_s": ttft,
+        "e2e_s": e2e,
+        "streamed": record.streamed,
+        "chunk_tokens": list(counts),
+        "chunk_gaps_s": [times[j] - times[j - 1] for j in range(1, len(times))],
         "finish_reason": record.finish_reason,
         "token_source": record.token_source,
         "spec": spec,

@@ -71,7 +71,7 @@ class LoadResult:
             "max_in_flight": s.in_flight_cap if s.open_loop else None,
             "stream": s.stream,
             "max_tokens": s.max_tokens,
-            "prompts": s.prompts,
+            "prompts": s.prompts if isinstance(s.prompts, str) else s.prompts.describe(),
             "seed": s.seed,
             **self.figures,
             "warmup_requests": self.warmup_requests,

@@ -15,10 +15,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from orchestrator.errors import LoadError
+
+if TYPE_CHECKING:
+    from orchestrator.load.datasets import WorkloadSource
 
 __all__ = ["API_PATHS", "Api", "LoadSettings", "engine_request_extras"]
 
@@ -81,7 +84,8 @@ class LoadSettings:
     warmup: int = 3
     max_tokens: int = 256
     temperature: float = 0.0
-    prompts: str = "builtin:chat"
+    # A workload spec (builtin:NAME, synthetic:..., a path) or a WorkloadSource (a format, a category, a cap).
+    prompts: str | WorkloadSource = "builtin:chat"
     ignore_eos: bool = False
     seed: int = 0
     # Processes that share the load (orchestrator/load/workers.py): one clock, one merged result.

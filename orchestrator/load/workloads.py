@@ -8,7 +8,13 @@ A workload spec is one of:
   Each item may be a string, ``{"prompt": ...}`` (also ``text``, ``input``, ``question``, ``instruction``),
   ``{"messages": [{"role": ..., "content": ...}, ...]}``, or ShareGPT's ``{"conversations": [{"from": "human",
   "value": ...}, ...]}`` (the first human turn). An optional ``max_tokens`` (or ``output_len``,
-  ``max_new_tokens``) sets that prompt's output length.
+  ``max_new_tokens``) sets that prompt's output length. A SpecBench row's ``turns`` gives its first turn.
+- a :class:`~orchestrator.load.datasets.WorkloadSource` (``load.workloads`` in an experiment): one of the above
+  with a ``format`` (``sharegpt``, ``specbench``, ``speedbench``, ...), a ``category`` that selects rows, and an
+  output-length cap (see :mod:`orchestrator.load.datasets`).
+
+Builtin sets (each prompt with the output length it expects): ``chat`` (varied instructions), ``code``,
+``math``, ``summarization``, ``translation``, ``qa``: a few dozen prompts each, written for specsweep.
 - ``synthetic:in=128,out=256``: generated prompts of about ``in`` tokens (words that are one token in common
   vocabularies, freshly drawn per request so no prefix cache helps), each asking for exactly ``out`` tokens
   (``ignore_eos`` is forced on).
@@ -19,17 +25,18 @@ draw from the end of the permutation so the measured requests are the same whate
 
 from __future__ import annotations
 
-import json
+import difflib
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import LoadError
+from orchestrator.load.datasets import WorkloadSource, read_rows, row_prompt_item, select_rows
 
-__all__ = ["Prompt", "Workload", "load_workload"]
+__all__ = ["Prompt", "Workload", "WorkloadSource", "builtin_names", "load_workload"]
 
 _TEXT_KEYS = ("prompt", "text", "input", "question", "instruction")
 _MAX_KEYS = ("max_tokens", "output_len", "max_new_tokens")
@@ -105,20 +112,38 @@ class Workload:
         return Prompt(text=words, max_tokens=n_out, ignore_eos=True)
 
 
-def load_workload(spec: str, seed: int = 0) -> Workload:
-    """Resolve a workload spec (see the module docstring); raises ``LoadError`` naming what is wrong."""
+def load_workload(spec: str | WorkloadSource, seed: int = 0) -> Workload:
+    """Resolve a workload spec or source (see the module docstring); raises ``LoadError`` naming what is wrong."""
+    if isinstance(spec, WorkloadSource):
+        return _from_source(spec, seed)
     if spec.startswith("builtin:"):
         return Workload(spec, _builtin(spec[len("builtin:") :]), seed)
     if spec.startswith("synthetic:"):
         return Workload(spec, [], seed, synthetic=_synthetic_spec(spec))
+    return Workload(spec, _parse_file(_read(spec), spec), seed)
+
+
+def _read(spec: str) -> str:
     path = Path(spec).expanduser()
     if not path.is_file():
         raise LoadError(f"load: prompts file {spec!r} does not exist (or use builtin:chat, synthetic:in=N,out=M)")
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LoadError(f"load: cannot read prompts file {spec}: {exc}") from exc
-    return Workload(spec, _parse_file(text, spec), seed)
+
+
+def _from_source(source: WorkloadSource, seed: int) -> Workload:
+    spec, cap = source.spec, source.max_tokens
+    name = source.name or spec
+    if spec.startswith("synthetic:"):
+        n_in, n_out = _synthetic_spec(spec)
+        return Workload(name, [], seed, synthetic=(n_in, min(n_out, cap) if cap else n_out))
+    text = _builtin_text(spec[len("builtin:") :]) if spec.startswith("builtin:") else _read(spec)
+    prompts = _parse_file(text, spec, fmt=source.format, category=source.category)
+    if cap is not None:
+        prompts = [replace(p, max_tokens=min(p.max_tokens or cap, cap)) for p in prompts]
+    return Workload(name, prompts, seed)
 
 
 def builtin_names() -> list[str]:
@@ -126,11 +151,17 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".jsonl")] for p in folder.iterdir() if p.name.endswith(".jsonl"))
 
 
+def _builtin_text(name: str) -> str:
+    names = builtin_names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        hint = f"; did you mean builtin:{close[0]}?" if close else ""
+        raise LoadError(f"load: no builtin prompt set {name!r} (there are: {', '.join(names)}){hint}")
+    return (resources.files("orchestrator.load") / "prompts" / f"{name}.jsonl").read_text(encoding="utf-8")
+
+
 def _builtin(name: str) -> list[Prompt]:
-    if name not in builtin_names():
-        raise LoadError(f"load: no builtin prompt set {name!r}; there are: {', '.join(builtin_names())}")
-    text = (resources.files("orchestrator.load") / "prompts" / f"{name}.jsonl").read_text(encoding="utf-8")
-    return _parse_file(text, f"builtin:{name}")
+    return _parse_file(_builtin_text(name), f"builtin:{name}")
 
 
 _SYNTH_PART = re.compile(r"^\s*(in|out)\s*=\s*(\d+)\s*$")
@@ -148,29 +179,13 @@ def _synthetic_spec(spec: str) -> tuple[int, int]:
     return values["in"], values["out"]
 
 
-def _parse_file(text: str, source: str) -> list[Prompt]:
-    stripped = text.lstrip()
+def _parse_file(text: str, source: str, *, fmt: str = "auto", category: str | None = None) -> list[Prompt]:
+    rows = select_rows(list(read_rows(text, source)), category, source)
     prompts: list[Prompt] = []
-    if stripped.startswith("["):  # a JSON list (ShareGPT's own files)
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise LoadError(f"load: {source}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
-        for number, item in enumerate(items, 1):
-            prompt = _item(item, f"{source}: item {number}")
-            if prompt is not None:
-                prompts.append(prompt)
-    else:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise LoadError(f"load: {source}:{number}: not valid JSON: {exc.msg}") from exc
-            prompt = _item(item, f"{source}:{number}")
-            if prompt is not None:
-                prompts.append(prompt)
+    for where, item in rows:
+        prompt = _item(row_prompt_item(item, where, fmt), where)
+        if prompt is not None:
+            prompts.append(prompt)
     if not prompts:
         raise LoadError(f"load: {source} holds no prompts")
     return prompts
@@ -204,7 +219,10 @@ def _item(item: Any, where: str) -> Prompt | None:
     for key in _TEXT_KEYS:
         if isinstance(item.get(key), str):
             return Prompt(text=item[key], max_tokens=max_tokens)
-    expected = ", ".join((*_TEXT_KEYS, "messages", "conversations"))
+    turns = item.get("turns")
+    if isinstance(turns, list) and turns and isinstance(turns[0], str):  # SpecBench's rows
+        return Prompt(text=turns[0], max_tokens=max_tokens)
+    expected = ", ".join((*_TEXT_KEYS, "messages", "conversations", "turns"))
     raise LoadError(f"load: {where}: no prompt found (expected one of {expected})")
 
 

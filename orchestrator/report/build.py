@@ -99,23 +99,35 @@ def _safe(text: str) -> str:
 
 
 def write_figures(analysis: Analysis, directory: Path, progress: Progress | None = None) -> dict[str, tuple[Path, str]]:
-    """Draw and save every figure that has data; returns name -> (png path, caption)."""
+    """Draw and save every figure that has data; returns name -> (png path, caption). A run with workloads
+    gets each figure once per workload (and the workload figures of ``orchestrator/report/workloads.py``)."""
+    from orchestrator.report.workloads import workload_figures, workload_views
+
     directory.mkdir(parents=True, exist_ok=True)
     hosts = sorted(set(analysis.frame["host"])) if not analysis.frame.empty else []
     per_host: list[str | None] = [None] if len(hosts) <= 1 else list(hosts)
     out: dict[str, tuple[Path, str]] = {}
-    for spec in _FIGURES:
-        for host in per_host:
-            figure = spec.draw(analysis, host)
-            if figure is None:
-                continue
-            name = spec.name if host is None else f"{spec.name}-{_safe(host)}"
-            path = directory / f"{name}.png"
-            figure.savefig(path, format="png")
-            caption = spec.caption if host is None else f"{spec.caption} Host {host}."
-            out[name] = (path, caption)
-            if progress:
-                progress(f"figure {path.name}")
+
+    def save(name: str, figure: Figure, caption: str) -> None:
+        path = directory / f"{name}.png"
+        figure.savefig(path, format="png")
+        out[name] = (path, caption)
+        if progress:
+            progress(f"figure {path.name}")
+
+    for workload, view in workload_views(analysis):
+        for spec in _FIGURES:
+            for host in per_host:
+                figure = spec.draw(view, host)
+                if figure is None:
+                    continue
+                name = spec.name if host is None else f"{spec.name}-{_safe(host)}"
+                caption = spec.caption if host is None else f"{spec.caption} Host {host}."
+                if workload:
+                    name, caption = f"{name}-{_safe(workload)}", f"{caption} Workload {workload}."
+                save(name, figure, caption)
+    for name, figure, caption in workload_figures(analysis):
+        save(name, figure, caption)
     return out
 
 
@@ -235,6 +247,10 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
         blocks.append(Table(tables.formatted(tables.winners_table(analysis)), "Best configuration at each load"))
     else:
         blocks.append(Paragraph("No successful point to rank.", "warning"))
+
+    from orchestrator.report.workloads import workload_blocks
+
+    blocks += workload_blocks(analysis)
 
     if figures:
         blocks.append(Heading("Figures"))

@@ -101,10 +101,13 @@ def _load_axis(ax: Axes, loads: Sequence[float], mode: str) -> None:
 
 
 def _host_note(analysis: Analysis, host: str | None) -> str:
+    """`` on <host>`` when the run has several hosts, and the workload when the figure shows one of several."""
     hosts = sorted(set(analysis.frame["host"]))
-    if host is not None and len(hosts) > 1:
-        return f" on {host}"
-    return ""
+    note = f" on {host}" if host is not None and len(hosts) > 1 else ""
+    workloads = {str(w) for w in analysis.frame.get("workload", pd.Series(dtype=object)) if w}
+    if len(workloads) == 1:
+        note += f", workload {next(iter(workloads))}"
+    return note
 
 
 def _config_lines(
@@ -307,8 +310,8 @@ def speedup_heatmaps(analysis: Analysis, *, against: str = "ar", host: str | Non
     image = None
     for index, (variant, load) in enumerate(panels):
         ax = axes[index // columns][index % columns]
-        subset = rows[(rows["variant"] == variant) & (rows["mode"] == load.mode) & (rows["load"] == load.load)]
-        lost = failed[(failed["variant"] == variant) & (failed["mode"] == load.mode) & (failed["load"] == load.load)]
+        subset = rows[(rows["variant"] == variant) & (rows["load_label"] == load.load_label)]
+        lost = failed[(failed["variant"] == variant) & (failed["load_label"] == load.load_label)]
         grid = _grid(subset, column, shape=rows[rows["variant"] == variant])
         image = ax.imshow(grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, aspect="auto", origin="lower")
         cells = set(zip(lost["tree_budget"], lost["tree_topk"], strict=True))
@@ -351,7 +354,8 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
     for r, metric in enumerate(metrics):
         for c, load in enumerate(loads.itertuples(index=False)):
             ax = axes[r][c]
-            at = rows[(rows["mode"] == load.mode) & (rows["load"] == load.load)].set_index("label")
+            same = (rows["mode"] == load.mode) & (rows["load"] == load.load) & (rows["load_label"] == load.load_label)
+            at = rows[same].set_index("label")
             figures = {
                 stat: [
                     float(pd.to_numeric(at[f"{metric}_{stat}"], errors="coerce").get(label, _NAN))
@@ -391,7 +395,7 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
             )
             ax.plot(figures["p90"], positions, linestyle="none", marker="|", markersize=9, color="black")
             ax.plot(figures["p99"], positions, linestyle="none", marker="x", markersize=5, color="#b22222")
-            lost = failed[(failed["mode"] == load.mode) & (failed["load"] == load.load)]
+            lost = failed[(failed["load_label"] == load.load_label)]
             for position, label in zip(positions, labels, strict=True):
                 if label in set(lost["label"]):
                     ax.text(0, position, " failed", va="center", ha="left", fontsize=8, color="#c62828")

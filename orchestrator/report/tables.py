@@ -517,14 +517,23 @@ def workload_text(load: dict[str, Any]) -> list[tuple[str, str]]:
         ("temperature", "temperature"),
         ("seed", "seed"),
     ):
-        if key in load:
+        if key in load and not (key == "prompts" and load.get("workloads")):  # workloads replace the prompts
             value = load[key]
             out.append((name, f"{value:g}" if isinstance(value, float) else str(value)))
+    if isinstance(load.get("workloads"), dict) and load["workloads"]:
+        out.append(("workloads", "; ".join(_workload_text(k, v) for k, v in load["workloads"].items())))
     if "ignore_eos" in load:
         out.append(("ignore_eos", "yes" if load["ignore_eos"] else "no"))
     if "stream" in load:
         out.append(("streaming", "yes" if load["stream"] else "no"))
     return out
+
+
+def _workload_text(name: str, spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return f"{name}: {spec}"
+    extras = [f"{k} {spec[k]}" for k in ("format", "category", "max_tokens") if spec.get(k) not in (None, "auto")]
+    return f"{name}: {spec.get('source')}" + (f" ({', '.join(extras)})" if extras else "")
 
 
 def how_made(analysis: Analysis) -> HowMade:

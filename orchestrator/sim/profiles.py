@@ -18,6 +18,16 @@ knee, where the pass becomes compute-bound. That is why big trees lose ground at
 ``k26`` is calibrated to the field report in DOMAIN.md (see ``bench/RESULTS-sim.md`` for the table it gives);
 ``tiny`` is the same shape a hundred times faster, for tests; ``firehose`` costs nothing, for measuring clients;
 ``metronome`` ignores acceptance and emits one token per chunk on a fixed schedule (``ttft_ms``, ``itl_ms``).
+
+``workloads`` is ``k26`` whose acceptance depends on what is asked, as a real drafter's does: code and
+translation are the two ends SpecBench's categories show. Like an engine, it sees only the request's text
+(the chat messages or the prompt), never a workload name: each :class:`ContentRule` lists words (matched
+case-insensitively anywhere in the text); the first rule with a match sets the truth the draft is verified
+against (its top-1 accuracy and depth decay), and text no rule matches keeps the profile's own. The draft tree
+is still built from the profile's drafter, so only acceptance changes with the text, deterministically.
+Rules of ``workloads``: code-like text (``python``, ``def``, ``sql``, ``function``, ...) accepts more and deeper
+(0.93, decay 0.985); ``translate`` accepts far less (0.30, decay 0.80), where speculation costs more than it
+gains and the autoregressive baseline wins.
 """
 
 from __future__ import annotations
@@ -27,7 +37,21 @@ from dataclasses import dataclass
 
 from orchestrator.errors import ConfigError
 
-__all__ = ["PROFILES", "Profile", "get_profile"]
+__all__ = ["PROFILES", "ContentRule", "Profile", "get_profile"]
+
+
+@dataclass(frozen=True)
+class ContentRule:
+    """Acceptance for request text containing any of ``words`` (lower case; see the module docstring)."""
+
+    name: str
+    words: tuple[str, ...]
+    top1_accuracy: float
+    depth_decay: float
+
+    def matches(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.words)
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,12 @@ class Profile:
     steps_per_yield: int = 1  # zero-time profiles: decode steps between two yields to the event loop
     ttft_ms: float = 0.0  # metronome: time to the first token; other profiles: extra prefill delay
     itl_ms: float = 0.0  # metronome: time between tokens
+    #: Acceptance by the request's text (the first matching rule wins); empty: the same for every request.
+    content_rules: tuple[ContentRule, ...] = ()
+
+    def rule_for(self, text: str) -> ContentRule | None:
+        """The content rule whose words ``text`` contains, if any."""
+        return next((rule for rule in self.content_rules if rule.matches(text)), None)
 
     @property
     def zero_time(self) -> bool:
@@ -104,6 +134,11 @@ _K26 = Profile(
     eos_mean_tokens=800.0,
     load_seconds=5.0,
 )
+
+_CODE_WORDS = (
+    "python", "def ", "sql", "function", "class ", "rust", "java", "typescript", "bash", "c++", "dockerfile",
+    "makefile", "regular expression", "pytest", "implement", "golang", " go ", "```",
+)  # fmt: skip
 
 PROFILES: dict[str, Profile] = {
     "k26": _K26,
@@ -156,6 +191,18 @@ PROFILES: dict[str, Profile] = {
         itl_ms=20.0,
     ),
 }
+
+PROFILES["workloads"] = dataclasses.replace(
+    _K26,
+    name="workloads",
+    description="k26 whose acceptance follows the request's text: code accepts more, translation far less",
+    content_rules=(
+        ContentRule("code", _CODE_WORDS, top1_accuracy=0.93, depth_decay=0.985),
+        ContentRule("translation", ("translate",), top1_accuracy=0.30, depth_decay=0.80),
+    ),
+    eos_mean_tokens=None,
+    load_seconds=1.0,
+)
 
 
 def get_profile(name: str) -> Profile:

@@ -31,6 +31,7 @@ from orchestrator.sim.config import SimConfig
 from orchestrator.sim.dialects import EndpointInfo, make_dialect
 from orchestrator.sim.dialects.sglang import WARMUP_MAX_NEW_TOKENS, WARMUP_TEXT, SGLangDialect
 from orchestrator.sim.engine import Engine
+from orchestrator.sim.model import Drafter
 from orchestrator.sim.request import SimRequest, seed_for
 from orchestrator.sim.stats import ServerStats
 
@@ -232,6 +233,10 @@ class SimServer:
         stall = faults and self.config.faults.stall_rate > 0
         if stall:
             stall = self._fault_rng.random() < self.config.faults.stall_rate
+        drafter = self.engine.drafter
+        rule = profile.rule_for(params.prompt_key) if profile.content_rules else None
+        if rule is not None:  # the text decides how well the drafter guesses (profiles.py ContentRule)
+            drafter = Drafter(rule.top1_accuracy, rule.depth_decay, profile.rank_share)
         return SimRequest(
             rid=uuid.uuid4().hex,  # SGLang's rid (io_struct.py: uuid.uuid4().hex)
             prompt_key=params.prompt_key,
@@ -240,7 +245,7 @@ class SimServer:
             temperature=params.temperature,
             server_seed=self.config.seed,
             request_seed=params.seed,
-            drafter=self.engine.drafter,
+            drafter=drafter,
             temperature_penalty=profile.temperature_penalty,
             eos_mean_tokens=profile.eos_mean_tokens,
             ignore_eos=params.ignore_eos,

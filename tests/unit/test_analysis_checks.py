@@ -160,6 +160,7 @@ def test_every_check_is_named_and_documented() -> None:
         "missing_baseline",
         "unreadable_records",
         "lossless",
+        "runaway_outputs",
     ]
     assert all(fn.__doc__ for fn in CHECKS.values())
 
