@@ -1,0 +1,181 @@
+"""Bayesian search: Optuna's TPE sampler over the candidates' axes, its study kept in the run directory.
+
+Each axis is one Optuna parameter: an ordered axis an integer index (TPE models its order), a categorical one
+a categorical choice. A suggestion that is not a candidate (pruned by a ``where`` rule) or one already
+measured maps to the nearest candidate not yet measured; the trial is then told that candidate's value under
+its own coordinates, so the sampler learns where it actually measured. Infeasible candidates are told through
+Optuna's constraints (``constraints_func``: the constraints' excess, stored in the trial's user attributes), so
+TPE prefers feasible regions.
+
+The study lives in ``search/optuna.journal`` (Optuna's ``JournalStorage`` with a file backend); with
+``--resume`` the study is loaded again: its finished trials stay told, and a trial asked but never told (the
+run was killed while it was measured) is proposed again first, so its records, if they exist, answer it
+without a restart. Optuna is imported only when a Bayesian search runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import ConfigError
+from orchestrator.search.objective import Score
+from orchestrator.search.space import Candidate, SearchSpace
+from orchestrator.search.strategies import Proposal
+
+__all__ = ["BayesianStrategy"]
+
+STUDY_NAME = "specsweep"
+JOURNAL = "optuna.journal"
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError as exc:  # pragma: no cover - optuna is a dependency
+        raise ConfigError("the bayesian strategy needs optuna (pip install optuna)", key="search.strategy") from exc
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def _constraints(trial: Any) -> list[float]:
+    return [float(trial.user_attrs.get("violation", 0.0))]
+
+
+class BayesianStrategy:
+    """TPE over the space (module docstring); one proposal at a time."""
+
+    name = "bayesian"
+
+    def __init__(self, space: SearchSpace, restarts: int, *, seed: int = 0, directory: Path | None = None) -> None:
+        optuna = _optuna()
+        self.space = space
+        self.restarts = restarts
+        self.seed = seed
+        startup = max(3, min(8, restarts // 3))
+        sampler = optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=startup,
+            multivariate=True,
+            constraints_func=_constraints,
+            n_ei_candidates=max(24, len(space.candidates)),
+        )
+        storage: Any = None
+        if directory is not None:
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
+
+            directory.mkdir(parents=True, exist_ok=True)
+            storage = JournalStorage(JournalFileBackend(str(directory / JOURNAL)))
+        self.study = optuna.create_study(
+            study_name=STUDY_NAME, storage=storage, direction="maximize", sampler=sampler, load_if_exists=True
+        )
+        self.by_key = {c.key: c for c in space.candidates}
+        self._open: dict[str, Any] = {}  # candidate key -> trial waiting for its value
+        self._waiting: list[Proposal] = []
+
+    # -- what the study already holds ----------------------------------------------------------------
+
+    def _trials(self, states: tuple[Any, ...]) -> list[Any]:
+        return list(self.study.get_trials(deepcopy=False, states=states))
+
+    def measured(self) -> set[str]:
+        """Candidates measured, being measured, or whose measurement failed (each spent one restart)."""
+        optuna = _optuna()
+        states = optuna.trial.TrialState
+        trials = self._trials((states.COMPLETE, states.RUNNING, states.FAIL))
+        return {t.user_attrs["candidate"] for t in trials if "candidate" in t.user_attrs}
+
+    def spent(self) -> int:
+        return len(self.measured())
+
+    def _distributions(self) -> dict[str, Any]:
+        optuna = _optuna()
+        out: dict[str, Any] = {}
+        for axis in self.space.axes:
+            if axis.ordered:
+                out[axis.name] = optuna.distributions.IntDistribution(0, len(axis.values) - 1)
+            else:
+                out[axis.name] = optuna.distributions.CategoricalDistribution(list(range(len(axis.values))))
+        return out
+
+    # -- ask / tell -----------------------------------------------------------------------------------
+
+    def ask(self) -> list[Proposal]:
+        optuna = _optuna()
+        if self._waiting:
+            return []
+        # A trial asked but never told (a killed run): propose its candidate again.
+        for trial in self._trials((optuna.trial.TrialState.RUNNING,)):
+            key = trial.user_attrs.get("candidate")
+            if key in self.by_key and key not in self._open:
+                self._open[key] = trial.number
+                self._waiting = [Proposal(self.by_key[key])]
+                return list(self._waiting)
+            if key is None:
+                self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        measured = self.measured()
+        if self.spent() >= self.restarts or len(measured) >= len(self.space.candidates):
+            return []
+        distributions = self._distributions()
+        for _attempt in range(64):
+            trial = self.study.ask(distributions)
+            coords = tuple(int(trial.params[axis.name]) for axis in self.space.axes)
+            exact = next((c for c in self.space.candidates if c.coords == coords), None)
+            if exact is not None and exact.key in measured:
+                # Already measured: tell it its value again (no restart) and ask once more.
+                previous = self._value_of(exact.key)
+                trial.set_user_attr("repeat_of", exact.key)
+                if previous is None:
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                value, violation = previous
+                trial.set_user_attr("violation", violation)
+                self.study.tell(trial, value)
+                continue
+            target = exact if exact is not None and exact.key not in measured else None
+            if target is None:
+                target = self.space.nearest(coords, exclude=measured | set(self._open))
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                if target is None:
+                    return []
+                trial = self.study.ask(self._fixed(target))
+            trial.set_user_attr("candidate", target.key)
+            trial.set_user_attr("label", target.label)
+            self._open[target.key] = trial.number
+            self._waiting = [Proposal(target)]
+            return list(self._waiting)
+        return []
+
+    def _fixed(self, candidate: Candidate) -> dict[str, Any]:
+        """Distributions pinned to ``candidate``'s coordinates (the trial measures exactly it)."""
+        optuna = _optuna()
+        self.study.enqueue_trial(
+            {axis.name: int(c) for axis, c in zip(self.space.axes, candidate.coords, strict=True) if c is not None},
+            skip_if_exists=False,
+        )
+        del optuna
+        return self._distributions()
+
+    def _value_of(self, key: str) -> tuple[float, float] | None:
+        optuna = _optuna()
+        for trial in self._trials((optuna.trial.TrialState.COMPLETE,)):
+            if trial.user_attrs.get("candidate") == key and trial.value is not None:
+                return float(trial.value), float(trial.user_attrs.get("violation", 0.0))
+        return None
+
+    def tell(self, proposal: Proposal, score: Score) -> None:
+        optuna = _optuna()
+        key = proposal.candidate.key
+        number = self._open.pop(key, None)
+        self._waiting = [p for p in self._waiting if p != proposal]
+        if number is None:
+            return
+        frozen = next(t for t in self.study.get_trials(deepcopy=False) if t.number == number)
+        trial = optuna.trial.Trial(self.study, frozen._trial_id)
+        trial.set_user_attr("violation", score.violation if not score.feasible else 0.0)
+        if score.value is None:
+            # A failed measurement still spent its restart: the candidate stays counted (``measured``).
+            self.study.tell(number, state=optuna.trial.TrialState.FAIL)
+            return
+        self.study.tell(number, score.gain())
