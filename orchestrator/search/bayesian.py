@@ -15,13 +15,14 @@ without a restart. Optuna is imported only when a Bayesian search runs.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError
 from orchestrator.search.objective import Score
 from orchestrator.search.space import Candidate, SearchSpace
-from orchestrator.search.strategies import Proposal
+from orchestrator.search.strategies import Proposal, spread
 
 __all__ = ["BayesianStrategy"]
 
@@ -42,23 +43,39 @@ def _constraints(trial: Any) -> list[float]:
     return [float(trial.user_attrs.get("violation", 0.0))]
 
 
+def _constraint_option() -> dict[str, Any]:
+    """Optuna 5 reads constraints from the trial (``Trial.set_constraint``); earlier ones need a function."""
+    optuna = _optuna()
+    return {} if hasattr(optuna.trial.Trial, "set_constraint") else {"constraints_func": _constraints}
+
+
 class BayesianStrategy:
     """TPE over the space (module docstring); one proposal at a time."""
 
     name = "bayesian"
 
-    def __init__(self, space: SearchSpace, restarts: int, *, seed: int = 0, directory: Path | None = None) -> None:
+    def __init__(
+        self,
+        space: SearchSpace,
+        restarts: int,
+        *,
+        seed: int = 0,
+        directory: Path | None = None,
+        startup: int | None = None,
+    ) -> None:
         optuna = _optuna()
         self.space = space
-        self.restarts = restarts
         self.seed = seed
-        startup = max(3, min(8, restarts // 3))
+        self.restarts = restarts
+        # A few spread trials before TPE models: on 48 candidates and 18 restarts, 3 found the best most often
+        # (bench/RESULTS-search.md).
+        self.startup = startup if startup is not None else max(3, restarts // 6)
         sampler = optuna.samplers.TPESampler(
             seed=seed,
-            n_startup_trials=startup,
+            n_startup_trials=self.startup,
             multivariate=True,
-            constraints_func=_constraints,
             n_ei_candidates=max(24, len(space.candidates)),
+            **_constraint_option(),
         )
         storage: Any = None
         if directory is not None:
@@ -73,6 +90,10 @@ class BayesianStrategy:
         self.by_key = {c.key: c for c in space.candidates}
         self._open: dict[str, Any] = {}  # candidate key -> trial waiting for its value
         self._waiting: list[Proposal] = []
+        if not self.study.get_trials(deepcopy=False):
+            # The first trials spread over the space (as successive halving's first rung), then TPE.
+            for candidate in spread(space, min(self.startup, self.restarts), random.Random(seed)):
+                self.study.enqueue_trial(self._params(candidate))
 
     # -- what the study already holds ----------------------------------------------------------------
 
@@ -147,14 +168,12 @@ class BayesianStrategy:
             return list(self._waiting)
         return []
 
+    def _params(self, candidate: Candidate) -> dict[str, int]:
+        return {axis.name: int(c) for axis, c in zip(self.space.axes, candidate.coords, strict=True) if c is not None}
+
     def _fixed(self, candidate: Candidate) -> dict[str, Any]:
-        """Distributions pinned to ``candidate``'s coordinates (the trial measures exactly it)."""
-        optuna = _optuna()
-        self.study.enqueue_trial(
-            {axis.name: int(c) for axis, c in zip(self.space.axes, candidate.coords, strict=True) if c is not None},
-            skip_if_exists=False,
-        )
-        del optuna
+        """Distributions for the next trial, pinned to ``candidate``'s coordinates (it measures exactly it)."""
+        self.study.enqueue_trial(self._params(candidate), skip_if_exists=False)
         return self._distributions()
 
     def _value_of(self, key: str) -> tuple[float, float] | None:
@@ -167,13 +186,16 @@ class BayesianStrategy:
     def tell(self, proposal: Proposal, score: Score) -> None:
         optuna = _optuna()
         key = proposal.candidate.key
-        number = self._open.pop(key, None)
         self._waiting = [p for p in self._waiting if p != proposal]
+        number = self._open.pop(key, None)
         if number is None:
             return
         frozen = next(t for t in self.study.get_trials(deepcopy=False) if t.number == number)
         trial = optuna.trial.Trial(self.study, frozen._trial_id)
-        trial.set_user_attr("violation", score.violation if not score.feasible else 0.0)
+        violation = score.violation if not score.feasible else 0.0
+        trial.set_user_attr("violation", violation)
+        if hasattr(trial, "set_constraint"):  # Optuna 5: constraints on the trial (constraints_func before)
+            trial.set_constraint("violation", violation)
         if score.value is None:
             # A failed measurement still spent its restart: the candidate stays counted (``measured``).
             self.study.tell(number, state=optuna.trial.TrialState.FAIL)

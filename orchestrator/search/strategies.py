@@ -7,13 +7,15 @@ the driver answers those already measured from their records, without a restart.
 
 - **grid**: every candidate once, in plan order (what a sweep without a search does).
 - **random**: ``budget`` candidates drawn without replacement.
-- **successive-halving**: a first rung of candidates spread over the space (greedy max-min distance on the
-  parameters' axes, from a seeded start), each measured briefly at the objective's load; the best
-  ``1/eta`` survive, and so does every candidate that is not worse than the last survivor beyond noise (their
-  intervals overlap), as far as the budget allows; before the survivors are measured ``eta`` times longer, the
-  untried neighbours of the best (one step along an ordered axis) join the rung, so that a search that
-  measured only part of the space still looks next to its best. It ends when one survivor is left or the
-  budget is spent. Each longer measurement is a new deployment (a restart).
+- **successive-halving**: the first rung measures candidates briefly at the objective's load: a third of it
+  spread over the space (greedy max-min distance on the parameters' axes, from a seeded start), the rest
+  grown towards the best (the untried neighbours, one step along an ordered axis, of the best candidate that
+  has any), so that a search that measures part of the space still looks next to its best. The first rung
+  takes all of the budget but ``budget / eta**2`` restarts (at least 2). Then the best ``1/eta`` survive, and
+  so does every candidate not worse than the last survivor beyond noise (their intervals overlap), as far as
+  the budget allows, and the survivors are measured ``eta`` times longer; it ends when one survivor is left or
+  the budget is spent. Each longer measurement is a new deployment (a restart); a candidate's score pools all
+  its windows.
 - **bayesian**: Optuna's TPE (:mod:`orchestrator.search.bayesian`).
 """
 
@@ -111,7 +113,7 @@ def spread(space: SearchSpace, count: int, rng: random.Random) -> list[Candidate
 
 
 class SuccessiveHalving:
-    """Successive halving with noise-aware survival and a look at the best's neighbours (module docstring)."""
+    """Successive halving with noise-aware survival, its first rung grown towards the best (module docstring)."""
 
     name = "successive-halving"
 
@@ -122,30 +124,23 @@ class SuccessiveHalving:
         self.rng = random.Random(seed)
         self.spent = 0
         self.rung = 0
-        self.scores: dict[tuple[str, int], Score] = {}
+        self.scores: dict[str, Score] = {}
         self.pool: list[Candidate] = []
         self.tried: set[str] = set()
         self._pending: list[Proposal] = []
-        self._refined = False
         self._done = False
+        # Restarts go where the noise is: finding the region of the best takes more than re-measuring it, so
+        # the first rung takes all but budget/eta**2 (at least 2) of the budget; each promotion keeps 1/eta.
+        reserve = max(2, math.ceil(restarts / eta**2))
+        self.first_rung = max(2, min(len(space.candidates), restarts - reserve))
 
-    def first_rung_size(self) -> int:
-        """About half the budget for the first rung: the rest goes to neighbours and longer measurements."""
-        n = len(self.space.candidates)
-        size = max(2, min(n, math.ceil(self.restarts * 0.45)))
-        return min(size, self.restarts)
-
-    def _score(self, candidate: Candidate) -> Score | None:
-        """The candidate's score at its highest rung measured."""
-        for rung in range(self.rung, -1, -1):
-            found = self.scores.get((candidate.key, rung))
-            if found is not None:
-                return found
-        return None
+    def first_spread(self) -> int:
+        """How many candidates open the first rung, spread over the space (the rest: the best's neighbours)."""
+        return max(2, min(self.first_rung, math.ceil(self.first_rung * 0.35)))
 
     def _ranked(self, candidates: list[Candidate]) -> list[Candidate]:
         def key(c: Candidate) -> tuple[int, int, float, float, int]:
-            s = self._score(c)
+            s = self.scores.get(c.key)
             if s is None:
                 return (1, 1, math.inf, math.inf, c.index)
             return (0, *s.rank_key(), c.index)
@@ -153,50 +148,49 @@ class SuccessiveHalving:
         return sorted(candidates, key=key)
 
     def _issue(self, proposals: list[Proposal]) -> list[Proposal]:
-        room = self.restarts - self.spent
-        proposals = proposals[: max(room, 0)]
+        proposals = proposals[: max(self.restarts - self.spent, 0)]
         self.spent += len(proposals)
         for p in proposals:
             self.tried.add(p.candidate.key)
         self._pending = list(proposals)
         return proposals
 
+    def _grow(self) -> list[Proposal]:
+        """Rung 0 grows towards the best: the untried neighbours of the best candidates that have any."""
+        room = self.first_rung - len(self.pool)
+        if room <= 0:
+            return []
+        for best in self._ranked(self.pool):
+            fresh = [n for n in self.space.neighbours(best) if n.key not in self.tried]
+            if fresh:
+                self.rng.shuffle(fresh)
+                fresh = fresh[:room]
+                self.pool += fresh
+                return self._issue([Proposal(c, 0) for c in fresh])
+        return []
+
     def ask(self) -> list[Proposal]:
         if self._done or self._pending:
             return []
         if not self.pool:
-            self.pool = spread(self.space, self.first_rung_size(), self.rng)
+            self.pool = spread(self.space, self.first_spread(), self.rng)
             return self._issue([Proposal(c, 0) for c in self.pool])
+        if self.rung == 0:
+            grown = self._grow()
+            if grown:
+                return grown
         room = self.restarts - self.spent
-        if room <= 0 or len(self.pool) <= 1:
-            self._done = True
-            return []
         ranked = self._ranked(self.pool)
         keep = max(1, math.ceil(len(ranked) / self.eta))
         survivors = ranked[:keep]
-        last = self._score(survivors[-1])
+        last = self.scores.get(survivors[-1].key)
         for other in ranked[keep:]:
-            score = self._score(other)
+            # Dropped only when worse beyond noise: an interval that overlaps the last survivor's stays.
+            score = self.scores.get(other.key)
             if last is not None and score is not None and score.feasible and not score.worse_beyond_noise(last):
                 survivors.append(other)
-        if not self._refined:
-            # The untried neighbours of the best survivors join at rung 0 (once, before the first promotion).
-            self._refined = True
-            fresh: list[Candidate] = []
-            for best in survivors[:2]:
-                for n in self.space.neighbours(best):
-                    if n.key not in self.tried and all(n.key != f.key for f in fresh):
-                        fresh.append(n)
-            self.rng.shuffle(fresh)
-            promote = min(len(survivors), keep + 1)
-            fresh = fresh[: max(0, room - promote)]
-            if fresh:
-                self.pool = survivors + fresh
-                return self._issue([Proposal(c, 0) for c in fresh])
-        if len(survivors) > room:
-            survivors = survivors[:room]
-        if len(survivors) <= 1:
-            self.pool = survivors
+        survivors = survivors[: max(room, 0)]
+        if len(survivors) <= 1 or len(self.pool) <= 1:
             self._done = True
             return []
         self.rung += 1
@@ -204,5 +198,5 @@ class SuccessiveHalving:
         return self._issue([Proposal(c, self.rung) for c in survivors])
 
     def tell(self, proposal: Proposal, score: Score) -> None:
-        self.scores[(proposal.candidate.key, proposal.rung)] = score
+        self.scores[proposal.candidate.key] = score  # pooled over every window of the candidate so far
         self._pending = [p for p in self._pending if p != proposal]
