@@ -300,8 +300,10 @@ def recommend(run_dir: str | Path) -> Recommendations:
     )
 
 
-def _variant_name(entry: Entry, load: str) -> str:
-    suffix = load.replace("C=", "c").replace("rate=", "r").replace("/s", "").replace(".", "_")
+def _variant_name(entry: Entry, loads: list[str]) -> str:
+    suffix = "-".join(
+        load.replace("C=", "c").replace("rate=", "r").replace("/s", "").replace(".", "_") for load in loads
+    )
     return f"{entry.variant}-best-{suffix}"
 
 
@@ -323,16 +325,18 @@ def to_yaml(recs: Recommendations) -> str:
     for level in recs.levels:
         lines += _comment(level.statement(objective))
     lines += _comment(recs.not_tried_statement())
-    variants: dict[str, dict[str, Any]] = {}
+    # One variant per recommended configuration, named for every load it is best at.
+    chosen: dict[str, tuple[Entry, list[str]]] = {}
     for level in recs.levels:
         if level.best is None:
             continue
-        entry = level.best
-        name = _variant_name(entry, level.load)
+        chosen.setdefault(level.best.label, (level.best, []))[1].append(level.load)
+    variants: dict[str, dict[str, Any]] = {}
+    for entry, loads in chosen.values():
         body: dict[str, Any] = dict(recs.variant_fields.get(entry.variant, {}))
         if entry.params:
             body["matrix"] = {k: [v] for k, v in entry.params.items()}
-        variants[name] = body
+        variants[_variant_name(entry, loads)] = body
     if not variants:
         lines.append("# no configuration to recommend: no load level has one that meets the constraints")
         lines.append("variants: {}")
