@@ -21,7 +21,8 @@ candidate. The distance is ``1 - truth(strategy's pick) / truth(grid's pick)`` (
 is better than the grid's). Restarts count the two baselines; GPU-hours take 480 s a restart on 8 GPUs.
 
     .venv/bin/python bench/search.py                       # 10 seeds, the table of bench/RESULTS-search.md
-    .venv/bin/python bench/search.py --seeds 20 --noise 0.05
+    .venv/bin/python bench/search.py --seeds 40 --first-seed 100   # seeds the tuning never saw
+    .venv/bin/python bench/search.py --seeds 40 --noise 0.05
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ def _pooled(windows: list[tuple[float, float]]) -> Score:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed ... first-seed + seeds - 1")
     parser.add_argument("--noise", type=float, default=0.03, help="relative sd of a 16-request window")
     parser.add_argument("--budget", type=int, default=None, help="restarts, baselines included (default: the file's)")
     args = parser.parse_args(argv)
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     rows: dict[str, list[tuple[int, float, float]]] = {name: [] for name in makers}
     started = time.perf_counter()
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         bench = Bench(space, truths, seed, args.noise)
         grid_pick, _ = bench.run(makers["grid"](seed))
         for name, make in makers.items():

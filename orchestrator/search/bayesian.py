@@ -62,14 +62,22 @@ class BayesianStrategy:
         seed: int = 0,
         directory: Path | None = None,
         startup: int | None = None,
+        polish: int | None = None,
+        confirm: int = 2,
     ) -> None:
         optuna = _optuna()
         self.space = space
         self.seed = seed
-        self.restarts = restarts
-        # A few spread trials before TPE models: on 48 candidates and 18 restarts, 3 found the best most often
-        # (bench/RESULTS-search.md).
-        self.startup = startup if startup is not None else max(3, restarts // 6)
+        # The last ``confirm`` restarts measure the best candidates again, longer (rung 1): among near-ties, the
+        # best single window is the luckiest as often as the best (the winner's curse).
+        self.confirm = confirm if restarts >= confirm + 6 else 0
+        self.restarts = restarts - self.confirm
+        self._confirmed = False
+        # A quarter of the trials spread over the space before TPE models, and the last half polishes the
+        # incumbent (its most promising untried neighbour, one at a time, as fixed trials): the shares that
+        # found the grid's best most often on the simulator's 48-configuration space (bench/RESULTS-search.md).
+        self.startup = startup if startup is not None else max(3, self.restarts // 4)
+        self.polish = polish if polish is not None else self.restarts // 2
         sampler = optuna.samplers.TPESampler(
             seed=seed,
             n_startup_trials=self.startup,
@@ -137,7 +145,11 @@ class BayesianStrategy:
                 self.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         measured = self.measured()
         if self.spent() >= self.restarts or len(measured) >= len(self.space.candidates):
-            return []
+            return self._confirmations()
+        if self.spent() >= self.restarts - self.polish:
+            neighbour = self._polish(measured)
+            if neighbour is not None:
+                return self._propose(self.study.ask(self._fixed(neighbour)), neighbour)
         distributions = self._distributions()
         for _attempt in range(64):
             trial = self.study.ask(distributions)
@@ -161,12 +173,56 @@ class BayesianStrategy:
                 if target is None:
                     return []
                 trial = self.study.ask(self._fixed(target))
-            trial.set_user_attr("candidate", target.key)
-            trial.set_user_attr("label", target.label)
-            self._open[target.key] = trial.number
-            self._waiting = [Proposal(target)]
-            return list(self._waiting)
+            return self._propose(trial, target)
         return []
+
+    def _propose(self, trial: Any, target: Candidate) -> list[Proposal]:
+        trial.set_user_attr("candidate", target.key)
+        trial.set_user_attr("label", target.label)
+        self._open[target.key] = trial.number
+        self._waiting = [Proposal(target)]
+        return list(self._waiting)
+
+    def _polish(self, measured: set[str]) -> Candidate | None:
+        """The most promising untried neighbour of the best feasible candidate so far (None when it has none):
+        the one whose changed value did best on average among the trials (a main-effect estimate)."""
+        optuna = _optuna()
+        values: dict[str, float] = {}
+        for trial in self._trials((optuna.trial.TrialState.COMPLETE,)):
+            key = trial.user_attrs.get("candidate")
+            if key in self.by_key and trial.value is not None and not trial.user_attrs.get("violation"):
+                values[key] = float(trial.value)
+        if not values:
+            return None
+        best = self.by_key[max(values, key=lambda k: (values[k], -self.by_key[k].index))]
+        fresh = [n for n in self.space.neighbours(best) if n.key not in measured]
+        if not fresh:
+            return None
+        overall = sum(values.values()) / len(values)
+
+        def promise(candidate: Candidate) -> tuple[float, int]:
+            axis = next(i for i, (a, b) in enumerate(zip(best.coords, candidate.coords, strict=True)) if a != b)
+            same = [v for k, v in values.items() if self.by_key[k].coords[axis] == candidate.coords[axis]]
+            return (sum(same) / len(same) if same else overall, -candidate.index)
+
+        return max(fresh, key=promise)
+
+    def _confirmations(self) -> list[Proposal]:
+        """The best ``confirm`` feasible candidates, measured again ``eta`` times longer (once; [] after)."""
+        if self._confirmed or not self.confirm:
+            return []
+        self._confirmed = True
+        optuna = _optuna()
+        values: dict[str, float] = {}
+        for trial in self._trials((optuna.trial.TrialState.COMPLETE,)):
+            key = trial.user_attrs.get("candidate")
+            if key in self.by_key and trial.value is not None and not trial.user_attrs.get("violation"):
+                values[key] = float(trial.value)
+        best = sorted(values, key=lambda k: (-values[k], self.by_key[k].index))[: self.confirm]
+        if len(best) < 2:
+            return []
+        self._waiting = [Proposal(self.by_key[k], 1) for k in best]
+        return list(self._waiting)
 
     def _params(self, candidate: Candidate) -> dict[str, int]:
         return {axis.name: int(c) for axis, c in zip(self.space.axes, candidate.coords, strict=True) if c is not None}
@@ -187,6 +243,8 @@ class BayesianStrategy:
         optuna = _optuna()
         key = proposal.candidate.key
         self._waiting = [p for p in self._waiting if p != proposal]
+        if proposal.rung > 0:
+            return  # a confirmation: its windows pool into the candidate's score; the study keeps the first
         number = self._open.pop(key, None)
         if number is None:
             return

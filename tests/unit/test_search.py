@@ -261,8 +261,11 @@ def test_bayesian_stays_in_budget_and_a_new_process_continues_its_study(tmp_path
     assert resumed.candidate.key == pending.candidate.key  # proposed again first, so its records can answer it
     again.tell(resumed, _score(_truth(resumed)))
     rest = _drive(again)
-    keys = [p.candidate.key for p in [*asked, resumed, *rest]]
-    assert len(keys) == len(set(keys)) == 10
+    first_windows = [p for p in [*asked, resumed, *rest] if p.rung == 0]
+    keys = [p.candidate.key for p in first_windows]
+    assert len(keys) == len(set(keys)) == 10 - 2  # each candidate once, then the best two measured longer
+    confirmations = [p for p in rest if p.rung == 1]
+    assert len(confirmations) == 2 and {p.candidate.key for p in confirmations} <= set(keys)
     assert (tmp_path / "search" / "optuna.journal").is_file()
 
 
