@@ -1,11 +1,18 @@
 """Bayesian search: Optuna's TPE sampler over the candidates' axes, its study kept in the run directory.
 
 Each axis is one Optuna parameter: an ordered axis an integer index (TPE models its order), a categorical one
-a categorical choice. A suggestion that is not a candidate (pruned by a ``where`` rule) or one already
-measured maps to the nearest candidate not yet measured; the trial is then told that candidate's value under
-its own coordinates, so the sampler learns where it actually measured. Infeasible candidates are told through
-Optuna's constraints (``constraints_func``: the constraints' excess, stored in the trial's user attributes), so
-TPE prefers feasible regions.
+a categorical choice. The trials go in three phases: a quarter spread over the space (enqueued, as
+successive halving's first rung opens), then TPE's suggestions (multivariate), then, for the last half, a
+polish of the incumbent: its most promising untried neighbour (the changed value that did best on average
+among the trials), one at a time, as a fixed trial. The last two restarts measure the best two candidates
+again, ``search.eta`` times longer (rung 1), since among near-ties the best single window is as often the
+luckiest as the best.
+
+A suggestion already measured is told that candidate's value again (no restart) and TPE asked once more; a
+suggestion that is not a candidate (pruned by a ``where`` rule) is told as failed, and a trial fixed at the
+nearest candidate not yet measured measures it, so the sampler learns where it actually measured. Infeasible
+candidates are told through Optuna's constraints (``Trial.set_constraint`` in Optuna 5, ``constraints_func``
+before: the constraints' excess), so TPE prefers feasible regions.
 
 The study lives in ``search/optuna.journal`` (Optuna's ``JournalStorage`` with a file backend); with
 ``--resume`` the study is loaded again: its finished trials stay told, and a trial asked but never told (the
