@@ -622,7 +622,7 @@ def run_sweep(
             run_dir=str(store.path),
             total_points=sweep.schedule.total_points,
             pending_points=sweep.total_points,
-            deployments=len(plan.deployments),
+            deployments=sweep.schedule.planned_deployments,
             eta_seconds=sweep.eta.remaining(sweep.parallel),
             resumed=opened.resumed,
         )

@@ -86,7 +86,8 @@ def plan(
 
     With baselines to reuse (``baselines_from`` in the file, or ``--baselines-from``), the reused points are
     left out, and each baseline that cannot be reused says why. With earlier runs of the experiment, the ETA is
-    the one they teach (their time per deployment and per point).
+    the one they teach (their time per deployment and per point). With a search, the candidates (measured at
+    the objective's load only) and the restarts and GPU-hours of the grid and of the budget.
     """
     from orchestrator.baselines import baselines_source, reuse_baselines
     from orchestrator.eta import eta_history

@@ -309,6 +309,10 @@ class SearchSchedule(Schedule):
                 self._note(proposed, proposal)
                 self._cond.notify_all()
 
+    @property
+    def planned_deployments(self) -> int:
+        return self.budget
+
     def position(self, deployment: Deployment) -> tuple[int, int]:
         return min(len(self.spent) + 1, self.budget), self.budget
 

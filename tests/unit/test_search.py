@@ -18,7 +18,7 @@ from orchestrator.plan import build_plan
 from orchestrator.schedule import Schedule
 from orchestrator.search.bayesian import BayesianStrategy
 from orchestrator.search.cost import search_cost
-from orchestrator.search.driver import schedule_for, search_plan
+from orchestrator.search.driver import SearchSchedule, schedule_for, search_plan
 from orchestrator.search.objective import LevelScore, Score, score_records
 from orchestrator.search.recommend import recommend, to_yaml
 from orchestrator.search.space import SearchSpace
@@ -385,3 +385,38 @@ def test_a_constraint_no_configuration_meets_ends_with_a_statement_and_the_neare
     text = to_yaml(recs)
     assert "no configuration meets the constraints" in text
     assert yaml.safe_load(text)["variants"] == {}
+
+
+# -- the seam ------------------------------------------------------------------------------------------------
+
+
+def _measure_all(schedule: SearchSchedule, state: ResumeState, deployments: list[Any]) -> None:
+    """What the sweep loop does with each deployment the schedule yields: a record per point, stored."""
+    for deployment in schedule.deployments_for("local", going=lambda: True, skipped=lambda: None):
+        deployments.append(deployment)
+        for point in deployment.load_points:
+            tok_s = 1000.0 + 10 * int(deployment.params.get("budget", 0)) - 3 * int(deployment.params.get("depth", 0))
+            state.add(_record(None, deployment, point, output_tok_s=tok_s, itl_ms_p99=20.0))
+
+
+def test_the_search_schedule_yields_proposals_reads_records_back_and_replays_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    exp = load(tmp_path, OBJECTIVE + "search: {strategy: successive-halving, budget: {restarts: 12}, seed: 4}\n")
+    plan = search_plan(exp, build_plan(exp))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    state = ResumeState.empty()
+    first: list[Any] = []
+    schedule = SearchSchedule(exp, plan, ["local"], state, run_dir)
+    _measure_all(schedule, state, first)
+    assert first[0].baseline and not any(d.baseline for d in first[1:])
+    assert len(first) == len({d.id for d in first}) <= 12
+    assert any(d.restart > 1 for d in first)  # a survivor measured again: a new deployment, more requests
+    history = (run_dir / "search" / "history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["deployment_id"] for line in history] == [d.id for d in first]
+    # A new process on the same records (a resumed run): every proposal is answered from them, none deployed.
+    again: list[Any] = []
+    _measure_all(SearchSchedule(exp, plan, ["local"], state, run_dir), state, again)
+    assert again == []
+    assert (run_dir / "search" / "history.jsonl").read_text().splitlines() == history
