@@ -420,3 +420,38 @@ def test_the_search_schedule_yields_proposals_reads_records_back_and_replays_wit
     _measure_all(SearchSchedule(exp, plan, ["local"], state, run_dir), state, again)
     assert again == []
     assert (run_dir / "search" / "history.jsonl").read_text().splitlines() == history
+
+
+def test_lossless_verdicts_compare_each_answer_with_the_autoregressive_baseline(tmp_path: Path) -> None:
+    from orchestrator.search.driver import lossless_verdicts
+
+    exp = load(tmp_path, "")
+    plan = build_plan(exp)
+    ar, same, other = plan.deployments[0], plan.deployments[1], plan.deployments[2]
+    folder = tmp_path / "lossless"
+    folder.mkdir()
+
+    def answers(deployment: Any, shas: list[str]) -> None:
+        rows = [{"prompt_index": i, "run": 1, "sha256": sha, "error": None} for i, sha in enumerate(shas)]
+        (folder / f"{deployment.id}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    answers(ar, ["a", "b"])
+    answers(same, ["a", "b"])
+    answers(other, ["a", "x"])
+    verdicts = lossless_verdicts(tmp_path, plan, "ar")
+    assert (verdicts[same.id], verdicts[other.id]) == (True, False)
+
+
+def test_text_values_make_a_categorical_axis_and_several_variants_a_variant_axis(tmp_path: Path) -> None:
+    text = BASE.replace(
+        "  tree:\n",
+        '  chain:\n    spec_args: "--algorithm linear --draft-tokens {k} --mode {mode}"\n'
+        "    matrix: {k: [4, 8], mode: [fast, exact]}\n  tree:\n",
+    )
+    path = tmp_path / "two.yaml"
+    path.write_text(text)
+    exp = load_experiment(path)
+    space = SearchSpace.from_plan(build_plan(exp))
+    axes = {a.name: a.ordered for a in space.axes}
+    assert axes == {"variant": False, "k": True, "mode": False, "budget": True, "topk": True, "depth": True}
+    assert len(space) == 4 + 48
