@@ -7,8 +7,10 @@ The modules, each small: :mod:`~orchestrator.search.spec` (the ``objective:`` an
 :mod:`~orchestrator.search.strategies` (grid, random, successive halving) and
 :mod:`~orchestrator.search.bayesian` (Optuna's TPE), :mod:`~orchestrator.search.driver` (the seam the runner
 asks for the next deployment), :mod:`~orchestrator.search.history` (``search/history.jsonl``),
-:mod:`~orchestrator.search.cost` (restarts and GPU-hours up front) and
-:mod:`~orchestrator.search.recommend` (the best configuration per load, as YAML).
+:mod:`~orchestrator.search.cost` (restarts and GPU-hours up front), :mod:`~orchestrator.search.preview`
+(the plan's cost line and the dry run's first round), :mod:`~orchestrator.search.recommend` (the best
+configuration per load, as YAML) and :mod:`~orchestrator.search.report` (the report's figure and closing
+section). docs/search.md is the user's guide.
 
 This package decides *what* to deploy next, never *where*: the launcher and its slots stay the runner's.
 """
