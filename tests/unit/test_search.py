@@ -455,3 +455,33 @@ def test_text_values_make_a_categorical_axis_and_several_variants_a_variant_axis
     axes = {a.name: a.ordered for a in space.axes}
     assert axes == {"variant": False, "k": True, "mode": False, "budget": True, "topk": True, "depth": True}
     assert len(space) == 4 + 48
+
+
+def test_two_slots_share_the_search_each_baseline_on_each_host_each_candidate_once(tmp_path: Path) -> None:
+    import threading
+
+    exp = load(tmp_path, OBJECTIVE + "search: {strategy: successive-halving, budget: {restarts: 12}, seed: 4}\n")
+    plan = search_plan(exp, build_plan(exp))
+    state = ResumeState.empty()
+    schedule = SearchSchedule(exp, plan, ["a", "b"], state, None)
+    lock = threading.Lock()
+    seen: list[tuple[str, str]] = []
+
+    def slot(target: str) -> None:
+        for deployment in schedule.deployments_for(target, going=lambda: True, skipped=lambda: None):
+            with lock:
+                seen.append((target, deployment.id))
+                for point in deployment.load_points:
+                    record = _record(None, deployment, point, output_tok_s=1000.0 + len(seen), itl_ms_p99=20.0)
+                    state.add(record.model_copy(update={"host": target}))
+
+    threads = [threading.Thread(target=slot, args=(t,), daemon=True) for t in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(t.is_alive() for t in threads)
+    baseline = plan.deployments[0].id
+    assert sorted(t for t, d in seen if d == baseline) == ["a", "b"]
+    shared = [d for _t, d in seen if d != baseline]
+    assert shared and len(shared) == len(set(shared))
