@@ -10,9 +10,9 @@ measurements instead of a running server, so that 10 seeds x 4 strategies take a
 - the truth of a configuration is the simulator's own model of its k26 profile at C=16 (accept length from
   the acceptance model, steady-state C x E / step(C): the figures ``bench/sim_calibration.py`` prints);
 - one window of ``requests`` requests measures the truth times (1 + noise), noise normal with a relative
-  standard deviation of ``--noise`` (3%: what the bootstrap intervals of 16-request windows at C=16 on the
-  simulator with ``--step-jitter 0.05`` give) divided by sqrt(requests / 16); a window's standard error is
-  that standard deviation, as the record's interval would say;
+  standard deviation of ``--noise`` (3%: the most the bootstrap intervals of 16-request windows at C=16 on
+  the simulator with ``--step-jitter 0.05`` said, their median being 2.0%) divided by sqrt(requests / 16); a
+  window's standard error is that standard deviation, as the record's interval would say;
 - every strategy, the grid included, measures a candidate's first window at 16 requests; successive
   halving measures survivors eta times longer (48, then 144 requests), each a restart.
 
