@@ -72,6 +72,7 @@ COMMANDS = (
     "sweep",
     "ls",
     "report",
+    "recommend",
     "compare",
     "playbook",
     "restore",

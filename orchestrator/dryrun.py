@@ -36,8 +36,15 @@ def describe_plan(experiment: Experiment) -> str:
     plan = build_plan(experiment)
     service = experiment.service
     hosts = ", ".join(h.display_name for h in experiment.host_specs())
+    searching: list[str] = []
+    if experiment.search is not None and experiment.search.strategy != "grid":
+        from orchestrator.search.preview import first_round
+
+        plan, cost = first_round(experiment, plan)
+        searching = [f"# {cost.describe()}", "# the first round (the baselines and the strategy's first batch):"]
     out: list[str] = [
         f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points on {hosts}",
+        *searching,
         "# nothing below has been run",
     ]
     out += _workload_lines(experiment)

@@ -33,6 +33,7 @@ from pydantic import (
 
 from orchestrator.durations import parse_duration
 from orchestrator.errors import ConfigError
+from orchestrator.search.spec import ObjectiveSpec, SearchSpec, search_problems
 from orchestrator.templates import TemplateSyntaxError, fields
 from orchestrator.yamlsource import Positions, load_yaml_with_positions, locate
 
@@ -888,6 +889,9 @@ class Experiment(_Strict):
     failure_policy: FailurePolicySpec = Field(default_factory=FailurePolicySpec)
     lossless: LosslessSpec = Field(default_factory=LosslessSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    #: What "best" means and how to find it without the whole grid (``orchestrator/search``).
+    objective: ObjectiveSpec | None = None
+    search: SearchSpec | None = None
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -1431,6 +1435,7 @@ def _semantic_problems(exp: Experiment) -> list[_Problem]:
     points *= exp.load.repeats_across_restarts
     if points > MAX_LOAD_POINTS:
         problems.append(_Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}"))
+    problems += [_Problem(path, message) for path, message in search_problems(exp)]
     return problems
 
 

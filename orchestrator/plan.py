@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.rendering import expand_matrix, server_config
+from orchestrator.search.spec import admitted
 
 if TYPE_CHECKING:
     from orchestrator.experiment import Experiment
@@ -340,9 +341,12 @@ def build_plan(experiment: Experiment) -> Plan:
     """Expand, render, deduplicate and order: the Plan of one Experiment."""
     order = list(experiment.baselines) + [v for v in experiment.variants if v not in experiment.baselines]
     by_hash: dict[str, dict[str, Any]] = {}
+    rules = experiment.search.where if experiment.search is not None else []
     for name in order:
         variant = experiment.variants[name]
         for params in expand_matrix(variant):
+            if rules and name not in experiment.baselines and not admitted(rules, params):
+                continue  # pruned by the search's ``where`` rules (orchestrator/search/space.py)
             config = server_config(experiment, name, params)
             key = content_id("c", config)
             if key in by_hash:

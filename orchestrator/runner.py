@@ -65,6 +65,7 @@ from orchestrator.policy import FailureTracker
 from orchestrator.provenance import ProvenanceLog
 from orchestrator.runs import RunEnd, RunFrame, StopSignal
 from orchestrator.schedule import Schedule
+from orchestrator.search.driver import schedule_for, search_plan, uses_search
 from orchestrator.store import Record, ResumeState, RunStore, utc_now_iso
 
 __all__ = [
@@ -198,14 +199,14 @@ class SlotWorker:
         """Launch ``deployment`` on the slot and warm it up; False (its pending points failed with the
         evidence, unless stopped) when it could not be applied or never became healthy."""
         sweep = self.sweep
-        index = sweep.plan.deployments.index(deployment) + 1
+        index, total = sweep.schedule.position(deployment)
         self.emit(
             DeploymentStarted(
                 host=self.name,
                 deployment_id=deployment.id,
                 label=deployment.label,
                 index=index,
-                total=len(sweep.plan.deployments),
+                total=total,
                 attempt=attempt,
             )
         )
@@ -442,7 +443,8 @@ class SweepState:
         self.observer = observer
         self.stop = stop
         self.resume = resume if resume is not None else ResumeState.empty(retry_failed=options.retry_failed)
-        self.schedule = Schedule(plan, targets, self.resume.final)
+        # The plan's fixed order, or a search's strategy proposing each next deployment (orchestrator/search).
+        self.schedule: Schedule = schedule_for(experiment, plan, targets, self.resume, store.path)
         #: The target names (the hosts records name), in order.
         self.hosts = list(self.schedule.targets)
         self.pooled = self.schedule.pooled
@@ -591,6 +593,8 @@ def run_sweep(
     # Not `stop or ...`: a StopSignal is falsy until requested, and the caller's own must be the one watched.
     stop = stop if stop is not None else StopSignal()
     plan = build_plan(experiment)
+    if uses_search(experiment):
+        plan = search_plan(experiment, plan)
     opened = open_run(experiment, plan, options.open_options())
     store = opened.store
     if launcher is None:
@@ -618,7 +622,7 @@ def run_sweep(
             run_dir=str(store.path),
             total_points=sweep.schedule.total_points,
             pending_points=sweep.total_points,
-            deployments=len(plan.deployments),
+            deployments=sweep.schedule.planned_deployments,
             eta_seconds=sweep.eta.remaining(sweep.parallel),
             resumed=opened.resumed,
         )

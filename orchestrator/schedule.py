@@ -140,6 +140,15 @@ class Schedule:
                 failed += sum(1 for r in records if r.status == "failed")
         return {"planned": planned, "ok": ok, "failed": failed}
 
+    @property
+    def planned_deployments(self) -> int:
+        """The deployments the sweep plans (a search: its budget of restarts)."""
+        return len(self.plan.deployments)
+
+    def position(self, deployment: Deployment) -> tuple[int, int]:
+        """Which deployment of how many this is (progress lines say ``[index/total]``)."""
+        return self.plan.deployments.index(deployment) + 1, len(self.plan.deployments)
+
     # -- what a slot runs next ----------------------------------------------------------------------
 
     def deployments_for(

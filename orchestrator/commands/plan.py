@@ -86,7 +86,8 @@ def plan(
 
     With baselines to reuse (``baselines_from`` in the file, or ``--baselines-from``), the reused points are
     left out, and each baseline that cannot be reused says why. With earlier runs of the experiment, the ETA is
-    the one they teach (their time per deployment and per point).
+    the one they teach (their time per deployment and per point). With a search, the candidates (measured at
+    the objective's load only) and the restarts and GPU-hours of the grid and of the budget.
     """
     from orchestrator.baselines import baselines_source, reuse_baselines
     from orchestrator.eta import eta_history
@@ -94,7 +95,9 @@ def plan(
 
     experiment = load_experiment(file)
     root = results_root(results, experiment)
-    the_plan = build_plan(experiment)
+    from orchestrator.search.preview import plan_and_cost
+
+    the_plan, cost = plan_and_cost(experiment, build_plan(experiment))  # a search: its candidates and its cost
     source = baselines_source(experiment, baselines_from, root)
     reuse = reuse_baselines(experiment, the_plan, source) if source is not None else None
     shown = reuse.plan if reuse is not None else the_plan
@@ -120,9 +123,13 @@ def plan(
                 ],
                 "not_reused": reuse.reasons,
             }
+        if cost is not None:
+            data["search"] = cost.to_dict()
         typer.echo(json.dumps(data, indent=2))
         return
     console.print(render_plan(shown, history, console.width))
+    if cost is not None:
+        console.print(escape(cost.describe()), soft_wrap=True)
     if reuse is not None:
         console.print(
             f"baselines from {source}: {len(reuse.records)} point(s) reused, "

@@ -73,6 +73,11 @@ def sweep(
     Ctrl-C (or SIGTERM) stops the load, restores the host and marks the run interrupted (exit 130); a second
     Ctrl-C skips waiting but still restores.
 
+    With a search (an objective: and a search: strategy other than grid), the strategy picks each next
+    configuration from what the finished ones scored, measures candidates at the objective's load only and
+    stops at its budget; --dry-run shows its first round, --resume continues it without repeating a restart
+    (docs/search.md).
+
     Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed
     (run state done, or failed when none succeeded); 4 the experiment's failure_policy stopped the sweep (a
     baseline that cannot start, or N deployments in a row that cannot; state stopped); 1 an error ended the

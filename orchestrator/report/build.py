@@ -24,6 +24,7 @@ from orchestrator.errors import StoreError
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
+from orchestrator.search.report import search_blocks, search_figures
 
 __all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
 
@@ -322,6 +323,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
     if skipped:
         notes.append(f"{len(skipped)} unreadable line(s) of records.jsonl were left out.")
     blocks += [Paragraph(n, "muted") for n in notes]
+    blocks += search_blocks(analysis.path)  # the report ends with the recommendations (orchestrator/search)
     return blocks
 
 
@@ -380,6 +382,7 @@ def build_report(
         if progress:
             progress("figures")
         figures = write_figures(analysis, target / "figures", progress)
+        figures.update(search_figures(run_dir, target / "figures"))  # a search's history (orchestrator/search)
         summary = target / "summary.csv"
         tables.summary_table(analysis).to_csv(summary, index=False)
         files["summary.csv"] = summary
