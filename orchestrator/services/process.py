@@ -66,6 +66,20 @@ fi
 if [ -s {exit_file} ]; then echo "exit $(cat {exit_file})"; else echo gone; fi
 """
 
+# The process the pid file names, as "pid start", if it is alive and is this service's wrapper (its command
+# line holds the pid file's path); nothing otherwise. A run killed between starting the server and recording
+# it in the marker leaves only the pid file (the wrapper writes it first thing): this finds that server.
+_FROM_PID_FILE = """f={pid_file}
+[ -s "$f" ] || exit 0
+read p < "$f" || exit 0
+case "$p" in ''|*[!0-9]*) exit 0;; esac
+[ -r /proc/$p/stat ] || exit 0
+tr '\\000' '\\n' < /proc/$p/cmdline 2>/dev/null | grep -qxF -- "$f" || exit 0
+st=$(sed 's/.*) //' /proc/$p/stat); set -- $st
+[ "$1" != Z ] && echo "$p ${{20}}"
+true
+"""
+
 
 class ProcessService:
     """A server started as a process in its own session, with a pid file and a log file."""
@@ -305,6 +319,10 @@ class ProcessService:
         if process:
             self._stopped_by_us = True
             self._stop(process)
+        unrecorded = self._from_pid_file()
+        if unrecorded is not None and (not process or int(process["pid"]) != unrecorded["pid"]):
+            self._stopped_by_us = True
+            self._stop(unrecorded)
         q = shell_quote
         self.host.run(
             f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['secrets'])} {q(paths['marker'])}; "
@@ -312,6 +330,13 @@ class ProcessService:
         )
         self._marker_ready = False
         return True
+
+    def _from_pid_file(self) -> dict[str, Any] | None:
+        """The server the pid file names when it is alive and ours (see ``_FROM_PID_FILE``), else None."""
+        answer = self.host.run(_FROM_PID_FILE.format(pid_file=shell_quote(self._paths()["pid"]))).stdout.split()
+        if len(answer) != 2 or not answer[0].isdigit():
+            return None
+        return {"pid": int(answer[0]), "start": answer[1]}
 
     def find_leftovers(self) -> Leftover | None:
         paths = self._paths()
@@ -324,7 +349,7 @@ class ProcessService:
             return None
         stale, why = lock_is_stale(lock) if lock and not lock.get("corrupt") else (True, "")
         detail = why if lock else ""
-        process = (marker or {}).get("process")
+        process = (marker or {}).get("process") or (self._from_pid_file() if marker is not None else None)
         if process:
             alive = self._probe(process) == "alive"
             detail = f"process {process['pid']} {'still running' if alive else 'gone'}" + (f"; {why}" if lock else "")

@@ -146,3 +146,58 @@ def test_a_killed_controllers_process_is_found_and_stopped(tmp_path: Path) -> No
     finally:
         if alive(orphan):
             os.killpg(orphan, signal.SIGKILL)
+
+
+# Killed in the moment between starting the server and recording it in the marker: only the pid file (which
+# the wrapper writes first thing) names it.
+_KILLED_BEFORE_MARKER = """
+import os, signal, sys
+import orchestrator.services.process as process
+from orchestrator.hosts import LocalHost
+from orchestrator.plan import Deployment
+real = process.write_json
+def write_json(host, path, data):
+    if data.get("process"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(host, path, data)
+process.write_json = write_json
+service = process.ProcessService(LocalHost(), "orphan", state_dir=sys.argv[1])
+service.lock("doomed")
+service.apply(Deployment(id="d", variant="v", command="/bin/sleep 120", config_hash="c", load_points=[]))
+"""
+
+
+def test_a_server_started_but_not_yet_recorded_is_found_by_its_pid_file(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_BEFORE_MARKER, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    orphan = int((tmp_path / "orphan.pid").read_text())
+    try:
+        assert alive(orphan)
+        service = ProcessService(LocalHost(), "orphan", state_dir=str(tmp_path))
+        leftover = service.find_leftovers()
+        assert leftover is not None and leftover.marker is not None and leftover.marker["process"] is None
+        assert f"process {orphan} still running" in leftover.detail
+        with driving(service, "next"):
+            assert not alive(orphan)
+        assert service.find_leftovers() is None
+    finally:
+        if alive(orphan):
+            os.killpg(orphan, signal.SIGKILL)
+
+
+def test_a_pid_file_naming_another_process_is_left_alone(tmp_path: Path) -> None:
+    # A recycled pid: the pid file names a live process that is not this service's wrapper.
+    bystander = subprocess.Popen(["/bin/sleep", "60"], start_new_session=True)
+    try:
+        service = ProcessService(LocalHost(), "orphan", state_dir=str(tmp_path))
+        service.lock("first")
+        service._ensure_marker()
+        service.unlock()
+        (tmp_path / "orphan.pid").write_text(f"{bystander.pid}\n")
+        assert service._from_pid_file() is None
+        assert service.restore() and alive(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()
