@@ -85,9 +85,7 @@ def engine_info_from(engine: str, path: str, status: int | None, body: str | Non
     return info
 
 
-def read_engine_info(
-    engine: str, fetch: Callable[[str], tuple[int | None, str | None]]
-) -> dict[str, Any]:
+def read_engine_info(engine: str, fetch: Callable[[str], tuple[int | None, str | None]]) -> dict[str, Any]:
     """Ask the server through ``fetch(path) -> (status, body)`` (``(None, None)`` when it did not answer),
     each of the engine's paths in turn until one gives a version."""
     paths = ENGINE_INFO_PATHS.get(engine, (("/version",), "version"))[0]

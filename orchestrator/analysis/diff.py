@@ -120,9 +120,7 @@ def compare_frames(
         merged[f"{fig}_delta"] = right - left
         merged[f"{fig}_change"] = (right / left - 1).where(left != 0)
         lows, highs, significant = [], [], []
-        for value_b, se_b, value_a, se_a in zip(
-            right, merged[f"{fig}_se_b"], left, merged[f"{fig}_se_a"], strict=True
-        ):
+        for value_b, se_b, value_a, se_a in zip(right, merged[f"{fig}_se_b"], left, merged[f"{fig}_se_a"], strict=True):
             diff = difference(value_b, se_b, value_a, se_a)
             lows.append(diff.lo if diff is not None and diff.lo is not None else float("nan"))
             highs.append(diff.hi if diff is not None and diff.hi is not None else float("nan"))

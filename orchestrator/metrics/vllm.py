@@ -107,7 +107,8 @@ DEFINITIONS: dict[str, str] = {
         "SpecDecoding lines = 1 + sum(accepted) / sum(drafts) (" + _SOURCE + "). Each line's drafts are "
         "recovered from its accepted tokens, its 2-decimal mean (1 + accepted / drafts; accepted / drafts in "
         "vLLM 0.8.5, told apart by the per-position rates) and its per-position rates (details.drafts_exact when "
-        "one count fits). V0 lines: sum(emitted) / sum(draft tokens / k) over their intervals (" + _V0_SOURCE
+        "one count fits). V0 lines: sum(emitted) / sum(draft tokens / k) over their intervals ("
+        + _V0_SOURCE
         + "). None when a line that drafted has no recoverable drafts (0.8.3-0.8.4 form, or nothing accepted "
         "and no per-position list): see details.accept_len_partial."
     ),

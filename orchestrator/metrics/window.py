@@ -177,6 +177,7 @@ def _engine_parse(
 def _keep_edges(samples: Sequence[S]) -> tuple[list[S], int, int]:
     return list(samples), 0, 0
 
+
 def parse_window(
     engine: str,
     text: str | bytes,

@@ -73,9 +73,7 @@ def make_service(source: Any, host: Host, *, name: str | None = None, state_dir:
     raise ConfigError(f"unknown service kind {kind!r} (expected systemd, process or none)", key="service.kind")
 
 
-def _existing(
-    source: Any, spec: Any, host: Host, *, state_dir: str | None, redact: dict[str, str]
-) -> Service:
+def _existing(source: Any, spec: Any, host: Host, *, state_dir: str | None, redact: dict[str, str]) -> Service:
     """``kind: none``: the server already running at the experiment's URL on ``host`` (services/existing.py)."""
     server = getattr(source, "server", None)
     if server is None:

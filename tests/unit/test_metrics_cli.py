@@ -113,7 +113,9 @@ def test_prometheus_pair(app: typer.Typer, tmp_path: Path) -> None:
     before, after = tmp_path / "before.txt", tmp_path / "after.txt"
     before.write_text(_VLLM_BEFORE)
     after.write_text(
-        _VLLM_BEFORE.replace("} 10.0", "} 110.0").replace("} 30.0", "} 330.0").replace("} 20.0", "} 270.0")
+        _VLLM_BEFORE.replace("} 10.0", "} 110.0")
+        .replace("} 30.0", "} 330.0")
+        .replace("} 20.0", "} 270.0")
         .replace("} 100.0", "} 460.0")
     )
     args = ["parse", "--engine", "vllm", "--prometheus", str(before), str(after), "--elapsed", "2", "--json"]
