@@ -81,6 +81,10 @@ def _at_loads(experiment: Experiment, factor: int = 1) -> Experiment:
                     "max_duration": None if until.max_duration is None else until.max_duration * factor,
                 }
             )
+    objective = experiment.objective
+    workload = objective.at.workload if objective is not None and objective.at is not None else None
+    if workload is not None and load.workloads:
+        update["workloads"] = {workload: load.workloads[workload]}  # the other workloads cannot change a score
     copy = experiment.model_copy(update={"load": load.model_copy(update=update)})
     copy._source = experiment.source
     return copy
@@ -219,6 +223,7 @@ class SearchSchedule(Schedule):
             run_dir=self.run_dir,
             level=self.experiment.checks.confidence,
             lossless=lossless,
+            workload=self.experiment.objective.at.workload if self.experiment.objective.at else None,
         )
 
     def _note(self, deployment: Deployment, proposal: Proposal | None) -> None:

@@ -298,15 +298,17 @@ def score_records(
     run_dir: Path | None = None,
     level: float = 0.95,
     lossless: Mapping[str, bool | None] | None = None,
+    workload: str | None = None,
 ) -> Score:
     """The score of one configuration from its ok records at ``loads`` (``(mode, value, weight)``);
-    ``lossless`` maps a deployment id to whether its answers matched the autoregressive baseline's."""
+    ``lossless`` maps a deployment id to whether its answers matched the autoregressive baseline's; with
+    ``workload``, only that workload's records count (``load.workloads``: one figure per workload)."""
     from orchestrator.search.spec import LimitSpec
 
     z = z_value(level)
     by_load: dict[str, list[Record]] = {}
     for record in records:
-        if record.status != "ok":
+        if record.status != "ok" or (workload is not None and getattr(record, "workload", None) != workload):
             continue
         level_value = record.concurrency if record.mode == "concurrency" else record.rate
         by_load.setdefault(load_key(record.mode, level_value), []).append(record)

@@ -4,11 +4,12 @@ runner-up and the margin, whether the constraints hold, and what the search did 
 Every configuration measured at a load level is scored under the experiment's objective at that level alone
 (:mod:`orchestrator.search.objective`; a run without an ``objective:`` maximises output tokens/s with no
 constraint). Levels are the objective's loads, or every load of the experiment when the objective names none
-or the run is a grid: the configuration to run at C=1 may not be the one for C=128. The best is the feasible
-configuration with the best figure; the margin over the runner-up is their relative difference with its
-interval (:func:`orchestrator.analysis.intervals.difference`), a winner beyond noise only when the interval
-excludes zero. When no configuration meets the constraints at a level, the recommendation says so and names
-the nearest configurations (the smallest excess over the limits) instead.
+or the run is a grid: the configuration to run at C=1 may not be the one for C=128. With ``load.workloads``
+there is a level per workload and load (``code C=16``), or only the objective's workload for a search. The
+best is the feasible configuration with the best figure; the margin over the runner-up is their relative
+difference with its interval (:func:`orchestrator.analysis.intervals.difference`), a winner beyond noise only
+when the interval excludes zero. When no configuration meets the constraints at a level, the recommendation
+says so and names the nearest configurations (the smallest excess over the limits) instead.
 
 :func:`to_yaml` renders it as an experiment fragment: a ``variants:`` mapping with one variant per recommended
 configuration (its own template fields, the parameters as a one-value matrix), with the evidence as comments,
@@ -205,13 +206,19 @@ def _run_experiment(run_dir: Path) -> Experiment:
         raise StoreError(f"the run's experiment.yaml no longer validates: {exc}") from None
 
 
-def _levels(experiment: Experiment) -> list[tuple[str, float]]:
+def _levels(experiment: Experiment) -> list[tuple[str, float, str | None]]:
+    """``(mode, value, workload)`` of every level a recommendation is made for: one per workload of
+    ``load.workloads`` (the configuration to run on code may not be the one for chat), else workload None."""
     objective = experiment.objective
     searched = experiment.search is not None and experiment.search.strategy != "grid"
+    workloads: list[str | None] = list(experiment.load.workloads or {}) or [None]
     if objective is not None and objective.at is not None and searched:
-        return [(m, v) for m, v, _ in objective.at.loads()]
+        if objective.at.workload is not None:
+            workloads = [objective.at.workload]
+        return [(m, v, w) for w in workloads for m, v, _ in objective.at.loads()]
     levels = [("concurrency", float(c)) for c in experiment.load.concurrency]
-    return levels + [("rate", float(r)) for r in experiment.load.rates]
+    levels += [("rate", float(r)) for r in experiment.load.rates]
+    return [(m, v, w) for w in workloads for m, v in levels]
 
 
 def recommend(run_dir: str | Path) -> Recommendations:
@@ -236,12 +243,16 @@ def recommend(run_dir: str | Path) -> Recommendations:
     for record in records:
         by_config.setdefault(record.config_hash, []).append(record)
     levels: list[LevelRecommendation] = []
-    for mode, value in _levels(experiment):
+    for mode, value, workload in _levels(experiment):
         entries: list[Entry] = []
-        key = load_key(mode, value)
+        load = load_key(mode, value)
+        key = f"{workload} {load}" if workload else load
         for records_of in by_config.values():
             at_level = [
-                r for r in records_of if load_key(r.mode, r.concurrency if r.mode == "concurrency" else r.rate) == key
+                r
+                for r in records_of
+                if load_key(r.mode, r.concurrency if r.mode == "concurrency" else r.rate) == load
+                and getattr(r, "workload", None) == workload
             ]
             if not at_level:
                 continue
@@ -302,7 +313,8 @@ def recommend(run_dir: str | Path) -> Recommendations:
 
 def _variant_name(entry: Entry, loads: list[str]) -> str:
     suffix = "-".join(
-        load.replace("C=", "c").replace("rate=", "r").replace("/s", "").replace(".", "_") for load in loads
+        load.replace(" ", "-").replace("C=", "c").replace("rate=", "r").replace("/s", "").replace(".", "_")
+        for load in loads
     )
     return f"{entry.variant}-best-{suffix}"
 
@@ -317,6 +329,8 @@ def to_yaml(recs: Recommendations) -> str:
     objective = recs.objective
     if objective is not None:
         at = ", ".join(load_key(m, v) for m, v, _ in objective.at.loads()) if objective.at else "every load"
+        if objective.at is not None and objective.at.workload is not None:
+            at += f" on workload {objective.at.workload}"
         lines.append(
             f"# objective: {'maximize' if objective.sense == 'max' else 'minimize'} {objective.figure} at {at}; "
             f"constraints: {_limits_text(objective)}"

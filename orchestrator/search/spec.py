@@ -104,6 +104,8 @@ class LoadAtSpec(_Strict):
     concurrency: int | None = Field(None, ge=1)
     rate: float | None = Field(None, gt=0)
     mix: list[MixEntry] | None = None
+    #: With ``load.workloads``: the workload the objective is read on (a search scores one workload).
+    workload: str | None = None
 
     @model_validator(mode="after")
     def _one(self) -> LoadAtSpec:
@@ -287,6 +289,24 @@ def search_problems(exp: Any) -> list[tuple[tuple[Any, ...], str]]:
                             f"{mode} {value:g} is not a load of the experiment (load.{field}: {listed})",
                         )
                     )
+        workloads = sorted(exp.load.workloads or {})
+        named = at.workload if at is not None else None
+        if named is not None and named not in workloads:
+            message = (
+                f"workload {named!r} is not one of load.workloads ({', '.join(workloads)})" + suggest(named, workloads)
+                if workloads
+                else f"objective.at.workload {named!r} needs load.workloads"
+            )
+            problems.append((("objective", "at", "workload"), message))
+        elif named is None and len(workloads) > 1 and search is not None and search.strategy != "grid":
+            problems.append(
+                (
+                    ("objective", "at"),
+                    "a search scores one workload: name it, at: {..., workload: NAME} (one of "
+                    + ", ".join(workloads)
+                    + ")",
+                )
+            )
         if objective.constraints.get("lossless") is True and not exp.lossless.enabled:
             problems.append(
                 (

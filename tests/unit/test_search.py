@@ -485,3 +485,56 @@ def test_two_slots_share_the_search_each_baseline_on_each_host_each_candidate_on
     assert sorted(t for t, d in seen if d == baseline) == ["a", "b"]
     shared = [d for _t, d in seen if d != baseline]
     assert shared and len(shared) == len(set(shared))
+
+
+# -- workloads ---------------------------------------------------------------------------------------------
+
+WORKLOADS = "  workloads: {code: builtin:code, chat: builtin:chat}\n"
+
+
+def _with_workloads(tmp_path: Path, extra: str) -> Experiment:
+    load = "load:\n  concurrency: [1, 16]\n  requests: 16\n" + WORKLOADS
+    path = tmp_path / "exp.yaml"
+    path.write_text(BASE.replace("load: {concurrency: [1, 16], requests: 16}\n", load) + extra)
+    return load_experiment(path)
+
+
+def test_a_search_over_workloads_names_the_workload_it_scores(tmp_path: Path) -> None:
+    search = "search: {strategy: random, budget: {restarts: 5}}\n"
+    with pytest.raises(ConfigError) as info:
+        _with_workloads(tmp_path, OBJECTIVE + search)
+    assert info.value.key == "objective.at" and "a search scores one workload" in str(info.value)
+    assert "chat, code" in str(info.value)
+    typo = OBJECTIVE.replace("at: {concurrency: 16}", "at: {concurrency: 16, workload: cod}")
+    with pytest.raises(ConfigError) as info:
+        _with_workloads(tmp_path, typo + search)
+    assert info.value.key == "objective.at.workload" and "did you mean 'code'" in str(info.value)
+    exp = _with_workloads(
+        tmp_path, OBJECTIVE.replace("at: {concurrency: 16}", "at: {concurrency: 16, workload: code}") + search
+    )
+    first = search_plan(exp, build_plan(exp)).deployments[-1]
+    assert {(p.workload, p.concurrency) for p in first.load_points} == {("code", 16)}  # the other workload: no use
+
+
+def test_recommend_names_a_best_per_workload_and_load(tmp_path: Path) -> None:
+    exp = _with_workloads(tmp_path, OBJECTIVE)
+    plan = build_plan(exp)
+    store = RunStore.create(tmp_path / "results", exp.name, resolved_experiment(exp), plan.to_json_dict())
+    # The tree wins code, AR wins chat: one recommendation per workload, never a mix of the two.
+    figures = {
+        ("ar", "code"): 1000.0,
+        ("ar", "chat"): 1000.0,
+        ("tree(budget=32, topk=4, depth=4)", "code"): 2000.0,
+        ("tree(budget=32, topk=4, depth=4)", "chat"): 700.0,
+    }
+    for deployment in plan.deployments:
+        for point in deployment.load_points:
+            tok_s = figures.get((deployment.config_label, point.workload or ""))
+            if tok_s is not None:
+                store.append(_record(None, deployment, point, output_tok_s=tok_s, itl_ms_p99=10.0))
+    recs = recommend(store.path)
+    best = {level.load: level.best.label for level in recs.levels if level.best is not None}
+    assert best["code C=16"] == "tree(budget=32, topk=4, depth=4)" and best["chat C=16"] == "ar"
+    assert set(best) == {"code C=1", "code C=16", "chat C=1", "chat C=16"}
+    fragment = yaml.safe_load(to_yaml(recs))
+    assert "tree-best-code-c1-code-c16" in fragment["variants"], fragment
