@@ -322,6 +322,15 @@ def search_problems(exp: Any) -> list[tuple[tuple[Any, ...], str]]:
                 if (side[0].isalpha() or side[0] == "_") and side not in keys:
                     message = f"where rule {rule!r}: {side!r} is not a matrix key" + suggest(side, sorted(keys))
                     problems.append((("search", "where", index), message))
+        if search.strategy != "grid" and exp.load.repeats_across_restarts > 1:
+            problems.append(
+                (
+                    ("load", "repeats_across_restarts"),
+                    f"a {search.strategy} search deploys each candidate once per measurement (its longer "
+                    "measurements are restarts of their own); repeats_across_restarts is for the grid: drop it, "
+                    "or use load.repeats",
+                )
+            )
         restarts = search.budget.restarts if search.budget is not None else None
         if restarts is not None and search.strategy != "grid" and restarts <= len(exp.baselines):
             message = f"a budget of {restarts} restart(s) leaves none for a candidate after the baselines"

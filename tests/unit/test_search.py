@@ -538,3 +538,16 @@ def test_recommend_names_a_best_per_workload_and_load(tmp_path: Path) -> None:
     assert set(best) == {"code C=1", "code C=16", "chat C=1", "chat C=16"}
     fragment = yaml.safe_load(to_yaml(recs))
     assert "tree-best-code-c1-code-c16" in fragment["variants"], fragment
+
+
+def test_a_search_refuses_repeats_across_restarts(tmp_path: Path) -> None:
+    path = tmp_path / "exp.yaml"
+    load_line = "load: {concurrency: [1, 16], requests: 16}\n"
+    text = BASE.replace(load_line, "load: {concurrency: [1, 16], requests: 16, repeats_across_restarts: 2}\n")
+    path.write_text(text + OBJECTIVE + "search: {strategy: bayesian, budget: {restarts: 5}}\n")
+    with pytest.raises(ConfigError) as info:
+        load_experiment(path)
+    assert (info.value.line, info.value.key) == (12, "load.repeats_across_restarts")
+    assert "repeats_across_restarts is for the grid" in str(info.value)
+    path.write_text(text + OBJECTIVE + "search: {strategy: grid}\n")
+    assert load_experiment(path).load.repeats_across_restarts == 2
