@@ -282,8 +282,8 @@ def main() -> int:
     parser.add_argument(
         "--modes",
         default="16,1,1@5",
-        help="firehose modes, one comparison each: N (N events per write, as fast as it can) or N@T (paced, "
-        "one write per stream every T ms)",
+        help="firehose modes, one comparison each: E (E events per write, as fast as it can), ExK (E events per "
+        "HTTP chunk, K chunks per write), E@T (paced: one write per stream every T ms)",
     )
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
     parser.add_argument("--small", type=float, default=2.0, help="small run: this many requests per stream")
@@ -319,8 +319,8 @@ def main() -> int:
                 capture_output=True,
             )
         for mode in args.modes.split(","):
-            per_write, _, itl = mode.partition("@")
-            with firehose(int(per_write), itl_ms=float(itl or 0), core=0) as server:
+            per_write, chunks, itl = parse_mode(mode)
+            with firehose(per_write, itl_ms=itl, core=0, chunks_per_send=chunks) as server:
                 ctx = Context(
                     server.url,
                     server.control,
@@ -355,6 +355,17 @@ def main() -> int:
         args.json.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
     print(report(runs, clients))
     return 0
+
+
+def parse_mode(mode: str) -> tuple[int, int, float]:
+    """``E[xK][@T]``: E events per HTTP chunk, K chunks per write (1), one write per stream every T ms (0: as
+    fast as it can)."""
+    head, _, itl = mode.partition("@")
+    per_write, _, chunks = head.partition("x")
+    try:
+        return int(per_write), int(chunks or 1), float(itl or 0)
+    except ValueError:
+        raise SystemExit(f"bad mode {mode!r}: E, ExK, E@T or ExK@T (numbers)") from None
 
 
 def report(runs: list[Run], clients: list[str]) -> str:
