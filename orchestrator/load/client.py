@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import queue
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -342,25 +343,43 @@ class _Sink:
 
 _perf = time.perf_counter
 
-# The body bytes aiohttp's parser hands over during one read (see _Pipe): _PieceReader.feed_data is this queue's
-# put, a C function, so that a piece costs no Python frame. Filled and emptied within one data_received.
-_PIECES: queue.SimpleQueue[bytes] = queue.SimpleQueue()
-_pieces_waiting = _PIECES.qsize
-_next_piece = _PIECES.get_nowait
-
 
 class _PieceReader(aiohttp.StreamReader):
     """aiohttp's body reader while a :class:`_Pipe` reads its response: every piece the parser hands it
-    (``feed_data(data, size)``: once per HTTP chunk, or per part of one in a read) goes into ``_PIECES``;
-    the HTTP chunk boundaries (``begin_/end_http_chunk_receiving``, around every chunk) are for
-    ``readchunk()``, which nobody calls here. Everything else is aiohttp's own: ``feed_eof`` ends the body and
-    hands the connection back, ``set_exception`` wakes ``wait_eof()``. Same object layout as its base, so that
-    ``__class__`` can be switched and switched back."""
+    (``feed_data(data, size)``: once per HTTP chunk, or per part of one in a read) goes into a queue (its
+    ``put``, a C function: no Python frame per piece), which the pipe empties after each read; the HTTP chunk
+    boundaries (``begin_/end_http_chunk_receiving``, around every chunk) are for ``readchunk()``, which nobody
+    calls here. Everything else is aiohttp's own: ``feed_eof`` ends the body and hands the connection back,
+    ``set_exception`` wakes ``wait_eof()``. Same object layout as its base, so that ``__class__`` can be
+    switched and switched back.
+
+    ``feed_data`` belongs to the class, so each thread has a subclass and a queue of its own
+    (:func:`_piece_reader`): a sweep runs one event loop per host slot, each in its thread, and a read's pieces
+    must not meet another thread's."""
 
     __slots__ = ()
-    feed_data = staticmethod(_PIECES.put)  # type: ignore[assignment]  # put(item, block): data, size
+    pieces: queue.SimpleQueue[bytes]
     # A C builtin that takes no argument, stored as a static method, does nothing without a Python frame.
     begin_http_chunk_receiving = end_http_chunk_receiving = staticmethod(bool)  # type: ignore[assignment]
+
+
+_THREAD = threading.local()
+
+
+def _piece_reader() -> type[_PieceReader]:
+    """This thread's :class:`_PieceReader` class, its ``feed_data`` the ``put`` of this thread's queue."""
+    cls: type[_PieceReader] | None = getattr(_THREAD, "piece_reader", None)
+    if cls is None:
+        pieces: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        namespace = {"__slots__": (), "pieces": pieces, "feed_data": staticmethod(pieces.put)}  # put(item, block)
+        cls = type("_PieceReader", (_PieceReader,), namespace)
+        _THREAD.piece_reader = cls
+    return cls
+
+
+def _pieces_waiting() -> int:
+    """Pieces in this thread's queue (none, between two reads)."""
+    return _piece_reader().pieces.qsize()
 
 
 class _Pipe(asyncio.Protocol):
@@ -372,14 +391,27 @@ class _Pipe(asyncio.Protocol):
     reading it (Python calls, a future and a task switch per chunk). For a token stream, one token per chunk,
     that is more than the parsing itself. While a response streams, the transport's protocol is this one
     (``transport.set_protocol``): a read is stamped, given to the parser (its body pieces collect in
-    ``_PIECES`` at C speed), and the pieces go to the sink together (they share the read's time); the
+    a queue at C speed: :class:`_PieceReader`), and the pieces go to the sink together (they share the read's time); the
     coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection back
     to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink fails
     (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
     (``sock_read``: no byte for that long) is one timer per timeout period instead of one per read.
     """
 
-    __slots__ = ("eof", "feed", "handler", "idle", "last", "reader", "sink", "transport", "watchdog")
+    __slots__ = (
+        "eof",
+        "feed",
+        "handler",
+        "idle",
+        "last",
+        "next_piece",
+        "reader",
+        "reader_class",
+        "sink",
+        "transport",
+        "waiting",
+        "watchdog",
+    )
 
     @staticmethod
     def fits(handler: object) -> bool:
@@ -407,7 +439,10 @@ class _Pipe(asyncio.Protocol):
         if self.idle:
             self.watchdog = asyncio.get_running_loop().call_later(self.idle, self.watch)
         reader.on_eof(self.ended)
-        reader.__class__ = _PieceReader
+        self.reader_class = _piece_reader()
+        self.waiting = self.reader_class.pieces.qsize
+        self.next_piece = self.reader_class.pieces.get_nowait
+        reader.__class__ = self.reader_class
         self.transport.set_protocol(self)
 
     def data_received(self, data: bytes) -> None:
@@ -421,9 +456,10 @@ class _Pipe(asyncio.Protocol):
             if not isinstance(exc, Exception):
                 raise
             return
-        n = _pieces_waiting()
+        n = self.waiting()
         if n:
-            body = _next_piece() if n == 1 else b"".join([_next_piece() for _ in range(n)])
+            next_piece = self.next_piece
+            body = next_piece() if n == 1 else b"".join([next_piece() for _ in range(n)])
             sink = self.sink
             if sink.error is None:
                 try:
@@ -456,9 +492,10 @@ class _Pipe(asyncio.Protocol):
             self.restore()
 
     def drain(self, now: float) -> None:
-        """Give the sink what is left in ``_PIECES`` (nothing, unless taking the first piece failed)."""
-        if _pieces_waiting():
-            pieces = b"".join([_next_piece() for _ in range(_pieces_waiting())])
+        """Give the sink what is left in the queue (nothing, unless taking the first piece failed)."""
+        n = self.waiting()
+        if n:
+            pieces = b"".join([self.next_piece() for _ in range(n)])
             if self.sink.error is None:
                 self.sink.feed(pieces, now)
                 if self.sink.error is not None:
@@ -496,7 +533,7 @@ class _Pipe(asyncio.Protocol):
         if self.watchdog is not None:
             self.watchdog.cancel()
             self.watchdog = None
-        if type(self.reader) is _PieceReader:
+        if type(self.reader) is self.reader_class:
             self.reader.__class__ = aiohttp.StreamReader  # type: ignore[assignment]
         if self.transport.get_protocol() is self:
             self.transport.set_protocol(self.handler)

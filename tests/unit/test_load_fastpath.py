@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -402,6 +403,30 @@ def test_the_pipe_reads_what_the_sink_reads(
     for pieces in (events, anywhere):
         piped, plain = _read_both_ways(parser_class, pieces, cuts)
         assert piped == plain
+
+
+def test_each_thread_has_its_own_queue_of_pieces() -> None:
+    # A sweep runs an event loop per host slot, each in a thread: what one thread's parser hands over during a
+    # read must land in that thread's queue only.
+    classes: dict[str, Any] = {}
+
+    def take(name: str) -> None:
+        cls = client_module._piece_reader()
+        assert client_module._piece_reader() is cls
+        cls.feed_data(name.encode(), 0)
+        classes[name] = cls
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    a, b = classes["a"], classes["b"]
+    assert a is not b and a.pieces is not b.pieces
+    assert issubclass(a, client_module._PieceReader) and a.__slots__ == ()
+    assert (a.pieces.get_nowait(), b.pieces.get_nowait()) == (b"a", b"b")
+    assert a.pieces.qsize() == b.pieces.qsize() == 0
+    assert client_module._piece_reader() not in (a, b)
 
 
 def test_the_pipe_takes_a_read_of_one_event_and_one_of_several() -> None:
