@@ -390,11 +390,11 @@ class _Pipe(asyncio.Protocol):
     websockets on every read; its ``StreamReader`` then buffers each HTTP chunk and wakes the coroutine
     reading it (Python calls, a future and a task switch per chunk). For a token stream, one token per chunk,
     that is more than the parsing itself. While a response streams, the transport's protocol is this one
-    (``transport.set_protocol``): a read is stamped, given to the parser (its body pieces collect in
-    a queue at C speed: :class:`_PieceReader`), and the pieces go to the sink together (they share the read's time); the
-    coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection back
-    to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink fails
-    (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
+    (``transport.set_protocol``): a read is stamped, given to the parser (its body pieces collect in a queue
+    at C speed: :class:`_PieceReader`), and the pieces go to the sink together (they share the read's time);
+    the coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection
+    back to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink
+    fails (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
     (``sock_read``: no byte for that long) is one timer per timeout period instead of one per read.
     """
 
