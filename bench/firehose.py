@@ -16,6 +16,11 @@ next HTTP chunk of every open stream in turn, then lets the event loop read and 
   several chunks waiting, each still framed on its own);
 - ``16`` (the default): sixteen tokens per write, like the simulator's firehose (16 decode steps per yield).
 
+``--chunks-per-send K`` puts K such HTTP chunks into one write (one ``send``): with ``--events-per-write 1``,
+every token is still its own HTTP chunk, framed as a real engine frames it, but the server's cost per token
+(its Python and a system call per write, about 4 µs here) falls K-fold, so that a fast client reading one
+token per chunk is not held back by the server (it then finds K chunks or more per read).
+
 ``--itl-ms T`` paces it: every T ms each open stream gets its next chunk (no faster than that, never in a
 burst to catch up). With one event per write and a client that keeps up, every read then brings one token,
 as from a real engine; what the client costs per token there is what it costs against real engines.
@@ -30,7 +35,7 @@ count, and every client is timed by the same clock.
 connections over them), so that one URL reaches several servers; each also listens on a port of its own
 (``--control-port``, printed at start) for its ``/stats``.
 
-    .venv/bin/python bench/firehose.py --port 30100 [--events-per-write 1] [--reuse-port]
+    .venv/bin/python bench/firehose.py --port 30100 [--events-per-write 1] [--chunks-per-send 8] [--reuse-port]
 
 Loopback only: it binds 127.0.0.1. Used by bench/load_capacity.py and bench/load_workers.py.
 """
@@ -115,24 +120,29 @@ def union_length(spans: list[tuple[float, float]]) -> float:
     return total + (end - start if end > start else 0.0)
 
 
-_RENDERED: dict[tuple[int, int, bool, bool, bytes], tuple[bytes, list[int]]] = {}
+_RENDERED: dict[tuple[int, int, bool, bool, bytes, int], tuple[bytes, list[int]]] = {}
 
 
 def render_stream(
-    body: dict, per_write: int, model: bytes, continuous_usage: bool = True
+    body: dict, per_write: int, model: bytes, continuous_usage: bool = True, chunks_per_send: int = 1
 ) -> tuple[bytes, list[int], int]:
-    """The whole chunked response body of one streamed chat request: (bytes, chunk boundaries, tokens).
+    """The whole chunked response body of one streamed chat request: (bytes, write boundaries, tokens).
 
-    Rendered once per shape (tokens, usage options): every response of a shape is the same bytes, its id
-    included (no client looks at it; the server's cost per request stays a few microseconds)."""
+    ``per_write`` events go into each HTTP chunk, ``chunks_per_send`` HTTP chunks into each write (the
+    boundaries are those of the writes). Rendered once per shape (tokens, usage options): every response of a
+    shape is the same bytes, its id included (no client looks at it; the server's cost per request stays a few
+    microseconds)."""
     n = body.get("max_completion_tokens") or body.get("max_tokens") or 16
     n = max(1, min(int(n), 1_000_000))
     options = body.get("stream_options") or {}
     include_usage = bool(options.get("include_usage"))
     continuous = continuous_usage and include_usage and bool(options.get("continuous_usage_stats"))
-    key = (n, per_write, include_usage, continuous, model)
+    key = (n, per_write, include_usage, continuous, model, chunks_per_send)
     if key not in _RENDERED:
-        _RENDERED[key] = _render(n, per_write, include_usage, continuous, model)
+        data, bounds = _render(n, per_write, include_usage, continuous, model)
+        if chunks_per_send > 1:
+            bounds = [*bounds[:-1:chunks_per_send], bounds[-1]]
+        _RENDERED[key] = data, bounds
     data, bounds = _RENDERED[key]
     return data, bounds, n
 
@@ -233,8 +243,11 @@ class Stream:
 
 
 class Server:
-    def __init__(self, per_write: int, model: str, itl_s: float = 0.0, continuous_usage: bool = True) -> None:
+    def __init__(
+        self, per_write: int, model: str, itl_s: float = 0.0, continuous_usage: bool = True, chunks_per_send: int = 1
+    ) -> None:
         self.per_write = per_write
+        self.chunks_per_send = chunks_per_send
         self.itl_s = itl_s
         self.continuous_usage = continuous_usage
         self.model = model.encode()
@@ -354,7 +367,9 @@ class Connection(asyncio.Protocol):
                 self.transport.write(_json_response(b'{"error":"bad json"}', b"400 Bad Request"))
                 return
             if body.get("stream"):
-                data, bounds, tokens = render_stream(body, server.per_write, server.model, server.continuous_usage)
+                data, bounds, tokens = render_stream(
+                    body, server.per_write, server.model, server.continuous_usage, server.chunks_per_send
+                )
                 self.stream = Stream(self, data, bounds, tokens)
                 server.start_stream(self.stream)
             else:
@@ -381,7 +396,13 @@ class Connection(asyncio.Protocol):
 
 
 async def serve(args: argparse.Namespace) -> None:
-    server = Server(args.events_per_write, args.model, args.itl_ms / 1000, args.continuous_usage == "honour")
+    server = Server(
+        args.events_per_write,
+        args.model,
+        args.itl_ms / 1000,
+        args.continuous_usage == "honour",
+        args.chunks_per_send,
+    )
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -411,6 +432,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--events-per-write", type=int, default=16)
+    parser.add_argument(
+        "--chunks-per-send", type=int, default=1, help="HTTP chunks (each of --events-per-write events) per write"
+    )
     parser.add_argument("--model", default="sim")
     parser.add_argument("--itl-ms", type=float, default=0.0, help="pace: one chunk per stream every ITL ms")
     parser.add_argument(
@@ -423,8 +447,8 @@ def main() -> int:
     parser.add_argument("--control-port", type=int, default=0, help="this process's own port (0: any)")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (when it is installed)")
     args = parser.parse_args()
-    if args.events_per_write < 1:
-        parser.error("--events-per-write must be at least 1")
+    if args.events_per_write < 1 or args.chunks_per_send < 1:
+        parser.error("--events-per-write and --chunks-per-send must be at least 1")
     if args.uvloop:
         import uvloop
 

@@ -5,11 +5,15 @@ cost per token is as large as a fast client's), pinned to core 0; each client ru
 pinned to core 1, with every one of its processes (GuideLLM and AIPerf start workers; they share the one
 core as our single process does). ``--modes`` runs the whole comparison once per firehose mode: ``16``
 writes sixteen tokens per ``send`` as fast as it can (as the simulator's firehose does: a client finds many
-tokens per read), ``1`` every token as its own HTTP chunk with its own ``send`` (as a real engine's server
-writes them; a client that cannot keep up still finds several chunks per read), ``1@5`` one token per stream
-every 5 ms (a client that keeps up reads one token per read, as from a real engine: there the figure is CPU
-per token, not tokens/s, which the pace sets). For each mode, concurrency and client there is a small and a
-big run (``--small`` and ``--big`` or ``--big-unpaced`` requests per stream), and:
+tokens per read), ``1x8`` every token as its own HTTP chunk, eight chunks per ``send`` (framed as a real
+engine frames them, at an eighth of the server's cost per token, so that the server is not the limit), ``1``
+every token as its own HTTP chunk with its own ``send`` (as a real engine's server writes them; unpaced, the
+server's cost per write, about 4 µs here, can be the limit: then tokens/s is the server's and tokens per
+CPU-second the client's figure), ``1@5`` one token per stream every 5 ms (a client that keeps up reads one
+token per read, as from a real engine: there the figure is CPU per token, not tokens/s, which the pace
+sets). A mode is ``E[xK][@T]``: E events per HTTP chunk, K chunks per write, one write per stream every T
+ms. For each mode, concurrency and client there is a small and a big run (``--small`` and ``--big`` or
+``--big-unpaced`` requests per stream), and:
 
 - server tok/s: tokens the server counted as read by the client in the big run, over the time the client
   had a response to read (bench/firehose.py ``Stats``: a response counts once the client asks for its next
@@ -32,7 +36,7 @@ the way ``vllm bench serve`` calls it: ``add_cli_args`` then ``main``). All run 
 they insist on one. Run from the repository root:
 
     .venv/bin/python bench/load_capacity.py --peer-venv PEER_VENV --vllm-venv VLLM_VENV \
-        [--levels 32,128] [--modes 16,1,1@5] [--tokens 256] [--repeat 3]
+        [--levels 32,128] [--modes 16,1x8,1,1@5] [--tokens 256] [--repeat 3]
 
 Everything talks to 127.0.0.1 only.
 """
@@ -281,9 +285,9 @@ def main() -> int:
     parser.add_argument("--levels", default="32,128")
     parser.add_argument(
         "--modes",
-        default="16,1,1@5",
-        help="firehose modes, one comparison each: N (N events per write, as fast as it can) or N@T (paced, "
-        "one write per stream every T ms)",
+        default="16,1x8,1,1@5",
+        help="firehose modes, one comparison each: E (E events per write, as fast as it can), ExK (E events per "
+        "HTTP chunk, K chunks per write), E@T (paced: one write per stream every T ms)",
     )
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
     parser.add_argument("--small", type=float, default=2.0, help="small run: this many requests per stream")
@@ -319,8 +323,8 @@ def main() -> int:
                 capture_output=True,
             )
         for mode in args.modes.split(","):
-            per_write, _, itl = mode.partition("@")
-            with firehose(int(per_write), itl_ms=float(itl or 0), core=0) as server:
+            per_write, chunks, itl = parse_mode(mode)
+            with firehose(per_write, itl_ms=itl, core=0, chunks_per_send=chunks) as server:
                 ctx = Context(
                     server.url,
                     server.control,
@@ -355,6 +359,17 @@ def main() -> int:
         args.json.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
     print(report(runs, clients))
     return 0
+
+
+def parse_mode(mode: str) -> tuple[int, int, float]:
+    """``E[xK][@T]``: E events per HTTP chunk, K chunks per write (1), one write per stream every T ms (0: as
+    fast as it can)."""
+    head, _, itl = mode.partition("@")
+    per_write, _, chunks = head.partition("x")
+    try:
+        return int(per_write), int(chunks or 1), float(itl or 0)
+    except ValueError:
+        raise SystemExit(f"bad mode {mode!r}: E, ExK, E@T or ExK@T (numbers)") from None
 
 
 def report(runs: list[Run], clients: list[str]) -> str:

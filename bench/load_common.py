@@ -106,10 +106,12 @@ def firehose(
     core: int | None = 0,
     port: int | None = None,
     reuse_port: bool = False,
+    chunks_per_send: int = 1,
 ) -> Iterator[Firehose]:
     """Run bench/firehose.py; yield its URLs and PID once it answers. ``port`` shared with ``reuse_port``."""
     command = [sys.executable, str(ROOT / "bench" / "firehose.py"), "--events-per-write", str(events_per_write)]
     command += ["--port", str(port if port is not None else free_port()), "--itl-ms", str(itl_ms)]
+    command += ["--chunks-per-send", str(chunks_per_send)]
     if importlib.util.find_spec("uvloop") is not None:
         command.append("--uvloop")  # the server's own cost per write, the limit when it writes one token per send
     if reuse_port:

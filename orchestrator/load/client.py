@@ -22,10 +22,11 @@ stopped) propagates. aiohttp and socket errors are translated here, at the bound
 
 Timing: the send time is taken by an aiohttp trace hook just before the request body is written to the
 connection (aiohttp on Python 3.11 writes it from a task of its own, a loop turn or, with hundreds of requests
-dispatched at once, many milliseconds after the call); each piece of the body's arrival time when aiohttp's
-parser hands it over, within the read that brought it (an HTTP chunk, or what one read held of it), so the
-events of one piece share one time. No coroutine wakes per read: the parser feeds the SSE reader and the
-decoder directly (:class:`_SinkReader`), and the reading coroutine only waits for the body's end.
+dispatched at once, many milliseconds after the call); each read of the body when the event loop hands it
+over, before aiohttp's HTTP parser sees it, so that the events one read completes share its time. No coroutine
+wakes per read: while a response streams, the connection's protocol is a :class:`_Pipe` that gives each read
+to aiohttp's parser and the body it yields to the SSE reader and the decoder, and the reading coroutine only
+waits for the body's end.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -201,20 +204,25 @@ class LoadClient:
     ) -> None:
         sink = _Sink(self, decoder, record, timeout, total_deadline)
         content = resp.content
-        if type(content) is aiohttp.StreamReader and _SinkReader.fits:
-            # The body goes straight from aiohttp's parser into the sink, as it arrives (see _SinkReader).
+        connection = resp.connection
+        handler = connection.protocol if connection is not None else None
+        if (
+            type(content) is aiohttp.StreamReader
+            and _Pipe.fits(handler)
+            and not content.is_eof()
+            and handler._payload is content  # type: ignore[union-attr]
+        ):
+            # The body goes from aiohttp's parser straight into the sink, read by read (see _Pipe).
             pending = content.read_nowait()  # what came with the headers (raises if the connection broke)
-            _SINKS[content] = sink
-            content.__class__ = _SinkReader
-            try:
-                if pending:
-                    content.feed_data(pending)
-                if sink.error is None and not content.is_eof():
+            if pending:
+                sink.feed(pending)
+            if sink.error is None and not content.is_eof():
+                pipe = _Pipe(handler, content, sink)
+                try:
                     await content.wait_eof()
-            finally:
-                content.__class__ = aiohttp.StreamReader
-                _SINKS.pop(content, None)
-        else:  # another StreamReader than the one this aiohttp makes: read it the ordinary way
+                finally:
+                    pipe.restore()
+        else:  # another reader or loop than these: read it the ordinary way
             async for chunk in content.iter_any():
                 sink.feed(chunk)
                 if sink.error is not None:
@@ -226,8 +234,8 @@ class LoadClient:
 
 class _Sink:
     """Reads one streamed response as its bytes arrive: SSE framing, the decoder, the first-token and
-    end-of-stream bookkeeping. Every piece of the body is stamped with ``time.perf_counter()`` when it comes out
-    of the HTTP parser (an HTTP chunk, or what one read brought of it); its events share that time."""
+    end-of-stream bookkeeping. Every read is stamped with ``time.perf_counter()`` when it arrives (before
+    aiohttp's parser sees it); the events it completes share that time."""
 
     __slots__ = ("client", "decoder", "error", "first", "on_event", "parser", "record", "timeout", "total_deadline")
 
@@ -249,13 +257,39 @@ class _Sink:
         self.first = False
         self.error: BaseException | None = None  # what ended the stream early (raised by the reading coroutine)
 
-    def feed(self, data: bytes) -> None:
-        """Take the next piece of the body (the general way; :meth:`_SinkReader.feed_data` has a faster one)."""
+    def feed(self, data: bytes, now: float | None = None) -> None:
+        """Take the next piece of the body, read at ``now`` (the general way; :meth:`take` has faster ones)."""
         if self.error is None and data:
             try:
-                self.events(self.parser.feed(data), _perf())
+                self.events(self.parser.feed(data), _perf() if now is None else now)
             except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
                 self.error = exc
+
+    def take(self, data: bytes, now: float) -> None:
+        """Take the body bytes of one read (its HTTP chunks joined), read at ``now``: what :meth:`feed` does,
+        with a fast path for exactly one ``data: ...\n\n`` event (what the SSE parser would make of it:
+        sse.single_event), one for several such events (SSEParser.data_only), the parser for anything else.
+        Raises what ends the stream (the caller keeps it in ``error``)."""
+        if (
+            self.parser.clean
+            and data.endswith(b"\n\n")
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == len(data) - 2
+            and data.find(b"\r") < 0
+        ):
+            n = self.on_event(data[6:-2], now)
+            if n:
+                self.client.tokens_seen += n
+                if not self.first:
+                    self.first_token(now)
+            if self.decoder.done and self.record.end is None:
+                self.ended(now)
+            return
+        payloads = self.parser.data_only(data)
+        if payloads is not None:
+            self.data(payloads, now)
+        else:
+            self.events(self.parser.feed(data), now)
 
     def events(self, events: list[SSEEvent], now: float) -> None:
         # The events of one piece share its time: first token, progress and end marker are settled once.
@@ -271,11 +305,7 @@ class _Sink:
 
     def data(self, payloads: list[bytes], now: float) -> None:
         """:meth:`events` for a piece of plain ``data:`` events (:meth:`SSEParser.data_only`)."""
-        on_event = self.on_event
-        tokens = 0
-        for payload in payloads:
-            tokens += on_event(payload, now)
-        self.settle(tokens, now)
+        self.settle(self.decoder.on_events(payloads, now), now)
 
     def settle(self, tokens: int, now: float) -> None:
         if tokens:
@@ -312,64 +342,220 @@ class _Sink:
 
 
 _perf = time.perf_counter
-_SINKS: dict[aiohttp.StreamReader, _Sink] = {}
 
 
-class _SinkReader(aiohttp.StreamReader):
-    """aiohttp's body reader, turned into a pipe to a :class:`_Sink` for the length of one response.
+class _PieceReader(aiohttp.StreamReader):
+    """aiohttp's body reader while a :class:`_Pipe` reads its response: every piece the parser hands it
+    (``feed_data(data, size)``: once per HTTP chunk, or per part of one in a read) goes into a queue (its
+    ``put``, a C function: no Python frame per piece), which the pipe empties after each read; the HTTP chunk
+    boundaries (``begin_/end_http_chunk_receiving``, around every chunk) are for ``readchunk()``, which nobody
+    calls here. Everything else is aiohttp's own: ``feed_eof`` ends the body and hands the connection back,
+    ``set_exception`` wakes ``wait_eof()``. Same object layout as its base, so that ``__class__`` can be
+    switched and switched back.
 
-    aiohttp's HTTP parser hands every piece of a body to its ``StreamReader`` (``feed_data``, between
-    ``begin_http_chunk_receiving`` and ``end_http_chunk_receiving`` for each HTTP chunk), which buffers it and
-    wakes the coroutine reading it; the coroutine then takes it out again. For a token stream that is a
-    buffer, a future and a task switch per read, more than the parsing itself. While a response streams, its
-    reader's class is this one (the same object layout, so ``__class__`` can be switched and switched back):
-    pieces go to the sink as the parser produces them, and the coroutine sleeps in ``wait_eof()`` until the
-    body ends (``feed_eof``, which also hands the connection back to the pool), the connection fails
-    (``set_exception``) or the sink fails (it sets the exception itself). Everything else is aiohttp's own.
-    """
+    ``feed_data`` belongs to the class, so each thread has a subclass and a queue of its own
+    (:func:`_piece_reader`): a sweep runs one event loop per host slot, each in its thread, and a read's pieces
+    must not meet another thread's."""
 
     __slots__ = ()
-    fits = all(hasattr(aiohttp.StreamReader, name) for name in ("feed_data", "wait_eof", "read_nowait", "is_eof"))
-
-    def feed_data(self, data: bytes, size: int = 0) -> bool:
-        # Once per HTTP chunk, i.e. once per token from a real engine: _Sink.feed, with a fast path for a chunk
-        # that is exactly one "data: ...\n\n" event (what the SSE parser would make of it: sse.single_event)
-        # and one for a chunk of several such events (SSEParser.data_only).
-        sink = _SINKS.get(self)
-        if sink is None or sink.error is not None or not data:
-            return False
-        now = _perf()
-        try:
-            if (
-                sink.parser.clean
-                and data.endswith(b"\n\n")
-                and data.startswith(b"data: ")
-                and data.find(b"\n") == len(data) - 2
-                and data.find(b"\r") < 0
-            ):
-                n = sink.on_event(data[6:-2], now)
-                if n:
-                    sink.client.tokens_seen += n
-                    if not sink.first:
-                        sink.first_token(now)
-                if sink.decoder.done and sink.record.end is None:
-                    sink.ended(now)
-            else:
-                payloads = sink.parser.data_only(data)
-                if payloads is not None:
-                    sink.data(payloads, now)
-                else:
-                    sink.events(sink.parser.feed(data), now)
-        except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
-            sink.error = exc
-            if self.exception() is None:
-                self.set_exception(exc)  # wakes wait_eof() with it
-        return False
-
-    # HTTP chunk boundaries are for readchunk(), which nobody calls here. The parser calls these two around
-    # every HTTP chunk: a C builtin that takes no argument, stored as a static method, does nothing without a
-    # Python frame.
+    pieces: queue.SimpleQueue[bytes]
+    # A C builtin that takes no argument, stored as a static method, does nothing without a Python frame.
     begin_http_chunk_receiving = end_http_chunk_receiving = staticmethod(bool)  # type: ignore[assignment]
+
+
+_THREAD = threading.local()
+
+
+def _piece_reader() -> type[_PieceReader]:
+    """This thread's :class:`_PieceReader` class, its ``feed_data`` the ``put`` of this thread's queue."""
+    cls: type[_PieceReader] | None = getattr(_THREAD, "piece_reader", None)
+    if cls is None:
+        pieces: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        namespace = {"__slots__": (), "pieces": pieces, "feed_data": staticmethod(pieces.put)}  # put(item, block)
+        cls = type("_PieceReader", (_PieceReader,), namespace)
+        _THREAD.piece_reader = cls
+    return cls
+
+
+def _pieces_waiting() -> int:
+    """Pieces in this thread's queue (none, between two reads)."""
+    return _piece_reader().pieces.qsize()
+
+
+class _Pipe(asyncio.Protocol):
+    """The connection's protocol while one response streams: each read goes through aiohttp's HTTP parser
+    into the :class:`_Sink`, with none of aiohttp's per-read Python around it.
+
+    aiohttp's ``ResponseHandler.data_received`` reschedules its read timer and checks for upgrades and
+    websockets on every read; its ``StreamReader`` then buffers each HTTP chunk and wakes the coroutine
+    reading it (Python calls, a future and a task switch per chunk). For a token stream, one token per chunk,
+    that is more than the parsing itself. While a response streams, the transport's protocol is this one
+    (``transport.set_protocol``): a read is stamped, given to the parser (its body pieces collect in a queue
+    at C speed: :class:`_PieceReader`), and the pieces go to the sink together (they share the read's time);
+    the coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection
+    back to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink
+    fails (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
+    (``sock_read``: no byte for that long) is one timer per timeout period instead of one per read.
+    """
+
+    __slots__ = (
+        "eof",
+        "feed",
+        "handler",
+        "idle",
+        "last",
+        "next_piece",
+        "reader",
+        "reader_class",
+        "sink",
+        "transport",
+        "waiting",
+        "watchdog",
+    )
+
+    @staticmethod
+    def fits(handler: object) -> bool:
+        """Whether ``handler`` is the aiohttp protocol this was written against (else: the ordinary way)."""
+        return (
+            handler is not None
+            and all(hasattr(handler, name) for name in _HANDLER_PARTS)
+            and getattr(handler, "_parser", None) is not None
+            and not getattr(handler, "_upgraded", True)
+            and getattr(handler, "_payload_parser", True) is None
+            and hasattr(getattr(handler, "transport", None), "set_protocol")
+        )
+
+    def __init__(self, handler: Any, reader: aiohttp.StreamReader, sink: _Sink) -> None:
+        self.handler = handler
+        self.reader = reader
+        self.sink = sink
+        self.feed = handler._parser.feed_data
+        self.transport = handler.transport
+        self.eof = False
+        self.last = _perf()
+        self.idle: float | None = handler.read_timeout or None
+        handler._drop_timeout()  # aiohttp's per-read timer; the watchdog below stands in for it
+        self.watchdog: asyncio.TimerHandle | None = None
+        if self.idle:
+            self.watchdog = asyncio.get_running_loop().call_later(self.idle, self.watch)
+        reader.on_eof(self.ended)
+        self.reader_class = _piece_reader()
+        self.waiting = self.reader_class.pieces.qsize
+        self.next_piece = self.reader_class.pieces.get_nowait
+        reader.__class__ = self.reader_class
+        self.transport.set_protocol(self)
+
+    def data_received(self, data: bytes) -> None:
+        now = _perf()
+        self.last = now
+        try:
+            messages, upgraded, tail = self.feed(data)
+        except BaseException as exc:
+            self.drain(now)
+            self.broken(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        n = self.waiting()
+        if n:
+            next_piece = self.next_piece
+            body = next_piece() if n == 1 else b"".join([next_piece() for _ in range(n)])
+            sink = self.sink
+            if sink.error is None:
+                try:
+                    # One "data: ...\n\n" event and nothing else (no other line break, no "\r"), what a real
+                    # engine writes per read: Sink.take's first case, written out here.
+                    if (
+                        body.find(b"\n") == len(body) - 2
+                        and body[-1] == 10
+                        and body[:6] == b"data: "
+                        and sink.parser.clean
+                        and body.find(b"\r") < 0
+                    ):
+                        tokens = sink.on_event(body[6:-2], now)
+                        if tokens:
+                            sink.client.tokens_seen += tokens
+                            if not sink.first:
+                                sink.first_token(now)
+                        if sink.decoder.done and sink.record.end is None:
+                            sink.ended(now)
+                    else:
+                        sink.take(body, now)
+                except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
+                    self.fail(exc)
+        if messages or upgraded or tail:
+            # A response nobody asked for after this one: not HTTP as a client knows it. aiohttp would queue it
+            # for the next request on this connection; the connection is closed instead.
+            self.handler._should_close = True
+            self.transport.close()
+        if self.eof:
+            self.restore()
+
+    def drain(self, now: float) -> None:
+        """Give the sink what is left in the queue (nothing, unless taking the first piece failed)."""
+        n = self.waiting()
+        if n:
+            pieces = b"".join([self.next_piece() for _ in range(n)])
+            if self.sink.error is None:
+                self.sink.feed(pieces, now)
+                if self.sink.error is not None:
+                    self.fail(self.sink.error)
+
+    def fail(self, exc: BaseException) -> None:
+        self.sink.error = exc
+        if self.reader.exception() is None:
+            self.reader.set_exception(exc)  # wakes wait_eof() with it
+
+    def broken(self, exc: BaseException) -> None:
+        """The parser refused the bytes: what aiohttp's handler does then (close, and fail the response)."""
+        self.restore()
+        self.transport.close()
+        fault = StreamFault("protocol", f"not valid HTTP: {exc!r}")
+        self.handler.set_exception(fault, exc)
+        self.fail(fault)
+
+    def ended(self) -> None:
+        self.eof = True  # the body's last byte (feed_eof); restored at the end of this read
+
+    def watch(self) -> None:
+        """No byte for the read timeout: aiohttp's own handling of it (a stall); else look again later."""
+        self.watchdog = None
+        if self.idle is None or self.transport.get_protocol() is not self:
+            return
+        quiet = _perf() - self.last
+        if quiet >= self.idle:
+            self.handler._on_read_timeout()
+        else:
+            self.watchdog = asyncio.get_running_loop().call_later(self.idle - quiet, self.watch)
+
+    def restore(self) -> None:
+        """The handler is the connection's protocol again, the reader aiohttp's own (idempotent)."""
+        if self.watchdog is not None:
+            self.watchdog.cancel()
+            self.watchdog = None
+        if type(self.reader) is self.reader_class:
+            self.reader.__class__ = aiohttp.StreamReader  # type: ignore[assignment]
+        if self.transport.get_protocol() is self:
+            self.transport.set_protocol(self.handler)
+
+    # Everything but reads is the handler's.
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.drain(_perf())
+        self.restore()
+        self.handler.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        answer: bool | None = self.handler.eof_received()
+        return answer
+
+    def pause_writing(self) -> None:
+        self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.handler.resume_writing()
+
+
+_HANDLER_PARTS = ("_parser", "_payload", "_drop_timeout", "_on_read_timeout", "read_timeout", "set_exception")
 
 
 async def discover_model(settings: LoadSettings) -> str:

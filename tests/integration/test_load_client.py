@@ -371,6 +371,38 @@ async def test_a_finish_reason_without_done_is_enough(server: FakeServer) -> Non
     assert record.ok, record.error
 
 
+async def test_streams_go_through_the_pipe_and_leave_the_connection_as_aiohttp_had_it(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three streams, one after the other, on the one pooled connection: each read by a _Pipe in aiohttp's
+    # place (a paused write between events makes each its own read), which hands the protocol back at the end.
+    pipes: list[Any] = []
+    made = client_module._Pipe.__init__
+
+    def counting(self: Any, *args: Any) -> None:
+        pipes.append(self)
+        made(self, *args)
+
+    monkeypatch.setattr(client_module._Pipe, "__init__", counting)
+    events = chat_events(["a", "b", "c"])
+    for _ in range(3):
+        server.scripts.append(sse_script([events[0], 0.01, *events[1:3], 0.01, *events[3:]]))
+    settings = settings_for(server.url)
+    async with LoadClient(settings, settings.model) as client:
+        records = [await client.send(i, Prompt(text="hi")) for i in range(3)]
+        assert client._session is not None
+        connector = client._session.connector
+        assert connector is not None
+        pooled = [proto for conns in connector._conns.values() for proto, _ in conns]  # type: ignore[attr-defined]
+        assert len(pooled) == 1
+        assert pooled[0].transport.get_protocol() is pooled[0]  # aiohttp's handler, ready for the next request
+    assert [r.ok for r in records] == [True, True, True], [r.error for r in records]
+    assert [r.output_tokens for r in records] == [3, 3, 3]
+    assert len(pipes) == 3
+    assert all(pipe.transport.get_protocol() is not pipe for pipe in pipes)
+    assert client_module._pieces_waiting() == 0
+
+
 # -- servers that misbehave ------------------------------------------------------------------------------
 
 _OPENAI_500 = {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError", "code": 500}

@@ -8,8 +8,10 @@ per-token loops they replaced. No timing is asserted anywhere.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,6 +139,43 @@ def test_typed_openai_decoding_reads_what_the_dict_decoding_reads(api: str, even
     assert fast == general
 
 
+def _run_reads(api: str, events: list[bytes], sizes: list[int], batched: bool) -> dict[str, Any]:
+    """The events in reads of ``sizes`` events, each read's events sharing its time: ``on_events`` per read, or
+    ``on_event`` per event."""
+    record = RequestRecord(index=0)
+    dec = DECODERS[api](record)
+    total = 0
+    fault = None
+    start = 0
+    try:
+        for k, size in enumerate(sizes):
+            batch = events[start : start + size]
+            start += size
+            if batched:
+                total += dec.on_events(batch, 1.0 + k)
+            else:
+                for data in batch:
+                    total += dec.on_event(data, 1.0 + k)
+    except StreamFault as exc:
+        fault = (exc.kind, str(exc))
+        total = -1  # what the read that failed had counted is not returned either way
+    dec.finish()
+    out = record.to_dict()
+    out.update(times=record.chunk_times, tokens=record.chunk_tokens, total=total, fault=fault, done=dec.done)
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    api=st.sampled_from(["chat", "completions", "generate", "llamacpp"]),
+    events=st.lists(_event, min_size=1, max_size=12),
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
+)
+def test_the_events_of_one_read_read_as_one_by_one(api: str, events: list[bytes], sizes: list[int]) -> None:
+    sizes = [*sizes, len(events)]  # whatever the sizes leave goes in a last read
+    assert _run_reads(api, events, sizes, batched=True) == _run_reads(api, events, sizes, batched=False)
+
+
 @pytest.mark.parametrize(
     "data",
     [b'{"a": 1e400}', b'"\\ud800"', b"NaN", b'{"a": 123456789012345678901234567890}', b'{"a":1,"a":2}'],
@@ -217,34 +256,113 @@ class _Timeout:
         pass
 
 
-def _reader() -> aiohttp.StreamReader:
-    protocol = SimpleNamespace(resume_reading=lambda **kw: None, pause_reading=lambda: None, connected=True)
-    return aiohttp.StreamReader(protocol, 1 << 16, loop=SimpleNamespace())  # type: ignore[arg-type]
+class _Transport:
+    def __init__(self) -> None:
+        self.protocol: object = None
+        self.closed = False
+
+    def set_protocol(self, protocol: object) -> None:
+        self.protocol = protocol
+
+    def get_protocol(self) -> object:
+        return self.protocol
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def _stream(pieces: list[bytes], fast: bool) -> dict[str, Any]:
-    ticks = iter(range(1, 10_000))
-    client_module._perf = lambda: float(next(ticks))  # one stamp per piece, the same in both ways
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+_PARSERS = [aiohttp.http_parser.HttpResponseParserPy]
+if hasattr(aiohttp.http_parser, "HttpResponseParserC"):
+    _PARSERS.append(aiohttp.http_parser.HttpResponseParserC)
+
+
+def _chunked(pieces: list[bytes]) -> bytes:
+    """The body as an HTTP/1.1 chunked response, one HTTP chunk per piece (as an engine writes its events)."""
+    return b"".join(b"%x\r\n" % len(p) + p + b"\r\n" for p in pieces if p) + b"0\r\n\r\n"
+
+
+def _sink(read_time: list[float]) -> tuple[Any, RequestRecord, Any, SimpleNamespace]:
     record = RequestRecord(index=0)
     decoder = DECODERS["chat"](record)
     owner = SimpleNamespace(tokens_seen=0)
     sink = client_module._Sink(owner, decoder, record, _Timeout(), 0.0)  # type: ignore[arg-type]
-    if fast:
-        reader = _reader()
-        client_module._SINKS[reader] = sink
-        reader.__class__ = client_module._SinkReader
-        try:
-            for piece in pieces:
-                reader.feed_data(piece)
-        finally:
-            reader.__class__ = aiohttp.StreamReader
-            del client_module._SINKS[reader]
-    else:
-        for piece in pieces:
-            sink.feed(piece)
+    return sink, record, decoder, owner
+
+
+def _outcome(sink: Any, record: RequestRecord, decoder: Any, owner: SimpleNamespace) -> dict[str, Any]:
     error = repr(sink.error) if sink.error is not None else None
     decoder.finish()
     return {"record": record.to_dict(), "tokens": record.chunk_tokens, "seen": owner.tokens_seen, "error": error}
+
+
+def _read_both_ways(parser_class: Any, pieces: list[bytes], cuts: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The response cut into reads at ``cuts``: through a _Pipe (aiohttp's parser feeding the queue, the sink
+    taking each read's pieces), and through aiohttp's parser into its own StreamReader with every read's body
+    bytes fed to the sink the general way. Every read has its own time, the same both ways."""
+    raw = _HEAD + _chunked(pieces)
+    bounds = sorted({0, len(raw), *(c for c in cuts if c < len(raw))})
+    reads = [raw[a:b] for a, b in itertools.pairwise(bounds)]
+    read_time = [0.0]
+
+    async def read(piped: bool) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        protocol = SimpleNamespace(pause_reading=lambda: None, resume_reading=lambda **kw: None, connected=True)
+        parser = parser_class(protocol, loop, 1 << 16, max_line_size=8190, max_field_size=8190)
+        sink, record, decoder, owner = _sink(read_time)
+        pipe = None
+        transport = _Transport()
+        reader: aiohttp.StreamReader | None = None
+        for k, data in enumerate(reads):
+            read_time[0] = 1.0 + k
+            if reader is None:  # the head is aiohttp's own, as in the client
+                messages, _, tail = parser.feed_data(data)
+                if not messages:
+                    continue
+                reader = messages[0][1]
+                assert not tail
+                pending = reader.read_nowait()
+                if pending:
+                    sink.feed(pending, read_time[0])
+                if piped and not reader.is_eof() and sink.error is None:
+                    handler = SimpleNamespace(
+                        _parser=parser,
+                        transport=transport,
+                        read_timeout=None,
+                        _drop_timeout=lambda: None,
+                        set_exception=lambda exc, cause=None: None,
+                    )
+                    pipe = client_module._Pipe(handler, reader, sink)
+                continue
+            if pipe is not None and transport.get_protocol() is pipe:
+                pipe.data_received(data)
+            elif not piped and not reader.is_eof():
+                parser.feed_data(data)
+                if reader.exception() is None:
+                    body = reader.read_nowait()
+                    if body:
+                        sink.feed(body, read_time[0])
+        if pipe is not None:
+            if sink.error is None:
+                assert transport.get_protocol() is not pipe  # the body ended: the handler is the protocol again
+                assert type(reader) is aiohttp.StreamReader
+            pipe.restore()  # what the reading coroutine does when it wakes (after a failure: the only restore)
+            assert transport.get_protocol() is not pipe
+            assert type(reader) is aiohttp.StreamReader
+        assert client_module._pieces_waiting() == 0
+        if sink.error is None:
+            try:
+                sink.close()
+            except StreamFault as fault:
+                sink.error = fault
+        return _outcome(sink, record, decoder, owner)
+
+    perf = client_module._perf
+    client_module._perf = lambda: read_time[0]
+    try:
+        return asyncio.run(read(True)), asyncio.run(read(False))
+    finally:
+        client_module._perf = perf
 
 
 def _sse(obj: object) -> bytes:
@@ -268,17 +386,61 @@ _other = st.sampled_from(
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=st.lists(st.one_of(_token, _other), min_size=1, max_size=10), cuts=st.lists(st.integers(0, 400)))
-def test_the_body_reader_reads_what_the_sink_reads(events: list[bytes], cuts: list[int]) -> None:
+@given(
+    parser_class=st.sampled_from(_PARSERS),
+    events=st.lists(st.one_of(_token, _other), min_size=1, max_size=10),
+    splits=st.lists(st.integers(0, 400)),
+    cuts=st.lists(st.integers(0, 600)),
+)
+def test_the_pipe_reads_what_the_sink_reads(
+    parser_class: Any, events: list[bytes], splits: list[int], cuts: list[int]
+) -> None:
+    # One event per HTTP chunk, as engines write them, and the body cut into chunks anywhere; each read in
+    # pieces anywhere, the head included.
     body = b"".join(events)
-    bounds = sorted({0, len(body), *(c for c in cuts if c < len(body))})
-    pieces = [body[a:b] for a, b in itertools.pairwise(bounds)]
-    perf = client_module._perf
-    try:
-        assert _stream(pieces, fast=True) == _stream(pieces, fast=False)
-        assert _stream(events, fast=True) == _stream(events, fast=False)  # one event per HTTP chunk, as engines do
-    finally:
-        client_module._perf = perf
+    bounds = sorted({0, len(body), *(c for c in splits if c < len(body))})
+    anywhere = [body[a:b] for a, b in itertools.pairwise(bounds)]
+    for pieces in (events, anywhere):
+        piped, plain = _read_both_ways(parser_class, pieces, cuts)
+        assert piped == plain
+
+
+def test_each_thread_has_its_own_queue_of_pieces() -> None:
+    # A sweep runs an event loop per host slot, each in a thread: what one thread's parser hands over during a
+    # read must land in that thread's queue only.
+    classes: dict[str, Any] = {}
+
+    def take(name: str) -> None:
+        cls = client_module._piece_reader()
+        assert client_module._piece_reader() is cls
+        cls.feed_data(name.encode(), 0)
+        classes[name] = cls
+
+    threads = [threading.Thread(target=take, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    a, b = classes["a"], classes["b"]
+    assert a is not b and a.pieces is not b.pieces
+    assert issubclass(a, client_module._PieceReader) and a.__slots__ == ()
+    assert (a.pieces.get_nowait(), b.pieces.get_nowait()) == (b"a", b"b")
+    assert a.pieces.qsize() == b.pieces.qsize() == 0
+    assert client_module._piece_reader() not in (a, b)
+
+
+def test_the_pipe_takes_a_read_of_one_event_and_one_of_several() -> None:
+    events = [_sse({"choices": [{"index": 0, "delta": {"content": "a"}}], "usage": {"completion_tokens": i}})
+              for i in range(1, 5)]  # fmt: skip
+    events.append(b"data: [DONE]\n\n")
+    raw = _HEAD + _chunked(events)
+    first = raw.index(b"data: ", len(_HEAD))  # the head alone, then one event, then the rest in one read
+    second = raw.index(b"\r\n", raw.index(b"\n\n", first)) + 2
+    piped, plain = _read_both_ways(_PARSERS[-1], events, [first, second])
+    assert piped == plain
+    assert piped["error"] is None
+    assert piped["tokens"] == [1, 1, 1, 1]
+    assert piped["record"]["output_tokens"] == 4
 
 
 # -- figures -----------------------------------------------------------------------------------------------
