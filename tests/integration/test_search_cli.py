@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from tests.reliability.harness import (
     events,
     free_port,
     local_experiment,
-    local_leftovers_restored,
     only_run_dir,
     records,
     run_cli,
@@ -34,17 +32,6 @@ from tests.reliability.harness import (
 pytestmark = pytest.mark.timeout(300)
 
 BUDGET = 8  # restarts, the two baselines included: 6 of the 16 candidates
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "home"
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        with local_leftovers_restored(path, *tmp_path.glob("*.yaml")):
-            pass
 
 
 def _experiment(

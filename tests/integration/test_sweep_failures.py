@@ -17,7 +17,6 @@ import json
 import shutil
 import socket
 import threading
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ from tests.reliability.harness import (
     events,
     free_port,
     local_experiment,
-    local_leftovers_restored,
     only_run_dir,
     records,
     run_cli,
@@ -67,18 +65,6 @@ def _seconds(event: dict[str, Any]) -> float:
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    """The CLI's $HOME; whatever a run left there is undone on the way out."""
-    path = tmp_path / "home"
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        with local_leftovers_restored(path, *tmp_path.glob("*.yaml")):
-            pass
 
 
 def _demo(port: int, url_port: int, **changes: Any) -> dict[str, Any]:

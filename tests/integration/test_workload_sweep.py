@@ -9,7 +9,6 @@ left to measure.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from tests.reliability.harness import (
     cli_env,
     events,
     free_port,
-    local_leftovers_restored,
     only_run_dir,
     records,
     run_cli,
@@ -67,17 +65,6 @@ def experiment(name: str, port: int, workloads: dict[str, Any] | None) -> dict[s
         "load": load,
         "lossless": {"prompts": 2},
     }
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "home"
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        with local_leftovers_restored(path, *tmp_path.glob("*.yaml")):
-            pass
 
 
 def _restarts(run_dir: Path) -> int:
