@@ -60,6 +60,7 @@ __all__ = [
     "SkippedLine",
     "find_latest",
     "is_run_directory",
+    "read_json_lines",
     "run_directories",
     "utc_now_iso",
 ]
@@ -276,6 +277,33 @@ def _append_bytes(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _lines(target: Path) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``target`` with their numbers; none when it is missing."""
+    try:
+        with open(target, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, start=1):
+                text = line.strip()
+                if text:
+                    yield number, text
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _store_error("read", target, exc) from exc
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, one a line (unreadable lines skipped); [] when it is missing."""
+    out: list[dict[str, Any]] = []
+    for _number, text in _lines(path):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -545,15 +573,7 @@ class RunStore:
 
     def read_lines(self, rel: str) -> list[dict[str, Any]]:
         """The JSON objects of a file ``write_lines`` wrote (unreadable lines skipped); [] when it is missing."""
-        out: list[dict[str, Any]] = []
-        for _number, text in self._lines(self.path / rel):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-        return out
+        return read_json_lines(self.path / rel)
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""
@@ -626,7 +646,7 @@ class RunStore:
         target = self.path / "records.jsonl"
         kept: list[str] = []
         moved: list[str] = []
-        for _number, text in self._lines(target):
+        for _number, text in _lines(target):
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError:
@@ -652,7 +672,7 @@ class RunStore:
     def superseded_records(self) -> list[Record]:
         """The records ``supersede`` moved out (readable ones), in file order."""
         out: list[Record] = []
-        for _number, text in self._lines(self.path / "superseded.jsonl"):
+        for _number, text in _lines(self.path / "superseded.jsonl"):
             try:
                 out.append(Record.model_validate_json(text))
             except ValidationError:
@@ -699,7 +719,7 @@ class RunStore:
         target = self.path / "records.jsonl"
         records: list[Record] = []
         skipped: list[SkippedLine] = []
-        for number, text in self._lines(target):
+        for number, text in _lines(target):
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:
@@ -744,7 +764,7 @@ class RunStore:
     def events(self) -> list[dict[str, Any]]:
         """Every readable event, in order (torn lines skipped)."""
         out: list[dict[str, Any]] = []
-        for _number, text in self._lines(self.path / "events.jsonl"):
+        for _number, text in _lines(self.path / "events.jsonl"):
             try:
                 value = json.loads(text)
             except json.JSONDecodeError:
@@ -753,17 +773,6 @@ class RunStore:
                 out.append(value)
         return out
 
-    def _lines(self, target: Path) -> Iterator[tuple[int, str]]:
-        try:
-            with open(target, encoding="utf-8", errors="replace") as fh:
-                for number, line in enumerate(fh, start=1):
-                    text = line.strip()
-                    if text:
-                        yield number, text
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise _store_error("read", target, exc) from exc
 
 
 def _user() -> str:

@@ -23,20 +23,13 @@ HISTORY_FILE = "history.jsonl"
 
 def read_history(run_dir: str | Path) -> list[dict[str, Any]]:
     """The lines of a run's search history ([] when the run made no search); unreadable lines are skipped."""
-    path = Path(run_dir) / SEARCH_DIR / HISTORY_FILE
-    rows: list[dict[str, Any]] = []
+    from orchestrator.errors import StoreError
+    from orchestrator.store import read_json_lines
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+        return read_json_lines(Path(run_dir) / SEARCH_DIR / HISTORY_FILE)
+    except StoreError:  # an unreadable file reads as no history, as a missing one does
         return []
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
 
 
 class SearchHistory:

@@ -12,7 +12,8 @@ from tests.reliability.harness import local_leftovers_restored
 
 @pytest.fixture
 def home(tmp_path: Path) -> Iterator[Path]:
-    """The CLI's $HOME; whatever a run left there is undone on the way out."""
+    """The CLI's $HOME; on the way out, whatever a test's runs left there (a simulator whose CLI was killed, a
+    marker, a lock) is undone, as ``specsweep restore --break-lock`` would."""
     path = tmp_path / "home"
     path.mkdir()
     try:

@@ -10,7 +10,6 @@ import json
 import signal
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from tests.reliability.harness import (
     events,
     free_port,
     local_experiment,
-    local_leftovers_restored,
     only_run_dir,
     planned_points,
     point_ids,
@@ -49,19 +47,6 @@ def _state_files(home: Path) -> list[str]:
     """What the process service left in its state directory (only logs may stay)."""
     state = home / ".local" / "state" / "specsweep"
     return sorted(p.name for p in state.iterdir() if not p.name.endswith(".log")) if state.is_dir() else []
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    """The CLI's $HOME; on the way out, whatever a test's runs left there (a simulator whose CLI was killed, a
-    marker, a lock) is undone, as ``specsweep restore --break-lock`` would."""
-    path = tmp_path / "home"
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        with local_leftovers_restored(path, *tmp_path.glob("*.yaml")):
-            pass
 
 
 def test_a_sweep_runs_end_to_end_and_leaves_a_complete_run_directory(tmp_path: Path, home: Path) -> None:
