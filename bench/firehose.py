@@ -25,10 +25,12 @@ token per chunk is not held back by the server (it then finds K chunks or more p
 burst to catch up). With one event per write and a client that keeps up, every read then brings one token,
 as from a real engine; what the client costs per token there is what it costs against real engines.
 
-The server counts what it streams: ``GET /stats`` returns ``tokens`` (completion tokens written),
-``taken_tokens`` (of responses the client has read: see :class:`Stats`), ``requests``, ``writes``,
-``busy_s`` (the time the client had a response to read) and the requests' busy ``spans``; ``POST /reset``
-zeroes them. Tokens/s as the server
+The server counts what it streams: ``GET /stats`` returns ``tokens`` (completion tokens of the responses
+written to their end), ``taken_tokens`` (of responses the client has read: see :class:`Stats`), ``requests``,
+``writes``, ``written`` (completion tokens in the writes so far) with its ``timeline`` (``[time, written]``
+pairs, ``time.perf_counter()`` about every 20 ms while the server writes: the machine's monotonic clock, which
+a bench reads too), ``busy_s`` (the time the client had a response to read) and the requests' busy ``spans``;
+``POST /reset`` zeroes them. Tokens/s as the server
 counts them is ``taken_tokens / busy_s``, so the time a client spends starting up (importing torch) does not
 count, and every client is timed by the same clock.
 ``--reuse-port`` lets several of these processes listen on one port (``SO_REUSEPORT``: the kernel spreads new
@@ -48,6 +50,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -55,6 +58,7 @@ import time
 import uuid
 
 _WORDS = [b" make", b" silk", b" sound", b" letter", b" river", b" stone", b" light", b" garden"]
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.IGNORECASE)
 _HEAD_STREAM = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
     b"Transfer-Encoding: chunked\r\n\r\n"
@@ -75,13 +79,15 @@ class Stats:
     ``taken_tokens / busy_s`` is the rate at which the client read.
     """
 
-    __slots__ = ("requests", "spans", "taken_tokens", "tokens", "writes")
+    __slots__ = ("requests", "spans", "taken_tokens", "timeline", "tokens", "writes", "written")
 
     def __init__(self) -> None:
-        self.tokens = 0  # completion tokens written
+        self.tokens = 0  # completion tokens of the responses written to their end
         self.taken_tokens = 0
         self.requests = 0
         self.writes = 0
+        self.written = 0  # completion tokens in the writes so far (each write's own, as it goes out)
+        self.timeline: list[tuple[float, int]] = []  # (perf_counter, written), every TIMELINE_S or so while busy
         self.spans: list[list[float]] = []  # [arrival, end] per request; end is None until written, then grows
 
     def arrived(self) -> list[float]:
@@ -102,6 +108,8 @@ class Stats:
             "taken_tokens": self.taken_tokens,
             "requests": self.requests,
             "writes": self.writes,
+            "written": self.written,
+            "timeline": [*self.timeline, (now, self.written)],
             "busy_s": union_length(spans),
             "spans": spans,
         }
@@ -120,13 +128,15 @@ def union_length(spans: list[tuple[float, float]]) -> float:
     return total + (end - start if end > start else 0.0)
 
 
-_RENDERED: dict[tuple[int, int, bool, bool, bytes, int], tuple[bytes, list[int]]] = {}
+_RENDERED: dict[tuple[int, int, bool, bool, bytes, int], tuple[bytes, list[int], list[int]]] = {}
+TIMELINE_S = 0.02  # how often, at most, the pump notes (time, tokens written) in Stats.timeline
 
 
 def render_stream(
     body: dict, per_write: int, model: bytes, continuous_usage: bool = True, chunks_per_send: int = 1
-) -> tuple[bytes, list[int], int]:
-    """The whole chunked response body of one streamed chat request: (bytes, write boundaries, tokens).
+) -> tuple[bytes, list[int], list[int], int]:
+    """The whole chunked response body of one streamed chat request: (bytes, write boundaries, the tokens
+    written before each boundary, tokens).
 
     ``per_write`` events go into each HTTP chunk, ``chunks_per_send`` HTTP chunks into each write (the
     boundaries are those of the writes). Rendered once per shape (tokens, usage options): every response of a
@@ -140,11 +150,15 @@ def render_stream(
     key = (n, per_write, include_usage, continuous, model, chunks_per_send)
     if key not in _RENDERED:
         data, bounds = _render(n, per_write, include_usage, continuous, model)
+        # Write j carries HTTP chunk j (its tokens: per_write, the last one the rest), the headers riding with
+        # the first and the tail with the last.
+        cum = [min(j * per_write, n) for j in range(len(bounds))]
         if chunks_per_send > 1:
             bounds = [*bounds[:-1:chunks_per_send], bounds[-1]]
-        _RENDERED[key] = data, bounds
-    data, bounds = _RENDERED[key]
-    return data, bounds, n
+            cum = [*cum[:-1:chunks_per_send], cum[-1]]
+        _RENDERED[key] = data, bounds, cum
+    data, bounds, cum = _RENDERED[key]
+    return data, bounds, cum, n
 
 
 def _render(n: int, per_write: int, include_usage: bool, continuous: bool, model: bytes) -> tuple[bytes, list[int]]:
@@ -232,12 +246,13 @@ def _json_response(payload: bytes, status: bytes = b"200 OK") -> bytes:
 
 
 class Stream:
-    __slots__ = ("bounds", "conn", "data", "next", "tokens")
+    __slots__ = ("bounds", "conn", "cum", "data", "next", "tokens")
 
-    def __init__(self, conn: Connection, data: bytes, bounds: list[int], tokens: int) -> None:
+    def __init__(self, conn: Connection, data: bytes, bounds: list[int], cum: list[int], tokens: int) -> None:
         self.conn = conn
         self.data = memoryview(data)
         self.bounds = bounds
+        self.cum = cum
         self.next = 0
         self.tokens = tokens
 
@@ -257,21 +272,27 @@ class Server:
 
     def start_stream(self, stream: Stream) -> None:
         self.streams.append(stream)
+        self.wake()
+
+    def wake(self) -> None:
+        """Something can be written again (a new stream, a connection whose buffer drained)."""
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
 
     async def pump(self) -> None:
-        """Write the next chunk of every open stream, in turn; then let the loop read, accept and write."""
+        """Write the next chunk of every open stream, in turn; then let the loop read, accept and write. When no
+        stream could take a write (none open, or every one's socket buffer full), sleep until one can: a server
+        that spun through paused streams would take the CPU its clients share with it."""
         loop = asyncio.get_running_loop()
         tick = loop.time()
+        noted = 0.0
         while True:
             stats = self.stats  # /reset replaces it
             if not self.streams:
-                self._wake = loop.create_future()
-                await self._wake
-                self._wake = None
+                await self._idle(loop)
                 tick = loop.time()
             keep: list[Stream] = []
+            wrote = False
             for s in self.streams:
                 conn = s.conn
                 if conn.closed:
@@ -279,9 +300,11 @@ class Server:
                 if conn.paused:
                     keep.append(s)
                     continue
+                wrote = True
                 i = s.next
                 conn.transport.write(s.data[s.bounds[i] : s.bounds[i + 1]])
                 stats.writes += 1
+                stats.written += s.cum[i + 1] - s.cum[i]
                 s.next = i + 1
                 if s.next + 1 >= len(s.bounds):
                     stats.tokens += s.tokens
@@ -293,12 +316,23 @@ class Server:
                 else:
                     keep.append(s)
             self.streams = keep
+            now = time.perf_counter()
+            if now - noted >= TIMELINE_S:
+                noted = now
+                stats.timeline.append((now, stats.written))
             if self.itl_s > 0:
                 # Paced: one chunk per stream per tick; a late tick is not made up for with a burst.
                 tick = max(tick + self.itl_s, loop.time())
                 await asyncio.sleep(tick - loop.time())
-            else:
+            elif wrote or not self.streams:
                 await asyncio.sleep(0)
+            else:
+                await self._idle(loop)  # every open stream is paused: wait for one to drain
+
+    async def _idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._wake = loop.create_future()
+        await self._wake
+        self._wake = None
 
 
 class Connection(asyncio.Protocol):
@@ -318,6 +352,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.server.wake()
         if self.untaken and self.served == 1 and self.span is not None:
             # A connection per request: closing it says the client read it.
             self.server.stats.taken(self.span, self.untaken)
@@ -327,6 +362,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        self.server.wake()
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -335,22 +371,20 @@ class Connection(asyncio.Protocol):
     def more(self) -> None:
         """Handle the next complete request in the buffer, unless a stream is still being written."""
         while self.stream is None and not self.closed:
-            end = self.buffer.find(b"\r\n\r\n")
+            buffer = self.buffer
+            end = buffer.find(b"\r\n\r\n")
             if end < 0:
                 return
-            head = self.buffer[:end].decode("latin-1")
-            lines = head.split("\r\n")
-            method, path, _ = [*lines[0].split(" "), "", ""][:3]
-            headers = {}
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-            length = int(headers.get("content-length", "0") or 0)
-            if len(self.buffer) < end + 4 + length:
+            line_end = buffer.find(b"\r\n")
+            method, _, rest = buffer[:line_end].partition(b" ")
+            path = rest.partition(b" ")[0].partition(b"?")[0]
+            match = _CONTENT_LENGTH.search(buffer, line_end, end + 2)
+            length = int(match.group(1)) if match else 0
+            if len(buffer) < end + 4 + length:
                 return
-            raw = self.buffer[end + 4 : end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length :]
-            self.handle(method, path.split("?")[0], raw)
+            raw = buffer[end + 4 : end + 4 + length]
+            self.buffer = buffer[end + 4 + length :]
+            self.handle(method.decode("latin-1"), path.decode("latin-1"), raw)
 
     def handle(self, method: str, path: str, raw: bytes) -> None:
         server = self.server
@@ -367,10 +401,10 @@ class Connection(asyncio.Protocol):
                 self.transport.write(_json_response(b'{"error":"bad json"}', b"400 Bad Request"))
                 return
             if body.get("stream"):
-                data, bounds, tokens = render_stream(
+                data, bounds, cum, tokens = render_stream(
                     body, server.per_write, server.model, server.continuous_usage, server.chunks_per_send
                 )
-                self.stream = Stream(self, data, bounds, tokens)
+                self.stream = Stream(self, data, bounds, cum, tokens)
                 server.start_stream(self.stream)
             else:
                 response, tokens = render_whole(body, server.model)

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import ROOT, firehose, http_json, pinned, process_cpu_seconds
+from load_common import ROOT, crossing, firehose, http_json, pinned, process_cpu_seconds, tree_cpu_ns, value_at
 
 # No peer may reach past loopback: the Hugging Face hub is pointed at a closed loopback port, and offline mode
 # is set for the tools that honour it. (AIPerf cannot load a tokenizer from a local path in offline mode, so
@@ -109,6 +109,8 @@ class Run:
     round: int = 0
     server_cpu_s: float = 0.0
     mode: str = ""  # events per write, @ the pace in ms
+    steady_us: float | None = None  # client CPU µs per token written, in the middle of the run (steady_window)
+    steady_s: float = 0.0  # that window's length
 
 
 @dataclass
@@ -246,6 +248,29 @@ CLIENTS = {
 }
 
 
+SAMPLE_S = 0.1  # how often the client's CPU is read during a run (steady_window)
+STEADY = (0.25, 0.75)  # the steady window: from the time the server had written this share of the run's tokens
+
+
+def steady_window(cpu: list[tuple[float, float]], written: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """(client CPU µs per token, window s) between the moments the server had written 25% and 75% of the run's
+    tokens: streaming at full concurrency, without the client's start-up (importing torch takes a peer
+    seconds of CPU, and varies by tenths), its warm-up's ramp, the drain at the end or its reckoning after it.
+    ``cpu``: (time, CPU ns of the client's processes), sampled every SAMPLE_S; ``written``: the firehose's
+    timeline (time, tokens written), on the same clock. The tokens are those written in the window; a client
+    that keeps up reads them in it, one that does not lags by about the same at both ends."""
+    if len(written) < 2 or written[-1][1] <= 0:
+        return None
+    total = written[-1][1]
+    start, end = crossing(written, STEADY[0] * total), crossing(written, STEADY[1] * total)
+    if start is None or end is None or end <= start:
+        return None
+    cpu_start, cpu_end = value_at(cpu, start), value_at(cpu, end)
+    if cpu_start is None or cpu_end is None:
+        return None
+    return (cpu_end - cpu_start) / 1e3 / ((STEADY[1] - STEADY[0]) * total), end - start
+
+
 def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     command, parse, warmup, extra_env = CLIENTS[name](ctx, c, n)
     env = {**os.environ, **extra_env}
@@ -253,9 +278,22 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_before = process_cpu_seconds(ctx.server_pid)
     started = time.perf_counter()
-    done = subprocess.run(
-        pinned(command, 1), cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False
-    )
+    samples: list[tuple[float, float]] = []
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(pinned(command, 1), cwd=ROOT, env=env, stdout=out, stderr=err, text=True)
+        try:
+            while process.poll() is None:
+                samples.append((time.perf_counter(), float(tree_cpu_ns(process.pid))))
+                if time.perf_counter() - started > 1800:
+                    raise TimeoutError(f"{name} ran for more than 1800 s")
+                time.sleep(SAMPLE_S)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(command, process.returncode, out.read(), err.read())
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -263,6 +301,9 @@ def run_client(ctx: Context, name: str, c: int, n: int) -> Run:
     run.server_cpu_s = process_cpu_seconds(ctx.server_pid) - server_before
     stats = http_json(ctx.control + "/stats")
     run.server_tokens = int(stats["tokens"])
+    steady = steady_window(samples, [(float(t), float(w)) for t, w in stats["timeline"]])
+    if steady is not None:
+        run.steady_us, run.steady_s = steady
     if stats["busy_s"] > 0:
         run.server_tok_s = stats["taken_tokens"] / stats["busy_s"]
     if done.returncode != 0:
@@ -297,6 +338,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the table shows medians over rounds")
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args()
+    if (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {0})  # this script's sampling shares the server's core, never the client's
     clients = args.clients.split(",")
     unknown = [c for c in clients if c not in CLIENTS]
     if unknown:
@@ -351,6 +394,7 @@ def main() -> int:
                                 f"mode {mode:<5s} {name:22s} C={c:<4d} n={run.requests:<5d} "
                                 f"cpu {run.cpu_s:7.2f} s wall {run.wall_s:6.1f} s server cpu {run.server_cpu_s:6.2f} s "
                                 f"server tok/s {run.server_tok_s or 0:9.0f} own tok/s {run.tok_s or 0:9.0f} "
+                                f"steady {run.steady_us or 0:6.2f} µs/token over {run.steady_s:5.1f} s "
                                 f"{run.errors[:200]}",
                                 file=sys.stderr,
                                 flush=True,
@@ -373,21 +417,23 @@ def parse_mode(mode: str) -> tuple[int, int, float]:
 
 
 def report(runs: list[Run], clients: list[str]) -> str:
-    """Medians over rounds of each client's big-run tok/s (server-counted and its own) and marginal CPU per
-    token, and our ratios to each."""
+    """Medians over rounds of each client's big-run tok/s (server-counted and its own), marginal CPU per token and
+    steady-window CPU per token, and our ratios to each."""
     lines = [
-        "| mode | C | client | server tok/s (big run) | own tok/s (big run) | CPU µs per token "
-        "(marginal) | tokens per CPU-second | server tok/s: specsweep / client | CPU per token: client / specsweep |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| mode | C | client | server tok/s (big run) | own tok/s (big run) | CPU µs per token (marginal) "
+        "| CPU µs per token (steady) | tokens per CPU-second (steady) | server tok/s: specsweep / client "
+        "| CPU per token: client / specsweep (marginal) | (steady) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode in dict.fromkeys(r.mode for r in runs):
         for c in sorted({r.concurrency for r in runs if r.mode == mode}):
-            figures: dict[str, tuple[float, float, float] | str] = {}
+            figures: dict[str, tuple[float, float, float, float | None] | str] = {}
             for name in clients:
                 mine = [r for r in runs if r.client == name and r.concurrency == c and r.mode == mode]
                 server: list[float] = []
                 own: list[float] = []
                 cpu_us: list[float] = []
+                steady: list[float] = []
                 for round_ in sorted({r.round for r in mine}):
                     pair = sorted((r for r in mine if r.round == round_), key=lambda r: r.tokens)
                     if len(pair) != 2 or any(r.errors or r.tok_s is None or r.server_tok_s is None for r in pair):
@@ -397,21 +443,30 @@ def report(runs: list[Run], clients: list[str]) -> str:
                     server.append(big.server_tok_s)
                     own.append(big.tok_s)
                     cpu_us.append((big.cpu_s - small.cpu_s) / (big.tokens - small.tokens) * 1e6)
+                    if big.steady_us is not None:
+                        steady.append(big.steady_us)
                 if server:
-                    figures[name] = (statistics.median(server), statistics.median(own), statistics.median(cpu_us))
+                    figures[name] = (
+                        statistics.median(server),
+                        statistics.median(own),
+                        statistics.median(cpu_us),
+                        statistics.median(steady) if steady else None,
+                    )
                 else:
                     figures[name] = "; ".join(r.errors for r in mine if r.errors)[:120] or "no runs"
             ours = figures.get("specsweep")
             for name in clients:
                 fig = figures[name]
                 if isinstance(fig, str):
-                    lines.append(f"| {mode} | {c} | {name} | failed: {fig} | | | | | |")
+                    lines.append(f"| {mode} | {c} | {name} | failed: {fig} | | | | | | | |")
                     continue
-                server_tok, own_tok, us = fig
-                ratio = cpu_ratio = "-"
+                server_tok, own_tok, us, steady_us = fig
+                ratio = cpu_ratio = steady_ratio = "-"
                 if isinstance(ours, tuple) and name != "specsweep":
                     ratio = f"{ours[0] / server_tok:.2f}x"
                     cpu_ratio = f"{us / ours[2]:.2f}x"
+                    if steady_us is not None and ours[3]:
+                        steady_ratio = f"{steady_us / ours[3]:.2f}x"
                 label = f"**{name}**" if name == "specsweep" else name
                 cells = [
                     str(mode),
@@ -420,9 +475,11 @@ def report(runs: list[Run], clients: list[str]) -> str:
                     f"{server_tok:,.0f}",
                     f"{own_tok:,.0f}",
                     f"{us:.2f}",
-                    f"{1e6 / us:,.0f}" if us > 0 else "-",
+                    f"{steady_us:.2f}" if steady_us is not None else "-",
+                    f"{1e6 / steady_us:,.0f}" if steady_us else "-",
                     ratio,
                     cpu_ratio,
+                    steady_ratio,
                 ]
                 lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -82,6 +83,47 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a running process (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_ns(pid: int) -> int:
+    """CPU time (user + system, nanoseconds) of process ``pid``, its threads and every descendant now running
+    (Linux ``/proc/PID/task/TID/schedstat``, the scheduler's own count: nanoseconds, not clock ticks). A
+    process or thread that has already exited is not in it."""
+    total = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            base = f"/proc/{current}/task/{task}"
+            try:
+                total += int(Path(base + "/schedstat").read_text().split()[0])
+                pending += [int(child) for child in Path(base + "/children").read_text().split()]
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
+def crossing(points: list[tuple[float, float]], level: float) -> float | None:
+    """The first time at which the piecewise-linear ``points`` ((time, value), value not decreasing) reach
+    ``level``; None when they never do."""
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if v1 >= level:
+            if v1 == v0 or level <= v0:
+                return t0 if level <= v0 else t1
+            return t0 + (t1 - t0) * (level - v0) / (v1 - v0)
+    return None
+
+
+def value_at(points: list[tuple[float, float]], t: float) -> float | None:
+    """The piecewise-linear ``points`` ((time, value)) at time ``t``; None outside them."""
+    for (t0, v0), (t1, v1) in itertools.pairwise(points):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return None
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ warm-up requests as streams), and:
   union of the time either had a response for the client to read, on the machine's one clock;
 - the client's own output tok/s, and its CPU (the command and its workers) per token.
 
-The servers write ``--events-per-write`` tokens per ``send`` (64 by default, so that they cost a small part of
-what the client does: here they share the cores with it). Run from the repository root:
+The servers write ``--events-per-write`` tokens per ``send`` (256 by default: a whole 256-token response in one
+write, so that they cost as small a part of what the client does as they can: here they share the two cores
+with it, and every tenth of a core they take is one the workers do not get; with 64, one write per 64 tokens,
+they took about 0.17 of a core during a two-worker run, with 256 about 0.1). Run from the repository root:
 
     .venv/bin/python bench/load_workers.py [--workers 1,2] [--concurrency 256] [--repeat 3]
 
@@ -81,7 +83,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--per-stream", type=int, default=32, help="measured requests per stream")
     parser.add_argument("--tokens", type=int, default=256)
-    parser.add_argument("--events-per-write", type=int, default=64)
+    parser.add_argument("--events-per-write", type=int, default=256)
     parser.add_argument(
         "--continuous-usage", choices=("honour", "ignore"), default="honour", help="the servers' (bench/firehose.py)"
     )

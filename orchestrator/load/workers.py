@@ -50,7 +50,10 @@ from orchestrator.load.settings import LoadSettings
 __all__ = ["run_load_workers", "shared_clock", "split"]
 
 _TICK_S = 0.25
-_START_AHEAD_S = 0.05  # the measured phase starts this long after the parent says go: time for the message
+# The measured phase starts this long after the parent says go: time for the message to cross a local socket
+# pair (well under a millisecond); a worker that reads it later starts at once. Every worker that finished its
+# warm-up idles until then (and the server sees its streams open but silent), so it is kept short.
+_START_AHEAD_S = 0.005
 _JOIN_S = 10.0
 
 # time.perf_counter's implementations that read a clock shared by every process of the machine.
