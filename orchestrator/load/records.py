@@ -1,7 +1,7 @@
 """What the client saw of one request, and how chunk arrivals become token arrivals.
 
 Times are ``time.perf_counter()`` seconds. ``sent`` is the moment the request's bytes were written to the
-connection (stamped by an aiohttp trace hook just before the write), not the moment it was handed to the HTTP
+connection (stamped as aiohttp begins writing the body: client._Request), not the moment it was handed to the HTTP
 client: with 512 requests dispatched at once the difference is the client's own backlog, which must not be
 charged to the server; it is kept as ``send_delay``. A chunk may carry several tokens (a speculative engine commits all
 tokens accepted in one verify step at once), so each chunk keeps a token count. The counts come, best first,

@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 import struct
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -43,6 +44,7 @@ class FakeServer:
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
+        self.arrivals: list[float] = []  # time.perf_counter() once each request's body was read
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -71,6 +73,7 @@ class FakeServer:
         self.paths.append(request.path)
         self.headers.append(dict(request.headers))
         self.bodies.append(await request.json())
+        self.arrivals.append(time.perf_counter())
         script = self.scripts.popleft() if self.scripts else self.default
         return await script(request)
 
@@ -223,6 +226,19 @@ async def test_request_bodies(server: FakeServer, api: str, path: str, expected:
 async def test_ignore_eos_is_only_sent_when_asked(server: FakeServer) -> None:
     await send_one(settings_for(server.url))
     assert "ignore_eos" not in server.bodies[0]
+
+
+async def test_the_send_time_is_the_body_write_not_the_call(server: FakeServer) -> None:
+    """aiohttp writes each request's body from a task of its own, a loop turn or more after the call (with many
+    requests dispatched at once, many): a record's send time is that write, after the call and before the
+    server has the body (the 49th goes out on a pooled connection)."""
+    async with LoadClient(settings_for(server.url), "m") as client:
+        records = await asyncio.gather(*(client.send(i, Prompt(text=f"p{i}")) for i in range(48)))
+        again = await client.send(48, Prompt(text="p48"))
+    arrival = {b["messages"][0]["content"]: t for b, t in zip(server.bodies, server.arrivals, strict=True)}
+    for record in [*records, again]:
+        assert record.ok, record.error
+        assert record.dispatched < record.sent <= arrival[f"p{record.index}"]
 
 
 # -- streams that arrive in awkward pieces ---------------------------------------------------------------

@@ -110,6 +110,21 @@ def test_synthetic() -> None:
     assert workload.warmup_prompt(0) != first
 
 
+def test_synthetic_words_are_random_choice() -> None:
+    """The synthetic prompt draws its words as ``Random.choice`` would (written out, it costs less per request),
+    so that the prompts of a seed stay what they were."""
+    import random
+
+    from orchestrator.load.workloads import _WORDS
+
+    workload = load_workload("synthetic:in=40,out=8", seed=11)
+    for index in (0, 1, 17, 999, -1, -5):
+        rng = random.Random(f"11:{index}")
+        expected = " ".join(rng.choice(_WORDS) for _ in range(39))
+        prompt = workload.prompt(index) if index >= 0 else workload.warmup_prompt(-1 - index)
+        assert prompt.as_text() == expected
+
+
 @pytest.mark.parametrize("spec", ["synthetic:in=64", "synthetic:in=0,out=3", "synthetic:foo=1,out=2", "synthetic:"])
 def test_bad_synthetic(spec: str) -> None:
     with pytest.raises(LoadError, match="synthetic"):
