@@ -24,9 +24,15 @@ ms. For each mode, concurrency and client there is a small and a big run (``--sm
   ``output_throughput``);
 - CPU microseconds per token: (CPU(big) - CPU(small)) / (tokens(big) - tokens(small)), CPU being user +
   system time of the client and every process it started, tokens those the server wrote (start-up costs,
-  such as importing torch, cancel out and only the cost of streaming remains); tokens per CPU-second is its
-  inverse, what one core ingests. On a machine shared with other work this is the robust figure: the
-  wall-clock tokens/s of a pinned client is what is left to it of its core.
+  such as importing torch, cancel out and only the cost of streaming remains);
+- CPU microseconds per token, steady: the client's CPU (``/proc`` schedstat of all its processes and threads,
+  read every 100 ms) between the moments the server had written 25% and 75% of the big run's tokens (the
+  server's timeline of tokens written, on the same clock), over the tokens written in between: the cost of
+  ingest at full concurrency, with no start-up, ramp or drain in it; tokens per CPU-second is its inverse,
+  what one core ingests. The marginal figure also holds the extra requests' start and end and the client's
+  reckoning after the run, and for a client that imports torch, the variance of seconds of start-up CPU
+  between its two runs; the steady one holds neither. On a machine shared with other work the CPU figures
+  are the robust ones: the wall-clock tokens/s of a pinned client is what is left to it of its core.
 
 Peers run from their own virtualenvs, never the project's: ``--peer-venv`` holds ``guidellm``, ``aiperf`` and
 ``sglang``; ``--vllm-venv`` holds what vLLM's benchmark module imports (vLLM itself is not installed: its
