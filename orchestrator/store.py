@@ -763,16 +763,7 @@ class RunStore:
 
     def events(self) -> list[dict[str, Any]]:
         """Every readable event, in order (torn lines skipped)."""
-        out: list[dict[str, Any]] = []
-        for _number, text in _lines(self.path / "events.jsonl"):
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-        return out
-
+        return read_json_lines(self.path / "events.jsonl")
 
 
 def _user() -> str:

@@ -48,7 +48,7 @@ from orchestrator.errors import LoadError
 from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
-from orchestrator.load.sse import SSEEvent, SSEParser
+from orchestrator.load.sse import SSEEvent, SSEParser, single_event
 from orchestrator.load.workloads import Prompt
 
 __all__ = ["LoadClient", "discover_model"]
@@ -275,29 +275,19 @@ class _Sink:
 
     def take(self, data: bytes, now: float) -> None:
         """Take the body bytes of one read (its HTTP chunks joined), read at ``now``: what :meth:`feed` does,
-        with a fast path for exactly one ``data: ...\n\n`` event (what the SSE parser would make of it:
-        sse.single_event), one for several such events (SSEParser.data_only), the parser for anything else.
-        Raises what ends the stream (the caller keeps it in ``error``)."""
-        if (
-            self.parser.clean
-            and data.endswith(b"\n\n")
-            and data.startswith(b"data: ")
-            and data.find(b"\n") == len(data) - 2
-            and data.find(b"\r") < 0
-        ):
-            n = self.on_event(data[6:-2], now)
-            if n:
-                self.client.tokens_seen += n
-                if not self.first:
-                    self.first_token(now)
-            if self.decoder.done and self.record.end is None:
-                self.ended(now)
+        with a fast path for exactly one ``data: ...\n\n`` event (what a real engine writes per read:
+        :func:`~orchestrator.load.sse.single_event`), one for several such events (SSEParser.data_only), the
+        parser for anything else. Raises what ends the stream (the caller keeps it in ``error``)."""
+        parser = self.parser
+        payload = single_event(data) if parser.clean else None
+        if payload is not None:
+            self.settle(self.on_event(payload, now), now)
             return
-        payloads = self.parser.data_only(data)
+        payloads = parser.data_only(data)
         if payloads is not None:
             self.data(payloads, now)
         else:
-            self.events(self.parser.feed(data), now)
+            self.events(parser.feed(data), now)
 
     def events(self, events: list[SSEEvent], now: float) -> None:
         # The events of one piece share its time: first token, progress and end marker are settled once.
@@ -471,24 +461,7 @@ class _Pipe(asyncio.Protocol):
             sink = self.sink
             if sink.error is None:
                 try:
-                    # One "data: ...\n\n" event and nothing else (no other line break, no "\r"), what a real
-                    # engine writes per read: Sink.take's first case, written out here.
-                    if (
-                        body.find(b"\n") == len(body) - 2
-                        and body[-1] == 10
-                        and body[:6] == b"data: "
-                        and sink.parser.clean
-                        and body.find(b"\r") < 0
-                    ):
-                        tokens = sink.on_event(body[6:-2], now)
-                        if tokens:
-                            sink.client.tokens_seen += tokens
-                            if not sink.first:
-                                sink.first_token(now)
-                        if sink.decoder.done and sink.record.end is None:
-                            sink.ended(now)
-                    else:
-                        sink.take(body, now)
+                    sink.take(body, now)
                 except Exception as exc:  # a StreamFault, or a bug: either way it ends this request, not the run
                     self.fail(exc)
         if messages or upgraded or tail:

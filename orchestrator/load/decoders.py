@@ -25,6 +25,7 @@ APIs and what they send:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -154,7 +155,7 @@ class Decoder:
             raise StreamFault("stream_error", _error_text(obj))
         return self._chunk(obj, now)
 
-    def on_events(self, payloads: list[bytes], now: float) -> int:
+    def on_events(self, payloads: Sequence[bytes], now: float) -> int:
         """:meth:`on_event` for each of several events that arrived together (one read), in order."""
         on_event = self.on_event
         tokens = 0
@@ -307,63 +308,13 @@ class OpenAIDecoder(Decoder):
         self._chat = chat
 
     def on_event(self, data: bytes, now: float) -> int:
-        # The hot path, once per token: msgspec decodes the few fields read here straight into _Chunk (anything
-        # else fails to decode: then the general way), and this is _chunk and _add written out for it.
-        if self.done:
-            return 0  # anything after the end marker is ignored
-        try:
-            chunk = _decode_chunk(data)
-        except _MSGSPEC_ERRORS:
-            return super().on_event(data, now)  # not a JSON object, or not one of these types: through a dict
-        if chunk.object == "error":
-            return super().on_event(data, now)
-        count = 0
-        weight = 0
-        choices = chunk.choices
-        if choices:
-            choice = choices[0]
-            if self._chat:
-                delta = choice.delta
-                text = (delta.content or delta.reasoning_content or delta.reasoning) if delta is not None else None
-            else:
-                text = choice.text
-            if text:
-                count = 1
-                weight = len(text)
-            if choice.finish_reason:
-                self.record.finish_reason = choice.finish_reason
-        usage = chunk.usage
-        new = 0
-        if usage is not None:
-            if usage.prompt_tokens is not None:
-                self.record.input_tokens = usage.prompt_tokens
-            completion = usage.completion_tokens
-            if completion is not None:
-                self._final_total = completion
-                if choices:
-                    self._usage_chunks += 1
-                    if completion > self._last_cum:
-                        new = completion - self._last_cum
-                        self._last_cum = completion
-                    if count == 0 and new == 0:
-                        return 0
-                    self._times.append(now)
-                    self._counts.append(count)
-                    self._weights.append(weight)
-                    self._news.append(new)
-                    return new or count
-        if count == 0:
-            return 0
-        self._times.append(now)
-        self._counts.append(count)
-        self._weights.append(weight)
-        self._news.append(0)
-        self._uncounted += 1
-        return count
+        return self.on_events((data,), now)
 
-    def on_events(self, payloads: list[bytes], now: float) -> int:
-        # on_event for the events of one read (a firehose's sixteen, or the chunks a late read finds waiting),
-        # with the per-event lookups done once: the same reading, event by event (property-tested).
+    def on_events(self, payloads: Sequence[bytes], now: float) -> int:
+        # The hot path, once per token (one event per read from a real engine; a firehose's sixteen, or the
+        # chunks a late read finds waiting): msgspec decodes the few fields read here straight into _Chunk
+        # (anything else fails to decode: then the general way), and this is _chunk and _add written out for
+        # it, with the per-read lookups done once (property-tested against on_event of the base class).
         times = self._times
         counts = self._counts
         weights = self._weights

@@ -15,6 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import StoreError
+from orchestrator.store import read_json_lines
+
 __all__ = ["HISTORY_FILE", "SEARCH_DIR", "SearchHistory", "read_history"]
 
 SEARCH_DIR = "search"
@@ -23,9 +26,6 @@ HISTORY_FILE = "history.jsonl"
 
 def read_history(run_dir: str | Path) -> list[dict[str, Any]]:
     """The lines of a run's search history ([] when the run made no search); unreadable lines are skipped."""
-    from orchestrator.errors import StoreError
-    from orchestrator.store import read_json_lines
-
     try:
         return read_json_lines(Path(run_dir) / SEARCH_DIR / HISTORY_FILE)
     except StoreError:  # an unreadable file reads as no history, as a missing one does
