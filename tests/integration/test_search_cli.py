@@ -115,7 +115,12 @@ def test_a_search_runs_through_the_cli_and_recommends_yaml_that_loads(tmp_path: 
     assert recommended.returncode == 0, recommended.stderr
     fragment = yaml.safe_load(recommended.stdout)
     ((name, variant),) = fragment["variants"].items()
-    assert name == "ddtree-best-c4"
+    as_json = json.loads(run_cli("recommend", str(run_dir), "--json", env=cli_env(home)).stdout)
+    best = as_json["levels"][0]["best"]
+    # The best measured at C=4: a tree, or the linear baseline, which on the tiny profile at 16-token responses
+    # is often as fast as the trees the search tried (never autoregressive, far slower there).
+    assert best["variant"] in ("ddtree", "linear")
+    assert name == f"{best['variant']}-best-c4"
     # Pasted into the experiment in place of its variants, the fragment validates and plans one candidate.
     from orchestrator.experiment import parse_experiment
     from orchestrator.plan import build_plan
@@ -126,10 +131,11 @@ def test_a_search_runs_through_the_cli_and_recommends_yaml_that_loads(tmp_path: 
     del doc["search"]
     pasted = parse_experiment(doc, {}, "pasted.yaml")
     assert [d.variant for d in build_plan(pasted).deployments] == ["autoregressive", name]
-    assert all(len(values) == 1 for values in variant["matrix"].values())
-    as_json = json.loads(run_cli("recommend", str(run_dir), "--json", env=cli_env(home)).stdout)
-    best = as_json["levels"][0]["best"]
-    assert best["params"] == {k: v[0] for k, v in variant["matrix"].items()}
+    matrix = variant.get("matrix", {})
+    assert all(len(values) == 1 for values in matrix.values())
+    assert best["params"] == {k: v[0] for k, v in matrix.items()}
+    if best["variant"] == "ddtree":
+        assert set(matrix) == {"budget", "topk", "depth"}
     assert as_json["levels"][0]["constraints_hold"] is True
 
 
