@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.errors import StartFailed  # noqa: E402
-from orchestrator.health import wait_until_healthy  # noqa: E402
 from orchestrator.hosts import LocalHost  # noqa: E402
-from orchestrator.plan import Deployment  # noqa: E402
+from orchestrator.launchers.health import wait_until_healthy  # noqa: E402
+from orchestrator.plan.deployments import Deployment  # noqa: E402
 from orchestrator.services import ProcessService, Service, SystemdService  # noqa: E402
 
 

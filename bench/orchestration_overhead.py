@@ -40,11 +40,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.events import DeploymentReady, DeploymentStarted, SweepEvent  # noqa: E402
-from orchestrator.experiment import load_experiment  # noqa: E402
+from orchestrator.experiment.schema import load_experiment  # noqa: E402
 from orchestrator.launchers import hosts as host_launchers  # noqa: E402
-from orchestrator.runner import SweepOptions, run_sweep  # noqa: E402
-from orchestrator.store import RunStore  # noqa: E402
+from orchestrator.runs.store import RunStore  # noqa: E402
+from orchestrator.sweep.events import DeploymentReady, DeploymentStarted, SweepEvent  # noqa: E402
+from orchestrator.sweep.runner import SweepOptions, run_sweep  # noqa: E402
 
 
 def sweep30(port: int) -> dict[str, Any]:

@@ -35,8 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
 from orchestrator.search.bayesian import BayesianStrategy
 from orchestrator.search.cost import budget_restarts
 from orchestrator.search.driver import search_plan

@@ -42,10 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator.analysis import analyse  # noqa: E402
-from orchestrator.experiment import load_experiment  # noqa: E402
-from orchestrator.runner import SweepOptions, run_sweep  # noqa: E402
+from orchestrator.experiment.schema import load_experiment  # noqa: E402
+from orchestrator.runs.store import RunStore  # noqa: E402
 from orchestrator.sim.config import parse_args  # noqa: E402
-from orchestrator.store import RunStore  # noqa: E402
+from orchestrator.sweep.runner import SweepOptions, run_sweep  # noqa: E402
 
 PORT = 18431
 

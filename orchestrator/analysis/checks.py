@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.errors import ConfigError
-from orchestrator.store import SkippedLine
+from orchestrator.runs.store import SkippedLine
 
 __all__ = [
     "CHECKS",
@@ -549,10 +549,10 @@ _RESTART_SUFFIX = re.compile(r" \[restart \d+\]$")
 
 def lossless(ctx: CheckContext) -> list[Finding]:
     """At temperature 0 speculation must not change the output: every configuration's answers to the lossless
-    probe against the autoregressive baseline's on the same host (``orchestrator/lossless.py``). A difference
+    probe against the autoregressive baseline's on the same host (``orchestrator/sweep/lossless.py``). A difference
     names the configuration, the prompt and the first character and token that differ; a baseline that is not
     deterministic (its two answers differ) is said instead, and nothing is checked against it."""
-    from orchestrator.lossless import LOSSLESS_DIR, check_lossless
+    from orchestrator.sweep.lossless import LOSSLESS_DIR, check_lossless
 
     if ctx.run_path is None or not (ctx.run_path / LOSSLESS_DIR).is_dir():
         return []

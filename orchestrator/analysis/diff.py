@@ -9,7 +9,7 @@ accordingly. Where both runs give a figure its interval (``<figure>_se``), a mov
 also significant: the interval of the relative change excludes zero (``<figure>_significant``, the change's
 ``<figure>_change_lo``/``_hi``); a 6% move inside the noise of either run is not a change. ``compare_runs`` warns
 (``notes``) when the runs' provenance differs: specsweep, the experiment file, the engine, the GPUs, the command
-running on the host (``orchestrator/provenance.py``).
+running on the host (``orchestrator/runs/provenance.py``).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def compare_runs(a: Analysis, b: Analysis, *, threshold: float = 0.05) -> RunCom
     hosts_a, hosts_b = set(a.frame["host"]), set(b.frame["host"])
     if hosts_a != hosts_b:
         notes.append(f"hosts differ: A ran on {sorted(hosts_a)}, B on {sorted(hosts_b)}")
-    from orchestrator.provenance import provenance_differences
+    from orchestrator.runs.provenance import provenance_differences
 
     notes += [f"provenance differs: {line}" for line in provenance_differences(a.run.provenance, b.run.provenance)]
     table = compare_frames(a.frame, b.frame, threshold=threshold)

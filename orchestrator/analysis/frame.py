@@ -6,7 +6,7 @@ in an empty or all-failed run):
 - identity: ``run_id experiment host variant label baseline baseline_source alias_of deployment_id point_id
   config_hash command mode concurrency rate load load_label status attempt started_at finished_at
   error_kind error_message error_evidence window_file engine_version workload requests_file`` (the version
-  the server reported, ``orchestrator/engine_info.py``). ``load`` is the concurrency or the rate (a number
+  the server reported, ``orchestrator/engines/info.py``). ``load`` is the concurrency or the rate (a number
   to plot against); ``label`` is ``variant(k=v, ...)``. ``workload`` is the point's name in
   ``load.workloads`` ("" in a run without workloads); its ``load_label`` then starts with it (``code C=8``),
   so every table keeps the workloads of one load apart.
@@ -56,7 +56,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
-from orchestrator.store import Record, RunInfo, RunStore, SkippedLine
+from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
 __all__ = [
     "IDENTITY_COLUMNS",

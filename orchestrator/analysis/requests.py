@@ -31,7 +31,7 @@ def read_requests(run_path: str | Path, requests_file: str | None) -> list[dict[
     if not requests_file:
         return []
     from orchestrator.errors import StoreError
-    from orchestrator.store import RunStore
+    from orchestrator.runs.store import RunStore
 
     try:
         return [row for row in RunStore.open(run_path).read_lines(requests_file) if isinstance(row, dict)]

@@ -13,7 +13,7 @@ from orchestrator.launchers.hosts import HostLauncher, HostServer, HostSlot, Loc
 from orchestrator.launchers.slurm import SlurmLauncher
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
+    from orchestrator.experiment.schema import Experiment
 
 __all__ = [
     "HealthCallback",

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
     from orchestrator.services.base import LogChunk
 
 __all__ = ["HealthCallback", "Launcher", "LogSource", "RunningServer", "Slot"]

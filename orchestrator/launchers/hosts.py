@@ -4,7 +4,7 @@ A :class:`HostSlot` is one host and the experiment's service on it (systemd drop
 or any kind :func:`orchestrator.services.make_service` builds): ``open`` connects, takes the service's lock,
 undoes what a killed run left (its marker) and refuses a server URL that something else already answers;
 ``launch`` applies the deployment (one restart) and waits until the server is healthy
-(:func:`orchestrator.health.wait_until_healthy`: the unit's state and the health paths together, failing fast
+(:func:`orchestrator.launchers.health.wait_until_healthy`: the unit's state and the health paths together, failing fast
 with the log's evidence); ``close`` restores the service, releases the lock and closes the connection. The
 server stays up between deployments: the next ``launch`` restarts it with the next configuration. With
 ``server.via: ssh`` the server's URL is reached through a port forwarded over the host's SSH connection
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 import httpx
 
 from orchestrator.errors import ServiceError, SpecsweepError
-from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import make_service
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
+    from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
     from orchestrator.services.base import Service
 
 __all__ = ["HEALTH_POLL_SECONDS", "HostLauncher", "HostServer", "HostSlot", "LocalLauncher", "SSHPoolLauncher"]

@@ -44,10 +44,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
-from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.launchers.slurmjobs import (
     BatchScript,
     JobInfo,
@@ -62,9 +62,9 @@ from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_
 from orchestrator.services.hoststate import HostLock, lock_is_stale
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment, SlurmLauncherSpec
+    from orchestrator.experiment.schema import Experiment, SlurmLauncherSpec
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
 __all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "job_settings", "restore_jobs"]
 
@@ -391,7 +391,7 @@ class SlurmLauncher:
 
 
 class _JobAsService:
-    """A job as :func:`~orchestrator.health.wait_until_healthy` watches a Service: its state in systemd's
+    """A job as :func:`~orchestrator.launchers.health.wait_until_healthy` watches a Service: its state in systemd's
     words (pending: activating; running: active; ended: failed, or inactive once COMPLETED), its output file
     as the log, the login host as its host (no pid there: the host's sockets are never probed)."""
 

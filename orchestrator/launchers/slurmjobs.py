@@ -31,7 +31,7 @@ from orchestrator.services.base import LogChunk
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
 __all__ = [
     "ENDED",
@@ -277,7 +277,7 @@ class BatchScript:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """The launcher's sbatch settings (:class:`~orchestrator.experiment.SlurmLauncherSpec`'s)."""
+    """The launcher's sbatch settings (:class:`~orchestrator.experiment.schema.SlurmLauncherSpec`'s)."""
 
     partition: str | None = None
     gres: str | None = None

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from orchestrator.events import SweepEvent
 from orchestrator.playbooks.expectations import Outcome
+from orchestrator.sweep.events import SweepEvent
 
 __all__ = ["OutcomeReady", "PlaybookStarted", "StepStarted"]
 

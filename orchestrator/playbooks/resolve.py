@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec, suggest
-from orchestrator.plan import Deployment, LoadPoint, Plan, content_id, make_deployment
+from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec, suggest
+from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, content_id, make_deployment
 from orchestrator.playbooks.schema import (
     BaselinesStep,
     DeployStep,

@@ -2,8 +2,8 @@
 every way out, and a verdict per expectation.
 
 Deploy and load steps reuse the sweep's machinery (``SweepState`` and ``SlotWorker`` from
-``orchestrator.runner``, on the experiment's launcher): the same health waiting, warm-up, exact journal
-windows and records; and the same way into and out of a run (``orchestrator.runs.RunFrame``). A deployment
+``orchestrator.sweep.runner``, on the experiment's launcher): the same health waiting, warm-up, exact journal
+windows and records; and the same way into and out of a run (``orchestrator.sweep.frame.RunFrame``). A deployment
 that never becomes healthy, or a server that dies, gives failed records, and every expectation on them fails
 with the evidence; the remaining steps still run. The host is reached lazily: a playbook of only ``doctor``
 and ``smoke`` steps never locks or changes it.
@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, ServiceError, SpecsweepError, StoreError
-from orchestrator.events import HealthProgress, Observer
-from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
-from orchestrator.identity import resolved_experiment
+from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
 from orchestrator.launchers import HostSlot, Slot, launcher_for
-from orchestrator.plan import Deployment, LoadPoint
+from orchestrator.plan.deployments import Deployment, LoadPoint
 from orchestrator.playbooks.events import OutcomeReady, PlaybookStarted, StepStarted
 from orchestrator.playbooks.expectations import Measurement, Outcome, OutcomeStatus, evaluate
 from orchestrator.playbooks.resolve import Program, ResolvedStep, apply_vars, resolve, select_host
@@ -48,9 +46,11 @@ from orchestrator.playbooks.schema import (
     load_playbook,
 )
 from orchestrator.playbooks.smoke import smoke_test
-from orchestrator.runner import SlotWorker, SweepOptions, SweepState
-from orchestrator.runs import RunEnd, RunFrame, StopSignal
-from orchestrator.store import Record, RunStore
+from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.store import Record, RunStore
+from orchestrator.sweep.events import HealthProgress, Observer
+from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
+from orchestrator.sweep.runner import SlotWorker, SweepOptions, SweepState
 
 __all__ = [
     "EXPECTATIONS_FILE",
@@ -267,7 +267,7 @@ class _Run:
         self.emit_outcome(outcome)
 
     def doctor(self, step: ResolvedStep) -> None:
-        from orchestrator.doctor import check_host
+        from orchestrator.launchers.doctor import check_host
 
         marks: dict[str, OutcomeStatus] = {"ok": "pass", "warn": "warn", "fail": "fail", "skip": "skip"}
         report = check_host(self.experiment, self.session.spec)

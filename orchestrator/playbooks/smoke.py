@@ -13,13 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import SpecsweepError, StartFailed
-from orchestrator.experiment import Experiment, LocalHostSpec, SSHHostSpec
-from orchestrator.health import wait_until_healthy
+from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec
 from orchestrator.hosts import connect_host
-from orchestrator.measure import point_settings, run_load_until_stopped
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.playbooks.expectations import OutcomeStatus, format_number
-from orchestrator.runs import StopSignal
 from orchestrator.services import make_service
+from orchestrator.sweep.frame import StopSignal
+from orchestrator.sweep.measure import point_settings, run_load_until_stopped
 
 __all__ = ["smoke_test"]
 

@@ -26,7 +26,7 @@ _EXAMPLE = Path("tests") / "data" / "runs" / "field-report"
 
 
 def _roots() -> list[Path]:
-    from orchestrator.runref import RESULTS_ENV
+    from orchestrator.runs.runref import RESULTS_ENV
 
     roots = [Path(os.environ[RESULTS_ENV]).expanduser()] if os.environ.get(RESULTS_ENV) else []
     return [*roots, Path("results"), Path("..") / "results"]
@@ -34,7 +34,7 @@ def _roots() -> list[Path]:
 
 def choose_run(run_dir: str | Path | None = None) -> Path:
     """The run directory the notebook reads (module docstring)."""
-    from orchestrator.runref import all_runs, resolve_run
+    from orchestrator.runs.runref import all_runs, resolve_run
 
     for chosen in (run_dir, os.environ.get(RUN_ENV)):
         if chosen is not None and str(chosen) != "":

@@ -1,7 +1,7 @@
 """Finding the best configuration without the whole grid: an objective, a search space, strategies that
 propose the next deployments and read back their records, the search's history and its recommendations.
 
-The modules, each small: :mod:`~orchestrator.search.spec` (the ``objective:`` and ``search:`` sections),
+The modules, each small: :mod:`~orchestrator.experiment.search` (the ``objective:`` and ``search:`` sections),
 :mod:`~orchestrator.search.space` (the candidates and their ordered parameters),
 :mod:`~orchestrator.search.objective` (a candidate's score from its records),
 :mod:`~orchestrator.search.strategies` (grid, random, successive halving) and

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.plan import Plan
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.plan.deployments import Plan
 
 __all__ = ["SearchCost", "budget_restarts", "search_cost"]
 

@@ -1,4 +1,4 @@
-"""The seam between a search and the sweep loop: a :class:`~orchestrator.schedule.Schedule` whose deployments
+"""The seam between a search and the sweep loop: a :class:`~orchestrator.sweep.schedule.Schedule` whose deployments
 come from a strategy, one batch at a time, and whose finished records go back to it.
 
     SweepState.schedule = schedule_for(experiment, plan, targets, resume, run_dir)
@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.schedule import Schedule
 from orchestrator.search.cost import budget_restarts
 from orchestrator.search.history import SEARCH_DIR, SearchHistory
 from orchestrator.search.objective import Score, score_records
@@ -35,11 +34,12 @@ from orchestrator.search.strategies import (
     Strategy,
     SuccessiveHalving,
 )
+from orchestrator.sweep.schedule import Schedule
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.plan import Deployment, Plan
-    from orchestrator.store import Record, ResumeState
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.plan.deployments import Deployment, Plan
+    from orchestrator.runs.store import Record, ResumeState
 
 __all__ = ["SearchSchedule", "make_strategy", "objective_loads", "schedule_for", "search_plan", "uses_search"]
 
@@ -92,7 +92,7 @@ def _at_loads(experiment: Experiment, factor: int = 1) -> Experiment:
 
 def search_plan(experiment: Experiment, plan: Plan) -> Plan:
     """The plan a search starts from: baselines as planned (once), candidates at the objective's load only."""
-    from orchestrator.plan import Plan, make_deployment
+    from orchestrator.plan.deployments import Plan, make_deployment
 
     brief = _at_loads(experiment)
     deployments: list[Deployment] = []
@@ -126,7 +126,7 @@ def lossless_verdicts(run_dir: Path | None, plan: Plan, ar_variant: str | None) 
     """Deployment id -> whether its probe answers match the autoregressive baseline's (None: unknown)."""
     if run_dir is None or ar_variant is None:
         return {}
-    from orchestrator.lossless import LOSSLESS_DIR
+    from orchestrator.sweep.lossless import LOSSLESS_DIR
 
     def answers(deployment_id: str) -> dict[int, str]:
         out: dict[int, str] = {}
@@ -198,7 +198,7 @@ class SearchSchedule(Schedule):
     def deployment_of(self, proposal: Proposal) -> Deployment:
         if proposal.rung == 0:
             return proposal.candidate.deployment
-        from orchestrator.plan import make_deployment
+        from orchestrator.plan.deployments import make_deployment
 
         d = proposal.candidate.deployment
         longer = _at_loads(self.experiment, self.eta**proposal.rung)

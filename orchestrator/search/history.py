@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import StoreError
-from orchestrator.store import read_json_lines
+from orchestrator.runs.store import read_json_lines
 
 __all__ = ["HISTORY_FILE", "SEARCH_DIR", "SearchHistory", "read_history"]
 

@@ -3,7 +3,7 @@
 Each finished window (record) gives the objective's figure and every constrained figure with its standard
 error: the figure's bootstrap interval from the record (``intervals``, :mod:`orchestrator.load.uncertainty`)
 where it has one; goodput from the window's ``requests/<point>.jsonl`` (the requests meeting every
-per-request limit, per second of the window, as vLLM and AIPerf define it: see :mod:`orchestrator.search.spec`)
+per-request limit, per second of the window, as vLLM and AIPerf define it: see :mod:`orchestrator.experiment.search`)
 with a binomial standard error; tokens per joule from the window's GPU telemetry. Several windows of one
 configuration at one load (repeats, or the rungs of successive halving) are pooled by inverse variance. A
 mix of loads weighs each load's figure by its weight.
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.intervals import z_value
 
 if TYPE_CHECKING:
-    from orchestrator.search.spec import LimitSpec, ObjectiveSpec
-    from orchestrator.store import Record
+    from orchestrator.experiment.search import LimitSpec, ObjectiveSpec
+    from orchestrator.runs.store import Record
 
 __all__ = ["ConstraintCheck", "LevelScore", "Score", "load_key", "score_records", "window_figure"]
 
@@ -303,7 +303,7 @@ def score_records(
     """The score of one configuration from its ok records at ``loads`` (``(mode, value, weight)``);
     ``lossless`` maps a deployment id to whether its answers matched the autoregressive baseline's; with
     ``workload``, only that workload's records count (``load.workloads``: one figure per workload)."""
-    from orchestrator.search.spec import LimitSpec
+    from orchestrator.experiment.search import LimitSpec
 
     z = z_value(level)
     by_load: dict[str, list[Record]] = {}

@@ -16,8 +16,8 @@ from orchestrator.search.driver import make_strategy, search_plan, uses_search
 from orchestrator.search.space import SearchSpace
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.plan import Plan
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.plan.deployments import Plan
 
 __all__ = ["first_round", "plan_and_cost"]
 
@@ -32,7 +32,7 @@ def plan_and_cost(experiment: Experiment, grid: Plan) -> tuple[Plan, SearchCost 
 
 def first_round(experiment: Experiment, grid: Plan) -> tuple[Plan, SearchCost]:
     """The baselines and the strategy's first batch, as a plan (what ``--dry-run`` describes)."""
-    from orchestrator.plan import Plan
+    from orchestrator.plan.deployments import Plan
 
     plan, cost = plan_and_cost(experiment, grid)
     assert cost is not None

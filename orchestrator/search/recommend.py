@@ -31,9 +31,9 @@ from orchestrator.search.history import read_history
 from orchestrator.search.objective import Score, load_key, score_records
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.search.spec import ObjectiveSpec
-    from orchestrator.store import Record
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.experiment.search import ObjectiveSpec
+    from orchestrator.runs.store import Record
 
 __all__ = ["Entry", "LevelRecommendation", "Recommendations", "recommend", "to_yaml"]
 
@@ -196,8 +196,8 @@ def _limits_text(objective: ObjectiveSpec | None) -> str:
 
 def _run_experiment(run_dir: Path) -> Experiment:
     from orchestrator.errors import ConfigError
-    from orchestrator.experiment import parse_experiment
-    from orchestrator.store import RunStore
+    from orchestrator.experiment.schema import parse_experiment
+    from orchestrator.runs.store import RunStore
 
     store = RunStore.open(run_dir)
     try:
@@ -224,10 +224,10 @@ def _levels(experiment: Experiment) -> list[tuple[str, float, str | None]]:
 def recommend(run_dir: str | Path) -> Recommendations:
     """The recommendations of one run directory (see the module docstring)."""
     from orchestrator.analysis.roles import baseline_roles
-    from orchestrator.plan import build_plan
+    from orchestrator.experiment.search import ObjectiveSpec
+    from orchestrator.plan.deployments import build_plan
+    from orchestrator.runs.store import ResumeState, RunStore
     from orchestrator.search.driver import lossless_verdicts, search_plan, uses_search
-    from orchestrator.search.spec import ObjectiveSpec
-    from orchestrator.store import ResumeState, RunStore
 
     run_dir = Path(run_dir)
     experiment = _run_experiment(run_dir)

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.search.spec import admitted
+from orchestrator.experiment.search import admitted
 
 if TYPE_CHECKING:
-    from orchestrator.experiment import Experiment
-    from orchestrator.plan import Deployment, Plan
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.plan.deployments import Deployment, Plan
 
 __all__ = ["Axis", "Candidate", "SearchSpace", "admitted"]
 

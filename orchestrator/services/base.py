@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
 __all__ = [
     "Leftover",

@@ -35,7 +35,7 @@ from orchestrator.services.systemd import SystemdService
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
 __all__ = ["ExistingService"]
 

@@ -50,7 +50,7 @@ from orchestrator.services.secrets import Redactor, env_file_text, reference, re
 
 if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
 __all__ = [
     "DROPIN_NAME",

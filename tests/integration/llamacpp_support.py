@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from orchestrator.store import Record
+from orchestrator.runs.store import Record
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "get-llama-server.sh"

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.timeout(120)
 INJECT = """
 import sys
 import orchestrator.services.process as process
-from orchestrator.cli import main
+from orchestrator.cli.app import main
 
 original = process.ProcessService.apply
 
@@ -98,9 +98,9 @@ def test_a_bug_outside_a_run_saves_the_traceback_in_the_cache(tmp_path: Path) ->
     home = tmp_path / "home"
     home.mkdir()
     code = (
-        "import sys\nimport orchestrator.commands.validate as v\n"
+        "import sys\nimport orchestrator.cli.commands.validate as v\n"
         "def boom(path):\n    raise KeyError('no such thing')\n"
-        "v.load_experiment = boom\nfrom orchestrator.cli import main\nmain()\n"
+        "v.load_experiment = boom\nfrom orchestrator.cli.app import main\nmain()\n"
     )
     proc = _cli(code, "validate", str(ROOT / "sweeps" / "demo.yaml"), home=home)
     assert proc.returncode == 1
@@ -115,13 +115,13 @@ def test_an_exception_that_ends_a_thread_is_one_line_too(tmp_path: Path) -> None
     home = tmp_path / "home"
     home.mkdir()
     code = (
-        "import threading\nimport orchestrator.commands.validate as v\n"
+        "import threading\nimport orchestrator.cli.commands.validate as v\n"
         "real = v.load_experiment\n"
         "def load(path):\n"
         "    def work():\n        raise RuntimeError('a worker died')\n"
         "    t = threading.Thread(target=work, name='host-gpu1')\n    t.start()\n    t.join()\n"
         "    return real(path)\n"
-        "v.load_experiment = load\nfrom orchestrator.cli import main\nmain()\n"
+        "v.load_experiment = load\nfrom orchestrator.cli.app import main\nmain()\n"
     )
     proc = _cli(code, "validate", str(ROOT / "sweeps" / "demo.yaml"), home=home)
     assert "Traceback" not in proc.stderr

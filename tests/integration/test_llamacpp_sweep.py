@@ -23,8 +23,8 @@ import yaml
 
 from orchestrator.analysis import analyse
 from orchestrator.hosts import LocalHost
+from orchestrator.runs.store import RunStore
 from orchestrator.services import ProcessService
-from orchestrator.store import RunStore
 from tests.integration.llamacpp_support import REPO, built_paths, disagreements, shared_figures
 
 PATHS = built_paths()

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli import COMMANDS
-from orchestrator.starter import ENGINES, HOST_KINDS
+from orchestrator.cli.app import COMMANDS
+from orchestrator.experiment.starter import ENGINES, HOST_KINDS
 from tests.reliability.harness import (
     PYTHON,
     ROOT,

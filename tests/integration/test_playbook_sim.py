@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.baselines import reuse_baselines
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
 from orchestrator.playbooks import apply_vars
-from orchestrator.store import RunStore
+from orchestrator.runs.store import RunStore
+from orchestrator.sweep.baselines import reuse_baselines
 
 pytestmark = pytest.mark.timeout(120)
 

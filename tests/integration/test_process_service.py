@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from orchestrator.errors import HostLockedError, StartFailed
-from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import LocalHost
-from orchestrator.plan import Deployment
+from orchestrator.launchers.health import wait_until_healthy
+from orchestrator.plan.deployments import Deployment
 from orchestrator.services import ProcessService, driving
 
 pytestmark = pytest.mark.timeout(90)
@@ -116,7 +116,7 @@ def test_log_windows_only_return_whole_lines(tmp_path: Path) -> None:
 _KILLED = """
 import os, signal, sys
 from orchestrator.hosts import LocalHost
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 from orchestrator.services import ProcessService
 service = ProcessService(LocalHost(), "orphan", state_dir=sys.argv[1])
 service.lock("doomed")
@@ -154,7 +154,7 @@ _KILLED_BEFORE_MARKER = """
 import os, signal, sys
 import orchestrator.services.process as process
 from orchestrator.hosts import LocalHost
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 real = process.write_json
 def write_json(host, path, data):
     if data.get("process"):

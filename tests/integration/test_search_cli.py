@@ -122,8 +122,8 @@ def test_a_search_runs_through_the_cli_and_recommends_yaml_that_loads(tmp_path: 
     assert best["variant"] in ("ddtree", "linear")
     assert name == f"{best['variant']}-best-c4"
     # Pasted into the experiment in place of its variants, the fragment validates and plans one candidate.
-    from orchestrator.experiment import parse_experiment
-    from orchestrator.plan import build_plan
+    from orchestrator.experiment.schema import parse_experiment
+    from orchestrator.plan.deployments import build_plan
 
     doc = yaml.safe_load(path.read_text())
     doc["variants"] = {"autoregressive": doc["variants"]["autoregressive"], **fragment["variants"]}

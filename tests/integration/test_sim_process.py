@@ -19,7 +19,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.commands import sim as sim_command
+from orchestrator.cli.commands import sim as sim_command
 from orchestrator.errors import SpecsweepError
 
 pytestmark = pytest.mark.timeout(60)

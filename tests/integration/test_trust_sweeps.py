@@ -176,7 +176,7 @@ def test_the_simulator_answers_each_engines_cache_flush(
     import subprocess
     import sys
 
-    from orchestrator.cache import flush_prefix_cache
+    from orchestrator.engines.cache import flush_prefix_cache
     from tests.reliability.harness import wait_until
 
     port = free_port()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.requests import figures_from_requests
-from orchestrator.store import RunStore
+from orchestrator.runs.store import RunStore
 from tests.reliability.harness import (
     cli_env,
     events,

@@ -469,8 +469,8 @@ def _applies(plan: Any, experiment: Any) -> str | None:
 def check(kind: str, data: bytes, path: Path) -> Verdict:
     """Load (and plan) one document written to ``path``; never raises."""
     from orchestrator.errors import ConfigError, SpecsweepError
-    from orchestrator.experiment import load_experiment
-    from orchestrator.plan import build_plan
+    from orchestrator.experiment.schema import load_experiment
+    from orchestrator.plan.deployments import build_plan
 
     path.write_bytes(data)
     try:
@@ -549,8 +549,8 @@ def apply_on_host(data: bytes, path: Path, host: Any, unit: str, *, deployments:
     import time
 
     from orchestrator.errors import SpecsweepError
-    from orchestrator.experiment import load_experiment
-    from orchestrator.plan import build_plan
+    from orchestrator.experiment.schema import load_experiment
+    from orchestrator.plan.deployments import build_plan
     from orchestrator.quoting import shell_join, split_command
     from orchestrator.services.process import ProcessService
     from orchestrator.services.systemd import SystemdService

@@ -429,8 +429,8 @@ def sweep_in_process(
     resume: str | None = None,
 ) -> SweepRun:
     from orchestrator.errors import SpecsweepError
-    from orchestrator.experiment import load_experiment
-    from orchestrator.runner import SweepOptions, run_sweep
+    from orchestrator.experiment.schema import load_experiment
+    from orchestrator.sweep.runner import SweepOptions, run_sweep
 
     experiment = load_experiment(path)
     try:
@@ -448,7 +448,7 @@ def local_leftovers_restored(home: Path, *experiments: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        from orchestrator.experiment import load_experiment
+        from orchestrator.experiment.schema import load_experiment
         from orchestrator.services.restore import restore_experiment
 
         previous = os.environ.get("HOME")

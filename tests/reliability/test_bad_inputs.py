@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
 from tests.reliability.documents import (
     apply_on_host,
     check,
@@ -141,7 +141,8 @@ def test_an_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
     path.write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + levels + (ROOT / "sweeps" / "demo.yaml").read_text())
     # In a child with 512 MB of address space: in this process it would take the machine's memory.
     code = (
-        "import sys\nfrom orchestrator.errors import ConfigError\nfrom orchestrator.experiment import load_experiment\n"
+        "import sys\nfrom orchestrator.errors import ConfigError\n"
+        "from orchestrator.experiment.schema import load_experiment\n"
         "try:\n    load_experiment(sys.argv[1])\nexcept ConfigError as exc:\n    print('refused:', exc)\n"
     )
     proc = subprocess.run(

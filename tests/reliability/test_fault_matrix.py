@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import HostKeyError, HostLockedError
-from orchestrator.events import HealthProgress, LoadProgress, PointStarted
+from orchestrator.sweep.events import HealthProgress, LoadProgress, PointStarted
 from tests.reliability.conftest import Outcome
 from tests.reliability.harness import (
     SMALL_LOAD,

@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.events import DeploymentFailed, DeploymentReady
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.sweep.events import DeploymentFailed, DeploymentReady
 from tests.reliability.conftest import Outcome
 from tests.reliability.harness import (
     PYTHON,

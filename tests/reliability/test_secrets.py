@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.events import HealthProgress
+from orchestrator.sweep.events import HealthProgress
 from tests.reliability.conftest import Outcome
 from tests.reliability.harness import (
     SMALL_LOAD,
@@ -52,7 +52,7 @@ from tests.system.support import SECRET_DIR, TestHost
 
 pytestmark = pytest.mark.timeout(240)
 
-EXIT_POINTS_FAILED = 3  # orchestrator/commands/sweep.py: the sweep ran to the end, some points failed
+EXIT_POINTS_FAILED = 3  # orchestrator/cli/commands/sweep.py: the sweep ran to the end, some points failed
 
 
 def _files_containing(root: Path, needle: bytes) -> list[str]:
@@ -112,7 +112,7 @@ def test_api_key_never_leaks(tmp_path: Path, outcome: Outcome) -> None:
 @pytest.mark.parametrize("value", [pytest.param("list", id="as a list"), pytest.param("mapping", id="as a mapping")])
 def test_a_mistyped_api_key_is_not_quoted_in_the_error(tmp_path: Path, value: str) -> None:
     from orchestrator.errors import ConfigError
-    from orchestrator.experiment import load_experiment
+    from orchestrator.experiment.schema import load_experiment
 
     key = f"sk-specsweep-{secrets.token_hex(12)}"
     doc = local_experiment("secret", 1, {"ar": "--algorithm ar"})

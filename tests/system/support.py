@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from orchestrator.hosts import SSHHost
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 
 SCRIPT = Path(__file__).with_name("testhost.sh")
 LAB_ROOT = Path(os.environ.get("TESTHOST_ROOT", "/tmp/specsweep-testhost"))

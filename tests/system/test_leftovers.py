@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.doctor import run_doctor
 from orchestrator.errors import HostLockedError
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.launchers.doctor import run_doctor
 from orchestrator.services import SystemdService, driving
 from orchestrator.services.restore import restore_experiment
 from tests.system.conftest import SimUnit
@@ -24,7 +24,7 @@ _KILLED_RUN = """
 import os, signal, sys
 from orchestrator.hosts import SSHHost
 from orchestrator.services import SystemdService
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 ip, key, known, unit, command = sys.argv[1:6]
 service = SystemdService(SSHHost("root@" + ip, identity_file=key, known_hosts=known), unit)
 service.lock("doomed-run")

@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from orchestrator.analysis import analyse
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment.schema import load_experiment
 from orchestrator.report import build_report
-from orchestrator.runner import SweepOptions, run_sweep
-from orchestrator.store import Record, RunStore
+from orchestrator.runs.store import Record, RunStore
+from orchestrator.sweep.runner import SweepOptions, run_sweep
 from tests.integration.llamacpp_support import built_paths, disagreements, shared_figures
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
 

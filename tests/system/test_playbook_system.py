@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.playbooks import PlaybookOptions, prepare, run_playbook
-from orchestrator.store import RunStore
+from orchestrator.runs.store import RunStore
 from tests.system.conftest import SimUnit
 from tests.system.support import PYTHON, etc_snapshot, unit_snapshot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import StartFailed
-from orchestrator.health import wait_until_healthy
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import ProcessService, SystemdService
 from tests.system.support import TestHost, deployment, sim_command
 

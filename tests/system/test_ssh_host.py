@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import HostConnectionError, HostKeyError
-from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import SSHHost
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import SystemdService
 from tests.system.conftest import SimUnit
 from tests.system.support import TestHost, deployment, sim_command

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.events import DeploymentReady
-from orchestrator.experiment import load_experiment
-from orchestrator.runner import SweepOptions, run_sweep
-from orchestrator.store import RunStore
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.runs.store import RunStore
+from orchestrator.sweep.events import DeploymentReady
+from orchestrator.sweep.runner import SweepOptions, run_sweep
 from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from orchestrator.errors import StartFailed
-from orchestrator.health import wait_until_healthy
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import SystemdService
 from tests.system.conftest import SimUnit
 from tests.system.support import deployment, etc_snapshot, sim_command, unit_snapshot, wait_for

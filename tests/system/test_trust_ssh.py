@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis import analyse
-from orchestrator.experiment import SSHHostSpec
+from orchestrator.experiment.schema import SSHHostSpec
 from orchestrator.hosts.ssh import SSHHost
-from orchestrator.telemetry import GpuTelemetry, gpu_facts
+from orchestrator.hosts.telemetry import GpuTelemetry, gpu_facts
 from tests.reliability.harness import (
     cli_env,
     only_run_dir,

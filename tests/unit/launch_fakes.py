@@ -1,7 +1,7 @@
 """Fakes of the runner's seams, for unit tests of the sweep loop and of measuring a point.
 
 :class:`FakeLauncher` gives :class:`FakeSlot` s whose servers (:class:`FakeServer`) log SGLang-style
-``Decode batch`` lines while a fake load runs; :func:`fake_tools` is a :class:`~orchestrator.measure.Tools`
+``Decode batch`` lines while a fake load runs; :func:`fake_tools` is a :class:`~orchestrator.sweep.measure.Tools`
 whose load returns client figures without a socket. A script (``script``) says what a slot does for a
 deployment: ``"ok"``, ``"fail"`` (never healthy), ``"error"`` (cannot be applied), ``"die"`` (dies during
 its first point, then is fine once launched again).
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ServiceError, StartFailed
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.measure import Tools
-from orchestrator.plan import Deployment
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import Deployment
 from orchestrator.services.base import LogChunk
+from orchestrator.sweep.measure import Tools
 
 DECODE = (
     "[2026-05-30 00:39:1{i} TP0] Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, "

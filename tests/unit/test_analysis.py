@@ -30,7 +30,7 @@ from orchestrator.analysis.roles import (
     fit_acceptance,
     is_speculative,
 )
-from orchestrator.store import Record, RunStore
+from orchestrator.runs.store import Record, RunStore
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 

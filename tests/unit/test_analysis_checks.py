@@ -14,7 +14,7 @@ from orchestrator.analysis import CHECKS, CheckContext, CheckSettings, analyse, 
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.roles import BaselineRoles, annotate
 from orchestrator.errors import ConfigError
-from orchestrator.store import Record
+from orchestrator.runs.store import Record
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 ROLES = BaselineRoles(ar="autoregressive", linear="linear")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.baselines import adopt_reused, baselines_source, reuse_baselines
 from orchestrator.errors import StoreError
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.plan import Plan, build_plan
-from orchestrator.runner import resolved_experiment
-from orchestrator.store import Record, RunStore
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import Plan, build_plan
+from orchestrator.runs.store import Record, RunStore
+from orchestrator.sweep.baselines import adopt_reused, baselines_source, reuse_baselines
+from orchestrator.sweep.runner import resolved_experiment
 
 EXPERIMENT = """\
 name: reuse

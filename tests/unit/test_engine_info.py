@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from orchestrator.engine_info import ENGINE_INFO_PATHS, engine_info_from, read_engine_info
+from orchestrator.engines.info import ENGINE_INFO_PATHS, engine_info_from, read_engine_info
 
 # Shapes as the engines build them: SGLang's get_server_info spreads the server arguments and the scheduler
 # info, then adds internal_states and version (python/sglang/srt/entrypoints/http_server.py); vLLM's /version

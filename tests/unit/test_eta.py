@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.eta import EtaHistory, EtaModel, eta_history
+from orchestrator.plan.eta import EtaHistory, EtaModel, eta_history
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError, StartFailed
-from orchestrator.experiment import ExistingServiceSpec, load_experiment, problems_of
+from orchestrator.experiment.schema import ExistingServiceSpec, load_experiment, problems_of
 from orchestrator.hosts import LocalHost
-from orchestrator.plan import build_plan
+from orchestrator.plan.deployments import build_plan
 from orchestrator.services import ExistingService, make_service
 
 

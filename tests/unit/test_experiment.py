@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import LocalHostSpec, SSHHostSpec, load_experiment
+from orchestrator.experiment.schema import LocalHostSpec, SSHHostSpec, load_experiment
 
 GOOD = """\
 name: t

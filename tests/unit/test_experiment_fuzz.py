@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [

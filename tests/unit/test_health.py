@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from orchestrator.errors import StartFailed
-from orchestrator.health import wait_until_healthy
 from orchestrator.hosts import LocalHost
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import LogChunk, ServiceState
 
 RUNNING = ServiceState("active", "running", "success", None, 0, 1234, "inv-1")

@@ -17,10 +17,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.dryrun import describe_plan
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.sweep.dryrun import describe_plan
 
 # Any code point, lone surrogates (category Cs, which hypothesis leaves out by default) and NUL weighted in:
 # YAML escapes make both out of a valid UTF-8 file.
@@ -202,7 +202,7 @@ def test_an_environment_value_may_hold_control_characters(tmp_path: Path) -> Non
 
 
 def test_nul_in_a_playbook_is_refused_too(tmp_path: Path) -> None:
-    from orchestrator.yamlsource import load_yaml_with_positions
+    from orchestrator.experiment.yamlsource import load_yaml_with_positions
 
     path = tmp_path / "p.yaml"
     path.write_text('steps:\n  - shell: {command: "echo \\0"}\n')
@@ -243,7 +243,7 @@ def test_any_string_either_validates_and_renders_or_is_refused(
     # What validate accepts, sweep can write and print: the dry run, the resolved experiment, the plan.
     describe_plan(experiment).encode("utf-8")
     json.dumps(plan.to_json_dict(), default=str).encode("utf-8")
-    from orchestrator.runner import resolved_experiment
+    from orchestrator.sweep.runner import resolved_experiment
 
     yaml.safe_dump(resolved_experiment(experiment), allow_unicode=True).encode("utf-8")
     for deployment in plan.deployments:

@@ -93,23 +93,26 @@ def test_the_runner_seam_is_layered() -> None:
     run is opened or of playbooks; the experiment model knows nothing of the plan."""
     known = _modules()
     below = [
-        "orchestrator.measure",
-        "orchestrator.scrape",
+        "orchestrator.sweep.measure",
+        "orchestrator.metrics.scrape",
         "orchestrator.launchers",
         "orchestrator.launchers.base",
         "orchestrator.launchers.hosts",
-        "orchestrator.schedule",
-        "orchestrator.policy",
-        "orchestrator.runs",
-        "orchestrator.rendering",
-        "orchestrator.identity",
+        "orchestrator.sweep.schedule",
+        "orchestrator.sweep.policy",
+        "orchestrator.sweep.frame",
+        "orchestrator.experiment.rendering",
+        "orchestrator.runs.identity",
     ]
-    above = {"orchestrator.runner", "orchestrator.opening", "orchestrator.playbooks.runner"}
+    above = {"orchestrator.sweep.runner", "orchestrator.sweep.opening", "orchestrator.playbooks.runner"}
     for name in below:
         assert not (_imports(name, known[name], known) & above), name
-    assert not (_imports("orchestrator.experiment", known["orchestrator.experiment"], known) & {"orchestrator.plan"})
-    rendering = _imports("orchestrator.rendering", known["orchestrator.rendering"], known)
-    assert not rendering & {"orchestrator.experiment", "orchestrator.plan"}
+    assert not (
+        _imports("orchestrator.experiment.schema", known["orchestrator.experiment.schema"], known)
+        & {"orchestrator.plan.deployments"}
+    )
+    rendering = _imports("orchestrator.experiment.rendering", known["orchestrator.experiment.rendering"], known)
+    assert not rendering & {"orchestrator.experiment.schema", "orchestrator.plan.deployments"}
 
 
 _CHILD = r"""

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from orchestrator.errors import HostLockedError, ServiceError, StartFailed
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment.schema import load_experiment
 from orchestrator.launchers import (
     HostServer,
     HostSlot,
@@ -24,7 +24,7 @@ from orchestrator.launchers import (
     launcher_for,
 )
 from orchestrator.launchers import hosts as hosts_module
-from orchestrator.plan import build_plan
+from orchestrator.plan.deployments import build_plan
 from orchestrator.services.base import LogChunk, ServiceState
 from tests.unit.launch_fakes import FakeLauncher, FakeSlot, make_experiment
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.listening import listening_lines, ready_line, url_port
 from orchestrator.errors import StartFailed
-from orchestrator.health import wait_until_healthy
-from orchestrator.listening import listening_lines, ready_line, url_port
+from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.metrics.engine_guess import engine_fit
 from tests.unit.test_health import RUNNING, FakeService
 

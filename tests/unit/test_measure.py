@@ -1,4 +1,4 @@
-"""Measuring one point (orchestrator/measure.py): the pure classification, the server figures, and the
+"""Measuring one point (orchestrator/sweep/measure.py): the pure classification, the server figures, and the
 window -> load -> window -> parse -> record sequence driven with fakes."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.measure import (
+from orchestrator.plan.deployments import build_plan
+from orchestrator.sweep.measure import (
     Classification,
     PointMeasurer,
     Tools,
@@ -17,7 +18,6 @@ from orchestrator.measure import (
     point_settings,
     server_metrics,
 )
-from orchestrator.plan import build_plan
 from tests.unit.launch_fakes import DECODE, FakeSlot, fake_tools, make_experiment
 
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.commands import parse
+from orchestrator.cli.commands import parse
 from orchestrator.errors import MetricsError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"

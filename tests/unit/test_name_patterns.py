@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment.schema import load_experiment
 from orchestrator.playbooks import load_playbook
 
 GOOD = """\

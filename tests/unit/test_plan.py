@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan, content_id
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan, content_id
 
 BASE = {
     "name": "t",

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.plan import Deployment, LoadPoint
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import Deployment, LoadPoint
 from orchestrator.playbooks import Measurement, metric_value
 from orchestrator.playbooks.expectations import evaluate
 from orchestrator.playbooks.schema import ExpectSpec
-from orchestrator.store import Record
+from orchestrator.runs.store import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 

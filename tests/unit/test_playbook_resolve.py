@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import build_plan
 from orchestrator.playbooks import apply_vars, load_playbook, prepare, resolve, select_host
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,8 +174,8 @@ def test_prepare_uses_the_playbooks_experiment_or_the_override(write_yaml: Calla
 
 
 def test_the_public_interface() -> None:
-    import orchestrator.baselines
     import orchestrator.playbooks
+    import orchestrator.sweep.baselines
 
     assert sorted(orchestrator.playbooks.__all__) == sorted(
         [
@@ -185,13 +185,13 @@ def test_the_public_interface() -> None:
             "select_host",
         ]
     )  # fmt: skip
-    assert sorted(orchestrator.baselines.__all__) == [
+    assert sorted(orchestrator.sweep.baselines.__all__) == [
         "BaselineReuse",
         "COMPARED_SETTINGS",
         "adopt_reused",
         "baselines_source",
         "reuse_baselines",
     ]
-    for module in (orchestrator.playbooks, orchestrator.baselines):
+    for module in (orchestrator.playbooks, orchestrator.sweep.baselines):
         for name in module.__all__:
             assert hasattr(module, name), name

@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis import analyse
-from orchestrator.cli import main
+from orchestrator.cli.app import main
 from orchestrator.errors import StoreError
 from orchestrator.report import ReportResult, build_report, figures, report_blocks, tables
 from orchestrator.report.render import to_html, to_markdown
-from orchestrator.store import Record, RunStore
+from orchestrator.runs.store import Record, RunStore
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 PNG = b"\x89PNG\r\n\x1a\n"

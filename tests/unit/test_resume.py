@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from orchestrator.errors import StoreError
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.plan import build_plan
-from orchestrator.resume import compare_run, experiment_file, host_identities, open_for_resume
-from orchestrator.runner import resolved_experiment
-from orchestrator.store import Record, RunStore, utc_now_iso
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.runs.store import Record, RunStore, utc_now_iso
+from orchestrator.sweep.resume import compare_run, experiment_file, host_identities, open_for_resume
+from orchestrator.sweep.runner import resolved_experiment
 
 DOC: dict[str, Any] = {
     "name": "r",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import StoreError
-from orchestrator.store import RunStore
-from orchestrator.yamlsource import MAX_BYTES
+from orchestrator.experiment.yamlsource import MAX_BYTES
+from orchestrator.runs.store import RunStore
 
 PLAN = {"schema_version": 1, "experiment": "demo", "deployments": [], "totals": {}}
 
@@ -51,7 +51,7 @@ def test_unusable_text_is_refused_with_its_line(tmp_path: Path, value: str) -> N
 
 
 def test_report_of_a_run_with_a_bomb_is_one_line_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from orchestrator.cli import main
+    from orchestrator.cli.app import main
 
     store = _store(tmp_path, BOMB)
     started = time.monotonic()

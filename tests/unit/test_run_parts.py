@@ -1,4 +1,4 @@
-"""The parts the sweep loop is made of: the schedule (orchestrator/schedule.py), the failure policy
+"""The parts the sweep loop is made of: the schedule (orchestrator/sweep/schedule.py), the failure policy
 (policy.py), the run skeleton shared with playbooks (runs.py), the resume state (store.py) and opening a run
 (opening.py)."""
 
@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import ConfigError, HostError, Interrupted, ServiceError, StoreError
-from orchestrator.experiment import FailurePolicySpec, load_experiment
-from orchestrator.identity import resolved_experiment
-from orchestrator.opening import OpenOptions, open_run
-from orchestrator.plan import build_plan
-from orchestrator.policy import FailureTracker
-from orchestrator.runs import RunEnd, RunFrame, StopSignal
-from orchestrator.schedule import Schedule
-from orchestrator.store import Record, ResumeState, RunStore
+from orchestrator.experiment.schema import FailurePolicySpec, load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.store import Record, ResumeState, RunStore
+from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
+from orchestrator.sweep.opening import OpenOptions, open_run
+from orchestrator.sweep.policy import FailureTracker
+from orchestrator.sweep.schedule import Schedule
 from tests.unit.launch_fakes import make_experiment
 
 

@@ -1,4 +1,4 @@
-"""The sweep loop (orchestrator/runner.py) on fake launchers: order, failures, the failure policy, pools,
+"""The sweep loop (orchestrator/sweep/runner.py) on fake launchers: order, failures, the failure policy, pools,
 slots that share a target, resume, restore and stop, with no server, socket or host."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import Interrupted, ServiceError
-from orchestrator.events import DeploymentFailed, HostRestored, Notice, PointFinished, SweepStarted
-from orchestrator.measure import PointMeasurer
-from orchestrator.plan import Deployment
-from orchestrator.runner import SweepOptions, run_sweep
-from orchestrator.runs import StopSignal
-from orchestrator.store import RunStore
+from orchestrator.plan.deployments import Deployment
+from orchestrator.runs.store import RunStore
+from orchestrator.sweep.events import DeploymentFailed, HostRestored, Notice, PointFinished, SweepStarted
+from orchestrator.sweep.frame import StopSignal
+from orchestrator.sweep.measure import PointMeasurer
+from orchestrator.sweep.runner import SweepOptions, run_sweep
 from tests.unit.launch_fakes import FakeLauncher, FakeSlot, fake_tools, make_experiment
 
 

@@ -11,11 +11,10 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.identity import resolved_experiment
-from orchestrator.measure import new_record
-from orchestrator.plan import build_plan
-from orchestrator.schedule import Schedule
+from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.store import ResumeState, RunStore
 from orchestrator.search.bayesian import BayesianStrategy
 from orchestrator.search.cost import search_cost
 from orchestrator.search.driver import SearchSchedule, schedule_for, search_plan
@@ -23,7 +22,8 @@ from orchestrator.search.objective import LevelScore, Score, score_records
 from orchestrator.search.recommend import recommend, to_yaml
 from orchestrator.search.space import SearchSpace
 from orchestrator.search.strategies import GridStrategy, Proposal, RandomStrategy, SuccessiveHalving
-from orchestrator.store import ResumeState, RunStore
+from orchestrator.sweep.measure import new_record
+from orchestrator.sweep.schedule import Schedule
 
 BASE = """\
 name: s

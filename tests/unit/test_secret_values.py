@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.dryrun import describe_plan
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import SecretSource, load_experiment
-from orchestrator.identity import resolved_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import SecretSource, load_experiment
+from orchestrator.plan.deployments import build_plan
+from orchestrator.runs.identity import resolved_experiment
 from orchestrator.services.secrets import Redactor, env_file_text, reference
 from orchestrator.services.systemd import render_dropin, secret_environment_file
+from orchestrator.sweep.dryrun import describe_plan
 
 TOKEN = "hf_unit-test-TOKEN-5f1c2e"
 KEY = "sk-unit-test-KEY-9a8b7c"
@@ -75,7 +75,7 @@ def test_values_are_read_and_only_references_are_kept(tmp_path: Path, kind: str)
     for text in outputs:
         assert TOKEN not in text and KEY not in text
     # A stored experiment validates again as it is (a resume compares them) without reading anything.
-    from orchestrator.experiment import Experiment
+    from orchestrator.experiment.schema import Experiment
 
     again = Experiment.model_validate(stored)
     assert resolved_experiment(again) == stored
@@ -145,7 +145,7 @@ def test_the_drop_in_names_the_secret_file_and_references_the_secret(tmp_path: P
 
 
 def test_the_program_cannot_be_a_secret() -> None:
-    from orchestrator.plan import Deployment
+    from orchestrator.plan.deployments import Deployment
 
     deployment = Deployment(id="d", variant="v", command="$API_KEY --x", config_hash="c", load_points=[])
     with pytest.raises(ConfigError, match="program"):

@@ -15,7 +15,7 @@ from orchestrator import services
 from orchestrator.errors import ConfigError, HostLockedError
 from orchestrator.hosts import LocalHost
 from orchestrator.hosts.base import CommandResult, ShellFileOps
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 from orchestrator.services import (
     LogChunk,
     ProcessService,

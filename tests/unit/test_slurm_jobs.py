@@ -1,6 +1,6 @@
 """Talking to Slurm (orchestrator/launchers/slurmjobs.py): the parsers on answers recorded from Slurm 22.05
 (Debian's slurm-wlm, the system tests' cluster), the batch script, job names and comments; and the launcher's
-keys in an experiment file (orchestrator/experiment.py), each error with its file and line."""
+keys in an experiment file (orchestrator/experiment/schema.py), each error with its file and line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
+from orchestrator.experiment.schema import load_experiment
 from orchestrator.launchers.slurmjobs import (
     JobSettings,
     NodeInfo,
@@ -22,7 +22,7 @@ from orchestrator.launchers.slurmjobs import (
     parse_squeue,
     render_batch_script,
 )
-from orchestrator.plan import Deployment
+from orchestrator.plan.deployments import Deployment
 
 SEP = "\x1f"
 SQUEUE = (

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import Interrupted, ServiceError
-from orchestrator.experiment import Experiment, load_experiment
+from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import SlurmLauncher, launcher_for
 from orchestrator.launchers.slurmjobs import ENDED, NodeInfo, job_name, render_batch_script
-from orchestrator.measure import PointMeasurer
-from orchestrator.plan import build_plan
-from orchestrator.runner import SweepOptions, run_sweep
-from orchestrator.runs import StopSignal
+from orchestrator.plan.deployments import build_plan
+from orchestrator.sweep.frame import StopSignal
+from orchestrator.sweep.measure import PointMeasurer
+from orchestrator.sweep.runner import SweepOptions, run_sweep
 from tests.unit.launch_fakes import fake_tools
 from tests.unit.slurm_fakes import SLURM_EXPERIMENT, FakeScheduler, HealthServer, use_scheduler
 
@@ -322,9 +322,8 @@ def test_restore_cancels_a_dead_runs_jobs_and_lock_and_leaves_a_live_one(
 def test_doctor_checks_the_login_node_partition_and_shared_directory(
     tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator import doctor
     from orchestrator.hosts import LocalHost
-    from orchestrator.launchers import slurmjobs
+    from orchestrator.launchers import doctor, slurmjobs
     from tests.unit.slurm_fakes import FakeClient
 
     scheduler = FakeScheduler(nodes=_two_nodes())
@@ -340,7 +339,7 @@ def test_doctor_checks_the_login_node_partition_and_shared_directory(
 
 
 def test_the_dry_run_shows_each_batch_script(tmp_path: Path, health: HealthServer) -> None:
-    from orchestrator.dryrun import describe_plan
+    from orchestrator.sweep.dryrun import describe_plan
 
     text = describe_plan(_experiment(tmp_path, health))
     assert text.count("submit with sbatch --parsable") == 4

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import SchemaVersionError, StoreError
-from orchestrator.store import RUN_SCHEMA_VERSION, Record, RunStore, find_latest, utc_now_iso
+from orchestrator.runs.store import RUN_SCHEMA_VERSION, Record, RunStore, find_latest, utc_now_iso
 
 PLAN = {"schema_version": 1, "experiment": "demo", "deployments": [], "totals": {}}
 
@@ -98,7 +98,7 @@ def test_a_killed_writer_leaves_every_fsynced_record(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from orchestrator.store import RunStore, Record
+        from orchestrator.runs.store import RunStore, Record
         store = RunStore.open({str(store.path)!r})
         for i in range(1000000):
             store.append(Record(run_id="r", experiment="demo", deployment_id="d", point_id=f"p-{{i}}",

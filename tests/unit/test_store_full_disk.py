@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import orchestrator.store as store_module
+import orchestrator.runs.store as store_module
 from orchestrator.errors import StoreError
-from orchestrator.store import RunStore
+from orchestrator.runs.store import RunStore
 
 
 def _store(tmp_path: Path) -> RunStore:

@@ -18,20 +18,27 @@ import pytest
 
 from orchestrator.analysis.compare import best_per_load, pareto_front, significance
 from orchestrator.analysis.intervals import aggregate_windows, difference
-from orchestrator.cache import flush_prefix_cache
-from orchestrator.experiment import load_experiment
+from orchestrator.engines.cache import flush_prefix_cache
+from orchestrator.experiment.schema import load_experiment
 from orchestrator.hosts.local import LocalHost
+from orchestrator.hosts.telemetry import (
+    GpuTelemetry,
+    LineStream,
+    gpu_facts,
+    parse_facts,
+    parse_samples,
+    summarize_samples,
+)
 from orchestrator.load.adaptive import AdaptiveStop
 from orchestrator.load.loops import LoopState
 from orchestrator.load.records import RequestRecord, request_row
 from orchestrator.load.spec import SGLANG_SGLEXT, SpecFigures
 from orchestrator.load.stats import summarize
 from orchestrator.load.uncertainty import window_intervals
-from orchestrator.lossless import Answer, check_lossless, first_difference, read_stream
-from orchestrator.plan import build_plan, content_id
-from orchestrator.provenance import experiment_hash, provenance_differences, running_command
-from orchestrator.schedule import Schedule
-from orchestrator.telemetry import GpuTelemetry, LineStream, gpu_facts, parse_facts, parse_samples, summarize_samples
+from orchestrator.plan.deployments import build_plan, content_id
+from orchestrator.runs.provenance import experiment_hash, provenance_differences, running_command
+from orchestrator.sweep.lossless import Answer, check_lossless, first_difference, read_stream
+from orchestrator.sweep.schedule import Schedule
 
 FAKE_SMI = Path(__file__).resolve().parents[1] / "data" / "fake-nvidia-smi"
 
@@ -470,8 +477,8 @@ def test_a_window_shorter_than_the_interval_still_holds_a_sample(monkeypatch: py
 
 
 def test_a_stream_that_never_writes_opens_the_window_after_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("orchestrator.telemetry.FIRST_SAMPLE_TIMEOUT_S", 0.2)
-    monkeypatch.setattr("orchestrator.telemetry.open_line_stream", lambda host, command: _SilentStream())
+    monkeypatch.setattr("orchestrator.hosts.telemetry.FIRST_SAMPLE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr("orchestrator.hosts.telemetry.open_line_stream", lambda host, command: _SilentStream())
     summary = GpuTelemetry.start(LocalHost("box")).finish()
     assert summary["samples"] == 0 and summary["note"] == "nvidia-smi wrote no sample during the window"
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import build_plan
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import build_plan
 from orchestrator.quoting import render_unit_template, unit_words
 
 # Any code point, lone surrogates (category Cs, which hypothesis leaves out by default) and NUL weighted in:

@@ -14,13 +14,13 @@ from orchestrator.analysis.checks import runaway_outputs
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.roles import BaselineRoles, annotate
 from orchestrator.errors import ConfigError, LoadError
-from orchestrator.experiment import Experiment, load_experiment
-from orchestrator.identity import resolved_experiment
+from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.load.datasets import SPEED_BENCH_PLACEHOLDER, WorkloadSource
 from orchestrator.load.workloads import builtin_names, load_workload
-from orchestrator.plan import build_plan
+from orchestrator.plan.deployments import build_plan
+from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.store import Record
 from orchestrator.sim.profiles import get_profile
-from orchestrator.store import Record
 
 BASE = """\
 name: w

@@ -143,7 +143,7 @@ class Dialect:
 
     def control_routes(self) -> list[tuple[str, str]]:
         """(method, path) of the engine's control endpoints the simulator answers: its prefix-cache flush
-        (``orchestrator/cache.py`` names each engine's)."""
+        (``orchestrator/engines/cache.py`` names each engine's)."""
         return []
 
     def control(self, method: str, path: str, params: dict[str, str], busy: bool) -> tuple[int, Any]:

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from orchestrator.experiment import load_experiment
-from orchestrator.plan import Deployment, LoadPoint, build_plan
-from orchestrator.store import RUN_SCHEMA_VERSION, Record, RunInfo
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.plan.deployments import Deployment, LoadPoint, build_plan
+from orchestrator.runs.store import RUN_SCHEMA_VERSION, Record, RunInfo
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,0 +1,116 @@
+"""`specsweep report RUN_DIR`: analyse a run directory and write its report (HTML, Markdown, CSV, Parquet,
+checks, figures) into it, then print the findings and the winners."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import RenderableType
+from rich.markup import escape
+from rich.text import Text
+
+from orchestrator.cli.console import console, err_console
+from orchestrator.cli.textfit import Column, fit_table
+
+if TYPE_CHECKING:  # matplotlib and pandas load only when a report is built
+    from orchestrator.report import ReportResult
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+
+
+def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
+    from orchestrator.report import tables
+
+    counts = result.counts
+    columns = [
+        Column("severity", "left", required=True),
+        Column("check", "left", required=True),
+        Column("where", "left", required=True, wrap=True),
+        Column("what", "left", required=True, wrap=True),
+    ]
+    rows = [
+        [f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)]
+        for g in tables.group_findings(result.analysis.findings)
+    ]
+    title = f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    return fit_table(columns, rows, width, title=title)
+
+
+def render_winners(result: ReportResult, width: int = 80) -> RenderableType:
+    from orchestrator.cli.summary import best_table
+
+    return best_table(result.analysis, width)
+
+
+def report(
+    run: str = typer.Argument(
+        ...,
+        metavar="RUN",
+        help="A run directory (results/<experiment>/<run id>), latest, latest~N, EXPERIMENT/latest, or an "
+        "experiment file (its latest run).",
+        show_default=False,
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write the report here instead of into the run."),
+    open_it: bool = typer.Option(False, "--open", help="Open report.html in the web browser ($BROWSER) once written."),
+    results: Path | None = typer.Option(
+        None, "--results", help="Where runs are looked up for latest (default: $SPECSWEEP_RESULTS, else ./results)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the files written and the findings as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when any check reports an error."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only where the report is."),
+) -> None:
+    """Build the report of a run from its run directory alone: findings first, then winners, figures, tables."""
+    from orchestrator.report import build_report
+    from orchestrator.runs.runref import resolve_run
+
+    run_dir = resolve_run(run, results)
+    result = build_report(run_dir, out_dir=out, progress=None if quiet or as_json else _progress)
+    if open_it:
+        _open(result.files["report.html"])
+    if as_json:
+        payload = {
+            "run_dir": str(run_dir),
+            "run_id": result.analysis.run_id,
+            "experiment": result.analysis.experiment_name,
+            "files": {name: str(path) for name, path in result.files.items()},
+            "figures": {name: str(path) for name, path in result.figures.items()},
+            "counts": result.counts,
+            "findings": [f.model_dump() for f in result.analysis.findings],
+        }
+        typer.echo(json.dumps(payload, indent=2))
+    elif quiet:
+        typer.echo(str(result.files["report.html"]))
+    else:
+        if result.analysis.findings:
+            console.print(render_findings(result, console.width))
+        else:
+            console.print("[green]no findings: every check passed[/]")
+        if not result.analysis.best.empty:
+            console.print(render_winners(result, console.width))
+        console.print(
+            f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)",
+            soft_wrap=True,
+        )
+    if strict and result.counts["error"]:
+        raise typer.Exit(1)
+
+
+def _open(page: Path) -> None:
+    """Open ``page`` in the user's web browser (Python's webbrowser: $BROWSER, else the desktop's default)."""
+    import webbrowser
+
+    from orchestrator.errors import SpecsweepError
+
+    if not webbrowser.open(page.resolve().as_uri()):
+        raise SpecsweepError(f"no web browser could open {page} (set $BROWSER to the command that opens a URL)")
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]report: {message}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

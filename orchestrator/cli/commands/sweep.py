@@ -1,0 +1,205 @@
+"""`specsweep sweep FILE`: run the whole experiment, resumable, restoring every host on every way out.
+
+Exit codes: 0 every point succeeded (or ``--allow-failures``), 1 an error ended the run, 2 a bad experiment
+file, 3 the plan ran to its end but points failed, 4 the experiment's ``failure_policy`` stopped the sweep,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import typer
+
+from orchestrator.cli.console import console, err_console
+from orchestrator.cli.progress import SweepProgress
+from orchestrator.cli.summary import summary_renderables
+from orchestrator.experiment.schema import load_experiment
+
+EXIT_POINTS_FAILED = 3
+EXIT_STOPPED = 4
+
+
+def sweep(
+    file: Path = typer.Argument(..., metavar="FILE", help="Experiment file (YAML).", show_default=False),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        metavar="RUN_DIR|latest",
+        help="Continue a run: only points without a final record run. latest: the newest run of this file on "
+        "these hosts. An experiment changed since the run is refused, with what changed.",
+    ),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume, run failed points again."),
+    redo_changed: bool = typer.Option(
+        False,
+        "--redo-changed",
+        help="With --resume of an edited experiment: measure the changed and new points in this run (the old "
+        "records move to superseded.jsonl) instead of refusing.",
+    ),
+    allow_failures: bool = typer.Option(
+        False,
+        "--allow-failures",
+        help="Exit 0 although points failed (a sweep the failure policy stopped still exits 4).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
+    ),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        help="Where run directories are created (default: the experiment's results_dir, else $SPECSWEEP_RESULTS, "
+        "else results/ beside the experiment file).",
+        show_default=False,
+    ),
+    baselines_from: str | None = typer.Option(
+        None,
+        "--baselines-from",
+        metavar="RUN_DIR|latest",
+        help="Reuse baseline points from an earlier run where the configuration and host are identical.",
+    ),
+    break_lock: bool = typer.Option(
+        False, "--break-lock", help="Take over a host lock left by another controller (make sure it is dead)."
+    ),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write the report into the run directory."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress; print only the run directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end."),
+) -> None:
+    """Deploy each configuration, measure every load point, store records, restore the host, report.
+
+    Ctrl-C (or SIGTERM) stops the load, restores the host and marks the run interrupted (exit 130); a second
+    Ctrl-C skips waiting but still restores.
+
+    With a search (an objective: and a search: strategy other than grid), the strategy picks each next
+    configuration from what the finished ones scored, measures candidates at the objective's load only and
+    stops at its budget; --dry-run shows its first round, --resume continues it without repeating a restart
+    (docs/search.md).
+
+    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed
+    (run state done, or failed when none succeeded); 4 the experiment's failure_policy stopped the sweep (a
+    baseline that cannot start, or N deployments in a row that cannot; state stopped); 1 an error ended the
+    run; 2 a bad experiment file; 130 interrupted.
+    """
+    from orchestrator.runs.runref import results_root
+    from orchestrator.sweep.runner import StopSignal, SweepOptions, run_sweep
+
+    experiment = load_experiment(file)
+    root = results_root(results, experiment)
+    if dry_run:
+        from orchestrator.sweep.dryrun import describe_plan
+
+        typer.echo(describe_plan(experiment))
+        return
+    stop = StopSignal()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.requested.is_set():
+            err_console.print("[yellow]second interrupt: not waiting; restoring the host[/yellow]")
+        else:
+            err_console.print("[yellow]interrupt: stopping the load and restoring the host...[/yellow]")
+        stop.request()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    progress = None if (quiet or as_json) else SweepProgress(err_console)
+    try:
+        with progress if progress is not None else _nothing():
+            result = run_sweep(
+                experiment,
+                SweepOptions(
+                    results_root=root,
+                    resume=resume,
+                    retry_failed=retry_failed,
+                    break_lock=break_lock,
+                    baselines_from=baselines_from,
+                    redo_changed=redo_changed,
+                ),
+                observer=progress.observe if progress is not None else None,
+                stop=stop,
+            )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    report_path = None
+    if report:
+        from orchestrator.report import build_report
+
+        report_path = build_report(result.run_dir).files.get("report.html")
+    code, problem = outcome(result, allow_failures)
+    if as_json:
+        typer.echo(json.dumps({**_json_summary(result, report_path), "exit_code": code}, indent=2, default=str))
+    elif quiet:
+        typer.echo(str(result.run_dir))
+    else:
+        for part in summary_renderables(result.run_dir, console.width):
+            console.print(part)
+        console.print(f"run directory: {result.run_dir}", soft_wrap=True)
+        if report_path is not None:
+            console.print(f"report: {report_path}", soft_wrap=True)
+    if problem:
+        typer.secho(f"specsweep: error: {problem}", err=True, fg=typer.colors.RED)
+    if code:
+        raise typer.Exit(code)
+
+
+def outcome(result: Any, allow_failures: bool = False) -> tuple[int, str | None]:
+    """(exit code, the one line that says why it is not 0) for a finished sweep (see the module docstring)."""
+    points = result.points or {}
+    planned, failed = int(points.get("planned", 0)), int(points.get("failed", 0))
+    if result.state == "stopped":
+        missing = max(0, planned - int(points.get("ok", 0)) - failed)
+        return EXIT_STOPPED, (
+            f"stopped by the failure policy: {result.stop_reason}; hosts restored; {failed} point(s) failed, "
+            f"{missing} of {planned} not measured (run directory: {result.run_dir})"
+        )
+    if failed:
+        kinds: dict[str, int] = {}
+        for record in result.records:
+            if record.status == "failed":
+                kind = (record.error or {}).get("kind") or "unknown"
+                kinds[kind] = kinds.get(kind, 0) + 1
+        why = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        line = f"{failed} of {planned} point(s) failed" + (f" ({why})" if why else "")
+        if allow_failures:
+            return 0, None
+        return EXIT_POINTS_FAILED, f"{line}; --allow-failures exits 0 (run directory: {result.run_dir})"
+    return 0, None
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _json_summary(result: Any, report_path: Path | None) -> dict[str, Any]:
+    return {
+        "run_dir": str(result.run_dir),
+        "state": result.state,
+        "points": len(result.records),
+        "failed": result.failed,
+        "run_points": result.points,
+        "stop_reason": result.stop_reason,
+        "report": str(report_path) if report_path else None,
+        "records": [
+            {
+                "host": r.host,
+                "variant": r.variant,
+                "params": r.params,
+                "concurrency": r.concurrency,
+                "rate": r.rate,
+                "status": r.status,
+                "output_tok_s": (r.client or {}).get("output_tok_s"),
+                "accept_len": (r.server or {}).get("accept_len"),
+            }
+            for r in result.records
+        ],
+    }
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)

@@ -1,0 +1,207 @@
+"""Rendering a sweep's events with rich: overall points and ETA, the deployment loading, the point under load.
+
+In a terminal, live bars (points and ETA, the deployment loading, the point under load) with a line per finished
+point above them. Outside one (a pipe, a file, a CI log) there are no bars, only lines, and each line names
+what it is about: ``[3/18] ddtree(budget=7, topk=1) C=4: 356.4 tok/s, accept len 3.36 (ETA 1m05s)``, a line
+when a deployment starts and when it is ready, and, while a server loads, one line every
+``LOADING_EVERY`` seconds so a log shows it is alive.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from orchestrator.experiment.durations import format_duration
+from orchestrator.sweep.events import (
+    DeploymentFailed,
+    DeploymentReady,
+    DeploymentStarted,
+    HealthProgress,
+    HostRestored,
+    LoadProgress,
+    Notice,
+    PointFinished,
+    PointStarted,
+    SweepEvent,
+    SweepStarted,
+)
+
+__all__ = ["LOADING_EVERY", "SweepProgress"]
+
+#: Seconds between two "still loading" lines outside a terminal.
+LOADING_EVERY = 30.0
+
+
+class SweepProgress:
+    """An observer for ``run_sweep`` that draws progress bars on ``console`` (stderr), or, when ``console`` is
+    not a terminal (or ``lines`` is set), prints one line per event instead (module docstring)."""
+
+    def __init__(self, console: Console, *, lines: bool | None = None) -> None:
+        self.console = console
+        self.lines = (not console.is_terminal) if lines is None else lines
+        self._labels: dict[str, str] = {}  # deployment id -> configuration label
+        self._loading_said: dict[str, float] = {}
+        self._total = 0
+        self._done = 0
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=30),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+            refresh_per_second=4,
+        )
+        self._lock = threading.Lock()
+        self._overall: TaskID | None = None
+        self._deploy: dict[str, TaskID] = {}
+        self._point: dict[str, TaskID] = {}
+        self._point_total: dict[str, int | None] = {}
+
+    def __enter__(self) -> SweepProgress:
+        if not self.lines:
+            self.progress.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self.lines:
+            self.progress.stop()
+
+    def _task(self, table: dict[str, TaskID], host: str, description: str, total: float | None) -> TaskID:
+        task = table.get(host)
+        if task is None:
+            task = self.progress.add_task(description, total=total, detail="")
+            table[host] = task
+        else:
+            self.progress.reset(task, total=total, description=description, detail="")
+        return task
+
+    def observe(self, event: SweepEvent) -> None:
+        with self._lock:
+            self._observe(event)
+
+    def _observe(self, event: SweepEvent) -> None:
+        if isinstance(event, DeploymentStarted):
+            self._labels[event.deployment_id] = event.label
+        if isinstance(event, SweepStarted):
+            self._total = event.total_points
+            self._done = event.total_points - event.pending_points
+        if isinstance(event, PointFinished):
+            self._done += 1
+        if self.lines:
+            self._line(event)
+            return
+        prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
+        if isinstance(event, SweepStarted):
+            self.console.print(f"run directory: {event.run_dir}" + (" (resumed)" if event.resumed else ""))
+            self._overall = self.progress.add_task(
+                "points", total=event.total_points, detail=f"ETA {format_duration(event.eta_seconds)}"
+            )
+            self.progress.update(self._overall, completed=event.total_points - event.pending_points)
+        elif isinstance(event, DeploymentStarted):
+            attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+            self._task(
+                self._deploy, event.host, f"{prefix}deploy {event.index}/{event.total} {event.label}{attempt}", None
+            )
+        elif isinstance(event, HealthProgress):
+            task = self._deploy.get(event.host)
+            if task is not None:
+                line = event.last_line.strip()
+                line = line if len(line) <= 60 else line[:59] + "…"
+                self.progress.update(
+                    task,
+                    total=event.timeout,
+                    completed=event.elapsed,
+                    detail=f"loading {event.elapsed:.0f}s of {event.timeout:.0f}s {line}",
+                )
+        elif isinstance(event, DeploymentReady):
+            task = self._deploy.get(event.host)
+            if task is not None:
+                self.progress.update(task, total=1, completed=1, detail=f"ready in {event.load_seconds:.1f}s")
+        elif isinstance(event, DeploymentFailed):
+            self.console.print(f"[red]{prefix}{event.label}: did not start: {event.reason}[/red]")
+        elif isinstance(event, PointStarted):
+            self._point_total[event.host] = event.requests
+            self._task(self._point, event.host, f"{prefix}  {event.label}", event.requests)
+        elif isinstance(event, LoadProgress):
+            task = self._point.get(event.host)
+            if task is not None:
+                self.progress.update(
+                    task, completed=event.done, total=event.total, detail=f"{event.live_tok_s:,.0f} tok/s"
+                )
+        elif isinstance(event, PointFinished):
+            point_task = self._point.get(event.host)
+            if point_task is not None and self._point_total.get(event.host):
+                self.progress.update(point_task, completed=self._point_total[event.host])
+            if self._overall is not None:
+                self.progress.update(self._overall, advance=1, detail=f"ETA {format_duration(event.eta_seconds)}")
+            self.console.print(f"{prefix}{self._point_text(event)}")
+        elif isinstance(event, HostRestored):
+            self.console.print(f"{prefix}host restored")
+        elif isinstance(event, Notice):
+            style = "yellow" if event.level != "info" else "cyan"
+            self.console.print(f"[{style}]{prefix}{event.message}[/{style}]")
+
+    # -- outside a terminal: one line per event ---------------------------------------------------------
+
+    def _point_text(self, event: PointFinished) -> str:
+        """``ddtree(budget=7, topk=1) C=4: 356.4 tok/s, accept len 3.36`` (rich markup, user text escaped)."""
+        label = self._labels.get(event.deployment_id, "")
+        tok_s = event.summary.get("output_tok_s")
+        accept = event.summary.get("accept_len")
+        figures = []
+        if tok_s is not None:
+            figures.append(f"{tok_s:,.1f} tok/s")
+        if accept is not None:
+            figures.append(f"accept len {accept:.2f}")
+        if event.status != "ok":
+            figures.append(f"[red]{event.status}: {escape(str(event.summary.get('error') or ''))}[/red]")
+        return f"{escape(label)} {escape(event.label)}: " + (", ".join(figures) or "no figures")
+
+    def _line(self, event: SweepEvent) -> None:
+        prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
+        # Whole lines, never wrapped by us: a log is read with grep as often as with eyes.
+        say = functools.partial(self.console.print, soft_wrap=True)
+        if isinstance(event, SweepStarted):
+            resumed = " (resumed)" if event.resumed else ""
+            say(f"run directory: {escape(event.run_dir)}{resumed}")
+            say(
+                f"{event.pending_points} of {event.total_points} points to measure in {event.deployments} "
+                f"deployment(s), ETA {format_duration(event.eta_seconds)}"
+            )
+        elif isinstance(event, DeploymentStarted):
+            attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
+            self._loading_said[event.host] = time.monotonic()
+            say(f"{prefix}deploy {event.index}/{event.total} {escape(event.label)}{attempt}")
+        elif isinstance(event, HealthProgress):
+            now = time.monotonic()
+            if now - self._loading_said.get(event.host, now) >= LOADING_EVERY:
+                self._loading_said[event.host] = now
+                label = escape(self._labels.get(event.deployment_id, ""))
+                last = escape(event.last_line.strip()[:100])
+                say(
+                    f"{prefix}{label}: loading, {event.elapsed:.0f} s of {event.timeout:.0f} s"
+                    + (f": {last}" if last else ""),
+                )
+        elif isinstance(event, DeploymentReady):
+            say(f"{prefix}{escape(event.label)}: ready in {event.load_seconds:.1f} s")
+        elif isinstance(event, DeploymentFailed):
+            say(f"[red]{prefix}{escape(event.label)}: did not start: {escape(event.reason)}[/red]")
+        elif isinstance(event, PointFinished):
+            where = f"[{self._done}/{self._total}] " if self._total else ""
+            say(f"{prefix}{escape(where)}{self._point_text(event)} (ETA {format_duration(event.eta_seconds)})")
+        elif isinstance(event, HostRestored):
+            say(f"{prefix}host restored")
+        elif isinstance(event, Notice):
+            style = "yellow" if event.level != "info" else "cyan"
+            say(f"[{style}]{prefix}{escape(event.message)}[/{style}]")

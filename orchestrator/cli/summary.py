@@ -1,0 +1,203 @@
+"""What a sweep ends with: every point beside its baselines, the best configuration at each load, and how the
+run was made. It reads at any width (an 80-column terminal, a pipe, a CI log): the configuration and the load
+are never cut (:mod:`orchestrator.cli.textfit`), rows are grouped by configuration, and the figures of least
+value are left out first when the width runs short.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import RenderableType
+from rich.markup import escape
+from rich.text import Text
+
+from orchestrator.cli.textfit import Column, fit_table
+
+if TYPE_CHECKING:
+    from orchestrator.analysis import Analysis
+
+__all__ = ["best_table", "how_made_lines", "points_table", "summary_renderables", "summary_table"]
+
+
+def _fmt(value: Any, pattern: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return pattern.format(value)
+
+
+#: (header, frame column, format, priority): the figures after the identifying columns, most valuable first.
+_FIGURES: list[tuple[str, str, str, int]] = [
+    ("tok/s", "output_tok_s", "{:,.1f}", 100),
+    ("±", "output_tok_s_pm", "{:.1%}", 85),
+    ("accept", "accept_len", "{:.2f}", 80),
+    ("×AR", "speedup_vs_ar", "{:.2f}x", 70),
+    ("×linear", "speedup_vs_linear", "{:.2f}x", 60),
+    ("TTFT ms", "ttft_ms_p50", "{:,.0f}", 40),
+    ("TPOT ms", "tpot_ms_p50", "{:,.1f}", 30),
+    ("user tok/s", "per_user_tok_s", "{:,.1f}", 20),
+]
+
+
+def points_table(analysis: Analysis, width: int) -> RenderableType:
+    """One row per measured point, grouped by configuration (named once, on its first row), fitted to ``width``."""
+    frame = analysis.frame
+    frame = frame[frame["alias_of"].isna()] if "alias_of" in frame else frame
+    if "output_tok_s_lo" in frame.columns:
+        # Half the throughput interval's width, relative to the figure: how sure the figure is.
+        values = frame["output_tok_s"].astype(float)
+        frame = frame.assign(
+            output_tok_s_pm=(frame["output_tok_s_hi"].astype(float) - frame["output_tok_s_lo"].astype(float))
+            / 2
+            / values.where(values != 0)
+        )
+    pooled = bool(frame["host"].nunique() > 1) if len(frame) else False
+    counts = analysis.counts()
+    statuses = analysis.status_counts()
+    all_ok = statuses["failed"] == 0 and statuses["skipped"] == 0
+    columns: list[Column] = []
+    if pooled:
+        columns.append(Column("host", "left", required=True))
+    columns += [Column("configuration", "left", required=True, wrap=True), Column("load", "right", required=True)]
+    if not all_ok:
+        columns.append(Column("status", "left", required=True))
+    present = [f for f in _FIGURES if f[1] in frame.columns and frame[f[1]].notna().any()] or _FIGURES[:1]
+    columns += [Column(h, "right", required=(col == "output_tok_s"), priority=p) for h, col, _f, p in present]
+    groups: dict[tuple[str, str], list[dict[Any, Any]]] = {}
+    for record in frame.to_dict("records"):
+        groups.setdefault((str(record.get("host")), str(record.get("label"))), []).append(record)
+    rows: list[list[Any]] = []
+    ends: list[int] = []
+    for (host, label), members in groups.items():
+        members.sort(key=lambda r: (str(r.get("mode")), float(r.get("load") or 0)))
+        for position, row in enumerate(members):
+            first = position == 0
+            name = Text(label + (" *" if row.get("baseline") else "")) if first else Text("")
+            cells: list[Any] = [Text(host) if first else Text("")] if pooled else []
+            cells += [name, Text(str(row.get("load_label")))]
+            if not all_ok:
+                status = str(row.get("status"))
+                cells.append(Text(status) if status == "ok" else Text(status, style="red"))
+            cells += [Text(_fmt(row.get(col), fmt)) for _h, col, fmt, _p in present]
+            rows.append(cells)
+        ends.append(len(rows) - 1)
+    caption = (
+        f"{statuses['ok']} points ok"
+        + (f", {statuses['failed']} failed, {statuses['skipped']} skipped" if not all_ok else "")
+        + ("; * baseline" if bool(frame["baseline"].astype(bool).any()) else "")
+        + "; findings: "
+        f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes (report.md, checks.json)"
+    )
+    return fit_table(
+        columns,
+        rows,
+        width,
+        title=f"{analysis.experiment_name} ({analysis.run_id})",
+        caption=caption,
+        sections=ends[:-1],
+    )
+
+
+def best_table(analysis: Analysis, width: int) -> RenderableType:
+    """The answer to the user's question: at each load, the fastest configuration, its ratios to the baselines,
+    and the runner-up with the margin; what the winner rule said (``basis``) is in the title."""
+    best = analysis.best
+    if best.empty:
+        return Text("best configuration at each load: no successful point to rank", style="yellow")
+    pooled = best["host"].nunique() > 1
+    bases = sorted({str(b) for b in best["basis"] if isinstance(b, str) and b != "only one point"})
+    errors: dict[tuple[Any, Any, Any], list[str]] = {}
+    for finding in analysis.findings:
+        if finding.severity == "error":
+            errors.setdefault((finding.host, finding.config, finding.load), []).append(finding.check)
+    for (host, config, load), checks in list(errors.items()):
+        if load is None and config is not None:  # a finding about the configuration at every load (lossless)
+            for row in best.to_dict("records"):
+                if row["label"] == config and (host is None or host == row["host"]):
+                    errors.setdefault((row["host"], config, row["load_label"]), []).extend(checks)
+    flagged = any(errors.get((r["host"], r["label"], r["load_label"])) for r in best.to_dict("records"))
+    columns = [Column("host", "left", required=True)] if pooled else []
+    columns += [
+        Column("load", "right", required=True),
+        Column("best", "left", required=True, wrap=True),
+        Column("tok/s", "right", required=True),
+        Column("×AR", "right", priority=70),
+        Column("×linear", "right", priority=50),
+        Column("margin", "right", priority=80),
+        Column("over", "left", priority=65, wrap=True),
+        Column("tied with", "left", priority=60, wrap=True),
+    ]
+    if flagged:
+        columns.append(Column("fails checks", "left", required=True, wrap=True))
+    rows: list[list[Any]] = []
+    for row in best.to_dict("records"):
+        margin = row.get("margin")
+        decided = row.get("decided")
+        low, high = row.get("margin_lo"), row.get("margin_hi")
+        if decided is False and isinstance(low, float) and isinstance(high, float):
+            margin_text = f"tie ({low:+.1%}…{high:+.1%})"
+        elif decided is True and isinstance(low, float) and isinstance(high, float):
+            margin_text = f"{margin:+.1%} ({low:+.1%}…{high:+.1%})"
+        else:
+            margin_text = _fmt(margin, "{:+.1%}") + (" (noise)" if decided is False else "")
+        cells: list[Any] = [Text(str(row["host"]))] if pooled else []
+        cells += [
+            Text(str(row["load_label"])),
+            Text(str(row["label"])),
+            Text(_fmt(row.get(analysis.metric), "{:,.1f}")),
+            Text(_fmt(row.get("speedup_vs_ar"), "{:.2f}x")),
+            Text(_fmt(row.get("speedup_vs_linear"), "{:.2f}x")),
+            Text(margin_text if row.get("runner_up") else "-", style="yellow" if decided is False else ""),
+            Text(str(row.get("runner_up") or "-")),
+            Text(", ".join(row.get("tied") or []) or "-"),
+        ]
+        if flagged:
+            checks = errors.get((row["host"], row["label"], row["load_label"])) or []
+            cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
+        rows.append(cells)
+    basis = f"; {', '.join(bases)}" if bases else ""
+    return fit_table(columns, rows, width, title=f"best configuration at each load (by {analysis.metric}{basis})")
+
+
+def how_made_lines(analysis: Analysis) -> list[str]:
+    """How the run was made, in a few lines: engine and version, the workload, the server commands (their
+    shared words once, then what each configuration changes)."""
+    from orchestrator.report import tables
+
+    made = tables.how_made(analysis)
+    lines = [
+        f"[bold]how it was made[/bold]: engine {escape(made.engine)}, version {escape(made.version_text)}; "
+        f"service {escape(made.service)}",
+        f"  workload: {escape(made.workload_text)}",
+    ]
+    commands = [(label, command) for label, command, _env in made.commands if command]
+    if not commands:
+        lines.append("  server commands: none (the server is not started by specsweep)")
+        return lines
+    head, middles, tail = tables.command_parts([c for _l, c in commands])
+    if head or tail:
+        lines.append(f"  server command: {escape(head)} [dim]…[/dim] {escape(tail)}".rstrip())
+        lines += [
+            f"    {escape(label)}: {escape(middle) or '(nothing added)'}"
+            for (label, _c), middle in zip(commands, middles, strict=True)
+        ]
+    else:
+        lines += [f"  {escape(label)}: {escape(command)}" for label, command in commands]
+    return lines
+
+
+def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None = None) -> list[RenderableType]:
+    """Everything the sweep prints at its end: the points table, the best at each load, how it was made."""
+    from orchestrator.analysis import analyse
+
+    analysis = analysis or analyse(run_dir)
+    return [points_table(analysis, width), best_table(analysis, width), *how_made_lines(analysis)]
+
+
+def summary_table(run_dir: Path, width: int = 80) -> RenderableType:
+    """The points table alone (kept for callers of the earlier API)."""
+    from orchestrator.analysis import analyse
+
+    return points_table(analyse(run_dir), width)

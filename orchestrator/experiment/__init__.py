@@ -1,0 +1,37 @@
+"""The experiment file: a YAML document validated, with file:line:column, before anything touches a host.
+
+``schema`` (the sections' pydantic models, :func:`load_experiment`), ``yamlsource`` (positions of every
+key), ``templates`` and ``rendering`` (``{budget}`` fields and what each variant renders), ``durations``,
+``workloads`` (``load.workloads`` as load-generator sources), ``search`` (the ``objective:`` and
+``search:`` sections), ``starter`` (``specsweep init``).
+
+May use: the engines' registry (the ``engine:`` choices), the load generator's settings and workloads,
+and the ground (``errors``, ``quoting``). Knows no host, service, launcher or run directory.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.experiment.schema import Experiment, load_experiment
+
+# The face loads on first use (PEP 562): importing one module of the package never imports the others.
+_LAZY = {
+    "Experiment": "orchestrator.experiment.schema",
+    "load_experiment": "orchestrator.experiment.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "Experiment",
+    "load_experiment",
+]

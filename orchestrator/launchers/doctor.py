@@ -1,0 +1,325 @@
+"""`specsweep doctor`: check, before a sweep, that every host of an experiment can be driven.
+
+Per host, in order (a failed connection skips the rest): SSH reachable with the configured key and host-key
+policy; commands run as root (directly or through ``sudo -n``); systemd present; the unit exists; its
+drop-in directory writable; its journal readable; no leftover or lock of another run; the server port free
+or served by our unit; the clock close to the controller's; ``nvidia-smi`` present (a warning only). For a
+process service the systemd checks give way to: the program exists, the working directory exists.
+
+Nothing on the host is changed. Each check is a value (:class:`Check`); the CLI draws the checklist.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from orchestrator.errors import SpecsweepError
+from orchestrator.experiment.templates import fields
+from orchestrator.hosts import SSHHost, connect_host
+from orchestrator.hosts.base import Host
+from orchestrator.quoting import shell_quote, split_command
+from orchestrator.services import make_service
+from orchestrator.services.systemd import UNIT_DIR
+
+__all__ = ["Check", "HostReport", "Status", "check_host", "run_doctor"]
+
+Status = Literal["ok", "warn", "fail", "skip"]
+CLOCK_SKEW_WARN = 2.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str = ""
+
+
+@dataclass
+class HostReport:
+    host: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+
+def run_doctor(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> list[HostReport]:
+    """Check every host of ``experiment`` (with a Slurm launcher: its login node and partition);
+    ``progress(host, check)`` is called as each check finishes."""
+    if getattr(experiment, "launcher", None) is not None:
+        return [check_slurm(experiment, progress=progress)]
+    return [check_host(experiment, spec, progress=progress) for spec in experiment.host_specs()]
+
+
+def check_slurm(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
+    """A Slurm launcher's login node: reachable, Slurm's commands there, the partition's nodes and their types,
+    the shared directory writable, no job of this experiment left queued or running. Changes nothing but a
+    probe file in the shared directory (removed at once)."""
+    from orchestrator.launchers.slurmjobs import SlurmClient, job_prefix
+
+    spec = experiment.launcher
+    report = HostReport(host=str(spec.login.display_name))
+
+    def add(check: Check) -> None:
+        report.checks.append(check)
+        if progress is not None:
+            progress(report.host, check)
+
+    try:
+        host = connect_host(spec.login)
+        as_login = getattr(host, "as_login_user", None)
+        commands: Host = as_login() if callable(as_login) else host
+        user = commands.run("id -un").check("id", host=host.name).stdout.strip()
+    except SpecsweepError as exc:
+        add(Check("ssh", "fail", str(exc)))
+        return report
+    try:
+        add(Check("ssh", "ok", f"logged in as {user}" if spec.login.kind == "ssh" else "this machine"))
+        client = SlurmClient(commands)
+
+        def slurm() -> Check:
+            return Check("slurm", "ok", client.check())
+
+        def partition() -> Check:
+            nodes = client.nodes(spec.partition)
+            where = spec.partition or "the default partition"
+            if not nodes:
+                return Check("partition", "fail", f"{where} has no nodes")
+            types = sorted({n.node_type for n in nodes})
+            status: Status = "ok" if len(types) == 1 or spec.constraint else "fail"
+            more = "" if status == "ok" else "; pin one type with launcher.constraint"
+            return Check("partition", status, f"{where}: {len(nodes)} node(s), type(s) {'; '.join(types)}{more}")
+
+        def shared_dir() -> Check:
+            path = spec.shared_dir
+            if path == "~" or path.startswith("~/"):
+                path = client.home() + path[1:]
+            probe = f"{path}/.specsweep-doctor-{user}"
+            q = shell_quote
+            result = commands.run(f"mkdir -p -- {q(path)} && : > {q(probe)} && rm -f -- {q(probe)}")
+            if not result.ok:
+                return Check("shared_dir", "fail", f"{path} is not writable: {result.stderr.strip()}")
+            return Check("shared_dir", "ok", f"{path} writable (the nodes must see it too)")
+
+        def leftovers() -> Check:
+            jobs = [j for j in client.queue(user_jobs=True) if j.name.startswith(job_prefix(experiment.name))]
+            if jobs:
+                listed = ", ".join(j.describe() for j in jobs[:5])
+                return Check("leftovers", "warn", f"{len(jobs)} job(s) of this experiment: {listed}")
+            return Check("leftovers", "ok", "no job of this experiment queued or running")
+
+        for name, body in (("slurm", slurm), ("partition", partition), ("shared_dir", shared_dir)):
+            _guard(add, name, body)
+        _guard(add, "leftovers", leftovers)
+    finally:
+        host.close()
+    return report
+
+
+def check_host(experiment: Any, spec: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
+    report = HostReport(host=str(getattr(spec, "display_name", None) or getattr(spec, "name", None) or "host"))
+
+    def add(check: Check) -> None:
+        report.checks.append(check)
+        if progress is not None:
+            progress(report.host, check)
+
+    try:
+        host = connect_host(spec)
+    except SpecsweepError as exc:
+        add(Check("ssh", "fail", str(exc)))
+        return report
+    try:
+        _run_checks(experiment, spec, host, add)
+    finally:
+        host.close()
+    return report
+
+
+def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], None]) -> None:
+    try:
+        whoami = host.run("id -u; id -un").check("id", host=host.name).stdout.split()
+    except SpecsweepError as exc:
+        add(Check("ssh", "fail", str(exc)))
+        return
+    if isinstance(host, SSHHost):
+        t = host.target
+        policy = "accept-new" if getattr(spec, "host_key_policy", "strict") == "accept-new" else "strict"
+        add(Check("ssh", "ok", f"{t.user}@{t.hostname}:{t.port}, host key checked ({policy})"))
+    else:
+        add(Check("local", "ok", "commands run on this machine"))
+    service_spec = experiment.service
+    is_systemd = getattr(service_spec, "kind", "") == "systemd"
+    sudo = " through sudo -n" if isinstance(host, SSHHost) and host.uses_sudo else ""
+    if whoami[:1] == ["0"]:
+        add(Check("root", "ok", f"commands run as root{sudo}"))
+    else:
+        add(
+            Check(
+                "root",
+                "fail" if is_systemd else "ok",
+                f"commands run as {whoami[1] if len(whoami) > 1 else '?'}{sudo}"
+                + ("; systemd changes need root (set sudo: auto and allow sudo -n)" if is_systemd else ""),
+            )
+        )
+    existing = getattr(service_spec, "kind", "") == "none"
+    if is_systemd:
+        _systemd_checks(service_spec, host, add)
+    elif existing:
+        _existing_checks(experiment, host, add)
+    else:
+        _process_checks(service_spec, host, add)
+    _leftover_check(experiment, host, add)
+    if not existing:  # an existing server holds its port: that is the point
+        _port_check(experiment, spec, host, service_spec, add)
+    _clock_check(host, add)
+    _gpu_check(host, add)
+
+
+def _guard(add: Callable[[Check], None], name: str, body: Callable[[], Check]) -> None:
+    try:
+        add(body())
+    except SpecsweepError as exc:
+        add(Check(name, "fail", str(exc)))
+
+
+def _systemd_checks(service_spec: Any, host: Host, add: Callable[[Check], None]) -> None:
+    unit = service_spec.unit
+    q = shell_quote(unit)
+
+    def systemd() -> Check:
+        r = host.run("[ -d /run/systemd/system ] && systemctl --version | head -n 1")
+        return Check("systemd", "ok", r.stdout.strip()) if r.ok else Check("systemd", "fail", "systemd is not running")
+
+    def unit_exists() -> Check:
+        r = host.run(f"systemctl show {q} -p LoadState,FragmentPath,ActiveState")
+        r.check("systemctl show", host=host.name)
+        v = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+        if v.get("LoadState") == "loaded":
+            return Check("unit", "ok", f"{unit}: {v.get('FragmentPath', '?')}, {v.get('ActiveState', '?')}")
+        if getattr(service_spec, "mode", "dropin") == "unit":
+            return Check("unit", "ok", f"{unit} does not exist yet; mode unit will create it")
+        return Check("unit", "fail", f"{unit} is {v.get('LoadState', 'unknown')} on the host")
+
+    def writable() -> Check:
+        d = shell_quote(f"{UNIT_DIR}/{unit}.d")
+        r = host.run(f"test -w {UNIT_DIR} && {{ test ! -e {d} || test -w {d}; }}")
+        if r.ok:
+            return Check("drop-ins", "ok", f"{UNIT_DIR} writable")
+        return Check("drop-ins", "fail", f"cannot write under {UNIT_DIR}")
+
+    def journal() -> Check:
+        r = host.run(f"journalctl -q -u {q} -n 1 --no-pager > /dev/null")
+        if r.ok:
+            return Check("journal", "ok", f"journalctl -u {unit} readable")
+        return Check("journal", "fail", (r.stderr.strip() or "journalctl failed").splitlines()[-1])
+
+    for name, body in (("systemd", systemd), ("unit", unit_exists), ("drop-ins", writable), ("journal", journal)):
+        _guard(add, name, body)
+
+
+def _existing_checks(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
+    """``service: {kind: none}``: the server must already run (it is measured as it is, never started)."""
+
+    def server() -> Check:
+        service = make_service(experiment, host)
+        state = service.state()
+        url = getattr(service, "url", experiment.server.url)
+        if state.running:
+            return Check("server", "ok", f"{url} answers; it is measured as it runs (kind none: never restarted)")
+        return Check("server", "fail", f"{url} does not answer ({state.describe()}); kind none never starts it")
+
+    _guard(add, "server", server)
+
+
+def _process_checks(service_spec: Any, host: Host, add: Callable[[Check], None]) -> None:
+    command = getattr(service_spec, "command", "") or ""
+
+    def program() -> Check:
+        try:
+            first = split_command(command)[0]
+        except SpecsweepError as exc:
+            return Check("program", "fail", str(exc))
+        if fields(first):
+            return Check("program", "skip", f"{first} is a template; checked at run time")
+        r = host.run(f"command -v {shell_quote(first)}")
+        return Check("program", "ok", r.stdout.strip()) if r.ok else Check("program", "fail", f"{first} not found")
+
+    def workdir() -> Check:
+        wd = getattr(service_spec, "workdir", None)
+        if not wd:
+            return Check("workdir", "skip", "none set")
+        ok = host.run(f"test -d {shell_quote(wd)}").ok
+        return Check("workdir", "ok" if ok else "fail", wd if ok else f"{wd} does not exist")
+
+    _guard(add, "program", program)
+    _guard(add, "workdir", workdir)
+
+
+def _leftover_check(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
+    def body() -> Check:
+        leftover = make_service(experiment, host).find_leftovers()
+        if leftover is None:
+            return Check("leftovers", "ok", "no marker or lock of another run")
+        if leftover.marker is not None:
+            return Check("leftovers", "warn", leftover.describe() + "; the next run (or specsweep restore) undoes it")
+        return Check("leftovers", "warn", leftover.describe())
+
+    _guard(add, "leftovers", body)
+
+
+def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: Callable[[Check], None]) -> None:
+    def body() -> Check:
+        url = urlsplit(experiment.server_url(spec))
+        port = url.port or (443 if url.scheme == "https" else 80)
+        r = host.run(f"command -v ss >/dev/null || exit 127; ss -Hltnp 'sport = :{int(port)}'")
+        if r.exit_code == 127:
+            return Check("port", "warn", "ss is not installed; port not checked")
+        if not r.stdout.strip():
+            return Check("port", "ok", f"port {port} free")
+        pids = sorted({int(p) for p in re.findall(r"pid=(\d+)", r.stdout)})
+        unit = getattr(service_spec, "unit", None)
+        if unit and pids:
+            cg = host.run(f"cat /proc/{pids[0]}/cgroup 2>/dev/null").stdout
+            if f"/{unit}" in cg:
+                return Check("port", "ok", f"port {port} served by {unit}")
+        users = ", ".join(re.findall(r'users:\(\("([^"]+)"', r.stdout)) or "another process"
+        level: Status = "warn" if not unit else "fail"
+        return Check("port", level, f"port {port} is in use by {users} (pid {', '.join(map(str, pids)) or '?'})")
+
+    _guard(add, "port", body)
+
+
+def _clock_check(host: Host, add: Callable[[Check], None]) -> None:
+    def body() -> Check:
+        t0 = time.time()
+        r = host.run("date +%s.%N").check("date", host=host.name)
+        t1 = time.time()
+        try:
+            remote = float(r.stdout.strip())
+        except ValueError:
+            return Check("clock", "warn", f"cannot read the host's clock: {r.stdout.strip()!r}")
+        skew = remote - (t0 + t1) / 2
+        level: Status = "ok" if abs(skew) <= CLOCK_SKEW_WARN else "warn"
+        return Check("clock", level, f"skew {skew:+.2f} s (round trip {t1 - t0:.2f} s)")
+
+    _guard(add, "clock", body)
+
+
+def _gpu_check(host: Host, add: Callable[[Check], None]) -> None:
+    def body() -> Check:
+        r = host.run("command -v nvidia-smi >/dev/null || exit 127; nvidia-smi -L", timeout=30)
+        if r.exit_code == 127:
+            return Check("gpu", "warn", "nvidia-smi not found")
+        if not r.ok:
+            return Check("gpu", "warn", (r.stderr.strip() or "nvidia-smi failed").splitlines()[-1])
+        gpus = [line for line in r.stdout.splitlines() if line.startswith("GPU")]
+        return Check("gpu", "ok", f"{len(gpus)} GPU(s)" + (f": {gpus[0]}" if gpus else ""))
+
+    _guard(add, "gpu", body)

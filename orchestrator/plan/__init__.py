@@ -1,0 +1,38 @@
+"""The plan: what a sweep will do, as a pure function of a validated experiment, and how long it will take.
+
+``deployments`` (variants x matrix -> deployments x load points; restarts counted), ``eta`` (the
+remaining time, learned from the run itself and from earlier runs of the experiment).
+
+May use: the experiment and the run directory (``eta`` reads earlier runs). Knows no SSH, service or load.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_plan
+
+# The face loads on first use (PEP 562): importing one module of the package never imports the others.
+_LAZY = {
+    "Deployment": "orchestrator.plan.deployments",
+    "LoadPoint": "orchestrator.plan.deployments",
+    "Plan": "orchestrator.plan.deployments",
+    "build_plan": "orchestrator.plan.deployments",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "Deployment",
+    "LoadPoint",
+    "Plan",
+    "build_plan",
+]

@@ -1,0 +1,221 @@
+"""A sweep's remaining time, learned while it runs and from earlier runs of the same experiment.
+
+The remaining time is ``remaining deployments x the cost of one deployment + the remaining points' estimates x
+the ratio of measured to estimated point time``.
+
+The cost of a deployment is what it takes from the end of one deployment's last point to the start of the next
+one's first point: stopping the old server, starting the new one, loading the model, warming up. It is learned
+from the wall clock: each worker thread's first measured point after a ``load_observed`` closes a deployment,
+whose cost is the time from that worker's previous point (or the model's creation) to that point's start. Until
+one is known, the mean observed load time stands in, and before that the history's, and before that
+``server.expected_load_time``.
+
+The point ratio is the sum of measured point seconds over the sum of their estimates; a point that was never
+measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
+estimates and teaches nothing. Until a point is measured, the history's ratio stands in, else 1.
+
+History: :func:`eta_history` reads the newest earlier runs of an experiment (its run directories): each
+deployment's cost (its ``deploy`` event to its first record's start), and each successful point's measured
+time against the estimate its ``plan.json`` gave. On the simulator the plan's guesses are 3-15x off (a default
+``expected_load_time`` of 60 s for a 1 s start, an ``expected_tokens_per_second`` far below what it serves);
+one earlier run, or the first deployment of this one, is enough to correct them.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EtaHistory", "EtaModel", "eta_history"]
+
+
+@dataclass(frozen=True)
+class EtaHistory:
+    """What earlier runs of an experiment say: seconds per deployment and measured/estimated point time."""
+
+    deployment_seconds: float | None = None
+    point_scale: float | None = None
+    runs: int = 0
+
+    @property
+    def known(self) -> bool:
+        return self.runs > 0 and (self.deployment_seconds is not None or self.point_scale is not None)
+
+    def describe(self) -> str:
+        if not self.known:
+            return "no earlier run"
+        parts = []
+        if self.deployment_seconds is not None:
+            parts.append(f"{self.deployment_seconds:.1f} s per deployment")
+        if self.point_scale is not None:
+            parts.append(f"points take {self.point_scale:.2f}x their estimate")
+        return f"learned from {self.runs} earlier run(s): " + ", ".join(parts)
+
+
+@dataclass
+class EtaModel:
+    expected_load_seconds: float
+    remaining_loads: int
+    remaining_point_estimates: float
+    history: EtaHistory | None = None
+    _loads: list[float] = field(default_factory=list)
+    _deployments: list[float] = field(default_factory=list)
+    _observed_points: float = 0.0
+    _estimated_points: float = 0.0
+    _marks: dict[int, float] = field(default_factory=dict)
+    _loaded: set[int] = field(default_factory=set)
+    _created: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def load_observed(self, seconds: float) -> None:
+        with self._lock:
+            self._loads.append(seconds)
+            self._loaded.add(threading.get_ident())
+            self.remaining_loads = max(0, self.remaining_loads - 1)
+
+    def load_skipped(self) -> None:
+        with self._lock:
+            self.remaining_loads = max(0, self.remaining_loads - 1)
+
+    def point_observed(self, estimated: float, seconds: float) -> None:
+        now = time.monotonic()
+        worker = threading.get_ident()
+        with self._lock:
+            self.remaining_point_estimates = max(0.0, self.remaining_point_estimates - estimated)
+            if seconds > 0:
+                self._observed_points += seconds
+                self._estimated_points += estimated
+                if worker in self._loaded:
+                    self._loaded.discard(worker)
+                    start = now - seconds
+                    self._deployments.append(max(0.0, start - self._marks.get(worker, self._created)))
+            self._marks[worker] = now
+
+    def deployment_seconds(self) -> float:
+        """The cost of one deployment as known now (see the module docstring)."""
+        with self._lock:
+            return self._deployment_seconds()
+
+    def _deployment_seconds(self) -> float:
+        history = self.history
+        if self._deployments:
+            return statistics.fmean(self._deployments)
+        if history is not None and history.deployment_seconds is not None:
+            return max(history.deployment_seconds, statistics.fmean(self._loads) if self._loads else 0.0)
+        if self._loads:
+            return statistics.fmean(self._loads)
+        return self.expected_load_seconds
+
+    def point_scale(self) -> float:
+        with self._lock:
+            return self._point_scale()
+
+    def _point_scale(self) -> float:
+        if self._estimated_points > 0:
+            return self._observed_points / self._estimated_points
+        if self.history is not None and self.history.point_scale is not None:
+            return self.history.point_scale
+        return 1.0
+
+    def remaining(self, parallel: int = 1) -> float:
+        with self._lock:
+            total = self.remaining_loads * self._deployment_seconds()
+            total += self.remaining_point_estimates * self._point_scale()
+        return total / max(1, parallel)
+
+
+def _time(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    value = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(value, dict):
+                    out.append(value)
+    except OSError:
+        return []
+    return out
+
+
+def _run_figures(run_dir: Path) -> tuple[list[float], float, float]:
+    """(deployment costs, measured point seconds, their estimates) of one run directory."""
+    try:
+        plan = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [], 0.0, 0.0
+    estimates: dict[str, float] = {}
+    for deployment in plan.get("deployments", []) if isinstance(plan, dict) else []:
+        for point in deployment.get("load_points", []) if isinstance(deployment, dict) else []:
+            if isinstance(point, dict) and isinstance(point.get("estimated_seconds"), int | float):
+                estimates[str(point.get("id"))] = float(point["estimated_seconds"])
+    first_start: dict[tuple[str, str], float] = {}
+    observed = estimated = 0.0
+    for record in _lines(run_dir / "records.jsonl"):
+        if record.get("status") != "ok" or record.get("baseline_source"):
+            continue  # a reused baseline was measured in another run
+        start, end = _time(record.get("started_at")), _time(record.get("finished_at"))
+        if start is None or end is None or end <= start:
+            continue
+        key = (str(record.get("host")), str(record.get("deployment_id")))
+        first_start[key] = min(first_start.get(key, start), start)
+        point_estimate = estimates.get(str(record.get("point_id")))
+        if point_estimate:
+            observed += end - start
+            estimated += point_estimate
+    costs: list[float] = []
+    seen: set[tuple[str, str]] = set()
+    for event in _lines(run_dir / "events.jsonl"):
+        if event.get("kind") != "deploy":
+            continue
+        key = (str(event.get("host")), str(event.get("deployment")))
+        began, first = _time(event.get("time")), first_start.get(key)
+        if key in seen or began is None or first is None or first < began:
+            continue
+        seen.add(key)
+        costs.append(first - began)
+    return costs, observed, estimated
+
+
+def eta_history(results_root: str | Path, experiment: str, *, exclude: Path | None = None, runs: int = 3) -> EtaHistory:
+    """What the newest ``runs`` earlier runs of ``experiment`` under ``results_root`` say (module docstring);
+    ``exclude`` leaves out one run directory (the run being resumed)."""
+    from orchestrator.runs.runref import runs_of
+
+    excluded = exclude.resolve() if exclude is not None else None
+    candidates = [p for p in runs_of(Path(results_root), experiment) if p.resolve() != excluded]
+    costs: list[float] = []
+    observed = estimated = 0.0
+    used = 0
+    for run_dir in reversed(candidates):
+        run_costs, run_observed, run_estimated = _run_figures(run_dir)
+        if not run_costs and not run_estimated:
+            continue
+        costs += run_costs
+        observed += run_observed
+        estimated += run_estimated
+        used += 1
+        if used >= runs:
+            break
+    return EtaHistory(
+        deployment_seconds=statistics.median(costs) if costs else None,
+        point_scale=observed / estimated if estimated > 0 else None,
+        runs=used,
+    )

@@ -1,0 +1,126 @@
+"""Where runs land, and which run a command line means.
+
+Where run directories are created (and looked up), first match wins:
+
+1. ``--results DIR`` on the command line;
+2. ``results_dir:`` in the experiment file (relative to that file);
+3. ``$SPECSWEEP_RESULTS``;
+4. ``results/`` beside the experiment file;
+5. without an experiment file (``report``, ``compare``, ``ls``): ``./results``.
+
+So a sweep's results never depend on the directory the shell happens to be in, and the commands that read runs
+find them with the same rule when given the experiment file.
+
+A run on the command line (``RUN``) is any of: a run directory; ``latest`` (the newest run under the results
+root, of any experiment); ``latest~N`` (the N-th run before it, of the same experiment); ``NAME/latest`` or
+``NAME/latest~N`` (within experiment ``NAME``); ``NAME`` (its newest run); or an experiment file (its newest
+run, under that file's results root). Run ids start with their UTC start time, so newest means latest started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import StoreError
+
+if TYPE_CHECKING:
+    from orchestrator.experiment.schema import Experiment
+
+__all__ = ["RESULTS_ENV", "all_runs", "previous_run", "resolve_run", "results_root", "runs_of"]
+
+RESULTS_ENV = "SPECSWEEP_RESULTS"
+_LATEST = re.compile(r"(?:(?P<name>[^/]+)/)?latest(?:~(?P<back>\d+))?")
+
+
+def results_root(option: str | Path | None = None, experiment: Experiment | None = None) -> Path:
+    """The results root by the rule in the module docstring."""
+    if option is not None and str(option) != "":
+        return Path(option).expanduser()
+    source = experiment.source if experiment is not None else None
+    configured = getattr(experiment, "results_dir", None) if experiment is not None else None
+    if configured:
+        path = Path(configured).expanduser()
+        # normpath: `results_dir: ../results` beside sweeps/ is `results`, not `sweeps/../results`, in messages.
+        return path if path.is_absolute() or source is None else Path(os.path.normpath(source.parent / path))
+    env = os.environ.get(RESULTS_ENV)
+    if env:
+        return Path(env).expanduser()
+    if source is not None:
+        return source.parent / "results"
+    return Path("results")
+
+
+def _is_run(path: Path) -> bool:
+    return (path / "run.json").is_file()
+
+
+def runs_of(root: Path, experiment: str) -> list[Path]:
+    """The run directories of one experiment under ``root``, oldest first (empty when there are none)."""
+    base = root / experiment
+    try:
+        return sorted(p for p in base.iterdir() if _is_run(p))
+    except OSError:
+        return []
+
+
+def all_runs(root: Path) -> list[Path]:
+    """Every run directory under ``root`` (``root/<experiment>/<run id>``), oldest first across experiments."""
+    try:
+        experiments = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    runs = [run for base in experiments for run in runs_of(root, base.name)]
+    return sorted(runs, key=lambda p: (p.name, p.parent.name))
+
+
+def previous_run(run_dir: Path) -> Path:
+    """The run of the same experiment that started just before ``run_dir`` (beside it)."""
+    siblings = runs_of(run_dir.parent.parent, run_dir.parent.name)
+    resolved = run_dir.resolve()
+    earlier = [p for p in siblings if p.name < run_dir.name and p.resolve() != resolved]
+    if not earlier:
+        raise StoreError(f"{run_dir}: no earlier run of {run_dir.parent.name} beside it to compare with")
+    return earlier[-1]
+
+
+def resolve_run(ref: str | Path, root: str | Path | None = None) -> Path:
+    """The run directory ``ref`` names (module docstring); ``root`` defaults by :func:`results_root`."""
+    text = str(ref)
+    path = Path(text).expanduser()
+    if _is_run(path):
+        return path
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        from orchestrator.experiment.schema import load_experiment
+
+        experiment = load_experiment(path)
+        base = results_root(root, experiment)
+        runs = runs_of(base, experiment.name)
+        if not runs:
+            raise StoreError(f"no runs of {experiment.name} ({path}) under {base}")
+        return runs[-1]
+    base = results_root(root)
+    match = _LATEST.fullmatch(text)
+    if match is None and "/" not in text and (base / text).is_dir():
+        match = _LATEST.fullmatch(f"{text}/latest")
+    if match is None:
+        raise StoreError(
+            f"{text}: not a run directory (no run.json); give a run directory, an experiment file, latest, "
+            f"latest~N or EXPERIMENT/latest (runs are looked up under {base}; --results or ${RESULTS_ENV} "
+            "changes that)"
+        )
+    back = int(match.group("back") or 0)
+    name = match.group("name")
+    if name is None:
+        everything = all_runs(base)
+        if not everything:
+            raise StoreError(f"no runs under {base} (--results or ${RESULTS_ENV} names another root)")
+        name = everything[-1].parent.name
+    runs = runs_of(base, name)
+    if not runs:
+        raise StoreError(f"no runs of experiment {name!r} under {base}")
+    if back >= len(runs):
+        raise StoreError(f"{text}: {name} has {len(runs)} run(s) under {base}, not {back + 1}")
+    return runs[-1 - back]

@@ -1,0 +1,778 @@
+"""The run directory: where a sweep writes everything it learns, and where analysis reads it back.
+
+Layout of ``results/<experiment>/<YYYYmmddTHHMMSSZ>-<short id>/`` (the directory name is the run id)::
+
+    run.json           schema_version, specsweep version, controller, started_at/ended_at, state, run_id
+    experiment.yaml    the resolved experiment (secrets already redacted by the caller)
+    plan.json          the plan (``Plan.to_json_dict()``)
+    records.jsonl      one ``Record`` per finished point, appended, flushed and fsynced as it exists
+    events.jsonl       deploy / health / restore events with times, appended the same way
+    windows/           raw server text of each load point's window
+    requests/          one ``<point id>.jsonl`` per point: each measured request (send time, TTFT, gaps, tokens,
+                       per-response speculative figures, error), what the point's intervals were computed from
+    lossless/          one ``<deployment id>.jsonl`` per deployment: the lossless check's answers
+    provenance.json    how the run was made: specsweep and its git revision, the experiment file's hash, and per
+                       host and deployment the engine, the command running on the host and the GPUs
+    superseded.jsonl   records a ``--resume --redo-changed`` took out of the run (its configuration changed)
+
+The run's ``state`` in ``run.json``: ``running``; ``done`` (the plan ran to its end; ``points`` counts the
+points that are ``ok`` and ``failed``); ``failed`` (the plan ran to its end and no point succeeded, or the run
+ended on an error: a host unreachable, a full disk); ``stopped`` (the experiment's ``failure_policy``
+stopped it, ``stop_reason`` says why); ``interrupted`` (Ctrl-C or SIGTERM). ``experiment_file`` and ``hosts``
+say which experiment file ran against which hosts, for ``--resume latest``.
+
+Records are append-only: a retried point gets a new line with a higher ``attempt`` and the last line for a
+(host, point id) wins. A line torn by ``kill -9`` in the middle of a write is skipped on load and counted in
+``RunStore.skipped_lines``; the next append first terminates it with a newline so it can never swallow a good
+record. Every OS error (disk full, permission, a missing directory) becomes a ``StoreError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import getpass
+import json
+import os
+import re
+import secrets
+import socket
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator import __version__
+from orchestrator.errors import SchemaVersionError, StoreError
+
+__all__ = [
+    "RUN_SCHEMA_VERSION",
+    "Record",
+    "ResumeState",
+    "RunInfo",
+    "RunState",
+    "RunStore",
+    "SkippedLine",
+    "find_latest",
+    "is_run_directory",
+    "read_json_lines",
+    "run_directories",
+    "utc_now_iso",
+]
+
+# One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
+# would misread the new one (adding an optional field does not need a bump).
+RUN_SCHEMA_VERSION = 1
+
+RunState = Literal["running", "done", "interrupted", "failed", "stopped"]
+_FINAL_STATES = ("done", "interrupted", "failed", "stopped")
+_SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+Scalar = str | int | float | bool
+
+
+def utc_now_iso() -> str:
+    """Now, as ISO 8601 UTC with milliseconds and a ``Z`` (the time format of every store file)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Record(BaseModel):
+    """One finished (deployment, load point) on one host: one line of ``records.jsonl``.
+
+    ``client`` is the load generator's ``LoadResult.to_dict()``, ``server`` the metrics'
+    ``WindowMetrics.to_dict()``; both stay plain dicts here so the store never depends on those packages.
+    Unknown extra fields are kept, so a newer runner adding an optional field does not break older readers.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    run_id: str
+    experiment: str
+    deployment_id: str
+    point_id: str
+    config_hash: str
+    host: str
+    variant: str
+    params: dict[str, Scalar] = Field(default_factory=dict)
+    aliases: list[dict[str, Any]] = Field(default_factory=list)
+    baseline: bool = False
+    # A run directory when the baseline was reused from an earlier run instead of measured in this one.
+    baseline_source: str | None = None
+    mode: Literal["concurrency", "rate"]
+    concurrency: int | None = None
+    rate: float | None = None
+    status: Literal["ok", "failed", "skipped"]
+    attempt: int = 1
+    started_at: str
+    finished_at: str
+    client: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None  # {kind, message, evidence: [lines]}
+    window_file: str | None = None
+    # The engine's version and settings as the server reported them (orchestrator/engines/info.py).
+    engine_info: dict[str, Any] | None = None
+    # Which measurement of its load this is (load.repeats) and which deployment of its configuration
+    # (load.repeats_across_restarts); both 1 in runs made before repeats existed.
+    repeat: int = 1
+    restart: int = 1
+    # The window's confidence intervals ({level, method, figures: {name: {value, lo, hi, se, n}}}) and the
+    # file of its requests (``requests/<point id>.jsonl``, relative to the run directory).
+    intervals: dict[str, Any] | None = None
+    requests_file: str | None = None
+    # What emptying the prefix cache before the point answered (load.flush_cache), and the GPU telemetry of
+    # the window (orchestrator/hosts/telemetry.py).
+    cache_flush: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What identifies a point across attempts and resumes: (host, point id)."""
+        return (self.host, self.point_id)
+
+
+class Controller(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    hostname: str
+    user: str
+
+
+class RunInfo(BaseModel):
+    """The content of ``run.json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    specsweep_version: str = __version__
+    run_id: str
+    experiment: str
+    controller: Controller
+    started_at: str
+    ended_at: str | None = None
+    state: RunState = "running"
+    # Each ``--resume`` that reopened this run, in order.
+    resumed_at: list[str] = Field(default_factory=list)
+    # Why the failure policy stopped the run (state ``stopped``).
+    stop_reason: str | None = None
+    # Points of the plan by the status of their last record ({"planned", "ok", "failed"}), at the run's end.
+    points: dict[str, int] | None = None
+    # The experiment file (absolute path) and the hosts (``name (how it is reached)``) the run was made with.
+    experiment_file: str | None = None
+    hosts: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A ``records.jsonl`` line that could not be read (torn by a kill, or not a valid record)."""
+
+    line_number: int
+    reason: str
+    text: str
+
+
+@dataclass
+class ResumeState:
+    """What a run directory holds when a run opens, read once, and kept up to date in memory as the run goes.
+
+    ``latest``: the last record of each (host, point id), in order of first appearance (what the run's
+    figures and counts read); ``attempts``: the highest attempt of each (host, point id), superseded records
+    included, so a point measured again never reuses an earlier attempt's number or window file; ``final``:
+    the (host, point id) pairs not to run again, ``ok`` ones, and ``failed`` ones unless ``retry_failed``.
+    A new run starts from :meth:`empty`; :meth:`add` takes every record the run appends.
+    """
+
+    latest: dict[tuple[str, str], Record] = field(default_factory=dict)
+    attempts: dict[tuple[str, str], int] = field(default_factory=dict)
+    final: set[tuple[str, str]] = field(default_factory=set)
+    retry_failed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def empty(cls, *, retry_failed: bool = False) -> ResumeState:
+        return cls(retry_failed=retry_failed)
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[Record], superseded: Iterable[Record] = (), *, retry_failed: bool = False
+    ) -> ResumeState:
+        state = cls(retry_failed=retry_failed)
+        for record in superseded:
+            state._count(record)
+        for record in records:
+            state.latest[record.key] = record
+            state._count(record)
+        final_statuses = {"ok"} if retry_failed else {"ok", "failed"}
+        state.final = {key for key, rec in state.latest.items() if rec.status in final_statuses}
+        return state
+
+    def _count(self, record: Record) -> None:
+        self.attempts[record.key] = max(self.attempts.get(record.key, 0), record.attempt)
+
+    def add(self, record: Record) -> None:
+        """A record this run appended to the store: the last of its point, and final (a point that failed
+        again is not retried twice in one run)."""
+        with self._lock:
+            self.latest.pop(record.key, None)  # the order of first appearance stays the store's
+            self.latest[record.key] = record
+            self._count(record)
+            if record.status != "skipped":
+                self.final.add(record.key)
+
+    def supersede(self, keys: set[tuple[str, str]]) -> None:
+        """The records of ``keys`` left the run (``RunStore.supersede``); their attempts still count."""
+        with self._lock:
+            for key in keys:
+                self.latest.pop(key, None)
+                self.final.discard(key)
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        """The attempt number the next record of (host, point id) carries (and it is now taken)."""
+        with self._lock:
+            key = (host, point_id)
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            return self.attempts[key]
+
+
+def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
+    reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+    return StoreError(f"cannot {action} {path}: {reason}")
+
+
+def _refuse_schema(found: object, where: Path) -> SchemaVersionError:
+    if isinstance(found, int) and found > RUN_SCHEMA_VERSION:
+        hint = (
+            f"it was written by a newer specsweep (schema {found}; this one, {__version__}, reads schema "
+            f"{RUN_SCHEMA_VERSION}): upgrade specsweep to read it"
+        )
+    else:
+        hint = (
+            f"its schema version {found!r} is not one this specsweep ({__version__}) reads "
+            f"(schema {RUN_SCHEMA_VERSION}): open it with the specsweep version that wrote it"
+        )
+    return SchemaVersionError(f"{where}: {hint}")
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes a newly created or renamed entry survive a power loss, not only a process kill.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _append_bytes(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _lines(target: Path) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of ``target`` with their numbers; none when it is missing."""
+    try:
+        with open(target, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, start=1):
+                text = line.strip()
+                if text:
+                    yield number, text
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _store_error("read", target, exc) from exc
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, one a line (unreadable lines skipped); [] when it is missing."""
+    out: list[dict[str, Any]] = []
+    for _number, text in _lines(path):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> bool:
+    """Write ``data`` over ``path`` within the blocks it already has (not atomic: the fallback of a full disk,
+    where no new file can be made). False when the file is missing or too small to hold ``data``."""
+    with contextlib.suppress(OSError):
+        path.with_name(f".{path.name}.tmp").unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        if os.fstat(fd).st_blocks * 512 < len(data):
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _safe_name(text: str) -> str:
+    cleaned = _SAFE_NAME_RE.sub("_", text).strip("._")
+    return cleaned or "_"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise StoreError(f"{path.parent}: not a run directory (no {path.name})") from exc
+    except OSError as exc:
+        raise _store_error("read", path, exc) from exc
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+
+
+def run_directories(root: str | Path, experiment: str) -> list[Path]:
+    """Every run directory of ``experiment`` under ``root``, oldest first (run ids sort by UTC start time)."""
+    base = Path(root) / experiment
+    try:
+        candidates = sorted(p for p in base.iterdir() if (p / "run.json").is_file())
+    except FileNotFoundError as exc:
+        raise StoreError(f"no runs of experiment {experiment!r} under {Path(root)}") from exc
+    except OSError as exc:
+        raise _store_error("list", base, exc) from exc
+    if not candidates:
+        raise StoreError(f"no runs of experiment {experiment!r} under {base}")
+    return candidates
+
+
+def find_latest(root: str | Path, experiment: str) -> Path:
+    """The newest run directory of ``experiment`` under ``root`` (run ids sort by their UTC start time)."""
+    return run_directories(root, experiment)[-1]
+
+
+class RunStore:
+    """One run directory, for writing (the runner) and reading (resume, analysis, reports).
+
+    Appends are serialised by a lock, so several host workers may share one store.
+    """
+
+    def __init__(self, path: Path, info: RunInfo) -> None:
+        self.path = path
+        self._info = info
+        self._lock = threading.Lock()
+        self._tail_checked = False
+        self.skipped_lines: list[SkippedLine] = []
+
+    # ---- creating and opening -------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        root: str | Path,
+        experiment_name: str,
+        resolved_experiment: dict[str, Any] | str,
+        plan_json: dict[str, Any],
+        *,
+        now: datetime | None = None,
+        experiment_file: str | None = None,
+        hosts: list[str] | None = None,
+    ) -> RunStore:
+        """Make ``root/<experiment>/<UTC time>-<short id>/`` with its files, state ``running``."""
+        started = now or datetime.now(UTC)
+        base = Path(root) / _safe_name(experiment_name)
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            for _ in range(20):
+                run_id = f"{started.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+                path = base / run_id
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:
+                    continue
+            else:  # pragma: no cover - 20 collisions of 24 random bits within one second
+                raise StoreError(f"cannot create a new run directory under {base}")
+        except OSError as exc:
+            raise _store_error("create a run directory under", base, exc) from exc
+        info = RunInfo(
+            run_id=run_id,
+            experiment=experiment_name,
+            controller=Controller(hostname=socket.gethostname(), user=_user()),
+            started_at=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            experiment_file=experiment_file,
+            hosts=list(hosts or []),
+        )
+        store = cls(path, info)
+        if isinstance(resolved_experiment, str):
+            experiment_text = resolved_experiment
+        else:
+            experiment_text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        try:
+            (path / "windows").mkdir()
+            _write_atomic(path / "experiment.yaml", experiment_text)
+            _write_atomic(path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+            for name in ("records.jsonl", "events.jsonl"):
+                (path / name).touch()
+            store._write_info()
+            _fsync_dir(base)
+        except OSError as exc:
+            raise _store_error("write the run directory", path, exc) from exc
+        store._tail_checked = True
+        return store
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunStore:
+        """Open an existing run directory, refusing one whose schema version this specsweep cannot read."""
+        path = Path(path)
+        raw = _read_json(path / "run.json")
+        if not isinstance(raw, dict):
+            raise StoreError(f"{path / 'run.json'}: expected a JSON object")
+        if raw.get("schema_version") != RUN_SCHEMA_VERSION:
+            raise _refuse_schema(raw.get("schema_version"), path)
+        try:
+            info = RunInfo.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise StoreError(f"{path / 'run.json'}: {where}: {first['msg']}") from exc
+        return cls(path, info)
+
+    @classmethod
+    def resolve(cls, ref: str | Path, root: str | Path, experiment: str) -> RunStore:
+        """Open ``ref``: a run directory path, or ``latest`` for the newest run of ``experiment``."""
+        if str(ref) == "latest":
+            return cls.open(find_latest(root, experiment))
+        return cls.open(ref)
+
+    # ---- what the run is -------------------------------------------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        return self._info.run_id
+
+    @property
+    def info(self) -> RunInfo:
+        return self._info
+
+    def experiment_text(self) -> str:
+        try:
+            return (self.path / "experiment.yaml").read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _store_error("read", self.path / "experiment.yaml", exc) from exc
+
+    def experiment(self) -> dict[str, Any]:
+        """The resolved experiment as stored (a plain dict; ``{}`` when the file is empty).
+
+        Read with the limits experiment files get (size, aliases expanded, nesting, usable text): a run
+        directory may come from anywhere (a colleague's tarball), and resume, report and baselines_from read it.
+        """
+        from orchestrator.errors import ConfigError
+        from orchestrator.experiment.yamlsource import load_yaml_with_positions
+
+        try:
+            data, _positions = load_yaml_with_positions(self.path / "experiment.yaml")
+        except ConfigError as exc:
+            raise StoreError(f"the run's experiment.yaml cannot be read: {exc}") from None
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.path / 'experiment.yaml'}: expected a mapping")
+        return data
+
+    def plan(self) -> dict[str, Any]:
+        data = _read_json(self.path / "plan.json")
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.path / 'plan.json'}: expected a JSON object")
+        return data
+
+    # ---- writing -----------------------------------------------------------------------------------
+
+    def append(self, record: Record) -> None:
+        """Append one record as one line, flushed and fsynced before returning."""
+        line = record.model_dump_json() + "\n"
+        target = self.path / "records.jsonl"
+        with self._lock:
+            self._terminate_torn_tail(target)
+            try:
+                _append_bytes(target, line.encode("utf-8"))
+            except OSError as exc:
+                raise _store_error("append a record to", target, exc) from exc
+
+    def event(self, kind: str, **fields: Any) -> None:
+        """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
+        entry = {"time": utc_now_iso(), "kind": kind, **fields}
+        target = self.path / "events.jsonl"
+        data = (json.dumps(entry, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                _append_bytes(target, data)
+            except OSError as exc:
+                raise _store_error("append an event to", target, exc) from exc
+
+    def write_window(self, point_id: str, text: str, *, host: str | None = None, attempt: int = 1) -> str:
+        """Keep the raw server text of one window; returns its path relative to the run directory.
+
+        ``windows/<point id>.log``; with ``host`` (a pool, where baselines run on every host)
+        ``windows/<host>/<point id>.log``; a retry's window gets ``.attempt<N>`` so it never hides the first.
+        """
+        rel = Path("windows")
+        if host is not None:
+            rel = rel / _safe_name(host)
+        name = _safe_name(point_id) + (f".attempt{attempt}" if attempt > 1 else "") + ".log"
+        rel = rel / name
+        target = self.path / rel
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, text)
+        except OSError as exc:
+            raise _store_error("write the window", target, exc) from exc
+        return rel.as_posix()
+
+    def write_lines(
+        self, folder: str, name: str, rows: Iterable[dict[str, Any]], *, host: str | None = None, attempt: int = 1
+    ) -> str:
+        """Keep ``rows`` as ``<folder>/[<host>/]<name>[.attemptN].jsonl`` (one JSON object a line, written
+        atomically); returns the path relative to the run directory (``requests/``, ``lossless/``)."""
+        rel = Path(folder)
+        if host is not None:
+            rel = rel / _safe_name(host)
+        rel = rel / (_safe_name(name) + (f".attempt{attempt}" if attempt > 1 else "") + ".jsonl")
+        target = self.path / rel
+        text = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, text)
+        except OSError as exc:
+            raise _store_error("write", target, exc) from exc
+        return rel.as_posix()
+
+    def read_lines(self, rel: str) -> list[dict[str, Any]]:
+        """The JSON objects of a file ``write_lines`` wrote (unreadable lines skipped); [] when it is missing."""
+        return read_json_lines(self.path / rel)
+
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""
+        target = self.path / name
+        with self._lock:
+            try:
+                _write_atomic(target, json.dumps(data, indent=2, default=str) + "\n")
+            except OSError as exc:
+                raise _store_error("write", target, exc) from exc
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON object file of the run directory, or None when it is missing or unreadable."""
+        try:
+            value = json.loads((self.path / name).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def set_state(
+        self, state: RunState, *, stop_reason: str | None = None, points: dict[str, int] | None = None
+    ) -> None:
+        """Record the run's state; a final state stamps ``ended_at``, ``running`` again counts a resume.
+
+        ``stop_reason`` (state ``stopped``) and ``points`` (the plan's points by status) are kept with a final
+        state; ``running`` clears them."""
+        with self._lock:
+            info = self._info.model_copy(deep=True)
+            if state == "running":
+                if info.state != "running" or info.ended_at is not None:
+                    info.resumed_at.append(utc_now_iso())
+                info.ended_at = None
+                info.stop_reason = None
+                info.points = None
+            elif state in _FINAL_STATES:
+                info.ended_at = utc_now_iso()
+                info.stop_reason = stop_reason
+                if points is not None:
+                    info.points = dict(points)
+            info.state = state
+            self._info = info
+            self._write_info()
+
+    def set_origin(self, experiment_file: str | None, hosts: list[str]) -> None:
+        """Record which experiment file and hosts this run is made with (a resume of an older run fills it)."""
+        with self._lock:
+            info = self._info.model_copy(update={"experiment_file": experiment_file, "hosts": list(hosts)})
+            self._info = info
+            self._write_info()
+
+    def replace_configuration(self, resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> None:
+        """Write a changed experiment and plan over the stored ones (``--resume --redo-changed``; the
+        ``resume_changed`` event keeps what changed)."""
+        if isinstance(resolved_experiment, str):
+            text = resolved_experiment
+        else:
+            text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        with self._lock:
+            try:
+                _write_atomic(self.path / "experiment.yaml", text)
+                _write_atomic(self.path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+            except OSError as exc:
+                raise _store_error("write the configuration of", self.path, exc) from exc
+
+    def supersede(self, keys: set[tuple[str, str]], reason: str) -> int:
+        """Move every record of the (host, point id) ``keys`` out of ``records.jsonl`` into
+        ``superseded.jsonl`` (with ``superseded_reason``), so the run's figures never mix two configurations
+        and nothing measured is lost. ``records.jsonl`` is rewritten atomically; returns the records moved."""
+        if not keys:
+            return 0
+        target = self.path / "records.jsonl"
+        kept: list[str] = []
+        moved: list[str] = []
+        for _number, text in _lines(target):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError:
+                kept.append(text)
+                continue
+            if isinstance(raw, dict) and (raw.get("host"), raw.get("point_id")) in keys:
+                raw["superseded_reason"] = reason
+                raw["superseded_at"] = utc_now_iso()
+                moved.append(json.dumps(raw, default=str))
+            else:
+                kept.append(text)
+        if not moved:
+            return 0
+        with self._lock:
+            try:
+                _append_bytes(self.path / "superseded.jsonl", ("\n".join(moved) + "\n").encode("utf-8"))
+                _write_atomic(target, "".join(line + "\n" for line in kept))
+            except OSError as exc:
+                raise _store_error("move superseded records out of", target, exc) from exc
+            self._tail_checked = True
+        return len(moved)
+
+    def superseded_records(self) -> list[Record]:
+        """The records ``supersede`` moved out (readable ones), in file order."""
+        out: list[Record] = []
+        for _number, text in _lines(self.path / "superseded.jsonl"):
+            try:
+                out.append(Record.model_validate_json(text))
+            except ValidationError:
+                continue
+        return out
+
+    def _write_info(self) -> None:
+        target = self.path / "run.json"
+        text = self._info.model_dump_json(indent=2) + "\n"
+        try:
+            _write_atomic(target, text)
+        except OSError as exc:
+            # On a full disk the new file cannot be made, but run.json's own blocks can still hold its new
+            # state: a run that ended on a full disk must not stay "running" there.
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not _overwrite_in_place(target, text.encode()):
+                raise _store_error("write", target, exc) from exc
+
+    def _terminate_torn_tail(self, target: Path) -> None:
+        # A kill -9 mid-write can leave a last line without its newline; appending straight after it would
+        # glue the next good record onto the fragment and lose both.
+        if self._tail_checked:
+            return
+        try:
+            with open(target, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        _append_bytes(target, b"\n")
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _store_error("repair the last line of", target, exc) from exc
+        self._tail_checked = True
+
+    # ---- reading -----------------------------------------------------------------------------------
+
+    def records(self) -> list[Record]:
+        """Every readable record in file order; unreadable lines are skipped into ``skipped_lines``.
+
+        A line that is a record of an unknown schema version is refused (``SchemaVersionError``), not skipped:
+        reading it as if it were ours would be wrong silently.
+        """
+        target = self.path / "records.jsonl"
+        records: list[Record] = []
+        skipped: list[SkippedLine] = []
+        for number, text in _lines(target):
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                skipped.append(SkippedLine(number, f"not JSON ({exc.msg})", text[:200]))
+                continue
+            if not isinstance(raw, dict):
+                skipped.append(SkippedLine(number, "not a JSON object", text[:200]))
+                continue
+            if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
+                raise _refuse_schema(raw.get("schema_version"), target)
+            try:
+                records.append(Record.model_validate(raw))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                skipped.append(SkippedLine(number, f"not a record ({where}: {first['msg']})", text[:200]))
+        self.skipped_lines = skipped
+        return records
+
+    def latest_records(self) -> dict[tuple[str, str], Record]:
+        """The last attempt of each (host, point id), in order of first appearance."""
+        latest: dict[tuple[str, str], Record] = {}
+        for record in self.records():
+            latest[record.key] = record
+        return latest
+
+    def final_point_keys(self, retry_failed: bool = False) -> set[tuple[str, str]]:
+        """(host, point id) pairs a resume must not run again: ``ok``, or ``failed`` unless retrying them."""
+        final_statuses = {"ok"} if retry_failed else {"ok", "failed"}
+        return {key for key, rec in self.latest_records().items() if rec.status in final_statuses}
+
+    def read_state(self, *, retry_failed: bool = False) -> ResumeState:
+        """What the run holds, for a run that continues it: ``records.jsonl`` and ``superseded.jsonl`` read
+        once each (:class:`ResumeState`)."""
+        return ResumeState.from_records(self.records(), self.superseded_records(), retry_failed=retry_failed)
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        """The attempt number a new record of (host, point id) should carry."""
+        attempts = [r.attempt for r in self.records() if r.key == (host, point_id)]
+        return max(attempts, default=0) + 1
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every readable event, in order (torn lines skipped)."""
+        return read_json_lines(self.path / "events.jsonl")
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry in some containers
+        return str(os.getuid())
+
+
+def is_run_directory(path: str | Path) -> bool:
+    """Whether ``path`` looks like a run directory (has ``run.json``)."""
+    return (Path(path) / "run.json").is_file()

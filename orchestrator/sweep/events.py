@@ -1,0 +1,118 @@
+"""What a sweep reports while it runs: small immutable events passed to one observer callback.
+
+Core code never prints; the CLI turns these into progress bars (``orchestrator/cli/commands/sweep.py``), tests
+collect them in a list, and a future web front end could stream them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DeploymentFailed",
+    "DeploymentReady",
+    "DeploymentStarted",
+    "HealthProgress",
+    "HostRestored",
+    "LoadProgress",
+    "Notice",
+    "Observer",
+    "PointFinished",
+    "PointStarted",
+    "SweepEvent",
+    "SweepStarted",
+]
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """Base of every event; ``host`` names the host it concerns ('' for the whole sweep)."""
+
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class SweepStarted(SweepEvent):
+    run_dir: str = ""
+    total_points: int = 0
+    pending_points: int = 0
+    deployments: int = 0
+    eta_seconds: float = 0.0
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class DeploymentStarted(SweepEvent):
+    deployment_id: str = ""
+    label: str = ""
+    index: int = 0
+    total: int = 0
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class HealthProgress(SweepEvent):
+    deployment_id: str = ""
+    elapsed: float = 0.0
+    timeout: float = 0.0
+    last_line: str = ""
+
+
+@dataclass(frozen=True)
+class DeploymentReady(SweepEvent):
+    deployment_id: str = ""
+    label: str = ""
+    load_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class DeploymentFailed(SweepEvent):
+    deployment_id: str = ""
+    label: str = ""
+    reason: str = ""
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PointStarted(SweepEvent):
+    deployment_id: str = ""
+    point_id: str = ""
+    label: str = ""
+    requests: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadProgress(SweepEvent):
+    point_id: str = ""
+    done: int = 0
+    total: int | None = None
+    live_tok_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PointFinished(SweepEvent):
+    deployment_id: str = ""
+    point_id: str = ""
+    label: str = ""
+    status: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    eta_seconds: float = 0.0
+    points_done: int = 0
+
+
+@dataclass(frozen=True)
+class HostRestored(SweepEvent):
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Notice(SweepEvent):
+    """Something the user should know that is not a failure (a leftover restored, a retry)."""
+
+    message: str = ""
+    level: str = "info"
+
+
+Observer = Callable[[SweepEvent], None]

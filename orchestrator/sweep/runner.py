@@ -1,0 +1,692 @@
+"""The sweep loop: for each deployment, a running server from the launcher, then every pending load point
+measured in its exact window and stored, then the next; every slot restored on the way out.
+
+    opened = open_run(experiment, plan, options)             a new or resumed run directory, read once
+    launcher = launcher_for(experiment, ...)                  where deployments run, and how many at once
+    one worker per slot (a thread each when there are several):
+        slot.open()
+        for deployment in schedule.deployments_for(slot):     baselines of its target first, then shared ones
+            server = slot.launch(deployment)                  apply -> wait until healthy
+            warm up -> for each pending load point:
+                PointMeasurer.measure(server, point)          window -> load -> window -> parse -> Record
+                append (fsync) -> next
+            server.release()
+        slot.close()                                          restore, on every way out
+
+Failures are data: a deployment that never becomes healthy gives a failed record for each of its points with
+the log lines that explain it; a server that dies mid-point fails that point and is launched again once; the
+sweep goes on, unless going on only wastes the hosts (the experiment's ``failure_policy``,
+:mod:`orchestrator.sweep.policy`): a baseline that cannot start, or ``max_consecutive_failed_deployments``
+deployments in a row on one target that never became healthy, stop the sweep at the next deployment or point
+boundary; every slot is restored and the run is ``stopped`` with its reason. A stop request (Ctrl-C,
+SIGTERM) ends the load promptly, restores every slot and marks the run ``interrupted``. A run that reached
+the end of its plan is ``done``, or ``failed`` when none of its points succeeded.
+
+The parts, each its own module: opening a run (:mod:`orchestrator.sweep.opening`), the order of deployments and
+what remains (:mod:`orchestrator.sweep.schedule`), the failure policy (:mod:`orchestrator.sweep.policy`), measuring one
+point (:mod:`orchestrator.sweep.measure`), where a deployment runs (:mod:`orchestrator.launchers`), and the way
+into and out of a run shared with playbooks (:mod:`orchestrator.sweep.frame`). This module holds the loop: the
+workers, and the state they share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFailed, StoreError
+from orchestrator.experiment.schema import Experiment
+from orchestrator.launchers import Launcher, RunningServer, Slot, launcher_for
+from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_plan
+from orchestrator.plan.eta import EtaModel, eta_history
+from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.provenance import ProvenanceLog
+from orchestrator.runs.store import Record, ResumeState, RunStore, utc_now_iso
+from orchestrator.search.driver import schedule_for, search_plan, uses_search
+from orchestrator.sweep.events import (
+    DeploymentFailed,
+    DeploymentReady,
+    DeploymentStarted,
+    HealthProgress,
+    HostRestored,
+    LoadProgress,
+    Notice,
+    Observer,
+    PointFinished,
+    PointStarted,
+    SweepEvent,
+    SweepStarted,
+)
+from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
+from orchestrator.sweep.measure import PointMeasurer, new_record
+from orchestrator.sweep.opening import OpenOptions, open_run
+from orchestrator.sweep.policy import FailureTracker
+from orchestrator.sweep.schedule import Schedule
+
+__all__ = [
+    "SlotWorker",
+    "StopSignal",
+    "SweepOptions",
+    "SweepResult",
+    "SweepState",
+    "resolved_experiment",
+    "run_sweep",
+]
+
+
+@dataclass
+class SweepOptions:
+    results_root: Path = Path("results")
+    resume: str | None = None
+    retry_failed: bool = False
+    redeploy_limit: int = 1
+    break_lock: bool = False
+    baselines_from: str | None = None
+    # With ``resume``: accept an edited experiment, measuring its changed and new points in the run.
+    redo_changed: bool = False
+
+    def open_options(self) -> OpenOptions:
+        return OpenOptions(
+            results_root=self.results_root,
+            resume=self.resume,
+            retry_failed=self.retry_failed,
+            redo_changed=self.redo_changed,
+            baselines_from=self.baselines_from,
+        )
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    state: str
+    records: list[Record] = field(default_factory=list)
+    restore_errors: list[str] = field(default_factory=list)
+    #: Why the failure policy stopped the sweep (state ``stopped``).
+    stop_reason: str | None = None
+    #: The run's planned points by the status of their last record: ``planned``, ``ok``, ``failed``.
+    points: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.records if r.status == "failed")
+
+
+class SlotWorker:
+    """Drives one slot: the deployments the schedule gives it, one at a time.
+
+    Playbooks reuse it step by step: ``connect()``, ``deploy(deployment, points, attempt)``,
+    ``measure_point(deployment, point)`` (appends a Record and returns whether the server died),
+    ``fail_point(...)``, ``restore()``.
+    """
+
+    def __init__(self, sweep: SweepState, slot: Slot) -> None:
+        self.sweep = sweep
+        self.slot = slot
+        self.name = slot.name
+        self.server: RunningServer | None = None
+        self.last_start_failure = ""
+        self.engine_info: dict[str, Any] | None = None  # what the server said about itself (engine_info.py)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def emit(self, event: SweepEvent) -> None:
+        self.sweep.emit(event)
+
+    def connect(self) -> None:
+        def recovered(what: str) -> None:
+            self.emit(Notice(host=self.name, message=f"restored what an earlier run left: {what}"))
+            self.sweep.store.event("recovered", host=self.name, detail=what)
+
+        self.slot.open(recovered)
+
+    def restore(self) -> str | None:
+        self.server = None
+        try:
+            restored = self.slot.close()
+        except SpecsweepError as exc:
+            with contextlib.suppress(StoreError):
+                self.sweep.store.event("restore_failed", host=self.name, error=str(exc))
+            return f"{self.name}: restore failed: {exc}"
+        if restored:
+            # The host is restored whether or not the run directory can still say so (a full disk).
+            with contextlib.suppress(StoreError):
+                self.sweep.store.event("restore", host=self.name)
+            self.emit(HostRestored(host=self.name))
+        return None
+
+    def release(self) -> None:
+        """End the current deployment's server (its own restore; nothing for a host's)."""
+        server, self.server = self.server, None
+        if server is not None:
+            server.release()
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        for deployment in self.sweep.deployments_for(self):
+            if self.sweep.stop or self.sweep.halted:
+                break
+            self.run_deployment(deployment)
+
+    def run_deployment(self, deployment: Deployment) -> None:
+        pending = self.sweep.pending_points(self.name, deployment)
+        if not pending:
+            self.sweep.eta.load_skipped()
+            return
+        attempt = 1
+        while pending and not self.sweep.stop:
+            if not self.deploy(deployment, pending, attempt):
+                if not self.sweep.stop:
+                    self.sweep.start_failed(self.name, deployment, self.last_start_failure)
+                return
+            self.sweep.start_succeeded(self.name)
+            pending = self.measure(deployment, pending)
+            if pending and attempt <= self.sweep.options.redeploy_limit and not self.sweep.stop:
+                attempt += 1
+                self.emit(Notice(host=self.name, message=f"{deployment.label}: server died; re-applying once"))
+                continue
+            break
+        for point in pending:  # the server died again: what is left fails with the evidence
+            self.fail_point(deployment, point, "server_died", "the server is not running", self.evidence())
+        self.release()
+
+    def deploy(self, deployment: Deployment, pending: list[LoadPoint], attempt: int) -> bool:
+        """Launch ``deployment`` on the slot and warm it up; False (its pending points failed with the
+        evidence, unless stopped) when it could not be applied or never became healthy."""
+        sweep = self.sweep
+        index, total = sweep.schedule.position(deployment)
+        self.emit(
+            DeploymentStarted(
+                host=self.name,
+                deployment_id=deployment.id,
+                label=deployment.label,
+                index=index,
+                total=total,
+                attempt=attempt,
+            )
+        )
+        sweep.store.event("deploy", host=self.name, deployment=deployment.id, attempt=attempt)
+        self.release()
+
+        def progress(elapsed: float, timeout: float, last_line: str) -> None:
+            self.emit(
+                HealthProgress(
+                    host=self.name, deployment_id=deployment.id, elapsed=elapsed, timeout=timeout, last_line=last_line
+                )
+            )
+
+        started = time.monotonic()
+        try:
+            server = self.slot.launch(deployment, progress=progress, stop=sweep.stop.requested)
+        except StartFailed as exc:
+            sweep.eta.load_observed(time.monotonic() - started)
+            sweep.store.event("start_failed", host=self.name, deployment=deployment.id, reason=exc.reason)
+            if not sweep.stop:
+                self.deployment_failed(deployment, pending, f"start_{exc.reason}", str(exc), list(exc.evidence))
+            return False
+        except (ServiceError, HostError) as exc:
+            sweep.store.event("deploy_failed", host=self.name, deployment=deployment.id, error=str(exc))
+            if not sweep.stop:
+                self.deployment_failed(deployment, pending, "deploy_failed", str(exc), self.evidence())
+            return False
+        self.server = server
+        load_seconds = time.monotonic() - started
+        sweep.eta.load_observed(load_seconds)
+        sweep.store.event("healthy", host=self.name, deployment=deployment.id, seconds=round(load_seconds, 3))
+        self.engine_info = sweep.measurer.engine_info(server.url)
+        self.note_provenance(deployment, server)
+        self.emit(
+            DeploymentReady(
+                host=self.name, deployment_id=deployment.id, label=deployment.label, load_seconds=load_seconds
+            )
+        )
+        self.warm_up(server)
+        self.lossless_probe(deployment, server)
+        return True
+
+    def note_provenance(self, deployment: Deployment, server: RunningServer) -> None:
+        """What runs on the host, read back, and (once per target) its GPUs, into ``provenance.json``."""
+        from orchestrator.hosts.telemetry import gpu_facts
+        from orchestrator.runs.provenance import running_command
+
+        log = self.sweep.provenance
+        host = getattr(server, "host", None)
+        if host is not None and not log.knows_host(self.name):
+            log.host(self.name, gpu_facts(host))
+        service = getattr(server, "service", None)
+        running = running_command(service) if service is not None else {"note": "no service to read back"}
+        info = self.engine_info or {}
+        log.deployment(
+            deployment.id,
+            {
+                "label": deployment.label,
+                "host": self.name,
+                "restart": deployment.restart,
+                "engine": self.sweep.experiment.engine,
+                "engine_version": info.get("version"),
+                "engine_info": info or None,
+                "command_planned": deployment.command,
+                "running": running,
+            },
+        )
+
+    def lossless_probe(self, deployment: Deployment, server: RunningServer) -> None:
+        """The lossless check's answers of this deployment (``orchestrator/sweep/lossless.py``), kept in
+        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice."""
+        sweep = self.sweep
+        role = sweep.lossless_role(deployment)
+        if role is None or sweep.stop:
+            return
+        from orchestrator.sweep.lossless import LOSSLESS_DIR
+
+        runs = 2 if role == "ar" else 1
+        answers = sweep.measurer.lossless_probe(server.url, runs=runs, stop=sweep.stop.requested)
+        if not answers:
+            return
+        name = sweep.store.write_lines(
+            LOSSLESS_DIR,
+            deployment.id,
+            [
+                a.to_dict() | {"deployment_id": deployment.id, "label": deployment.label, "host": self.name}
+                for a in answers
+            ],
+            host=self.name if sweep.pooled else None,
+        )
+        errors = sum(1 for a in answers if a.error)
+        sweep.store.event(
+            "lossless_probe", host=self.name, deployment=deployment.id, file=name, answers=len(answers), errors=errors
+        )
+
+    def deployment_failed(
+        self, deployment: Deployment, pending: list[LoadPoint], kind: str, reason: str, evidence: list[str]
+    ) -> None:
+        """A deployment that never served: each of its pending points becomes a failed record with the evidence."""
+        self.last_start_failure = reason
+        self.emit(
+            DeploymentFailed(
+                host=self.name,
+                deployment_id=deployment.id,
+                label=deployment.label,
+                reason=reason,
+                evidence=tuple(evidence[-20:]),
+            )
+        )
+        for point in pending:
+            self.fail_point(deployment, point, kind, reason, evidence)
+
+    def warm_up(self, server: RunningServer) -> None:
+        client = self.sweep.measurer.warm_up(server.url, self.sweep.stop.requested)
+        if client is not None:
+            warmup = self.sweep.experiment.load.warmup
+            self.sweep.store.event("warmup", host=self.name, requests=warmup, errors=client.get("errors"))
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        """The server log's last lines (the running server's, else the slot's)."""
+        if self.server is not None:
+            return self.server.evidence(lines)
+        return self.slot.evidence(lines)
+
+    def measure(self, deployment: Deployment, pending: list[LoadPoint]) -> list[LoadPoint]:
+        """Measure pending points in order; return the points left when the server died."""
+        for position, point in enumerate(pending):
+            if self.sweep.stop or self.sweep.halted:
+                return []
+            died = self.measure_point(deployment, point)
+            if died:
+                return pending[position + 1 :]
+        return []
+
+    def measure_point(self, deployment: Deployment, point: LoadPoint) -> bool:
+        """Measure ``point`` on the running server and store its record; whether the server died."""
+        sweep, store = self.sweep, self.sweep.store
+        server = self.server
+        if server is None:  # pragma: no cover - callers measure only after a successful deploy
+            raise ServiceError(f"{self.name}: no server is running for {deployment.label}")
+        attempt = sweep.next_attempt(self.name, point.id)
+        self.emit(
+            PointStarted(
+                host=self.name,
+                deployment_id=deployment.id,
+                point_id=point.id,
+                label=point.label,
+                requests=point.requests,
+            )
+        )
+        t0 = time.monotonic()
+
+        def progress(report: Any) -> None:
+            if report.phase == "load":
+                self.emit(
+                    LoadProgress(
+                        host=self.name,
+                        point_id=point.id,
+                        done=report.done,
+                        total=report.total,
+                        live_tok_s=report.live_tok_s,
+                    )
+                )
+
+        def write_window(text: str) -> str | None:
+            return store.write_window(point.id, text, host=self.name if sweep.pooled else None, attempt=attempt)
+
+        def write_requests(rows: list[dict[str, Any]]) -> str | None:
+            host = self.name if sweep.pooled else None
+            return store.write_lines("requests", point.id, rows, host=host, attempt=attempt)
+
+        measured = sweep.measurer.measure(
+            server,
+            deployment,
+            point,
+            run_id=store.run_id,
+            host=self.name,
+            attempt=attempt,
+            stop=sweep.stop.requested,
+            write_window=write_window,
+            engine_info=self.engine_info,
+            progress=progress,
+            write_requests=write_requests,
+        )
+        record = measured.record
+        placement = getattr(server, "placement", None)
+        if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
+            record = record.model_copy(update={"placement": dict(placement)})
+        if record.status != "skipped":
+            sweep.store_record(record)
+            sweep.eta.point_observed(point.estimated_seconds, time.monotonic() - t0)
+        sweep.finished(record, point)
+        return measured.server_died
+
+    def fail_point(
+        self, deployment: Deployment, point: LoadPoint, kind: str, message: str, evidence: list[str]
+    ) -> None:
+        attempt = self.sweep.next_attempt(self.name, point.id)
+        record = self.sweep.make_record(
+            self.name,
+            deployment,
+            point,
+            "failed",
+            utc_now_iso(),
+            error={"kind": kind, "message": message, "evidence": evidence[-60:]},
+            attempt=attempt,
+        )
+        self.sweep.store_record(record)
+        self.sweep.eta.point_observed(point.estimated_seconds, 0.0)
+        self.sweep.finished(record, point)
+
+
+class SweepState:
+    """The state shared by the workers of one sweep (or one playbook run, with its own small plan)."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        plan: Plan,
+        store: RunStore,
+        options: SweepOptions,
+        observer: Observer | None,
+        stop: StopSignal,
+        *,
+        targets: Sequence[str],
+        parallel: int | None = None,
+        resume: ResumeState | None = None,
+        measurer: PointMeasurer | None = None,
+    ) -> None:
+        self.experiment = experiment
+        self.plan = plan
+        self.store = store
+        self.options = options
+        self.observer = observer
+        self.stop = stop
+        self.resume = resume if resume is not None else ResumeState.empty(retry_failed=options.retry_failed)
+        # The plan's fixed order, or a search's strategy proposing each next deployment (orchestrator/search).
+        self.schedule: Schedule = schedule_for(experiment, plan, targets, self.resume, store.path)
+        #: The target names (the hosts records name), in order.
+        self.hosts = list(self.schedule.targets)
+        self.pooled = self.schedule.pooled
+        #: How many deployments run at once (the launcher's slots).
+        self.parallel = parallel if parallel is not None else len(self.hosts)
+        self.policy = FailureTracker(experiment.failure_policy)
+        self.measurer = measurer or PointMeasurer(experiment)
+        self._lock = threading.Lock()
+        self.records: list[Record] = []
+        self.points_done = 0
+        self.eta = EtaModel(
+            expected_load_seconds=experiment.server.expected_load_time,
+            remaining_loads=self.schedule.remaining_loads(),
+            remaining_point_estimates=self.schedule.remaining_point_seconds(),
+            # What earlier runs of this experiment taught (eta.py): the first ETA is not the plan's guess.
+            history=eta_history(options.results_root, experiment.name, exclude=store.path),
+        )
+        self.total_points = self.schedule.pending_count()
+        #: provenance.json: how the run was made, kept up to date as deployments start.
+        self.provenance = ProvenanceLog(store, experiment.source)
+        self._lossless_ar: str | bool | None = False  # False: not yet known
+
+    def lossless_role(self, deployment: Deployment) -> str | None:
+        """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to
+        check against it, None when the probe is off or there is no baseline to check against."""
+        if not self.experiment.lossless.enabled:
+            return None
+        if self._lossless_ar is False:
+            from orchestrator.analysis.roles import baseline_roles
+
+            self._lossless_ar = baseline_roles(list(self.experiment.baselines)).ar
+        if self._lossless_ar is None or self._lossless_ar is True:
+            return None
+        return "ar" if deployment.variant == self._lossless_ar else "other"
+
+    @property
+    def halted(self) -> str | None:
+        """Why the failure policy stopped the sweep; set once (workers stop at their next boundary)."""
+        return self.policy.halted
+
+    def emit(self, event: SweepEvent) -> None:
+        if self.observer is not None:
+            self.observer(event)
+
+    def pending_points(self, host: str, deployment: Deployment) -> list[LoadPoint]:
+        return self.schedule.pending_points(host, deployment)
+
+    def pending_count(self) -> int:
+        return self.schedule.pending_count()
+
+    def deployments_for(self, worker: SlotWorker) -> Iterator[Deployment]:
+        return self.schedule.deployments_for(
+            worker.name, going=lambda: not self.stop and not self.halted, skipped=self.eta.load_skipped
+        )
+
+    def start_succeeded(self, host: str) -> None:
+        self.policy.succeeded(host)
+
+    def start_failed(self, host: str, deployment: Deployment, reason: str) -> None:
+        """The failure policy (:mod:`orchestrator.sweep.policy`): stop the sweep when this failure says so."""
+        halted = self.policy.failed(host, deployment, reason)
+        if halted is None:
+            return
+        self.store.event("policy_stop", host=host, deployment=deployment.id, reason=halted)
+        self.emit(Notice(host=host, message=f"stopping the sweep: {halted}", level="error"))
+
+    def plan_points(self) -> dict[str, int]:
+        """The run's planned points by the status of their last record (``planned``, ``ok``, ``failed``)."""
+        return self.schedule.plan_points(self.resume.latest)
+
+    def next_attempt(self, host: str, point_id: str) -> int:
+        return self.resume.next_attempt(host, point_id)
+
+    def make_record(
+        self, host: str, deployment: Deployment, point: LoadPoint, status: str, started_at: str, **fields: Any
+    ) -> Record:
+        return new_record(
+            self.store.run_id,
+            self.experiment.name,
+            host,
+            deployment,
+            point,
+            status,  # type: ignore[arg-type]
+            started_at,
+            **fields,
+        )
+
+    def store_record(self, record: Record) -> None:
+        """Append ``record`` to the run directory (fsynced) and to the run's state."""
+        self.store.append(record)
+        self.resume.add(record)
+
+    def finished(self, record: Record, point: LoadPoint) -> None:
+        with self._lock:
+            self.records.append(record)
+            if record.status != "skipped":
+                self.points_done += 1
+            done = self.points_done
+        self.emit(
+            PointFinished(
+                host=record.host,
+                deployment_id=record.deployment_id,
+                point_id=record.point_id,
+                label=point.label,
+                status=record.status,
+                summary=_summary(record),
+                eta_seconds=self.eta.remaining(self.parallel),
+                points_done=done,
+            )
+        )
+
+
+def _summary(record: Record) -> dict[str, Any]:
+    client = record.client or {}
+    server = record.server or {}
+    return {
+        "output_tok_s": client.get("output_tok_s"),
+        "accept_len": server.get("accept_len"),
+        "errors": client.get("errors"),
+        "error": (record.error or {}).get("message"),
+    }
+
+
+def _named(error: SpecsweepError, run_dir: Path) -> SpecsweepError:
+    """Errors about a host, a service or the store name the run directory; the others say enough."""
+    if type(error) in (HostError, ServiceError, StoreError):
+        return type(error)(f"{error} (run directory: {run_dir}; hosts restored)")
+    return error
+
+
+def run_sweep(
+    experiment: Experiment,
+    options: SweepOptions | None = None,
+    *,
+    observer: Observer | None = None,
+    stop: StopSignal | None = None,
+    launcher: Launcher | None = None,
+    measurer: PointMeasurer | None = None,
+) -> SweepResult:
+    """Run (or resume) one experiment end to end; every slot is restored on every way out.
+
+    ``launcher`` defaults to the experiment's own (:func:`orchestrator.launchers.launcher_for`);
+    ``measurer`` to a :class:`~orchestrator.sweep.measure.PointMeasurer` with the real load generator.
+    """
+    options = options or SweepOptions()
+    # Not `stop or ...`: a StopSignal is falsy until requested, and the caller's own must be the one watched.
+    stop = stop if stop is not None else StopSignal()
+    plan = build_plan(experiment)
+    if uses_search(experiment):
+        plan = search_plan(experiment, plan)
+    opened = open_run(experiment, plan, options.open_options())
+    store = opened.store
+    if launcher is None:
+        launcher = launcher_for(
+            experiment,
+            lock_label=f"{experiment.name} {store.run_id}",
+            break_lock=options.break_lock,
+            run_id=store.run_id,
+        )
+    slots = list(launcher.slots())
+    sweep = SweepState(
+        experiment,
+        plan,
+        store,
+        options,
+        observer,
+        stop,
+        targets=[slot.name for slot in slots],
+        parallel=len(slots),
+        resume=opened.state,
+        measurer=measurer,
+    )
+    sweep.emit(
+        SweepStarted(
+            run_dir=str(store.path),
+            total_points=sweep.schedule.total_points,
+            pending_points=sweep.total_points,
+            deployments=sweep.schedule.planned_deployments,
+            eta_seconds=sweep.eta.remaining(sweep.parallel),
+            resumed=opened.resumed,
+        )
+    )
+    store.event("start", resumed=opened.resumed, hosts=sweep.hosts)
+    for message in opened.notices:
+        sweep.emit(Notice(message=message))
+    expect = getattr(launcher, "expect", None)
+    if callable(expect):  # a scheduler's launcher keeps only the jobs this run will still use (resume)
+        expect([d for d in plan.deployments if any(sweep.pending_points(t, d) for t in sweep.hosts)])
+    workers = [SlotWorker(sweep, slot) for slot in slots]
+    errors: list[BaseException] = []
+    restore_errors: list[str] = []
+
+    def work(worker: SlotWorker) -> None:
+        try:
+            worker.connect()
+            worker.run()
+        except BaseException as exc:
+            errors.append(exc)
+            stop.request()
+        finally:
+            problem = worker.restore()
+            if problem:
+                restore_errors.append(problem)
+
+    def body() -> str:
+        if len(workers) == 1:
+            work(workers[0])
+        else:
+            threads = [threading.Thread(target=work, args=(w,), name=f"host-{w.name}") for w in workers]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        own_errors = [e for e in errors if not isinstance(e, KeyboardInterrupt)]
+        if own_errors:
+            raise own_errors[0]
+        if stop or errors:
+            return "interrupted"
+        if sweep.halted:
+            return "stopped"
+        counts = sweep.plan_points()
+        return "failed" if counts["failed"] and not counts["ok"] else "done"
+
+    def closing(end: RunEnd) -> dict[str, Any]:
+        return {
+            "points": sweep.plan_points(),
+            "stop_reason": sweep.halted if end.state == "stopped" else None,
+        }
+
+    frame = RunFrame(store, stop)
+    end = frame.run(body, restore=lambda: restore_errors, closing=closing)
+    frame.raise_for(
+        end,
+        named=lambda error: _named(error, store.path),
+        interrupted=f"interrupted; hosts restored; resume with --resume {store.path}",
+    )
+    return SweepResult(
+        run_dir=store.path,
+        state=end.state,
+        records=sweep.records,
+        restore_errors=restore_errors,
+        stop_reason=sweep.halted if end.state == "stopped" else None,
+        points=sweep.plan_points(),
+    )
