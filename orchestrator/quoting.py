@@ -423,10 +423,10 @@ def _fill_comment(line: str, values: list[str], number: int) -> str:
 def render_unit_template(template: str, values: Mapping[str, object]) -> str:
     """The unit file ``template`` with every placeholder filled by the rules of the setting it stands in.
 
-    ``values`` maps placeholder names to values (stringified like :func:`orchestrator.experiment.templates.render`). A
+    ``values`` maps placeholder names to values (stringified like :func:`orchestrator.templates.render`). A
     value that cannot be made safe where it stands is a :class:`ConfigError` naming the template line.
     """
-    from orchestrator.experiment.templates import fields, render
+    from orchestrator.templates import fields, render
 
     names = fields(template)
     filled = [render("{" + name + "}", values) for name in names]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test suite, with all of its set-up: Debian packages for the system tests (when root), .venv with the dev
-# extra, the real llama.cpp engine and its model (cached), then lint, type check and pytest.
+# extra, the real llama.cpp engine and its model (cached), then lint, type check, the layers and pytest.
 # Extra arguments go to pytest (for example -k plan, or tests/unit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +16,6 @@ python -c "import torch" 2>/dev/null || { echo "[setup] installing torch 2.13.0 
 status=0
 echo "== ruff" >&2; ruff check orchestrator tests bench || status=1
 echo "== mypy" >&2; mypy || status=1
+echo "== import-linter" >&2; lint-imports --no-cache || status=1
 echo "== pytest" >&2; python -m pytest "$@" || status=$?
 exit $status

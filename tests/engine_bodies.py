@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.load.spec import SGLANG_SGLEXT, SpecFigures
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_SGLEXT
 
 LLAMACPP_DATA = Path(__file__).resolve().parent / "data" / "llamacpp"
 

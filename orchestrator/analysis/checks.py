@@ -141,6 +141,15 @@ class CheckContext:
         return [f"{name}: {line}" for line in hits[:limit]]
 
 
+def _metric_lines(engine: object) -> str:
+    """A pattern for the window lines that carry ``engine``'s figures (its markers; any engine's if unknown)."""
+    from orchestrator.engines.registry import engine_names, get_engine, is_engine
+
+    names = [engine] if isinstance(engine, str) and is_engine(engine) else list(engine_names())
+    markers = {m for name in names for m in get_engine(name).markers}
+    return "|".join(re.escape(m) for m in sorted(markers)) or r"(?!)"
+
+
 def _finding(check: str, row: dict[str, Any], severity: Severity, message: str, evidence: list[str]) -> Finding:
     return Finding(
         check=check,
@@ -395,7 +404,7 @@ def client_vs_server(ctx: CheckContext) -> list[Finding]:
                     f"{what} disagrees: {left} {_f(a)} against {right} {_f(b)} ({gap:.0%} apart, "
                     f"checks.client_server_tolerance is {tol:.0%})"
                 )
-                evidence = ctx.window_lines(row, r"gen throughput|accept len|SpecDecoding metrics", limit=2)
+                evidence = ctx.window_lines(row, _metric_lines(row.get("server_engine")), limit=2)
                 out.append(_finding("client_vs_server", row, "warning", message, evidence))
     if short:
         out.append(
@@ -549,10 +558,10 @@ _RESTART_SUFFIX = re.compile(r" \[restart \d+\]$")
 
 def lossless(ctx: CheckContext) -> list[Finding]:
     """At temperature 0 speculation must not change the output: every configuration's answers to the lossless
-    probe against the autoregressive baseline's on the same host (``orchestrator/sweep/lossless.py``). A difference
-    names the configuration, the prompt and the first character and token that differ; a baseline that is not
-    deterministic (its two answers differ) is said instead, and nothing is checked against it."""
-    from orchestrator.sweep.lossless import LOSSLESS_DIR, check_lossless
+    probe against the autoregressive baseline's on the same host (``orchestrator/analysis/lossless.py``). A
+    difference names the configuration, the prompt and the first character and token that differ; a baseline
+    that is not deterministic (its two answers differ) is said instead, and nothing is checked against it."""
+    from orchestrator.analysis.lossless import LOSSLESS_DIR, check_lossless
 
     if ctx.run_path is None or not (ctx.run_path / LOSSLESS_DIR).is_dir():
         return []

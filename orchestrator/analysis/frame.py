@@ -15,7 +15,8 @@ in an empty or all-failed run):
 - client (the load generator's figures): ``requests errors output_tokens duration_s output_tok_s
   steady_output_tok_s per_user_tok_s requests_per_s``, each latency as ``ttft_ms_p50`` (``mean p50 p90 p99``
   of ``ttft_ms itl_ms tpot_ms e2e_ms``), ``errors_by_kind`` as JSON text, the per-response speculative
-  figures as ``client_accept_len client_verify_steps client_draft_n client_draft_n_accepted``.
+  figures as ``client_accept_len client_verify_steps`` and ``client_<key>`` for llama.cpp's drafted and accepted
+  counts (``DRAFTED_KEY``, ``ACCEPTED_KEY`` of ``orchestrator/engines/llamacpp/responses.py``).
 - server (the engine's own figures over the window, ``WindowMetrics.to_dict()``): ``server_<key>`` for
   scalars (``server_accept_len``, ``server_acceptance_rate``, ``server_gen_throughput``,
   ``server_lines_matched`` ...), DDTree averages as ``ddtree_<key>`` (``ddtree_avg_commit_len``,
@@ -56,6 +57,7 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
+from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
 __all__ = [
@@ -112,7 +114,7 @@ CORE_FIGURES = [
     "server_gen_throughput",
 ]
 _LATENCY_STATS = ("mean", "p50", "p90", "p99")
-_CLIENT_SPEC_KEYS = {"accept_len", "verify_steps", "draft_n", "draft_n_accepted"}
+_CLIENT_SPEC_KEYS = {"accept_len", "verify_steps", DRAFTED_KEY, ACCEPTED_KEY}
 _DDTREE_TOP_LEVEL = {"budget", "bs", "topk"}
 _NAME_RE = re.compile(r"[^0-9A-Za-z]+")
 _SERVER_SKIPPED = {"definitions", "skipped_examples", "samples"}

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.load.spec import SpecFigures, summarize_spec
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.load.spec import summarize_spec
 from orchestrator.load.stats import distribution
 
 __all__ = ["figures_from_requests", "read_requests", "request_samples", "samples_frame"]

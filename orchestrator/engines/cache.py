@@ -27,21 +27,16 @@ engine offers (read in its own source):
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-__all__ = ["FLUSH_PATHS", "flush_prefix_cache", "post"]
+from orchestrator.engines.registry import get_engine, is_engine
 
-#: The request each engine's flush is (llama.cpp: one per slot, after ``GET /slots``).
-FLUSH_PATHS = {
-    "sglang": "/flush_cache",
-    "vllm": "/reset_prefix_cache",
-    "llamacpp": "/slots/{id}?action=erase",
-}
+__all__ = ["flush_prefix_cache", "post"]
+
 
 _client: httpx.Client | None = None
 _lock = threading.Lock()
@@ -73,7 +68,7 @@ def _short(body: str | None) -> str | None:
 
 def flush_prefix_cache(url: str, engine: str, api_key: str | None, *, request: Request = post) -> dict[str, Any]:
     """Empty the prefix cache of the server at ``url`` (see the module docstring); what it answered."""
-    kind = "sglang" if engine == "sim" else engine
+    kind = get_engine(engine).family if is_engine(engine) else engine
     calls: list[dict[str, Any]] = []
 
     def call(method: str, path: str) -> tuple[int | None, str | None]:
@@ -81,46 +76,9 @@ def flush_prefix_cache(url: str, engine: str, api_key: str | None, *, request: R
         calls.append({"method": method, "path": path, "status": status, "body": _short(body)})
         return status, body
 
-    note: str | None = None
-    ok = False
-    if kind == "sglang":
-        status, body = call("POST", "/flush_cache")
-        ok = status == 200
-        if status == 400:
-            note = "SGLang did not flush: requests were still running or waiting"
-        elif status == 404:
-            note = "the server has no /flush_cache (not SGLang?)"
-    elif kind == "vllm":
-        status, body = call("POST", "/reset_prefix_cache")
-        if status == 200:
-            try:
-                answer = json.loads(body) if body else {}
-            except ValueError:
-                answer = {}
-            ok = not isinstance(answer, dict) or answer.get("success", True) is not False
-            if not ok:
-                note = "vLLM did not reset its prefix cache: blocks were still held"
-        elif status == 404:
-            note = "vLLM has no /reset_prefix_cache unless the server runs with VLLM_SERVER_DEV_MODE=1"
-    elif kind == "llamacpp":
-        status, body = call("GET", "/slots")
-        slots: list[int] = []
-        if status == 200 and body:
-            try:
-                listed = json.loads(body)
-            except ValueError:
-                listed = []
-            if isinstance(listed, list):
-                slots = [s["id"] for s in listed if isinstance(s, dict) and isinstance(s.get("id"), int)]
-        if status == 501:
-            note = "llama-server lists no slots (started with --no-slots): nothing was erased"
-        elif slots:
-            answers = [call("POST", f"/slots/{slot}?action=erase")[0] for slot in slots]
-            ok = all(a == 200 for a in answers)
-            if any(a == 501 for a in answers):
-                note = "llama-server erases slots only when started with --slot-save-path"
-    else:
-        note = f"no prefix-cache flush is known for engine {engine!r}"
+    known = get_engine(engine) if is_engine(engine) else None
+    answer = known.flush_cache(call) if known is not None else None
+    ok, note = answer if answer is not None else (False, f"no prefix-cache flush is known for engine {engine!r}")
     if not calls or all(c["status"] is None for c in calls):
         note = note or "the server did not answer"
     return {"engine": kind, "ok": ok, "requests": calls, "note": note}

@@ -27,38 +27,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ENGINE_INFO_PATHS", "engine_info_from", "read_engine_info"]
+from orchestrator.engines.registry import get_engine, is_engine
 
-# engine -> (paths to try in order, key holding the version)
-ENGINE_INFO_PATHS: dict[str, tuple[tuple[str, ...], str]] = {
-    "sglang": (("/server_info", "/get_server_info"), "version"),
-    "sim": (("/server_info", "/get_server_info"), "version"),
-    "vllm": (("/version",), "version"),
-    "llamacpp": (("/props",), "build_info"),
-}
-
-# SGLang server arguments worth keeping beside the version (python/sglang/srt/server_args.py field names).
-_SGLANG_KEPT = (
-    "model_path",
-    "tp_size",
-    "dp_size",
-    "pp_size",
-    "ep_size",
-    "enable_dp_attention",
-    "decode_log_interval",
-    "enable_metrics",
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-)
-_LLAMACPP_KEPT = ("model_path", "total_slots", "n_ctx")
+__all__ = ["engine_info_from", "read_engine_info"]
 
 
 def engine_info_from(engine: str, path: str, status: int | None, body: str | None) -> dict[str, Any]:
     """The engine info record from one answer of the engine's info endpoint (pure; tested on real bodies)."""
-    key = ENGINE_INFO_PATHS.get(engine, ((), "version"))[1]
+    known = get_engine(engine) if is_engine(engine) else None
+    key = known.version_key if known is not None else "version"
     info: dict[str, Any] = {"engine": engine, "version": None, "source": f"GET {path} .{key}", "settings": {}}
     if body is None or status != 200:
         info["error"] = "no answer" if status is None else f"HTTP {status}"
@@ -73,8 +50,9 @@ def engine_info_from(engine: str, path: str, status: int | None, body: str | Non
         return info
     version = data.get(key)
     info["version"] = str(version) if isinstance(version, str | int | float) else None
-    kept = _SGLANG_KEPT if engine in ("sglang", "sim") else _LLAMACPP_KEPT if engine == "llamacpp" else ()
-    settings = data.get("default_generation_settings") if engine == "llamacpp" else None
+    kept = known.info_settings if known is not None else ()
+    nested = known.info_settings_object if known is not None else None
+    settings = data.get(nested) if nested else None
     for name in kept:
         if name in data and isinstance(data[name], str | int | float | bool | type(None)):
             info["settings"][name] = data[name]
@@ -88,7 +66,7 @@ def engine_info_from(engine: str, path: str, status: int | None, body: str | Non
 def read_engine_info(engine: str, fetch: Callable[[str], tuple[int | None, str | None]]) -> dict[str, Any]:
     """Ask the server through ``fetch(path) -> (status, body)`` (``(None, None)`` when it did not answer),
     each of the engine's paths in turn until one gives a version."""
-    paths = ENGINE_INFO_PATHS.get(engine, (("/version",), "version"))[0]
+    paths = get_engine(engine).info_paths if is_engine(engine) else ("/version",)
     info: dict[str, Any] = {}
     for path in paths:
         status, body = fetch(path)

@@ -34,9 +34,9 @@ SGLang also logs the port it will bind before it loads the model (``server_args=
 ...)``, ``_launch_subprocesses`` in ``python/sglang/srt/entrypoints/engine.py``), but nothing listens there
 until loading ends, so that line is not read as listening.
 
-:func:`listening_ports` asks the host itself (``ss -Hltnp``) which TCP ports the server's processes (the
-session of its main process: the process service's wrapper, or the unit's main process, which systemd starts
-in a session of its own) listen on, for engines whose log says nothing this module recognises.
+Every function here reads text it is given (log lines, a URL); asking the host which ports the server's
+processes listen on (``ss -Hltnp``), for engines whose log says nothing this module recognises, is the
+health wait's (:mod:`orchestrator.launchers.health`).
 """
 
 from __future__ import annotations
@@ -44,26 +44,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from orchestrator.hosts.base import Host
+__all__ = ["Listening", "listening_lines", "ready_line", "url_port"]
 
-__all__ = ["Listening", "listening_lines", "listening_ports", "ready_line", "url_port"]
 
-_ADDRESS = r"(?P<scheme>https?)://(?P<host>\[[^\]\s]*\]|[^\s:/\[\]]+):(?P<port>\d{1,5})\b"
+def _patterns(kind: str) -> list[tuple[str, re.Pattern[str]]]:
+    """Every known engine's (who prints it, pattern) of ``kind`` (``listening_patterns``, ``ready_patterns``):
+    all engines', not only the configured one's, since a wrong ``engine:`` is one of the things this finds."""
+    from orchestrator.engines.registry import engine_names, get_engine
+    from orchestrator.errors import ConfigError
 
-#: (who prints it, pattern): every line the engines print once their HTTP socket listens (module docstring).
-_LISTENING: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("uvicorn", re.compile(r"Uvicorn running on " + _ADDRESS)),
-    ("vllm", re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on " + _ADDRESS)),
-    ("llama.cpp", re.compile(r"(?:^|\s|:)(?:server is )?listening on " + _ADDRESS)),
-)
-
-#: Lines that say the server serves, without naming the port (module docstring).
-_READY: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("sglang", re.compile(r"The server is fired up and ready to roll!")),
-)
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for name in engine_names():
+        try:
+            engine = get_engine(name)
+        except ConfigError:  # a user's engine that does not load is reported where it is used, not here
+            continue
+        for entry in getattr(engine, kind, ()):
+            if entry not in out:
+                out.append(entry)
+    return out
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,11 @@ def listening_lines(lines: Iterable[str]) -> list[Listening]:
     """Every address the log lines say the server listens on, in order (repeats of one address dropped)."""
     found: list[Listening] = []
     seen: set[tuple[str, int]] = set()
+    listening = _patterns("listening_patterns")
     for line in lines:
         if "http" not in line:
             continue
-        for source, pattern in _LISTENING:
+        for source, pattern in listening:
             match = pattern.search(line)
             if match is None:
                 continue
@@ -106,8 +107,9 @@ def listening_lines(lines: Iterable[str]) -> list[Listening]:
 
 def ready_line(lines: Iterable[str]) -> str | None:
     """The first line that says the server is ready to serve (it names no port), or None."""
+    ready = _patterns("ready_patterns")
     for line in lines:
-        for _source, pattern in _READY:
+        for _source, pattern in ready:
             if pattern.search(line):
                 return line.strip()[:300]
     return None
@@ -125,51 +127,3 @@ def url_port(url: str) -> int | None:
     if port is not None:
         return port
     return {"http": 80, "https": 443}.get(parts.scheme)
-
-
-_SS_PID = re.compile(r"pid=(\d+)")
-# $1: the main pid. Prints the pids of its session, a separator, then the host's listening TCP sockets.
-_SOCKETS = """s=$(ps -o sid= -p {pid} 2>/dev/null | tr -d ' ')
-[ -n "$s" ] || exit 0
-command -v ss >/dev/null 2>&1 || exit 0
-ps -e -o pid=,sid= 2>/dev/null | awk -v s="$s" '$2 == s {{print $1}}'
-echo ---
-ss -Hltnp 2>/dev/null
-true
-"""
-
-
-def listening_ports(host: Host, main_pid: int | None) -> list[Listening]:
-    """The TCP addresses the processes of ``main_pid``'s session listen on, from the host's ``ss -Hltnp``.
-
-    Best effort: empty when the pid is unknown, ``ps`` or ``ss`` is missing, or the host does not show
-    other users' processes. Never raises for what the host answers.
-    """
-    if not main_pid or main_pid <= 0:
-        return []
-    try:
-        result = host.run(_SOCKETS.format(pid=int(main_pid)), timeout=10)
-    except Exception:  # a diagnosis must never turn into the failure it diagnoses
-        return []
-    head, sep, sockets = result.stdout.partition("---\n")
-    if not sep:
-        return []
-    pids = {int(p) for p in head.split() if p.isdigit()}
-    found: list[Listening] = []
-    seen: set[tuple[str, int]] = set()
-    for line in sockets.splitlines():
-        fields = line.split()
-        if len(fields) < 5 or not pids.intersection(int(p) for p in _SS_PID.findall(line)):
-            continue
-        local = fields[3]
-        address, _, port_text = local.rpartition(":")
-        if not port_text.isdigit():
-            continue
-        address = address.strip("[]").split("%", 1)[0]
-        key = (address, int(port_text))
-        if key not in seen:
-            seen.add(key)
-            found.append(
-                Listening(host=address, port=int(port_text), line=line.strip()[:300], source="ss", quote=local)
-            )
-    return found

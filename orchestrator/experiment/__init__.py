@@ -1,12 +1,16 @@
 """The experiment file: a YAML document validated, with file:line:column, before anything touches a host.
 
-``schema`` (the sections' pydantic models, :func:`load_experiment`), ``yamlsource`` (positions of every
-key), ``templates`` and ``rendering`` (``{budget}`` fields and what each variant renders), ``durations``,
-``workloads`` (``load.workloads`` as load-generator sources), ``search`` (the ``objective:`` and
-``search:`` sections), ``starter`` (``specsweep init``).
+``schema`` (the top :class:`Experiment` model, :func:`load_experiment`), its sections' pydantic models in
+``hosts`` (``host:``, ``hosts:``, ``launcher:``), ``service`` (``service:``, ``server:``, ``parsers:``, secrets),
+``variants``, ``load`` (``load:``, ``lossless:``, ``telemetry:``) and ``search`` (the ``objective:`` and
+``search:`` sections), built of ``common`` (the strict base model, durations, patterns); ``checks`` (what a
+schema cannot see, across sections), ``validation`` (pydantic errors as file:line:column, the nearest valid
+key), ``yamlsource`` (positions of every key), ``rendering`` (what each variant renders, with the ground's
+``templates`` for ``{budget}`` fields), ``durations``, ``workloads`` (``load.workloads`` as load-generator sources),
+``starter`` (``specsweep init``).
 
 May use: the engines' registry (the ``engine:`` choices), the load generator's settings and workloads,
-and the ground (``errors``, ``quoting``). Knows no host, service, launcher or run directory.
+and the ground (``errors``, ``quoting``, ``templates``). Knows no host, service, launcher or run directory.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from orchestrator.experiment.templates import render
+from orchestrator.templates import render
 
 __all__ = ["expand_matrix", "server_config"]
 
@@ -19,7 +19,7 @@ Scalar = str | int | float | bool
 
 
 class VariantLike(Protocol):
-    """What matrix expansion reads of a variant (``orchestrator.experiment.schema.Variant``)."""
+    """What matrix expansion reads of a variant (``orchestrator.experiment.variants.Variant``)."""
 
     @property
     def matrix(self) -> Mapping[str, Sequence[Scalar]]: ...
@@ -32,7 +32,7 @@ class VariantLike(Protocol):
 
 
 class ServiceLike(Protocol):
-    """What rendering reads of a service spec (``orchestrator.experiment.schema`` service specs)."""
+    """What rendering reads of a service spec (``orchestrator.experiment.service`` service specs)."""
 
     @property
     def kind(self) -> str: ...

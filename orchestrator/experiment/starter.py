@@ -137,7 +137,7 @@ def _sglang(host: str) -> str:
 def _vllm(host: str) -> str:
     program = "/opt/venv/bin/vllm" if host == "ssh" else "vllm"
     command = f"{program} serve {{model}} --port 8000 {{spec_args}}"
-    environment = "  environment:\n    VLLM_LOGGING_LEVEL: INFO         # the SpecDecoding metrics lines are INFO\n"
+    environment = "  environment:\n    VLLM_LOGGING_LEVEL: INFO         # vLLM logs its spec-decoding stats at INFO\n"
     return (
         _host_block(host) + "vars:\n"
         "  model: meta-llama/Llama-3.1-8B-Instruct\n"

@@ -17,7 +17,7 @@ from orchestrator.errors import LoadError
 from orchestrator.load.datasets import CategoryError, WorkloadSource
 
 # The experiment calls check_workloads while it validates itself, so this module names its types without
-# importing them (orchestrator.experiment.schema.Experiment and WorkloadSpec).
+# importing them (orchestrator.experiment.schema.Experiment, orchestrator.experiment.load.WorkloadSpec).
 Experiment = Any
 WorkloadSpec = Any
 

@@ -19,12 +19,12 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from orchestrator.errors import SpecsweepError
-from orchestrator.experiment.templates import fields
 from orchestrator.hosts import SSHHost, connect_host
 from orchestrator.hosts.base import Host
 from orchestrator.quoting import shell_quote, split_command
 from orchestrator.services import make_service
 from orchestrator.services.systemd import UNIT_DIR
+from orchestrator.templates import fields
 
 __all__ = ["Check", "HostReport", "Status", "check_host", "run_doctor"]
 

@@ -41,13 +41,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
 
-from orchestrator.engines.listening import listening_lines, listening_ports, ready_line, url_port
+from orchestrator.engines.listening import Listening, listening_lines, ready_line, url_port
 from orchestrator.errors import StartFailed
 from orchestrator.services.base import Service, ServiceState, select_evidence
+
+if TYPE_CHECKING:
+    from orchestrator.hosts.base import Host
 
 __all__ = ["HealthReport", "ProgressCallback", "wait_until_healthy"]
 
@@ -148,6 +152,56 @@ def _with_port(base_url: str, port: int) -> str:
     host = parts.hostname or "127.0.0.1"
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return parts._replace(netloc=netloc).geturl().rstrip("/")
+
+
+_SS_PID = re.compile(r"pid=(\d+)")
+# $1: the main pid. Prints the pids of its session, a separator, then the host's listening TCP sockets.
+_SOCKETS = """s=$(ps -o sid= -p {pid} 2>/dev/null | tr -d ' ')
+[ -n "$s" ] || exit 0
+command -v ss >/dev/null 2>&1 || exit 0
+ps -e -o pid=,sid= 2>/dev/null | awk -v s="$s" '$2 == s {{print $1}}'
+echo ---
+ss -Hltnp 2>/dev/null
+true
+"""
+
+
+def listening_ports(host: Host, main_pid: int | None) -> list[Listening]:
+    """The TCP addresses the processes of ``main_pid``'s session listen on, from the host's ``ss -Hltnp``.
+
+    The session of the main process: the process service's wrapper, or the unit's main process, which systemd
+    starts in a session of its own. Asked for engines whose log says nothing
+    :mod:`orchestrator.engines.listening` recognises. Best effort: empty when the pid is unknown, ``ps`` or
+    ``ss`` is missing, or the host does not show other users' processes. Never raises for what the host answers.
+    """
+    if not main_pid or main_pid <= 0:
+        return []
+    try:
+        result = host.run(_SOCKETS.format(pid=int(main_pid)), timeout=10)
+    except Exception:  # a diagnosis must never turn into the failure it diagnoses
+        return []
+    head, sep, sockets = result.stdout.partition("---\n")
+    if not sep:
+        return []
+    pids = {int(p) for p in head.split() if p.isdigit()}
+    found: list[Listening] = []
+    seen: set[tuple[str, int]] = set()
+    for line in sockets.splitlines():
+        fields = line.split()
+        if len(fields) < 5 or not pids.intersection(int(p) for p in _SS_PID.findall(line)):
+            continue
+        local = fields[3]
+        address, _, port_text = local.rpartition(":")
+        if not port_text.isdigit():
+            continue
+        address = address.strip("[]").split("%", 1)[0]
+        key = (address, int(port_text))
+        if key not in seen:
+            seen.add(key)
+            found.append(
+                Listening(host=address, port=int(port_text), line=line.strip()[:300], source="ss", quote=local)
+            )
+    return found
 
 
 @dataclass(frozen=True)

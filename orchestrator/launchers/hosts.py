@@ -32,7 +32,8 @@ from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import make_service
 
 if TYPE_CHECKING:
-    from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec
+    from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+    from orchestrator.experiment.schema import Experiment
     from orchestrator.hosts.base import Host
     from orchestrator.plan.deployments import Deployment
     from orchestrator.services.base import Service

@@ -62,7 +62,8 @@ from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_
 from orchestrator.services.hoststate import HostLock, lock_is_stale
 
 if TYPE_CHECKING:
-    from orchestrator.experiment.schema import Experiment, SlurmLauncherSpec
+    from orchestrator.experiment.hosts import SlurmLauncherSpec
+    from orchestrator.experiment.schema import Experiment
     from orchestrator.hosts.base import Host
     from orchestrator.plan.deployments import Deployment
 

@@ -277,7 +277,7 @@ class BatchScript:
 
 @dataclass(frozen=True)
 class JobSettings:
-    """The launcher's sbatch settings (:class:`~orchestrator.experiment.schema.SlurmLauncherSpec`'s)."""
+    """The launcher's sbatch settings (:class:`~orchestrator.experiment.hosts.SlurmLauncherSpec`'s)."""
 
     partition: str | None = None
     gres: str | None = None

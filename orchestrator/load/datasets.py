@@ -1,6 +1,6 @@
 """Readers for the prompt-set formats the field uses, and the source a workload names.
 
-A :class:`WorkloadSource` is what ``load.workloads.NAME`` says (orchestrator/experiment/schema.py): a spec
+A :class:`WorkloadSource` is what ``load.workloads.NAME`` says (orchestrator/experiment/load.py): a spec
 (``builtin:NAME``, ``synthetic:in=N,out=M`` or a file path), a ``format``, an optional ``category`` and an
 optional output-length cap. Formats, each read as the tool that defines it reads it:
 

@@ -9,7 +9,7 @@ APIs and what they send:
 
 - ``chat`` / ``completions`` (OpenAI): ``choices[0].delta.content`` / ``choices[0].text``, ``finish_reason``,
   ``usage`` (in every chunk with ``continuous_usage_stats``, else in a final chunk with no choices), ``[DONE]``.
-  Speculative figures, each where its engine writes it (:mod:`orchestrator.load.spec`): SGLang's
+  Speculative figures, each where its engine writes it (``orchestrator/engines/<name>/responses.py``): SGLang's
   ``sglext.spec_tokens_details`` (asked for with ``return_spec_tokens_details``; in a stream, a chunk of its
   own with no choices before the usage chunk), vLLM's ``metrics.speculative_decoding`` (on the final usage
   chunk), llama.cpp's ``timings`` (on the last chunk). No engine puts ``meta_info`` at the top level of an
@@ -30,8 +30,10 @@ from typing import Any
 
 import msgspec
 
+from orchestrator.engines.llamacpp.responses import from_timings
+from orchestrator.engines.sglang.responses import from_meta_info, from_spec_tokens_details
+from orchestrator.engines.vllm.responses import from_vllm_metrics
 from orchestrator.load.records import RequestRecord, spread_tokens
-from orchestrator.load.spec import from_meta_info, from_spec_tokens_details, from_timings, from_vllm_metrics
 
 __all__ = ["DECODERS", "Decoder", "StreamFault"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from orchestrator.load.spec import SpecFigures
+from orchestrator.engines.responses import SpecFigures
 
 __all__ = ["RequestRecord", "request_row", "spread_tokens"]
 
@@ -41,7 +41,7 @@ class RequestRecord:
     error: str | None = None
     status: int | None = None
     token_source: str = "chunks"  # continuous_usage | usage | chunks | none
-    # Speculative figures the engine wrote into this response (see :mod:`orchestrator.load.spec`), or None.
+    # Speculative figures the engine wrote into this response (see :mod:`orchestrator.engines.responses`), or None.
     spec: SpecFigures | None = None
 
     @property

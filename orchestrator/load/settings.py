@@ -35,6 +35,7 @@ API_PATHS: dict[str, str] = {
     "llamacpp": "/completion",  # llama.cpp's native API
 }
 
+# engine -> its request_extras(api): the body fields that ask it for per-response speculative figures.
 # The body fields the client sets itself, per API; ``extra_body`` may not override them.
 _OPENAI_FIELDS = frozenset({"model", "max_tokens", "temperature", "stream", "stream_options", "ignore_eos"})
 _OWN_FIELDS: dict[str, frozenset[str]] = {
@@ -46,21 +47,13 @@ _OWN_FIELDS: dict[str, frozenset[str]] = {
 
 
 def engine_request_extras(engine: str | None, api: str) -> dict[str, Any]:
-    """The request-body fields that make ``engine`` return its per-response speculative figures on ``api``.
+    """The request-body fields that make ``engine`` return its per-response speculative figures on ``api``
+    (each engine's ``request_extras``, ``orchestrator/engines/<name>/responses.py``, says which and why; an
+    engine without one needs nothing). ``sim`` asks as SGLang, the simulator's default dialect (its other
+    dialects ignore the fields)."""
+    from orchestrator.engines.registry import get_engine, is_engine
 
-    - SGLang, ``chat``/``completions``: ``{"return_spec_tokens_details": true}``, a top-level field of
-      ``ChatCompletionRequest`` and ``CompletionRequest`` (python/sglang/srt/entrypoints/openai/protocol.py,
-      SGLang 0.5.19 and later; 0.5.18 and older ignore the unknown field, pydantic's default for their
-      request models). The answer comes back in
-      ``sglext.spec_tokens_details``. ``/generate`` needs nothing: its ``meta_info`` always carries them.
-    - vLLM: nothing to ask per request; ``metrics.speculative_decoding`` comes back when the server runs with
-      ``--per-request-spec-decode-metrics summary`` (vllm/config/observability.py, 0.33.0).
-    - llama.cpp: nothing; ``timings`` (``draft_n``, ``draft_n_accepted``) is in every final chunk.
-    - ``sim``: as SGLang, the simulator's default dialect (its other dialects ignore the field).
-    """
-    if engine in ("sglang", "sim") and api in ("chat", "completions"):
-        return {"return_spec_tokens_details": True}
-    return {}
+    return get_engine(engine).request_extras(api) if engine is not None and is_engine(engine) else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,15 +19,15 @@ Definitions (times from the client's clock; tokens of successful requests only, 
   averaged over requests.
 - Percentiles interpolate linearly (``numpy.percentile``'s default, as the vLLM and SGLang scripts do).
 - ``spec``: from the speculative figures the engine wrote into each response, read where it writes them
-  (:mod:`orchestrator.load.spec` names the field and the engine file for each source). ``accept_len`` (also
-  ``accept_len_token_weighted``) = sum of numerators / sum of verify steps over the responses, the same
-  weighting as a window of the engine's counters; ``accept_len_request_weighted`` = the mean of each
-  response's own accept length. The numerator is the engine's: SGLang (``sglext.spec_tokens_details`` on
+  (``orchestrator/engines/<name>/responses.py`` names the field and the engine file for each source).
+  ``accept_len`` (also ``accept_len_token_weighted``) = sum of numerators / sum of verify steps over the
+  responses, the same weighting as a window of the engine's counters; ``accept_len_request_weighted`` = the
+  mean of each response's own accept length. The numerator is the engine's: SGLang (``sglext.spec_tokens_details`` on
   chat/completions, ``meta_info`` on ``/generate``) completion tokens / ``spec_verify_ct``; vLLM
   (``metrics.speculative_decoding``) 1 + ``num_accepted_draft_tokens`` / ``num_spec_steps``.
   ``acceptance_rate`` = sum of accepted drafts / sum of proposed drafts, drafts only on every engine.
   llama.cpp's ``timings`` carry drafted and accepted tokens but no step count, so they give
-  ``acceptance_rate`` = sum(draft_n_accepted) / sum(draft_n) (the log line's and the counters' definition)
+  ``acceptance_rate`` = sum(accepted) / sum(drafted) (the log line's and the counters' definition)
   and ``tokens_per_pass`` = tokens / (tokens - accepted): every target forward pass yields its accepted
   drafts plus one token (the prompt's pass and steps without a draft included; a partial draft on a model
   that restores a checkpoint takes two passes for one extra token). That is at most llama.cpp's mean

@@ -1,8 +1,8 @@
 """Which engine wrote a log, for the case that matters: the configured engine's parser read none of its lines.
 
 A wrong ``engine:`` drops every server metric without an error (each parser only reads its own engine's
-lines, :mod:`orchestrator.metrics.sglang`, :mod:`~orchestrator.metrics.vllm`,
-:mod:`~orchestrator.metrics.llamacpp`). :func:`engine_fit` runs the configured engine's parser and, when it
+lines, :mod:`orchestrator.engines.sglang.log`, :mod:`~orchestrator.engines.vllm.log`,
+:mod:`~orchestrator.engines.llamacpp.log`). :func:`engine_fit` runs the configured engine's parser and, when it
 read nothing while the server logged lines, the other engines' parsers on the same text, and names the one
 that reads most. ``sim`` prints SGLang's lines, so it and ``sglang`` are one family here. ``DDTREE
 metrics:`` lines are read for every engine and decide nothing.
@@ -10,20 +10,13 @@ metrics:`` lines are read for every engine and decide nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from orchestrator.metrics import llamacpp, sglang, vllm
-from orchestrator.metrics.samples import READ, ParseResult
+from orchestrator.engines.registry import engine_names, get_engine
+from orchestrator.engines.samples import READ, ParseResult
 
 __all__ = ["EngineFit", "engine_fit"]
 
-_PARSERS: dict[str, Callable[[str], ParseResult]] = {
-    "sglang": sglang.parse_sglang,
-    "vllm": vllm.parse_vllm,
-    "llamacpp": llamacpp.parse_llamacpp,
-}
-_FAMILY = {"sim": "sglang"}
 _EXAMPLES = 3
 
 
@@ -78,16 +71,19 @@ def _lines_read(text: str, result: ParseResult, limit: int) -> list[str]:
 def engine_fit(engine: str, text: str) -> EngineFit:
     """Run ``engine``'s parser over ``text`` and, when it reads nothing, the other engines' (module docstring)."""
     lines = sum(1 for line in text.splitlines() if line.strip())
-    family = _FAMILY.get(engine, engine)
-    own = _PARSERS[family](text) if family in _PARSERS else ParseResult()
+    names = engine_names()
+    family = get_engine(engine).family if engine in names else engine
+    # one parser per family (the simulator speaks SGLang's formats): the family's own engine reads for it
+    parsers = {get_engine(name).family: get_engine(name) for name in reversed(names)}
+    own = parsers[family].parse_log(text) if family in parsers else ParseResult()
     fit = EngineFit(engine=engine, lines=lines, matched=own.matched, skipped=own.skipped)
     if not fit.silent:
         return fit
     best: tuple[int, str, ParseResult] | None = None
-    for name, parser in _PARSERS.items():
+    for name, parser in parsers.items():
         if name == family:
             continue
-        result = parser(text)
+        result = parser.parse_log(text)
         if result.matched and (best is None or result.matched > best[0]):
             best = (result.matched, name, result)
     if best is None:

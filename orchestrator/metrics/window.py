@@ -7,8 +7,9 @@ averages, user-parser fields, every sample, line counts, and a ``definitions`` n
 exactly how it was computed for this engine. Lines are never averaged across windows: every figure comes
 from this text only.
 
-Engines: ``sglang`` and ``sim`` (the built-in simulator prints SGLang's lines), ``vllm``, ``llamacpp``.
-``DDTREE metrics:`` lines are read for every engine.
+Engines: any the registry knows (:mod:`orchestrator.engines.registry`): ``sglang`` and ``sim`` (the
+built-in simulator prints SGLang's lines), ``vllm``, ``llamacpp``, or one a user's package adds; each parses
+and aggregates its own lines. DDTree's lines are read for every engine.
 """
 
 from __future__ import annotations
@@ -17,27 +18,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from orchestrator.errors import MetricsError
-from orchestrator.metrics import ddtree, llamacpp, sglang, vllm
-from orchestrator.metrics.lines import count_lines, ranks_info
-from orchestrator.metrics.regex import DEFINITION as USER_DEFINITION
-from orchestrator.metrics.regex import UserParser, aggregate_user, compile_user_parsers, parse_user
-from orchestrator.metrics.samples import (
+from orchestrator.engines.ddtree import log as ddtree
+from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, ranks_info
+from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
+from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
+from orchestrator.engines.registry import engine_names, get_engine, is_engine
+from orchestrator.engines.samples import (
     DDTreeSample,
-    LlamaRequestSample,
     ParseResult,
     Sample,
-    SglangDecodeSample,
     UserSample,
-    VllmEngineSample,
-    VllmSpecSample,
 )
+from orchestrator.errors import MetricsError
 
-__all__ = ["EDGE_DEFINITION", "ENGINES", "WindowMetrics", "drop_window_edges", "parse_window"]
+__all__ = ["EDGE_DEFINITION", "WindowMetrics", "drop_window_edges", "parse_window"]
 
 S = TypeVar("S", bound=Sample)
 
-ENGINES = ("sglang", "sim", "vllm", "llamacpp")
 
 _LINE_DEFINITIONS = {
     "lines_total": "Lines in the window's text.",
@@ -100,21 +97,6 @@ class WindowMetrics:
         }
 
 
-EDGE_DEFINITION = (
-    "An engine's interval line (SGLang 'Decode batch', vLLM 'SpecDecoding metrics:' and 'Engine NNN:') covers "
-    "the time and the tokens since that engine's previous line of its kind, so the first line of a window "
-    "covers an interval that began before the window: after an idle gap its throughput includes the gap, and "
-    "its counts may include the previous point's last unlogged steps (SGLang 0.5.23: "
-    "managers/scheduler_components/metrics_reporter.py report_decode_stats, scheduler_metrics_mixin.py before, "
-    "resets its counters and last_decode_stats_tic only when it prints a line; vLLM: v1/metrics/loggers.py "
-    "LoggingStatLogger.log every VLLM_LOG_STATS_INTERVAL seconds, v1/spec_decode/metrics.py resetting only when "
-    "it printed). See docs/engines.md. So the first line of each group (SGLang DP "
-    "group, vLLM engine) is left out of the window's figures when the group has more lines in the window; "
-    "details.edge_lines_dropped counts them and details.edge_lines_kept counts groups with one line only, "
-    "whose figures then include the edge."
-)
-
-
 def _edge_group(sample: Sample) -> str:
     ranks = getattr(sample, "ranks", None)
     if isinstance(ranks, str):
@@ -151,25 +133,12 @@ def _edge_details(figures: dict[str, Any], dropped: int, kept_groups: int) -> di
 def _engine_parse(
     engine: str, text: str, cut: bool, version: str | None
 ) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
-    edges = drop_window_edges if cut else _keep_edges
-    if engine in ("sglang", "sim"):
-        result = sglang.parse_sglang(text)
-        decode, dropped, kept = edges([s for s in result.samples if isinstance(s, SglangDecodeSample)])
-        figures = sglang.aggregate_sglang(decode, version=version)
-        definitions = dict(sglang.DEFINITIONS)
-    elif engine == "vllm":
-        result = vllm.parse_vllm(text)
-        spec, dropped, kept = edges([s for s in result.samples if isinstance(s, VllmSpecSample)])
-        engines, e_dropped, e_kept = edges([s for s in result.samples if isinstance(s, VllmEngineSample)])
-        figures = vllm.aggregate_vllm(spec, engines)
-        dropped, kept = dropped + e_dropped, kept + e_kept
-        definitions = dict(vllm.DEFINITIONS)
-    else:
-        result = llamacpp.parse_llamacpp(text)  # one sample per request, already assembled: no interval edges
-        requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
-        return result, llamacpp.aggregate_llamacpp(requests), llamacpp.DEFINITIONS
-    if cut:
-        figures = _edge_details(figures, dropped, kept)
+    spec = get_engine(engine)
+    result = spec.parse_log(text)
+    window = spec.aggregate(result, edges=drop_window_edges if cut else _keep_edges, version=version)
+    figures, definitions = window.figures, dict(window.definitions)
+    if cut and window.intervals:
+        figures = _edge_details(figures, window.dropped, window.kept)
         definitions["window_edge"] = EDGE_DEFINITION
     return result, figures, definitions
 
@@ -196,8 +165,8 @@ def parse_window(
     Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
     unknown engine and ``ConfigError`` for an invalid user regex.
     """
-    if engine not in ENGINES:
-        raise MetricsError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    if not is_engine(engine):
+        raise MetricsError(f"unknown engine {engine!r}; expected one of {', '.join(engine_names())}")
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")

@@ -28,7 +28,8 @@ from orchestrator.analysis.checks import CHECKS, CheckContext, CheckSettings, Fi
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.frame import config_label, tidy_frame
 from orchestrator.analysis.roles import annotate, baseline_roles, chain_length, finite, tree_shape
-from orchestrator.experiment.schema import Experiment, suggest
+from orchestrator.experiment.schema import Experiment
+from orchestrator.experiment.validation import suggest
 from orchestrator.plan.deployments import Deployment, LoadPoint
 from orchestrator.playbooks.resolve import describe_expectation
 from orchestrator.playbooks.schema import ExpectSpec, MetricRef

@@ -18,7 +18,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec, suggest
+from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.schema import Experiment
+from orchestrator.experiment.validation import suggest
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, content_id, make_deployment
 from orchestrator.playbooks.schema import (
     BaselinesStep,

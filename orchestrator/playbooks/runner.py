@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, ServiceError, SpecsweepError, StoreError
-from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec, load_experiment
+from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import HostSlot, Slot, launcher_for
 from orchestrator.plan.deployments import Deployment, LoadPoint
 from orchestrator.playbooks.events import OutcomeReady, PlaybookStarted, StepStarted

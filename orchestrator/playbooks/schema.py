@@ -20,7 +20,7 @@ one-key mapping (or, for steps without settings, a bare word)::
       - shell: {command: nvidia-smi}           # output kept in the run directory
 
 Errors have the quality of experiment files' (file:line:column, key path, nearest valid key, exit 2): this
-module reuses ``orchestrator.experiment.schema``'s error helpers with the playbook as the schema root. Checks that
+module reuses ``orchestrator.experiment.validation``'s error helpers with the playbook as the schema root. Checks that
 need no experiment (step order, measurement names, check names, shell permission) run here; those that do
 (variants, parameters) run in ``orchestrator.playbooks.resolve``.
 """
@@ -46,7 +46,7 @@ from pydantic import (
 
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.durations import parse_duration
-from orchestrator.experiment.schema import error_from_validation, suggest
+from orchestrator.experiment.validation import error_from_validation, suggest
 from orchestrator.experiment.yamlsource import Positions, load_yaml_with_positions, locate
 
 __all__ = [

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import SpecsweepError, StartFailed
-from orchestrator.experiment.schema import Experiment, LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.schema import Experiment
 from orchestrator.hosts import connect_host
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.playbooks.expectations import OutcomeStatus, format_number

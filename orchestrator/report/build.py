@@ -24,7 +24,7 @@ from orchestrator.errors import StoreError
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
-from orchestrator.search.report import search_blocks, search_figures
+from orchestrator.report.search import search_blocks, search_figures
 
 __all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
 

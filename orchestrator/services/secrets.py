@@ -1,7 +1,7 @@
 """Secrets on their way to the server, and kept out of everything specsweep writes or prints.
 
 An experiment names a secret where it is on the controller (``environment: {HF_TOKEN: {secret_env:
-HF_TOKEN}}``, :class:`~orchestrator.experiment.schema.SecretSource`); plans, the resolved experiment, events and
+HF_TOKEN}}``, :class:`~orchestrator.experiment.service.SecretSource`); plans, the resolved experiment, events and
 errors carry that reference only. The value goes to the host in one file of mode 0600, written through the
 command's stdin (never on a command line), and from there into the server's environment alone:
 

@@ -20,7 +20,7 @@ from orchestrator.sim.profiles import PROFILES, Profile, get_profile
 __all__ = ["ALGORITHMS", "ENGINES", "SimConfig", "build_parser", "parse_args"]
 
 ALGORITHMS = ("ar", "linear", "ddtree")
-ENGINES = ("sglang", "vllm", "llamacpp")  # orchestrator.sim.dialects
+ENGINES = ("sglang", "vllm", "llamacpp")  # orchestrator.sim.dialects.DIALECTS
 
 
 @dataclass(frozen=True)
@@ -148,20 +148,20 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
     )
     add("--seed", type=int, default=0, help="seed: the same requests give the same tokens and acceptance")
     add("--load-seconds", type=float, default=None, help="simulated model loading time (profile default)")
-    add("--decode-log-interval", type=int, default=40, help="decode steps per 'Decode batch' line (40)")
+    add("--decode-log-interval", type=int, default=40, help="decode steps per SGLang decode-log line (40)")
     add("--ttft-ms", type=float, default=None, help="metronome: time to first token; others: extra prefill")
     add("--itl-ms", type=float, default=None, help="metronome: time between tokens; others: step floor")
     add("--model", default="sim", help="served model id (default 'sim')")
-    add("--log-stats-interval", type=float, default=10.0, help="vllm: seconds between stats lines (10)")
-    add("--tp-size", type=int, default=1, help="sglang: tensor-parallel size shown in prefixes and labels (1)")
-    add("--dp-size", type=int, default=1, help="sglang: DP-attention groups, each its own scheduler (1)")
-    add("--ep-size", type=int, default=1, help="sglang: expert-parallel size (moe_ep_rank labels) (1)")
-    add("--slots", type=int, default=4, help="llamacpp: parallel slots, -np (4)")
+    add("--log-stats-interval", type=float, default=10.0, help="vLLM dialect: seconds between stats lines (10)")
+    add("--tp-size", type=int, default=1, help="SGLang dialect: tensor-parallel size shown in prefixes and labels (1)")
+    add("--dp-size", type=int, default=1, help="SGLang dialect: DP-attention groups, each its own scheduler (1)")
+    add("--ep-size", type=int, default=1, help="SGLang dialect: expert-parallel size (moe_ep_rank labels) (1)")
+    add("--slots", type=int, default=4, help="llama.cpp dialect: parallel slots, -np (4)")
     add(
         "--per-request-spec-decode-metrics",
         choices=("none", "summary"),
         default="none",
-        help="vllm: per-response speculative metrics (none)",
+        help="vLLM dialect: per-response speculative metrics (none)",
     )
     add(
         "--step-jitter",

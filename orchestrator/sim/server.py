@@ -29,7 +29,6 @@ from orchestrator.errors import SpecsweepError
 from orchestrator.sim import api, logs
 from orchestrator.sim.config import SimConfig
 from orchestrator.sim.dialects import EndpointInfo, make_dialect
-from orchestrator.sim.dialects.sglang import WARMUP_MAX_NEW_TOKENS, WARMUP_TEXT, SGLangDialect
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.model import Drafter
 from orchestrator.sim.request import SimRequest, seed_for
@@ -114,9 +113,8 @@ class SimServer:
         self._site = web.SockSite(self._runner, sock, backlog=1024)
         if cfg.engine != "vllm":  # vLLM starts its HTTP server only once the engine is up
             await self._site.start()
-            if isinstance(self.dialect, SGLangDialect):
-                for line in self.dialect.uvicorn_lines(self.url):
-                    self._log(line)
+            for line in self.dialect.uvicorn_lines(self.url):
+                self._log(line)
         self._loading = asyncio.get_running_loop().create_task(self._load(), name="sim-loading")
 
     @staticmethod
@@ -136,9 +134,8 @@ class SimServer:
         total = cfg.load_seconds + cfg.faults.slow_start_seconds
         loop = asyncio.get_running_loop()
         begin = loop.time()
-        if isinstance(dialect, SGLangDialect):
-            for line in dialect.load_begin_lines():
-                self._log(line)
+        for line in dialect.load_begin_lines():
+            self._log(line)
         updates = max(1, min(_LOAD_SHARDS, int(total / 0.5)))
         fail_at = updates // 2 if cfg.faults.fail_start else None
         for i in range(1, updates + 1):
@@ -161,8 +158,9 @@ class SimServer:
             self._log(line)
         for engine in self.engines:
             engine.start()
-        if isinstance(dialect, SGLangDialect):
-            await self._warmup()
+        warmup = dialect.warmup_request()
+        if warmup is not None:
+            await self._warmup(warmup)
         if cfg.engine == "vllm" and self._site is not None:
             await self._site.start()
         if dialect.tick_seconds:
@@ -171,13 +169,10 @@ class SimServer:
         for line in dialect.ready_lines(self.url):
             self._log(line)
 
-    async def _warmup(self) -> None:
-        """SGLang's warm-up (http_server.py ``_execute_server_warmup``): one ``/generate`` of a fixed text,
-        temperature 0, 8 new tokens, counted in the metrics like any request, before the server is ready."""
-        params = api.parse_generate(
-            {"text": WARMUP_TEXT, "sampling_params": {"temperature": 0, "max_new_tokens": WARMUP_MAX_NEW_TOKENS}},
-            self.config.profile.context_length,
-        )
+    async def _warmup(self, body: dict[str, Any]) -> None:
+        """The engine's warm-up (the dialect's ``warmup_request``): one ``/generate`` of ``body`` per scheduler,
+        counted in the metrics like any request, before the server is ready."""
+        params = api.parse_generate(body, self.config.profile.context_length)
         for engine in self.engines:
             req = self._new_request(params, faults=False)
             engine.submit(req)
@@ -392,7 +387,6 @@ class SimServer:
         """SGLang's ``/generate``: ``text`` (cumulative when streamed) and ``meta_info``."""
         start = time.monotonic()
         dialect = self.dialect
-        assert isinstance(dialect, SGLangDialect)
 
         def meta(final: bool) -> dict[str, Any]:
             return dialect.native_meta_info(req, final=final, e2e_latency=time.monotonic() - start)
@@ -453,10 +447,10 @@ class SimServer:
             if kind == "metrics":
                 text = self.dialect.metrics_text(bad_line=self.config.faults.bad_metrics)
                 return web.Response(text=text, content_type="text/plain", charset="utf-8")
-            if kind == "model_info" and isinstance(self.dialect, SGLangDialect):
+            if kind == "model_info":
                 self.dialect.info_requested(endpoint.path)
                 return _json_response(self.dialect.model_info())
-            if kind == "info" and isinstance(self.dialect, SGLangDialect):
+            if kind == "info":
                 self.dialect.info_requested(endpoint.path)
             return _json_response(self.dialect.info(self.port))
 

@@ -274,7 +274,7 @@ def adopt_reused(store: RunStore, records: list[Record], *, pooled: bool = False
 def _adopt_lossless(store: RunStore, records: list[Record], *, pooled: bool) -> None:
     """The lossless check's answers of the reused baselines' deployments, copied in with them (the check compares
     every configuration with the AR baseline's answers)."""
-    from orchestrator.sweep.lossless import LOSSLESS_DIR
+    from orchestrator.analysis.lossless import LOSSLESS_DIR
 
     seen: set[tuple[str, str, str]] = set()
     for record in records:

@@ -6,7 +6,8 @@ run: the drop-in (or unit file) a systemd service would write, the argv a proces
 
 from __future__ import annotations
 
-from orchestrator.experiment.schema import Experiment, SystemdServiceSpec
+from orchestrator.experiment.schema import Experiment
+from orchestrator.experiment.service import SystemdServiceSpec
 from orchestrator.plan.deployments import Plan, build_plan
 from orchestrator.quoting import shell_join, split_command
 from orchestrator.services.secrets import reference

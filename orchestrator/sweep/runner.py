@@ -47,7 +47,7 @@ from orchestrator.plan.eta import EtaModel, eta_history
 from orchestrator.runs.identity import resolved_experiment
 from orchestrator.runs.provenance import ProvenanceLog
 from orchestrator.runs.store import Record, ResumeState, RunStore, utc_now_iso
-from orchestrator.search.driver import schedule_for, search_plan, uses_search
+from orchestrator.search.driver import search_plan, uses_search
 from orchestrator.sweep.events import (
     DeploymentFailed,
     DeploymentReady,
@@ -67,6 +67,7 @@ from orchestrator.sweep.measure import PointMeasurer, new_record
 from orchestrator.sweep.opening import OpenOptions, open_run
 from orchestrator.sweep.policy import FailureTracker
 from orchestrator.sweep.schedule import Schedule
+from orchestrator.sweep.searching import schedule_for
 
 __all__ = [
     "SlotWorker",
@@ -282,7 +283,7 @@ class SlotWorker:
         role = sweep.lossless_role(deployment)
         if role is None or sweep.stop:
             return
-        from orchestrator.sweep.lossless import LOSSLESS_DIR
+        from orchestrator.analysis.lossless import LOSSLESS_DIR
 
         runs = 2 if role == "ar" else 1
         answers = sweep.measurer.lossless_probe(server.url, runs=runs, stop=sweep.stop.requested)

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.engines.sglang.log import aggregate_sglang, parse_sglang
 from orchestrator.metrics import parse_window, scrape_delta
-from orchestrator.metrics.sglang import aggregate_sglang, parse_sglang
 from tests.contract.wheels import engine_sources
 
 CURRENT = "0.5.23"

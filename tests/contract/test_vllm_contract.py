@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.engines.samples import VllmSpecSample
 from orchestrator.metrics import parse_window, scrape_delta
-from orchestrator.metrics.samples import VllmSpecSample
 from tests.contract.wheels import engine_sources
 
 HERE = Path(__file__).resolve().parent

@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from orchestrator.engines.llamacpp.responses import LLAMACPP_TIMINGS
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_META_INFO
+from orchestrator.engines.vllm.responses import VLLM_METRICS
 from orchestrator.errors import LoadError
 from orchestrator.load import LoadProgress, LoadSettings, run_load
 from orchestrator.load import client as client_module
 from orchestrator.load.client import LoadClient, discover_model
 from orchestrator.load.settings import engine_request_extras
-from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_META_INFO, VLLM_METRICS, SpecFigures
 from orchestrator.load.workloads import Prompt
 from tests.engine_bodies import (
     SGLANG_CHAT_BODY,

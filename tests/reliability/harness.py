@@ -449,7 +449,7 @@ def local_leftovers_restored(home: Path, *experiments: Path) -> Iterator[None]:
         yield
     finally:
         from orchestrator.experiment.schema import load_experiment
-        from orchestrator.services.restore import restore_experiment
+        from orchestrator.launchers.restore import restore_experiment
 
         previous = os.environ.get("HOME")
         os.environ["HOME"] = str(home)  # the process service keeps its state under ~/.local/state

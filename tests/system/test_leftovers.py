@@ -13,8 +13,8 @@ import pytest
 from orchestrator.errors import HostLockedError
 from orchestrator.experiment.schema import load_experiment
 from orchestrator.launchers.doctor import run_doctor
+from orchestrator.launchers.restore import restore_experiment
 from orchestrator.services import SystemdService, driving
-from orchestrator.services.restore import restore_experiment
 from tests.system.conftest import SimUnit
 from tests.system.support import TestHost, deployment, etc_snapshot, sim_command, unit_snapshot, wait_for
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.analysis import analyse
-from orchestrator.experiment.schema import SSHHostSpec
+from orchestrator.experiment.hosts import SSHHostSpec
 from orchestrator.hosts.ssh import SSHHost
 from orchestrator.hosts.telemetry import GpuTelemetry, gpu_facts
 from tests.reliability.harness import (

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from orchestrator.engines.info import ENGINE_INFO_PATHS, engine_info_from, read_engine_info
+from orchestrator.engines.info import engine_info_from, read_engine_info
+from orchestrator.engines.registry import get_engine
 
 # Shapes as the engines build them: SGLang's get_server_info spreads the server arguments and the scheduler
 # info, then adds internal_states and version (python/sglang/srt/entrypoints/http_server.py); vLLM's /version
@@ -35,7 +36,7 @@ SGLANG_BODY = {
     ],
 )
 def test_version_from_each_engines_endpoint(engine: str, body: dict[str, object], version: str) -> None:
-    path = ENGINE_INFO_PATHS[engine][0][0]
+    path = get_engine(engine).info_paths[0]
     info = engine_info_from(engine, path, 200, json.dumps(body))
     assert info["version"] == version
     assert info["source"].startswith(f"GET {path} ")

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError, StartFailed
-from orchestrator.experiment.schema import ExistingServiceSpec, load_experiment, problems_of
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.experiment.service import ExistingServiceSpec
+from orchestrator.experiment.validation import problems_of
 from orchestrator.hosts import LocalHost
 from orchestrator.plan.deployments import build_plan
 from orchestrator.services import ExistingService, make_service

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment.schema import LocalHostSpec, SSHHostSpec, load_experiment
+from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.schema import load_experiment
 
 GOOD = """\
 name: t

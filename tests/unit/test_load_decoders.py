@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.engines.llamacpp.responses import LLAMACPP_TIMINGS
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_META_INFO
 from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
 from orchestrator.load.records import RequestRecord, spread_tokens
-from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_META_INFO, SpecFigures
 
 
 def decoder(api: str) -> Decoder:

@@ -7,21 +7,16 @@ import json
 
 import pytest
 
+from orchestrator.engines.llamacpp.responses import LLAMACPP_TIMINGS
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_META_INFO, SGLANG_SGLEXT, from_meta_info
+from orchestrator.engines.vllm.responses import VLLM_METRICS
 from orchestrator.errors import LoadError
 from orchestrator.load.client import LoadClient
 from orchestrator.load.decoders import DECODERS, Decoder
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings, engine_request_extras
-from orchestrator.load.spec import (
-    LLAMACPP_TIMINGS,
-    SGLANG_META_INFO,
-    SGLANG_SGLEXT,
-    VLLM_METRICS,
-    SpecFigures,
-    from_meta_info,
-    response_spec,
-    summarize_spec,
-)
+from orchestrator.load.spec import response_spec, summarize_spec
 from orchestrator.load.stats import spec_summary
 from orchestrator.load.workloads import Prompt
 from orchestrator.metrics import compare_sources, response_figures

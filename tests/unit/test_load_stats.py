@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.llamacpp.responses import LLAMACPP_TIMINGS
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_SGLEXT
 from orchestrator.load.records import RequestRecord
-from orchestrator.load.spec import LLAMACPP_TIMINGS, SGLANG_SGLEXT, SpecFigures
 from orchestrator.load.stats import distribution, spec_summary, steady_window, summarize
 from orchestrator.metrics import scrape_delta
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.ddtree.log import aggregate_ddtree, parse_ddtree
+from orchestrator.engines.samples import DDTreeSample
 from orchestrator.metrics import parse_window
-from orchestrator.metrics.ddtree import aggregate_ddtree, parse_ddtree
-from orchestrator.metrics.samples import DDTreeSample
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 FIELD_REPORT = (

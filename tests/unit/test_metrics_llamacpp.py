@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.llamacpp.log import parse_llamacpp
+from orchestrator.engines.samples import LlamaRequestSample, LlamaSpecStatsSample
 from orchestrator.metrics import parse_window, response_figures, scrape_delta
-from orchestrator.metrics.llamacpp import parse_llamacpp
-from orchestrator.metrics.samples import LlamaRequestSample, LlamaSpecStatsSample
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURES = sorted((DATA / "llamacpp").glob("*.log"))

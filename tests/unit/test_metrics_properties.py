@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.engines.samples import recover_steps
+from orchestrator.engines.sglang.log import parse_sglang
+from orchestrator.engines.vllm.log import parse_vllm
 from orchestrator.metrics import parse_window, scrape_delta
-from orchestrator.metrics.samples import recover_steps
-from orchestrator.metrics.sglang import parse_sglang
-from orchestrator.metrics.vllm import parse_vllm
 
 ENGINES = ("sglang", "sim", "vllm", "llamacpp")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.sglang.log import aggregate_sglang, parse_decode_line, parse_sglang
 from orchestrator.metrics import parse_window
-from orchestrator.metrics.sglang import aggregate_sglang, parse_decode_line, parse_sglang
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 
@@ -317,7 +317,7 @@ def test_copies_of_an_unreadable_line_are_copies() -> None:
 
 
 def test_the_simulators_malformed_lines_are_skipped_and_counted() -> None:
-    from orchestrator.sim.logs import bad_metric_lines, decode_batch
+    from orchestrator.engines.sglang.simdialect import bad_metric_lines, decode_batch
 
     good = decode_batch(running=2, tokens=100, usage=0.01, accept_len=3.0, accept_rate=0.5, throughput=90.0, queue=0)
     bad = [line for i in range(4) for line in bad_metric_lines(i)]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
+from orchestrator.engines.vllm.log import parse_vllm
 from orchestrator.metrics import parse_window
-from orchestrator.metrics.samples import VllmEngineSample, VllmSpecSample
-from orchestrator.metrics.vllm import parse_vllm
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 

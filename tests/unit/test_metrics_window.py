@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import orchestrator.metrics as metrics
+from orchestrator.engines.samples import recover_steps, typed_value
 from orchestrator.errors import ConfigError, MetricsError
 from orchestrator.metrics import compare_sources, parse_window, response_figures, scrape_delta
-from orchestrator.metrics.samples import recover_steps, typed_value
 
 LINE = (
     "[2026-05-30 00:39:10 TP0] Decode batch, #running-req: 1, #token: 1234, token usage: 0.01, accept len: 3.52, "

@@ -17,13 +17,14 @@ from orchestrator.runs.identity import resolved_experiment
 from orchestrator.runs.store import ResumeState, RunStore
 from orchestrator.search.bayesian import BayesianStrategy
 from orchestrator.search.cost import search_cost
-from orchestrator.search.driver import SearchSchedule, schedule_for, search_plan
+from orchestrator.search.driver import search_plan
 from orchestrator.search.objective import LevelScore, Score, score_records
 from orchestrator.search.recommend import recommend, to_yaml
 from orchestrator.search.space import SearchSpace
 from orchestrator.search.strategies import GridStrategy, Proposal, RandomStrategy, SuccessiveHalving
 from orchestrator.sweep.measure import new_record
 from orchestrator.sweep.schedule import Schedule
+from orchestrator.sweep.searching import SearchSchedule, schedule_for
 
 BASE = """\
 name: s

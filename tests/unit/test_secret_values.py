@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment.schema import SecretSource, load_experiment
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.experiment.service import SecretSource
 from orchestrator.plan.deployments import build_plan
 from orchestrator.runs.identity import resolved_experiment
 from orchestrator.services.secrets import Redactor, env_file_text, reference

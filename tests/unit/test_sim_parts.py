@@ -6,8 +6,9 @@ import re
 
 import pytest
 
+from orchestrator.engines.sglang.simdialect import decode_batch
 from orchestrator.errors import ConfigError
-from orchestrator.sim import api, logs
+from orchestrator.sim import api
 from orchestrator.sim.config import parse_args
 from orchestrator.sim.faults import Faults, parse_faults
 from orchestrator.sim.model import Drafter, Speculator
@@ -113,7 +114,7 @@ def test_firehose_costs_nothing() -> None:
 
 def test_decode_line_has_sglang_format() -> None:
     # sglang 0.5.23 metrics_reporter.py report_decode_stats: no trailing comma, prefix only with tp_size > 1.
-    line = logs.decode_batch(
+    line = decode_batch(
         running=1, tokens=1234, usage=0.01, accept_len=3.52, accept_rate=0.63, throughput=86.12, queue=0, prefix=" TP0"
     )
     assert re.fullmatch(

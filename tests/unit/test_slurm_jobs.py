@@ -1,6 +1,6 @@
 """Talking to Slurm (orchestrator/launchers/slurmjobs.py): the parsers on answers recorded from Slurm 22.05
 (Debian's slurm-wlm, the system tests' cluster), the batch script, job names and comments; and the launcher's
-keys in an experiment file (orchestrator/experiment/schema.py), each error with its file and line."""
+keys in an experiment file (orchestrator/experiment/hosts.py), each error with its file and line."""
 
 from __future__ import annotations
 

@@ -290,8 +290,8 @@ def test_a_stop_while_jobs_are_pending_cancels_them_all(
 def test_restore_cancels_a_dead_runs_jobs_and_lock_and_leaves_a_live_one(
     tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from orchestrator.launchers.restore import restore_experiment
     from orchestrator.services.hoststate import controller_identity
-    from orchestrator.services.restore import restore_experiment
 
     scheduler = FakeScheduler(nodes=_two_nodes())
     use_scheduler(monkeypatch, scheduler)

@@ -18,7 +18,10 @@ import pytest
 
 from orchestrator.analysis.compare import best_per_load, pareto_front, significance
 from orchestrator.analysis.intervals import aggregate_windows, difference
+from orchestrator.analysis.lossless import check_lossless, first_difference
 from orchestrator.engines.cache import flush_prefix_cache
+from orchestrator.engines.responses import SpecFigures
+from orchestrator.engines.sglang.responses import SGLANG_SGLEXT
 from orchestrator.experiment.schema import load_experiment
 from orchestrator.hosts.local import LocalHost
 from orchestrator.hosts.telemetry import (
@@ -32,12 +35,11 @@ from orchestrator.hosts.telemetry import (
 from orchestrator.load.adaptive import AdaptiveStop
 from orchestrator.load.loops import LoopState
 from orchestrator.load.records import RequestRecord, request_row
-from orchestrator.load.spec import SGLANG_SGLEXT, SpecFigures
 from orchestrator.load.stats import summarize
 from orchestrator.load.uncertainty import window_intervals
 from orchestrator.plan.deployments import build_plan, content_id
 from orchestrator.runs.provenance import experiment_hash, provenance_differences, running_command
-from orchestrator.sweep.lossless import Answer, check_lossless, first_difference, read_stream
+from orchestrator.sweep.lossless import Answer, read_stream
 from orchestrator.sweep.schedule import Schedule
 
 FAKE_SMI = Path(__file__).resolve().parents[1] / "data" / "fake-nvidia-smi"

@@ -23,12 +23,12 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from orchestrator.cli.console import console, err_console
+from orchestrator.engines.registry import engine_names
 from orchestrator.errors import Interrupted, LoadError
 from orchestrator.experiment.durations import parse_duration
 from orchestrator.load import API_PATHS, LoadSettings
 from orchestrator.load.datasets import FORMATS, WorkloadSource
 from orchestrator.load.settings import engine_request_extras
-from orchestrator.metrics import ENGINES
 
 if TYPE_CHECKING:
     from orchestrator.load import LoadProgress, LoadResult
@@ -174,8 +174,8 @@ def load(
     ),
 ) -> None:
     """Fire load at a server (closed loop per concurrency, open loop per rate) and show what it measured."""
-    if engine is not None and engine not in ENGINES:
-        raise typer.BadParameter(f"choose one of {', '.join(ENGINES)}", param_hint="--engine")
+    if engine is not None and engine not in engine_names():
+        raise typer.BadParameter(f"choose one of {', '.join(engine_names())}", param_hint="--engine")
     if api not in API_PATHS:
         raise typer.BadParameter(f"choose one of {', '.join(API_PATHS)}", param_hint="--api")
     if prompts_format not in FORMATS:

@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.console import console, err_console
+from orchestrator.engines.registry import BUILTIN, engine_names
 from orchestrator.errors import MetricsError
-from orchestrator.metrics import ENGINES, PromWindow, WindowMetrics, parse_window, scrape_delta
+from orchestrator.metrics import PromWindow, WindowMetrics, parse_window, scrape_delta
 
 
 def _read(source: str) -> bytes:
@@ -152,7 +153,12 @@ def parse(
     source: str | None = typer.Argument(
         None, metavar="FILE|-", help="A saved log: journalctl export, log file, or - for stdin."
     ),
-    engine: str = typer.Option(..., "--engine", "-e", help=f"Engine that wrote the log: {', '.join(ENGINES)}."),
+    engine: str = typer.Option(
+        ...,
+        "--engine",
+        "-e",
+        help=f"Engine that wrote the log: {', '.join(BUILTIN)}, or one a package registers (docs/engines.md).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the window aggregate and samples as JSON."),
     regex: list[str] = typer.Option(
         [], "--regex", "-r", metavar="NAME=REGEX", help="A user parser; named groups become fields (repeatable)."
@@ -176,8 +182,8 @@ def parse(
 ) -> None:
     """Read a saved log (or two saved /metrics scrapes) as one window: print the aggregate (accept length,
     acceptance rate, throughput, DDTree averages) and the samples."""
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"{engine!r} is not one of {', '.join(ENGINES)}", param_hint="--engine")
+    if engine not in engine_names():
+        raise typer.BadParameter(f"{engine!r} is not one of {', '.join(engine_names())}", param_hint="--engine")
     if prometheus is not None:
         if source is not None:
             raise typer.BadParameter("give either a log FILE or --prometheus BEFORE AFTER, not both")

@@ -12,7 +12,7 @@ from orchestrator.cli.console import console
 from orchestrator.experiment.schema import load_experiment
 
 if TYPE_CHECKING:  # paramiko loads only when a host is reached
-    from orchestrator.services.restore import RestoreOutcome
+    from orchestrator.launchers.restore import RestoreOutcome
 
 
 def _show(outcome: RestoreOutcome) -> None:
@@ -39,7 +39,7 @@ def restore(
 ) -> None:
     """Undo the configuration changes and locks a killed run left behind. Exit 1 if a host could not be
     restored."""
-    from orchestrator.services.restore import restore_experiment
+    from orchestrator.launchers.restore import restore_experiment
 
     # The secrets stay unread: undoing a run must not need the tokens the server was given.
     experiment = load_experiment(file, read_secrets=False)

@@ -10,7 +10,8 @@ from rich.markup import escape
 
 from orchestrator.cli.console import console, err_console
 from orchestrator.errors import ConfigError
-from orchestrator.experiment.schema import load_experiment, problems_of
+from orchestrator.experiment.schema import load_experiment
+from orchestrator.experiment.validation import problems_of
 from orchestrator.plan.deployments import build_plan
 
 

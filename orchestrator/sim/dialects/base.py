@@ -80,11 +80,23 @@ class Dialect:
     def startup_lines(self, url: str) -> list[str]:
         return []
 
+    def load_begin_lines(self) -> list[str]:
+        """Lines printed when the model starts loading (before the progress lines)."""
+        return []
+
     def loading_line(self, done: int, total: int, elapsed: float, remaining: float) -> str | None:
         return None
 
     def loaded_lines(self) -> list[str]:
         return []
+
+    def uvicorn_lines(self, url: str) -> list[str]:
+        """Lines the engine's HTTP server prints once it listens, before the model is loaded (SGLang's uvicorn)."""
+        return []
+
+    def warmup_request(self) -> dict[str, Any] | None:
+        """The native ``/generate`` body the engine sends itself before it says it is ready (None: no warm-up)."""
+        return None
 
     def ready_lines(self, url: str) -> list[str]:
         return []
@@ -135,6 +147,13 @@ class Dialect:
         """The body of the engine's information endpoint."""
         return {}
 
+    def info_requested(self, path: str) -> None:
+        """An ``info`` or ``model_info`` endpoint was asked for (the engine may log a deprecation)."""
+
+    def model_info(self) -> dict[str, Any]:
+        """The body of the engine's ``model_info`` endpoint, when it has one."""
+        return {}
+
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": []}
 
@@ -166,6 +185,10 @@ class Dialect:
         raise NotImplementedError
 
     def stream_format(self, req: SimRequest, *, chat: bool, model: str, created: int) -> StreamFormat:
+        raise NotImplementedError
+
+    def native_meta_info(self, req: SimRequest, *, final: bool, e2e_latency: float) -> dict[str, Any]:
+        """The ``meta_info`` of a native ``/generate`` chunk (engines whose ``generation_paths`` have one)."""
         raise NotImplementedError
 
     def stream_tail(self, req: SimRequest, fmt: StreamFormat, *, reason: str, options: dict[str, Any]) -> list[str]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.metrics.lines import RankDeduper, candidate_lines, rank_prefix
-from orchestrator.metrics.samples import DDTreeSample, ParseResult, typed_value
+from orchestrator.engines.lines import RankDeduper, candidate_lines, rank_prefix
+from orchestrator.engines.samples import DDTreeSample, ParseResult, typed_value
 
 __all__ = ["DEFINITION", "MARKER", "STANDARD_KEYS", "aggregate_ddtree", "parse_ddtree"]
 

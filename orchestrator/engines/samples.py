@@ -156,7 +156,7 @@ class DDTreeSample(Sample):
 @dataclass(slots=True)
 class VllmSpecSample(Sample):
     """One vLLM ``SpecDecoding metrics:`` line (one logging interval), or one V0 ``Speculative metrics:`` line
-    turned into its interval's counts. ``drafts`` is recovered, not printed. See orchestrator/metrics/vllm.py."""
+    turned into its interval's counts. ``drafts`` is recovered, not printed. See orchestrator/engines/vllm/log.py."""
 
     kind: ClassVar[str] = "vllm_spec"
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.engines.samples import ParseResult, UserSample, typed_value
 from orchestrator.errors import ConfigError
-from orchestrator.metrics.samples import ParseResult, UserSample, typed_value
 
 __all__ = ["DEFINITION", "UserParser", "aggregate_user", "compile_user_parsers", "parse_user"]
 

@@ -51,8 +51,8 @@ import math
 import re
 from typing import Any
 
-from orchestrator.metrics.lines import candidate_lines
-from orchestrator.metrics.samples import ParseResult, VllmEngineSample, VllmSpecSample, recover_steps, to_float
+from orchestrator.engines.lines import candidate_lines
+from orchestrator.engines.samples import ParseResult, VllmEngineSample, VllmSpecSample, recover_steps, to_float
 
 __all__ = ["DEFINITIONS", "MARKERS", "RATE_DEFINITIONS", "aggregate_vllm", "parse_vllm"]
 

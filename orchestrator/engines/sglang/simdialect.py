@@ -41,7 +41,7 @@ from orchestrator.sim.expo import Family, render
 from orchestrator.sim.request import SimRequest
 from orchestrator.sim.stats import Counts
 
-__all__ = ["SGLangDialect"]
+__all__ = ["WARMUP_MAX_NEW_TOKENS", "WARMUP_TEXT", "SGLangDialect", "bad_metric_lines", "decode_batch"]
 
 # 0.5.23 metrics_reporter.py: GEN_THROUGHPUT_STALENESS_SECONDS; _maybe_log_idle_metrics republishes after 30 s.
 GEN_THROUGHPUT_STALENESS_SECONDS = 30.0
@@ -195,6 +195,11 @@ class SGLangDialect(Dialect):
             "INFO:     Application startup complete.",
             f"INFO:     Uvicorn running on {url} (Press CTRL+C to quit)",
         ]
+
+    def warmup_request(self) -> dict[str, Any] | None:
+        """http_server.py ``_execute_server_warmup``: one ``/generate`` of a fixed text, temperature 0, 8 new
+        tokens, counted in the metrics like any request, before the server is ready."""
+        return {"text": WARMUP_TEXT, "sampling_params": {"temperature": 0, "max_new_tokens": WARMUP_MAX_NEW_TOKENS}}
 
     def ready_lines(self, url: str) -> list[str]:
         return [self._server_line("The server is fired up and ready to roll!")]
@@ -681,3 +686,32 @@ class SGLangDialect(Dialect):
 def _mmss(seconds: float) -> str:
     seconds = max(0, round(seconds))
     return f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def decode_batch(
+    *,
+    running: int,
+    tokens: int,
+    usage: float,
+    accept_len: float | None,
+    accept_rate: float | None,
+    throughput: float,
+    queue: int,
+    prefix: str = "",
+) -> str:
+    """SGLang 0.5.23's ``Decode batch`` line (sglang/srt/managers/scheduler_components/metrics_reporter.py
+    ``report_decode_stats``), for callers outside the simulator: the accept fields only when speculating;
+    ``prefix`` like ``" TP0"``."""
+    spec = ""
+    if accept_len is not None:
+        spec = f"accept len: {accept_len:.2f}, accept rate: {accept_rate or 0.0:.2f}, "
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        f"[{stamp}{prefix}] Decode batch, #running-req: {running}, #token: {tokens}, token usage: {usage:.2f}, "
+        f"{spec}cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: {queue}"
+    )
+
+
+def bad_metric_lines(index: int) -> list[str]:
+    """The SGLang dialect's ``bad-metrics`` fault lines for interval ``index`` (malformed on purpose)."""
+    return SGLangDialect.bad_lines(index)

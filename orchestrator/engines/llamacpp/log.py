@@ -46,8 +46,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.metrics.lines import candidate_lines
-from orchestrator.metrics.samples import (
+from orchestrator.engines.lines import candidate_lines
+from orchestrator.engines.samples import (
     LlamaRequestSample,
     LlamaSpecStatsSample,
     ParseResult,

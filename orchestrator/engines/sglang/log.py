@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.metrics.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
-from orchestrator.metrics.samples import READ, ParseResult, SglangDecodeSample, to_float
+from orchestrator.engines.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
+from orchestrator.engines.samples import READ, ParseResult, SglangDecodeSample, to_float
 
 __all__ = [
     "ACCEPT_RATE_DEFINITIONS",

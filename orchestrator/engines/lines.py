@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = [
+    "EDGE_DEFINITION",
     "PREFIX",
     "RANK_TAGS",
     "RankDeduper",
@@ -147,3 +148,19 @@ class RankDeduper:
         """True when ``ranks`` is not its group's printer (call only for lines with copy tags)."""
         printer = self._printer.setdefault(group, ranks)
         return printer != ranks
+
+
+#: How a cut window's interval lines are read (orchestrator.metrics.window.drop_window_edges applies it).
+EDGE_DEFINITION = (
+    "An engine's interval line (SGLang 'Decode batch', vLLM 'SpecDecoding metrics:' and 'Engine NNN:') covers "
+    "the time and the tokens since that engine's previous line of its kind, so the first line of a window "
+    "covers an interval that began before the window: after an idle gap its throughput includes the gap, and "
+    "its counts may include the previous point's last unlogged steps (SGLang 0.5.23: "
+    "managers/scheduler_components/metrics_reporter.py report_decode_stats, scheduler_metrics_mixin.py before, "
+    "resets its counters and last_decode_stats_tic only when it prints a line; vLLM: v1/metrics/loggers.py "
+    "LoggingStatLogger.log every VLLM_LOG_STATS_INTERVAL seconds, v1/spec_decode/metrics.py resetting only when "
+    "it printed). See docs/engines.md. So the first line of each group (SGLang DP "
+    "group, vLLM engine) is left out of the window's figures when the group has more lines in the window; "
+    "details.edge_lines_dropped counts them and details.edge_lines_kept counts groups with one line only, "
+    "whose figures then include the edge."
+)

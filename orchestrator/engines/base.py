@@ -1,0 +1,140 @@
+"""The seam between specsweep and one engine: what the rest of the code may ask of it.
+
+An engine is everything specsweep knows about one server program, in one package under
+``orchestrator/engines/`` (or in a user's own package, found through the ``specsweep.engines`` entry-point
+group: :mod:`orchestrator.engines.registry`). The rest of the code never imports an engine's package; it asks
+the registry for the :class:`Engine` an experiment's ``engine:`` names and uses these members:
+
+- ``name`` (the ``engine:`` value), ``family`` (whose formats it speaks: the simulator speaks SGLang's),
+  ``summary`` (one line for ``--help`` and errors);
+- the log: ``markers`` (substrings that mark a metric line, for counting unreadable ones), :meth:`parse_log`
+  (text -> typed samples, never raising) and :meth:`aggregate` (samples of one window -> figures, their
+  definitions and details, computed as the engine computes them);
+- ``/metrics``: ``prometheus_prefix``, ``prometheus_definitions`` and :meth:`derive_prometheus` (the
+  engine's own figures from two scrapes, after the shared counter derivation);
+- control endpoints: ``health_paths`` (polled until the server answers), :meth:`flush_cache`
+  (``flush_path`` names its request), ``info_paths``, ``version_key``, ``info_settings`` and
+  ``info_settings_object`` (what the server says about itself), and the lines it prints when listening or
+  ready (``listening_patterns``, ``ready_patterns``);
+- per-response figures: ``response_sources`` and :meth:`request_extras` (the body fields that ask for them);
+- ``init_flags``: what ``specsweep init`` writes for this engine.
+
+:class:`EngineBase` gives the defaults (nothing offered); the built-in engines subclass it, and an engine from
+outside may too. Every definition an engine gives cites the engine source file it comes from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from orchestrator.engines.samples import ParseResult
+
+__all__ = ["ADDRESS", "Call", "Edges", "Engine", "EngineBase", "WindowFigures"]
+
+#: The address in a "listening on" line: scheme, host (a bracketed IPv6 address or a name) and port.
+ADDRESS = r"(?P<scheme>https?)://(?P<host>\[[^\]\s]*\]|[^\s:/\[\]]+):(?P<port>\d{1,5})\b"
+
+
+#: ``(samples) -> (kept, groups whose first line was dropped, groups kept with their edge line)``: how a
+#: window's interval lines are cut at its start (``orchestrator.metrics.window.drop_window_edges``, or keep all).
+Edges = Callable[[Sequence[Any]], tuple[list[Any], int, int]]
+
+#: ``(method, path) -> (status, body)``: one control-plane request to the server, ``(None, None)`` unanswered.
+Call = Callable[[str, str], tuple[int | None, str | None]]
+
+
+@dataclass
+class WindowFigures:
+    """One window's figures from an engine's log samples: ``figures`` (``accept_len``, ``acceptance_rate``,
+    ``gen_throughput``, ``details``), ``definitions`` (figure -> how it was computed, with the engine file),
+    and, for interval lines cut at the window's start, how many groups lost their first line (``dropped``)
+    and how many kept it (``kept``); ``intervals`` is False for an engine whose samples are whole requests."""
+
+    figures: dict[str, Any]
+    definitions: dict[str, str]
+    dropped: int = 0
+    kept: int = 0
+    intervals: bool = True
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What specsweep may ask of an engine (the module docstring says what each member is for)."""
+
+    name: str
+    family: str
+    summary: str
+    markers: tuple[str, ...]
+    prometheus_prefix: str | None
+    prometheus_definitions: Mapping[str, str]
+    flush_path: str | None
+    health_paths: tuple[str, ...]
+    info_paths: tuple[str, ...]
+    version_key: str
+    info_settings: tuple[str, ...]
+    info_settings_object: str | None
+    listening_patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    ready_patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    init_flags: Mapping[str, str]
+
+    def parse_log(self, text: str) -> ParseResult: ...
+
+    def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures: ...
+
+    def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None: ...
+
+    def request_extras(self, api: str) -> dict[str, Any]: ...
+
+    def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
+
+
+@dataclass(frozen=True)
+class EngineBase:
+    """Defaults for every member of :class:`Engine`: an engine that offers nothing beyond its name."""
+
+    name: str
+    family: str = ""
+    summary: str = ""
+    markers: tuple[str, ...] = ()
+    prometheus_prefix: str | None = None
+    prometheus_definitions: Mapping[str, str] = field(default_factory=dict)
+    flush_path: str | None = None
+    health_paths: tuple[str, ...] = ("/health",)  # what a health wait GETs when the experiment names none
+    info_paths: tuple[str, ...] = ("/version",)
+    version_key: str = "version"
+    info_settings: tuple[str, ...] = ()
+    info_settings_object: str | None = None  # an object of the info answer that also holds settings
+    #: (who prints it, pattern with groups scheme, host, port): lines printed once the HTTP socket listens
+    listening_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    #: (who prints it, pattern): lines that say the server serves, naming no port
+    ready_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    init_flags: Mapping[str, str] = field(default_factory=dict)
+    aliases: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
+
+    def parse_log(self, text: str) -> ParseResult:
+        from orchestrator.engines.samples import ParseResult
+
+        return ParseResult()
+
+    def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
+        return WindowFigures(
+            {"accept_len": None, "acceptance_rate": None, "gen_throughput": None, "details": {}}, {}, intervals=False
+        )
+
+    def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None:
+        return None
+
+    def request_extras(self, api: str) -> dict[str, Any]:
+        return {}
+
+    def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
+        """Empty the server's prefix cache through ``call``: ``(ok, note)``; None when the engine has no way."""
+        return None

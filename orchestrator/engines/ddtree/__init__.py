@@ -1,0 +1,2 @@
+"""DDTree's ``DDTREE metrics:`` lines (a draft-tree method printed by the servers that run it), read for every
+engine beside its own lines: ``log`` (parser and window averages)."""

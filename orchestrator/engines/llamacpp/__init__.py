@@ -1,0 +1,66 @@
+"""llama.cpp's ``llama-server``: everything specsweep knows about it, each definition with its source file.
+
+``log`` (``print_timings`` and the speculative statistics lines, assembled per request), ``responses``
+(``timings`` of the last chunk), ``simdialect`` (the simulator's imitation of it). Its ``/metrics`` counters
+are read by the shared counter derivation under the ``llamacpp:`` prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
+
+if TYPE_CHECKING:
+    from orchestrator.engines.samples import ParseResult
+
+__all__ = ["ENGINE", "LlamaCpp"]
+
+
+@dataclass(frozen=True)
+class LlamaCpp(EngineBase):
+    def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
+        from orchestrator.engines.llamacpp.control import flush_cache
+
+        return flush_cache(call)
+
+    def parse_log(self, text: str) -> ParseResult:
+        from orchestrator.engines.llamacpp.log import parse_llamacpp
+
+        return parse_llamacpp(text)
+
+    def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
+        from orchestrator.engines.llamacpp.log import DEFINITIONS, aggregate_llamacpp
+        from orchestrator.engines.samples import LlamaRequestSample
+
+        # one sample per request, already assembled: no interval edges
+        requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
+        return WindowFigures(aggregate_llamacpp(requests), dict(DEFINITIONS), intervals=False)
+
+
+def _engine() -> LlamaCpp:
+    from orchestrator.engines.exposition import COUNTER_DEFINITIONS
+    from orchestrator.engines.llamacpp.log import MARKERS
+
+    return LlamaCpp(
+        name="llamacpp",
+        summary="llama.cpp (llama-server): print_timings and draft statistics lines, llamacpp: metrics",
+        markers=MARKERS,
+        prometheus_prefix="llamacpp:",
+        prometheus_definitions=COUNTER_DEFINITIONS,
+        # tools/server/server-context.cpp post_slots: one POST per slot after GET /slots
+        flush_path="/slots/{id}?action=erase",
+        # tools/server: GET /props -> build_info
+        health_paths=("/health",),
+        info_paths=("/props",),
+        version_key="build_info",
+        info_settings=("model_path", "total_slots", "n_ctx"),
+        info_settings_object="default_generation_settings",
+        # tools/server/server.cpp: "server is listening on http://HOST:PORT" (older builds "listening on ...")
+        listening_patterns=(("llama.cpp", re.compile(r"(?:^|\s|:)(?:server is )?listening on " + ADDRESS)),),
+    )
+
+
+ENGINE = _engine()

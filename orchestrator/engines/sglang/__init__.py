@@ -1,0 +1,96 @@
+"""SGLang: everything specsweep knows about it, each definition with the SGLang source file it comes from.
+
+``log`` (the scheduler's ``Decode batch`` lines: parser and window aggregation), ``prometheus`` (the
+tokenizer's counters and the scheduler's gauges), ``responses`` (``sglext.spec_tokens_details`` and
+``meta_info``, and the request field that asks for them), ``simdialect`` (the simulator's imitation of it).
+``ENGINE`` is SGLang as the registry gives it; ``SIM`` is specsweep's simulator, which speaks SGLang's formats
+unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
+
+if TYPE_CHECKING:
+    from orchestrator.engines.samples import ParseResult
+
+__all__ = ["ENGINE", "SIM", "SGLang"]
+
+
+@dataclass(frozen=True)
+class SGLang(EngineBase):
+    """SGLang's formats (and the simulator's, which imitates them)."""
+
+    def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
+        from orchestrator.engines.sglang.control import flush_cache
+
+        return flush_cache(call)
+
+    def parse_log(self, text: str) -> ParseResult:
+        from orchestrator.engines.sglang.log import parse_sglang
+
+        return parse_sglang(text)
+
+    def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
+        from orchestrator.engines.samples import SglangDecodeSample
+        from orchestrator.engines.sglang.log import DEFINITIONS, aggregate_sglang
+
+        decode, dropped, kept = edges([s for s in result.samples if isinstance(s, SglangDecodeSample)])
+        return WindowFigures(aggregate_sglang(decode, version=version), dict(DEFINITIONS), dropped, kept)
+
+    def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None:
+        from orchestrator.engines.sglang.prometheus import derive
+
+        derive(window, after, generated, version)
+
+    def request_extras(self, api: str) -> dict[str, Any]:
+        from orchestrator.engines.sglang.responses import request_extras
+
+        return request_extras(api)
+
+
+def _sglang(name: str, summary: str) -> SGLang:
+    from orchestrator.engines.sglang.log import MARKER
+    from orchestrator.engines.sglang.prometheus import DEFINITIONS, PREFIX
+
+    return SGLang(
+        name=name,
+        family="sglang",
+        summary=summary,
+        markers=(MARKER,),
+        prometheus_prefix=PREFIX,
+        prometheus_definitions=DEFINITIONS,
+        # python/sglang/srt/entrypoints/http_server.py flush_cache (0.5.23)
+        flush_path="/flush_cache",
+        # /server_info (0.4.7 and later), /get_server_info before; the version under "version"
+        health_paths=("/health", "/v1/models"),
+        info_paths=("/server_info", "/get_server_info"),
+        version_key="version",
+        # python/sglang/srt/server_args.py field names worth keeping beside the version
+        info_settings=(
+            "model_path",
+            "tp_size",
+            "dp_size",
+            "pp_size",
+            "ep_size",
+            "enable_dp_attention",
+            "decode_log_interval",
+            "enable_metrics",
+            "speculative_algorithm",
+            "speculative_draft_model_path",
+            "speculative_num_steps",
+            "speculative_eagle_topk",
+            "speculative_num_draft_tokens",
+        ),
+        # http_server.py: uvicorn's own line once the socket is bound; _wait_and_warmup's line once it serves
+        listening_patterns=(("uvicorn", re.compile(r"Uvicorn running on " + ADDRESS)),),
+        ready_patterns=(("sglang", re.compile(r"The server is fired up and ready to roll!")),),
+    )
+
+
+ENGINE = _sglang("sglang", "SGLang (sglang.launch_server): Decode batch lines, sglang: metrics")
+SIM = _sglang("sim", "specsweep's simulator (python -m orchestrator.sim), speaking SGLang's formats")

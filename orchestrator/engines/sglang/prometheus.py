@@ -1,0 +1,149 @@
+"""SGLang's ``/metrics``: the window's figures from the tokenizer's counters, the scheduler gauges as fallback.
+
+SGLang (python/sglang/srt/observability/metrics_collector.py, sglang 0.5.23) exposes, from its tokenizer
+process (one per server, every DP group's requests; labels ``model_name``, ``engine_type``), the counters
+``sglang:generation_tokens_total`` (+ label ``is_streaming`` from 0.5.17) and ``sglang:spec_verify_calls_total``
+(from 0.5.13), both incremented when a request finishes (``observe_one_finished_request``: completion tokens,
+and the request's verify calls when > 0). There is no accepted-draft or proposed-draft counter. So window
+accept length = d(generation_tokens) / d(spec_verify_calls), bonus included: the same formula as a
+``/generate`` response's ``meta_info.spec_accept_length`` (managers/tokenizer_manager.py
+``_calculate_spec_decoding_metrics``: completion_tokens / spec_verify_ct), over the requests that finished
+between the scrapes. Each scheduler that logs (SchedulerMetricsCollector, labels ``model_name``,
+``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank`` and ``dp_rank`` when the server has DP ranks)
+exports the gauges ``sglang:spec_accept_length``, ``sglang:spec_accept_rate`` and ``sglang:gen_throughput``,
+set to its last ``Decode batch`` line's figures (metrics_reporter.py report_decode_stats; gen_throughput
+goes to 0 when idle). Series that differ only in ``tp_rank``/``pp_rank``/``moe_ep_rank`` are copies of one
+DP group's figures (ATTN_CP ranks up to 0.5.22, PP stages, --enable-metrics-for-all-schedulers; see
+lines.py RANK_TAGS); one series per group is read, and groups are combined: throughputs add up, accept
+lengths are weighted by each group's verify rate (throughput / accept length). The gauges are the fallback
+and the cross-check (``details.gauge_*``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.engines.exposition import PromSnapshot, PromWindow, by_name
+from orchestrator.engines.sglang.log import accept_rate_definition
+
+__all__ = ["COPY_LABELS", "DEFINITIONS", "PREFIX", "RATE_HELP_DRAFTS_ONLY", "RATE_HELP_INCL_BONUS", "derive"]
+
+PREFIX = "sglang:"
+
+DEFINITIONS: dict[str, str] = {
+    "accept_len": (
+        "SGLang: tokens per verify step, bonus included, the prefill's first "
+        "token excluded: (d(sglang:generation_tokens_total) - d(sglang:num_requests_total)) / "
+        "d(sglang:spec_verify_calls_total), all series summed, over the requests that finished between the "
+        "scrapes (observability/metrics_collector.py observe_one_finished_request increments the three "
+        "together: completion tokens, 1, and the request's verify calls when > 0; each completion's first "
+        "token comes from prefill). SGLang's own formula, completion tokens / verify calls (as meta_info "
+        "spec_accept_length), is details.accept_len_engine. Without the verify counter (SGLang < 0.5.13) the "
+        "sglang:spec_accept_length gauges: per DP group the mean of the non-zero samples during and at the "
+        "end of the window, groups weighted by verify rate (gen_throughput / accept length)."
+    ),
+    "acceptance_rate": (
+        "SGLang (no counter for it): the "
+        "sglang:spec_accept_rate gauges, combined over DP groups like accept_len, only when their HELP text "
+        "(or the server version given) says drafts only ('accepted drafts / proposed drafts', sglang >= "
+        "0.5.11); the older definition ('accepted tokens / total draft tokens', bonus counted) goes to "
+        "details.acceptance_rate_incl_bonus, an unknown one to details.gauge_acceptance_rate only."
+    ),
+    "gen_throughput": (
+        "d(sglang:generation_tokens_total) / elapsed seconds when both are known; else the "
+        "sglang:gen_throughput gauges: per DP group the mean of the non-zero samples, summed over groups "
+        "(copies of a group counted once)."
+    ),
+}
+
+# SGLang's scheduler gauge labels that tell copies of one DP group's figures apart (lines.py RANK_TAGS).
+COPY_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
+# metrics_collector.py HELP of sglang:spec_accept_rate: 0.5.11+ / <= 0.5.10.
+RATE_HELP_DRAFTS_ONLY = "accepted drafts / proposed drafts"
+RATE_HELP_INCL_BONUS = "accepted tokens / total draft tokens"
+
+
+def _group_means(window: PromWindow, after: PromSnapshot, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Per SGLang DP group (the labels but the copy labels), the window mean of one copy's non-zero samples
+    of gauge ``name`` (the copy with the lowest tp_rank / pp_rank; every copy holds the same figures)."""
+    picked: dict[tuple[tuple[str, str], ...], tuple[tuple[int, ...], float]] = {}
+    for key, stats in window.gauges.items():
+        if after.names.get(key) != name:
+            continue
+        labels = after.labels[key]
+        # 0 means "no decode interval since the gauge was set" (idle, or speculation off), not a value.
+        mean = stats["mean_nonzero"]
+        if not isinstance(mean, float | int):
+            continue
+        group = tuple(sorted((k, v) for k, v in labels.items() if k not in COPY_LABELS))
+        order = tuple(_rank(labels.get(k)) for k in ("tp_rank", "pp_rank", "moe_ep_rank"))
+        if group not in picked or order < picked[group][0]:
+            picked[group] = (order, float(mean))
+    return {group: value for group, (_, value) in picked.items()}
+
+
+def _rank(text: str | None) -> int:
+    try:
+        return int(text) if text is not None else -1
+    except ValueError:
+        return 1 << 30
+
+
+def _combine_lengths(lengths: dict[Any, float], throughputs: dict[Any, float]) -> float | None:
+    """Accept length over DP groups: tokens / verify steps, each group's verify rate being its throughput /
+    its accept length; the plain mean when a group has no throughput."""
+    if not lengths:
+        return None
+    if all(throughputs.get(g, 0) > 0 for g in lengths):
+        tokens = sum(throughputs[g] for g in lengths)
+        verifies = sum(throughputs[g] / length for g, length in lengths.items() if length > 0)
+        if verifies > 0:
+            return tokens / verifies
+    return sum(lengths.values()) / len(lengths)
+
+
+def derive(window: PromWindow, after: PromSnapshot, generated: float | None, version: str | None) -> None:
+    """SGLang: the tokenizer's counters first (exact), the scheduler gauges as fallback and cross-check."""
+    prefix = PREFIX
+    verifies = by_name(window.counters, after.names, f"{prefix}spec_verify_calls_total")
+    finished = by_name(window.counters, after.names, f"{prefix}num_requests_total")
+    lengths = _group_means(window, after, f"{prefix}spec_accept_length")
+    rates = _group_means(window, after, f"{prefix}spec_accept_rate")
+    throughputs = _group_means(window, after, f"{prefix}gen_throughput")
+    gauge_len = _combine_lengths(lengths, throughputs)
+    gauge_rate = _combine_lengths(rates, throughputs) if rates else None
+    gauge_throughput = sum(throughputs.values()) if throughputs else None
+    help_text = after.helps.get(f"{prefix}spec_accept_rate", "")
+    if RATE_HELP_DRAFTS_ONLY in help_text:
+        rate_definition = "drafts_only"
+    elif RATE_HELP_INCL_BONUS in help_text:
+        rate_definition = "incl_bonus"
+    else:  # no HELP (or prometheus_client's "Multiprocess metric"): the version decides, if given
+        rate_definition = accept_rate_definition(version)
+    engine_len = generated / verifies if verifies and generated is not None else None
+    source = None
+    if verifies and generated is not None and finished is not None:
+        window.accept_len = (generated - finished) / verifies
+        source = "counters"
+    elif gauge_len is not None:
+        window.accept_len = gauge_len
+        source = "gauges"
+    if gauge_rate is not None and rate_definition == "drafts_only":
+        window.acceptance_rate = gauge_rate
+    if window.gen_throughput is None and gauge_throughput is not None:
+        window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
+    window.details.update(
+        {
+            "verify_calls": verifies,
+            "finished_requests": finished,
+            "accept_len_engine": engine_len,
+            "accept_len_source": source,
+            "gauge_accept_len": gauge_len,
+            "gauge_acceptance_rate": gauge_rate,
+            "gauge_gen_throughput": gauge_throughput,
+            "gauge_groups": len(throughputs or lengths),
+            "acceptance_rate_definition": rate_definition if gauge_rate is not None else None,
+        }
+    )
+    if rate_definition == "incl_bonus":
+        window.details["acceptance_rate_incl_bonus"] = gauge_rate

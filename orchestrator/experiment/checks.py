@@ -1,0 +1,371 @@
+"""What a schema cannot see, across sections: hosts and launcher agree, baselines name real variants, every
+template placeholder resolves for every variant and every matrix key is used, the matrix does not explode,
+every rendered command is usable, and every secret can be read. Each problem is a key path and a message,
+located in the file by ``schema.parse_experiment``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.errors import ConfigError
+from orchestrator.experiment.common import Scalar
+from orchestrator.experiment.hosts import LocalHostSpec, SlurmLauncherSpec, SSHHostSpec
+from orchestrator.experiment.load import LoadSpec
+from orchestrator.experiment.search import search_problems
+from orchestrator.experiment.service import (
+    ExistingServiceSpec,
+    ProcessServiceSpec,
+    SecretSource,
+    ServerSpec,
+    SystemdServiceSpec,
+    _header_text,
+)
+from orchestrator.experiment.validation import suggest
+from orchestrator.experiment.variants import Variant
+from orchestrator.templates import TemplateSyntaxError, fields
+
+__all__ = ["MAX_DEPLOYMENTS", "MAX_LOAD_POINTS", "RUNTIME_FIELDS", "ExperimentLike"]
+
+#: Placeholders resolved at run time, per host; only allowed where documented (server.url).
+RUNTIME_FIELDS = {"host"}
+
+MAX_DEPLOYMENTS = 2000
+MAX_LOAD_POINTS = 20000
+
+
+class ExperimentLike(Protocol):
+    """What the checks read of an experiment (:class:`orchestrator.experiment.schema.Experiment`, which
+    imports this module to run them, so this module names it through this protocol)."""
+
+    @property
+    def host(self) -> SSHHostSpec | LocalHostSpec | None: ...
+
+    @property
+    def hosts(self) -> list[SSHHostSpec | LocalHostSpec] | None: ...
+
+    @property
+    def launcher(self) -> SlurmLauncherSpec | None: ...
+
+    @property
+    def service(self) -> SystemdServiceSpec | ProcessServiceSpec | ExistingServiceSpec: ...
+
+    @property
+    def server(self) -> ServerSpec: ...
+
+    @property
+    def vars(self) -> dict[str, Scalar]: ...
+
+    @property
+    def variants(self) -> dict[str, Variant]: ...
+
+    @property
+    def baselines(self) -> list[str]: ...
+
+    @property
+    def load(self) -> LoadSpec: ...
+
+    def host_specs(self) -> list[SSHHostSpec | LocalHostSpec]: ...
+
+    def builtin_values(self) -> dict[str, Scalar]: ...
+
+    def template_values(self, variant_name: str, params: dict[str, Scalar]) -> dict[str, Scalar]: ...
+
+
+class _Problem(Exception):
+    def __init__(self, path: tuple[Any, ...], message: str) -> None:
+        self.path = path
+        self.message = message
+
+
+def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
+    """Template problems: the service's and vars' (the first stops the check), then each variant's (its first)."""
+    service_templates = exp.service.templates()
+    builtins = set(exp.builtin_values())
+    url_fields = _fields_or_problem(("server", "url"), exp.server.url)
+    for name in url_fields:
+        if name == "node" and exp.launcher is not None:
+            continue  # the node a Slurm job runs on
+        if name not in RUNTIME_FIELDS:
+            also = " (and {node} with a Slurm launcher)" if name == "node" else ""
+            raise _Problem(("server", "url"), f"unknown placeholder {{{name}}}: server.url may only use {{host}}{also}")
+    used_by_service: dict[str, tuple[Any, ...]] = {}
+    for key, template in service_templates.items():
+        path = ("service", *key.split(".", 1))
+        for name in _fields_or_problem(path, template):
+            used_by_service.setdefault(name, path)
+    for key, value in exp.vars.items():
+        if not str(key).isidentifier():
+            raise _Problem(("vars", key), f"vars key {key!r} must be a name (letters, digits, _)")
+        del value
+
+    def variant_problems(vname: str, variant: Variant) -> None:
+        vpath: tuple[Any, ...] = ("variants", vname)
+        matrix_keys = set(variant.matrix)
+        for extra in variant.include:
+            if set(extra) != matrix_keys:
+                raise _Problem(
+                    (*vpath, "include"),
+                    f"include entries must set exactly the matrix keys {sorted(matrix_keys)}, got {sorted(extra)}",
+                )
+        for rule in variant.exclude:
+            for key in rule:
+                if key not in matrix_keys:
+                    raise _Problem(
+                        (*vpath, "exclude"),
+                        f"exclude key {key!r} is not a matrix key" + suggest(key, sorted(matrix_keys)),
+                    )
+        field_templates = variant.template_fields
+        reserved = ["matrix", "include", "exclude"]
+        for fname in field_templates:
+            if not fname.isidentifier():
+                raise _Problem((*vpath, fname), f"template field {fname!r} must be a name (letters, digits, _)")
+        available = builtins | set(exp.vars) | matrix_keys
+        referenced = set(used_by_service) | _all_fields(field_templates, vpath)
+        for key in variant.matrix:
+            if key not in referenced:
+                options = sorted(referenced - matrix_keys - builtins - set(exp.vars) - set(field_templates))
+                raise _Problem(
+                    (*vpath, "matrix", key),
+                    f"matrix key {key!r} is used by no template" + suggest(key, options or sorted(referenced)),
+                )
+        used_by_fields: set[str] = set()
+        for fname, template in field_templates.items():
+            for name in _fields_or_problem((*vpath, fname), template):
+                if name not in available:
+                    raise _Problem(
+                        (*vpath, fname),
+                        f"placeholder {{{name}}} has no value in variant {vname!r}"
+                        + suggest(name, sorted(available)).replace("did you mean", "did you mean placeholder"),
+                    )
+                used_by_fields.add(name)
+        for fname in field_templates:
+            if fname not in used_by_service:
+                options = reserved + sorted(used_by_service)
+                raise _Problem(
+                    (*vpath, fname),
+                    f"unknown key {fname!r}: no service template uses {{{fname}}}" + suggest(fname, options),
+                )
+        everything = available | set(field_templates)
+        for name, where in used_by_service.items():
+            if name not in everything:
+                raise _Problem(
+                    where,
+                    f"placeholder {{{name}}} has no value for variant {vname!r} "
+                    f"(define it in the variant, its matrix, or vars)" + suggest(name, sorted(everything)),
+                )
+
+    for vname, variant in exp.variants.items():
+        try:
+            variant_problems(vname, variant)
+        except _Problem as problem:
+            problems.append(problem)
+
+
+def _all_fields(templates: dict[str, str], prefix: tuple[Any, ...]) -> set[str]:
+    out: set[str] = set()
+    for key, template in templates.items():
+        out.update(_fields_or_problem((*prefix, key), template))
+    return out
+
+
+def _fields_or_problem(path: tuple[Any, ...], template: str) -> list[str]:
+    try:
+        return fields(template)
+    except TemplateSyntaxError as exc:
+        raise _Problem(path, str(exc)) from None
+
+
+def _check_commands(exp: ExperimentLike) -> None:
+    """Every rendered command, unit file and environment value must be usable now, not when a deployment is
+    applied mid-sweep: a command splits into words, a unit file's values fit the settings they land in, and no
+    rendered text holds what no command line, environment or file can (a NUL, a lone surrogate)."""
+    from orchestrator.experiment.rendering import expand_matrix, server_config
+    from orchestrator.quoting import split_command, usable_text
+
+    service = exp.service
+    unit_mode = isinstance(service, SystemdServiceSpec) and service.mode == "unit"
+    where = "unit_file" if unit_mode else "exec_start" if isinstance(service, SystemdServiceSpec) else "command"
+    for vname, variant in exp.variants.items():
+        for params in expand_matrix(variant):
+            label = vname + ("(" + ", ".join(f"{k}={v}" for k, v in params.items()) + ")" if params else "")
+            try:
+                config = server_config(exp, vname, params)
+            except ConfigError as exc:  # a unit file value that cannot be made safe where it stands
+                raise _Problem(("service", where), f"{label}: {exc.message}") from None
+            command = config["command"]
+            try:
+                for key, value in config["environment"].items():
+                    usable_text(value, what=f"the rendered environment value {key}")
+                if command is None:
+                    continue
+                usable_text(command, what=f"the rendered service {where}")
+            except ConfigError as exc:
+                raise _Problem(("service", where), f"{label}: {exc.message}") from None
+            if unit_mode:
+                continue
+            try:
+                split_command(command, what=f"the service {where}")
+            except ConfigError as exc:
+                raise _Problem(("variants", vname), f"{label}: {exc.message}") from None
+
+
+def _check_existing_server(exp: ExperimentLike, problems: list[_Problem]) -> None:
+    """``service: {kind: none}`` measures the server as it runs: one configuration, nothing to fill in."""
+    if not isinstance(exp.service, ExistingServiceSpec):
+        return
+    if len(exp.variants) > 1:
+        problems.append(
+            _Problem(
+                ("variants",),
+                f"service kind none measures the one configuration the running server has; define one variant "
+                f"(named after it) or none, not {len(exp.variants)}",
+            )
+        )
+    for vname, variant in exp.variants.items():
+        fields = [*variant.template_fields, *(k for k in ("matrix", "include", "exclude") if getattr(variant, k))]
+        for field in fields:
+            problems.append(
+                _Problem(
+                    ("variants", vname, field),
+                    f"variant {vname!r} sets {field!r}, but service kind none never changes the server's "
+                    "configuration (it is measured as it runs); use kind systemd or process to sweep "
+                    "configurations",
+                )
+            )
+
+
+def _check_launcher(exp: ExperimentLike, problems: list[_Problem]) -> None:
+    """A Slurm launcher runs the service's command as a job; ``server.via: ssh`` needs an SSH connection."""
+    launcher = exp.launcher
+    if launcher is not None:
+        if exp.host is not None or exp.hosts is not None:
+            problems.append(
+                _Problem(
+                    ("launcher",),
+                    "set either launcher or host/hosts, not both: a Slurm job runs on the node Slurm picks, "
+                    "and the login node is launcher.login",
+                )
+            )
+        if not isinstance(exp.service, ProcessServiceSpec):
+            problems.append(
+                _Problem(
+                    ("service", "kind"),
+                    f"a Slurm job runs the server as a process: use service kind process (its command is the "
+                    f"job's), not {exp.service.kind}",
+                )
+            )
+        else:
+            if exp.service.log_file is not None:
+                problems.append(
+                    _Problem(
+                        ("service", "log_file"),
+                        "a Slurm job's log is its output file (under launcher.shared_dir); drop log_file",
+                    )
+                )
+            if exp.service.secrets:
+                problems.append(
+                    _Problem(
+                        ("service", "secrets"),
+                        "secrets are not passed to Slurm jobs (the batch script and its environment are kept by "
+                        "the scheduler); give the job what it needs through the cluster's own means",
+                    )
+                )
+    if exp.server.via == "ssh":
+        if launcher is not None:
+            if launcher.login.kind != "ssh":
+                problems.append(
+                    _Problem(
+                        ("server", "via"),
+                        "via: ssh tunnels through the login node's SSH connection, but launcher.login is this "
+                        "machine; drop via (the nodes are reached directly) or give login an ssh host",
+                    )
+                )
+        elif any(spec.kind != "ssh" for spec in exp.host_specs()):
+            problems.append(
+                _Problem(("server", "via"), "via: ssh tunnels through a host's SSH connection: every host must be ssh")
+            )
+
+
+def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
+    """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
+    problems: list[_Problem] = []
+    if exp.host is not None and exp.hosts is not None:
+        problems.append(_Problem(("hosts",), "set either host or hosts, not both"))
+    if exp.hosts is not None and not exp.hosts:
+        problems.append(_Problem(("hosts",), "hosts is empty"))
+    names = [h.display_name for h in exp.host_specs()]
+    if len(set(names)) != len(names):
+        problems.append(_Problem(("hosts",), "two hosts have the same name; give each a distinct name:"))
+    for index, name in enumerate(exp.baselines):
+        if name not in exp.variants:
+            message = f"baseline {name!r} is not a variant" + suggest(name, list(exp.variants))
+            problems.append(_Problem(("baselines", index), message))
+    if len(set(exp.baselines)) != len(exp.baselines):
+        problems.append(_Problem(("baselines",), "a baseline is listed twice"))
+    existing = len(problems)
+    _check_launcher(exp, problems)
+    _check_existing_server(exp, problems)
+    if len(problems) > existing:
+        return problems  # the template checks would only say the same again
+    try:
+        _check_templates(exp, problems)
+    except _Problem as problem:
+        problems.append(problem)
+    total = 0
+    for vname, variant in exp.variants.items():
+        size = math.prod(len(v) for v in variant.matrix.values()) if variant.matrix else 1
+        total += size + len(variant.include)
+        if total > MAX_DEPLOYMENTS:
+            problems.append(
+                _Problem(
+                    ("variants", vname, "matrix"),
+                    f"the variants expand to more than {MAX_DEPLOYMENTS} deployments (restarts); split the sweep",
+                )
+            )
+            break
+    if problems:
+        return problems  # rendering the commands needs every template and a bounded matrix
+    try:
+        _check_commands(exp)
+    except _Problem as problem:
+        problems.append(problem)
+    points = total * (len(exp.load.concurrency) + len(exp.load.rates)) * exp.load.repeats
+    points *= len(exp.load.workloads or {None: None})
+    points *= exp.load.repeats_across_restarts
+    if points > MAX_LOAD_POINTS:
+        problems.append(_Problem(("load",), f"the sweep has {points} load points, over the limit of {MAX_LOAD_POINTS}"))
+    problems += [_Problem(path, message) for path, message in search_problems(exp)]
+    return problems
+
+
+def _check_semantics(exp: ExperimentLike) -> None:
+    """The first semantic problem, raised (callers that want them all use ``_semantic_problems``)."""
+    problems = _semantic_problems(exp)
+    if problems:
+        raise problems[0]
+
+
+def _read_secrets(exp: ExperimentLike, data: dict[str, Any], base: Path) -> None:
+    """Read every secret now, so that a sweep never starts with one it cannot pass on; problems are located
+    where the file names the secret."""
+    written = data.get("service", {}) if isinstance(data.get("service"), dict) else {}
+    for name, source in (exp.service.secrets or {}).items():
+        env = written.get("environment")
+        where = "environment" if isinstance(env, dict) and name in env else "secrets"
+        try:
+            source.read(base)
+        except ValueError as exc:
+            raise _Problem(("service", where, name), str(exc)) from None
+    key = exp.server.api_key
+    if isinstance(key, SecretSource):
+        try:
+            value = key.read(base)
+        except ValueError as exc:
+            raise _Problem(("server", "api_key"), str(exc)) from None
+        if not _header_text(value.get_secret_value()):
+            raise _Problem(
+                ("server", "api_key"),
+                f"the API key {key.describe()} is sent in an HTTP header: printable ASCII characters only",
+            )
