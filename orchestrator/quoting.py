@@ -1,4 +1,5 @@
-"""Quoting for the two languages specsweep writes on a host: POSIX shell command lines and systemd unit files.
+"""Quoting for the languages specsweep writes on a host: POSIX shell command lines, systemd unit files and
+Slurm batch scripts.
 
 Nothing that comes from an experiment file reaches a shell or a unit file without passing through here:
 
@@ -11,7 +12,13 @@ Nothing that comes from an experiment file reaches a shell or a unit file withou
   backslash and double quote escaped, control characters (a newline above all) written as C escapes so one
   value can never start a second line, ``%`` doubled so no specifier expands, and in command lines ``$``
   doubled so systemd substitutes no environment variable;
-- unit names and environment variable names are validated against systemd's grammar.
+- unit names and environment variable names are validated against systemd's grammar;
+- a ``#`` comment line (a unit file's, a batch script's) holds printable ASCII only (:func:`sanitize_comment`),
+  so no value can end the comment and start a line of its own;
+- an ``#SBATCH`` directive is one line (:func:`sbatch_directive`): sbatch reads directives only up to the
+  first line that is neither a comment nor blank (sbatch(1), "The batch script may contain options preceded
+  with #SBATCH before any executable commands"), so a value that started a new line would both run as a
+  command and hide every directive after it.
 
 A violation is a :class:`~orchestrator.errors.ConfigError`: it comes from the experiment file.
 """
@@ -29,8 +36,10 @@ __all__ = [
     "environment_line",
     "environment_lines",
     "exec_start_value",
+    "one_line",
     "render_unit_template",
     "sanitize_comment",
+    "sbatch_directive",
     "shell_join",
     "shell_quote",
     "split_command",
@@ -179,6 +188,22 @@ def sanitize_comment(text: str, limit: int = 200) -> str:
     """Text safe for a ``#`` comment line in a unit file or a shell script: printable ASCII only, one line."""
     cleaned = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
     return cleaned[:limit]
+
+
+def one_line(value: str, *, what: str = "a value") -> str:
+    """``value`` unchanged, or a ConfigError when it holds a control character (a newline above all), which
+    would start a line of its own in a script even inside quotes."""
+    usable_text(value, what=what)
+    hit = next((ch for ch in value if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ch in "\u2028\u2029"), None)
+    if hit is not None:
+        raise ConfigError(f"{what} cannot contain the control character {hit!r}: {value!a}")
+    return value
+
+
+def sbatch_directive(option: str) -> str:
+    """The ``#SBATCH`` line of one sbatch option (``--name=value``), its value shell-quoted as sbatch splits it;
+    a ConfigError when the option holds a control character, which no directive line can hold."""
+    return f"#SBATCH {shell_quote(one_line(option, what='an sbatch option'))}"
 
 
 # ------------------------------------------------------------------ mode: unit, a whole unit file from a template

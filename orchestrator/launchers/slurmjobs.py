@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError, ServiceError
-from orchestrator.quoting import shell_join, shell_quote, split_command, validate_env_name
+from orchestrator.quoting import (
+    one_line,
+    sanitize_comment,
+    sbatch_directive,
+    shell_join,
+    shell_quote,
+    split_command,
+    validate_env_name,
+)
 from orchestrator.services.base import LogChunk
 
 if TYPE_CHECKING:
@@ -320,21 +328,21 @@ def render_batch_script(
         if value:
             options.append(f"--{key}={value}")
     options += list(settings.extra_args)
-    body = [f"#SBATCH {shell_join([o])}" for o in options]
-    lines = [
-        "#!/bin/sh",
-        f"# specsweep: experiment {experiment}, run {run_id}, deployment {deployment.id}"
-        + (f" ({label})" if label else ""),
-        *body,
-    ]
+    body = [sbatch_directive(o) for o in options]
+    # Every value of the comment passes the comment sanitiser: a matrix value with a newline in the label
+    # would otherwise end the comment, run as a command and stop sbatch reading the directives below it.
+    comment = f"specsweep: experiment {experiment}, run {run_id}, deployment {deployment.id}" + (
+        f" ({label})" if label else ""
+    )
+    lines = ["#!/bin/sh", f"# {sanitize_comment(comment, limit=400)}", *body]
     if settings.workdir:
-        lines.append(f"cd -- {shell_quote(settings.workdir)} || exit 1")
+        lines.append(f"cd -- {shell_quote(one_line(settings.workdir, what='the launcher workdir'))} || exit 1")
     lines.append("exec " + shell_join(_command_words(deployment)))
     hashed = "\n".join(lines) + "\n"
     script_hash = hashlib.sha256(hashed.encode()).hexdigest()[:16]
     own = [
-        f"#SBATCH {shell_join(['--job-name=' + name])}",
-        f"#SBATCH {shell_join(['--comment=' + job_comment(run_id, deployment, script_hash)])}",
+        sbatch_directive("--job-name=" + name),
+        sbatch_directive("--comment=" + job_comment(run_id, deployment, script_hash)),
     ]
     text = "\n".join([lines[0], lines[1], *own, *lines[2:]]) + "\n"
     return BatchScript(text=text, script_hash=script_hash, name=name, output=output)

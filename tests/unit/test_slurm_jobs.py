@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.schema import load_experiment
@@ -224,3 +226,51 @@ def test_launcher_mistakes_name_their_line(
 def test_via_ssh_on_ssh_hosts_is_fine(tmp_path: Path) -> None:
     exp = _load(tmp_path, top="host: root@gpu-box", server='{url: "http://127.0.0.1:9", via: ssh}')
     assert exp.server.via == "ssh"  # type: ignore[attr-defined]
+
+
+# Any text at all in a label, a workdir or the experiment's matrix values (which validate with newlines in
+# them): the batch script keeps its shape. sbatch reads #SBATCH lines only up to the first line that is neither
+# a comment nor blank, so every directive must come before the one command line, and there is exactly one.
+_HOSTILE = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60) | st.sampled_from(
+    ["a\ntouch x #", "x\r\nexec rm -rf ~", "\n#SBATCH --partition=evil", "$(id)`id`;|&", "\u2028\x85\x1b[2J"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(label=_HOSTILE, workdir=_HOSTILE)
+def test_no_label_or_value_can_break_the_batch_script(label: str, workdir: str) -> None:
+    try:
+        script = render_batch_script(
+            JobSettings(partition="gpu", workdir=workdir or None),
+            _deployment(),
+            experiment="six",
+            run_id="r1",
+            log_dir="/l",
+            label=label,
+        )
+    except ConfigError:
+        return  # a value no script can hold is refused, never written
+    lines = script.text.split("\n")
+    assert lines[-1] == "" and all("\r" not in line for line in lines)
+    body = lines[:-1]
+    commands = [i for i, line in enumerate(body) if line and not line.startswith("#")]
+    assert body[0] == "#!/bin/sh" and body[1].startswith("# specsweep: experiment six, run r1, deployment d-abc")
+    assert body[1].isascii() and body[1].isprintable()
+    assert body[-1].startswith("exec ") and commands[-1] == len(body) - 1
+    # the directives all come before the first command, and are the ones specsweep wrote
+    first_command = commands[0]
+    directives = [line for line in body if line.startswith("#SBATCH")]
+    assert all(i < first_command for i, line in enumerate(body) if line.startswith("#SBATCH"))
+    assert [d.replace("'", "").split("=")[0] for d in directives][:2] == ["#SBATCH --job-name", "#SBATCH --comment"]
+    assert len(directives) == 2 + 5  # the two own ones, nodes, ntasks, output, open-mode, partition
+    assert len(commands) == (2 if workdir else 1)
+
+
+def test_a_control_character_never_becomes_a_directive() -> None:
+    from orchestrator.quoting import sbatch_directive
+
+    assert sbatch_directive("--partition=gpu") == "#SBATCH --partition=gpu"
+    assert sbatch_directive("--comment=a b") == "#SBATCH '--comment=a b'"
+    for bad in ("--partition=a\ntouch x", "--qos=\r", "--x=\x00"):
+        with pytest.raises(ConfigError):
+            sbatch_directive(bad)
