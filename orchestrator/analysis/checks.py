@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.errors import ConfigError
-from orchestrator.runs.store import SkippedLine
+from orchestrator.runs.store import SkippedLine, parse_json
 
 __all__ = [
     "CHECKS",
@@ -574,7 +574,7 @@ def lossless(ctx: CheckContext) -> list[Finding]:
             continue
         for line in lines:
             try:
-                answer = json.loads(line)
+                answer = parse_json(line)
             except json.JSONDecodeError:
                 continue
             if not isinstance(answer, dict) or "prompt_index" not in answer:

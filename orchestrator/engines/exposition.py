@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.engines.integrity import Integrity
+
 __all__ = ["COUNTER_DEFINITIONS", "PromSnapshot", "PromWindow", "by_name", "finite", "parse_exposition"]
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$")
@@ -107,6 +109,9 @@ class PromWindow:
     lines_skipped: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     definitions: dict[str, str] = field(default_factory=dict)  # figure -> how this engine's is computed
+    #: Whether the window is whole, and how exact each figure is (orchestrator/engines/integrity.py).
+    integrity: Integrity = field(default_factory=Integrity)
+    exactness: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def figures(self) -> dict[str, float | None]:
         return {
@@ -128,6 +133,8 @@ class PromWindow:
             "lines_skipped": self.lines_skipped,
             "details": dict(self.details),
             "definitions": dict(self.definitions),
+            "integrity": self.integrity.to_dict(),
+            "exactness": {k: dict(v) for k, v in self.exactness.items()},
         }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from orchestrator.engines.ddtree import log as ddtree
+from orchestrator.engines.integrity import Integrity
 from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, ranks_info
 from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
 from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
@@ -66,6 +67,9 @@ class WindowMetrics:
     samples: list[Sample] = field(default_factory=list)
     skipped_examples: list[str] = field(default_factory=list)
     definitions: dict[str, str] = field(default_factory=dict)
+    #: Whether the window is whole, and how exact each figure is (orchestrator/engines/integrity.py).
+    integrity: Integrity = field(default_factory=Integrity)
+    exactness: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def figures(self) -> dict[str, float | None]:
         """The figures other sources can be compared on (see ``compare_sources``)."""
@@ -94,6 +98,8 @@ class WindowMetrics:
             "samples": [s.to_dict() for s in self.samples],
             "skipped_examples": list(self.skipped_examples),
             "definitions": dict(self.definitions),
+            "integrity": self.integrity.to_dict(),
+            "exactness": {k: dict(v) for k, v in self.exactness.items()},
         }
 
 

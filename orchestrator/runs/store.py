@@ -60,6 +60,7 @@ __all__ = [
     "SkippedLine",
     "find_latest",
     "is_run_directory",
+    "parse_json",
     "read_json_lines",
     "run_directories",
     "utc_now_iso",
@@ -293,12 +294,22 @@ def _lines(target: Path) -> Iterator[tuple[int, str]]:
         raise _store_error("read", target, exc) from exc
 
 
+def parse_json(text: str) -> Any:
+    """``json.loads`` of text a run directory holds, which anyone may have written: a document nested deeper
+    than the parser's recursion (``[[[[...`` a million deep) is a ``json.JSONDecodeError`` like any other bad
+    line, never a ``RecursionError`` that ends a command with an internal error."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text[:80], 0) from None
+
+
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file, one a line (unreadable lines skipped); [] when it is missing."""
     out: list[dict[str, Any]] = []
     for _number, text in _lines(path):
         try:
-            value = json.loads(text)
+            value = parse_json(text)
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
@@ -347,7 +358,7 @@ def _safe_name(text: str) -> str:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise StoreError(f"{path.parent}: not a run directory (no {path.name})") from exc
     except OSError as exc:
@@ -587,7 +598,7 @@ class RunStore:
     def read_json(self, name: str) -> dict[str, Any] | None:
         """A JSON object file of the run directory, or None when it is missing or unreadable."""
         try:
-            value = json.loads((self.path / name).read_text(encoding="utf-8"))
+            value = parse_json((self.path / name).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             return None
         return value if isinstance(value, dict) else None
@@ -648,7 +659,7 @@ class RunStore:
         moved: list[str] = []
         for _number, text in _lines(target):
             try:
-                raw = json.loads(text)
+                raw = parse_json(text)
             except json.JSONDecodeError:
                 kept.append(text)
                 continue
@@ -721,7 +732,7 @@ class RunStore:
         skipped: list[SkippedLine] = []
         for number, text in _lines(target):
             try:
-                raw = json.loads(text)
+                raw = parse_json(text)
             except json.JSONDecodeError as exc:
                 skipped.append(SkippedLine(number, f"not JSON ({exc.msg})", text[:200]))
                 continue

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.runs.store import parse_json
 from orchestrator.search.history import SEARCH_DIR
 from orchestrator.search.strategies import GridStrategy, RandomStrategy, Strategy, SuccessiveHalving
 
@@ -115,9 +116,7 @@ def lossless_verdicts(run_dir: Path | None, plan: Plan, ar_variant: str | None) 
         for path in (run_dir / LOSSLESS_DIR).rglob(f"{deployment_id}*.jsonl"):
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
-                    import json
-
-                    row = json.loads(line)
+                    row = parse_json(line)
                 except ValueError:
                     continue
                 if row.get("run", 1) == 1 and not row.get("error"):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.intervals import z_value
+from orchestrator.runs.store import parse_json
 
 if TYPE_CHECKING:
     from orchestrator.experiment.search import LimitSpec, ObjectiveSpec
@@ -192,7 +193,7 @@ def _requests(run_dir: Path | None, record: Record) -> list[dict[str, Any]]:
     try:
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                rows.append(json.loads(line))
+                rows.append(parse_json(line))
             except json.JSONDecodeError:
                 continue
     except OSError:

@@ -270,3 +270,35 @@ def test_permission_denied_becomes_a_store_error(store: RunStore, monkeypatch: p
     monkeypatch.setattr(os, "open", refuse)
     with pytest.raises(StoreError, match="Permission denied"):
         store.event("deploy")
+
+
+def test_a_line_nested_beyond_the_parser_is_a_bad_line_not_an_internal_error(tmp_path: Path) -> None:
+    """A forged records.jsonl or events.jsonl line nested a million deep (issue 28, item 9): read as one
+    unreadable line; run.json nested so is a StoreError naming the file; `specsweep report` says so in one
+    line instead of ending with a RecursionError."""
+    import shutil
+
+    from orchestrator.errors import StoreError
+    from orchestrator.runs.store import RunStore, parse_json, read_json_lines
+
+    deep = "[" * 1_000_000 + "]" * 1_000_000
+    with pytest.raises(json.JSONDecodeError):
+        parse_json(deep)
+    run = tmp_path / "clean"
+    shutil.copytree(Path(__file__).parents[1] / "data" / "runs" / "clean", run)
+    good = (run / "records.jsonl").read_text().splitlines()
+    (run / "records.jsonl").write_text("\n".join([*good, deep, '{"a": ' * 100_000 + "1" + "}" * 100_000]) + "\n")
+    (run / "events.jsonl").write_text(deep + "\n")
+    assert len(read_json_lines(run / "records.jsonl")) == len(good)
+    assert len(RunStore.open(run).records()) == len(good)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "report", str(run), "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "internal error" not in done.stderr and "RecursionError" not in done.stderr, done.stderr
+    assert done.returncode in (0, 3), done.stderr
+    (run / "run.json").write_text(deep)
+    with pytest.raises(StoreError, match=r"run\.json: not valid JSON"):
+        RunStore.open(run)
