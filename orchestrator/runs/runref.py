@@ -14,7 +14,8 @@ find them with the same rule when given the experiment file.
 A run on the command line (``RUN``) is any of: a run directory; ``latest`` (the newest run under the results
 root, of any experiment); ``latest~N`` (the N-th run before it, of the same experiment); ``NAME/latest`` or
 ``NAME/latest~N`` (within experiment ``NAME``); ``NAME`` (its newest run); or an experiment file (its newest
-run, under that file's results root). Run ids start with their UTC start time, so newest means latest started.
+run, under that file's results root). Newest means made last: runs are ordered by the sequence each got when it
+was made (``orchestrator.runs.store.run_order``), not by the clock, which can step back.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import StoreError
+from orchestrator.runs.store import run_order
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -61,7 +63,7 @@ def runs_of(root: Path, experiment: str) -> list[Path]:
     """The run directories of one experiment under ``root``, oldest first (empty when there are none)."""
     base = root / experiment
     try:
-        return sorted(p for p in base.iterdir() if _is_run(p))
+        return sorted((p for p in base.iterdir() if _is_run(p)), key=run_order)
     except OSError:
         return []
 
@@ -73,7 +75,7 @@ def all_runs(root: Path) -> list[Path]:
     except OSError:
         return []
     runs = [run for base in experiments for run in runs_of(root, base.name)]
-    return sorted(runs, key=lambda p: (p.name, p.parent.name))
+    return sorted(runs, key=run_order)
 
 
 def previous_run(run_dir: Path) -> Path:

@@ -166,6 +166,9 @@ class RunInfo(BaseModel):
     # The experiment file (absolute path) and the hosts (``name (how it is reached)``) the run was made with.
     experiment_file: str | None = None
     hosts: list[str] = Field(default_factory=list)
+    # The run's place among the runs of its results root, 1 + the largest there when it was made: "latest"
+    # follows it, not the wall clock, which can step back (runs made before it had none: they sort first).
+    sequence: int | None = None
 
 
 @dataclass(frozen=True)
@@ -367,11 +370,34 @@ def _read_json(path: Path) -> Any:
         raise StoreError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
+def run_sequence(run_dir: Path) -> int | None:
+    """The ``sequence`` of a run directory's run.json, None when it has none (or cannot be read)."""
+    try:
+        raw = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = raw.get("sequence") if isinstance(raw, dict) else None
+    return value if type(value) is int else None
+
+
+def run_order(run_dir: Path) -> tuple[int, int, str, str]:
+    """The key that sorts run directories oldest first: by ``sequence`` (the order they were made in, whatever
+    the clock said), runs without one first and by their name (their UTC start time)."""
+    sequence = run_sequence(run_dir)
+    return (0 if sequence is None else 1, sequence or 0, run_dir.name, run_dir.parent.name)
+
+
+def _next_sequence(root: Path) -> int:
+    """1 + the largest sequence of the runs under ``root`` (``root/<experiment>/<run id>/run.json``)."""
+    found = [run_sequence(p.parent) for p in root.glob("*/*/run.json")]
+    return 1 + max((s for s in found if s is not None), default=0)
+
+
 def run_directories(root: str | Path, experiment: str) -> list[Path]:
-    """Every run directory of ``experiment`` under ``root``, oldest first (run ids sort by UTC start time)."""
+    """Every run directory of ``experiment`` under ``root``, oldest first (:func:`run_order`)."""
     base = Path(root) / experiment
     try:
-        candidates = sorted(p for p in base.iterdir() if (p / "run.json").is_file())
+        candidates = sorted((p for p in base.iterdir() if (p / "run.json").is_file()), key=run_order)
     except FileNotFoundError as exc:
         raise StoreError(f"no runs of experiment {experiment!r} under {Path(root)}") from exc
     except OSError as exc:
@@ -382,7 +408,7 @@ def run_directories(root: str | Path, experiment: str) -> list[Path]:
 
 
 def find_latest(root: str | Path, experiment: str) -> Path:
-    """The newest run directory of ``experiment`` under ``root`` (run ids sort by their UTC start time)."""
+    """The newest run directory of ``experiment`` under ``root`` (:func:`run_order`)."""
     return run_directories(root, experiment)[-1]
 
 
@@ -437,6 +463,7 @@ class RunStore:
             started_at=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             experiment_file=experiment_file,
             hosts=list(hosts or []),
+            sequence=_next_sequence(Path(root)),
         )
         store = cls(path, info)
         if isinstance(resolved_experiment, str):

@@ -302,3 +302,29 @@ def test_a_line_nested_beyond_the_parser_is_a_bad_line_not_an_internal_error(tmp
     (run / "run.json").write_text(deep)
     with pytest.raises(StoreError, match=r"run\.json: not valid JSON"):
         RunStore.open(run)
+
+
+def test_latest_is_the_run_made_last_even_after_the_clock_stepped_back(tmp_path: Path) -> None:
+    """Issue 28, item 8: after a backward clock step the newer run has the older name; `latest`, `latest~1`,
+    `ls` and `--resume latest` follow the order the runs were made in (their sequence), not their names."""
+    from orchestrator.runs.runref import all_runs, resolve_run, runs_of
+    from orchestrator.runs.store import find_latest
+
+    root = tmp_path / "results"
+    first = RunStore.create(root, "demo", {"name": "demo"}, PLAN, now=datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+    other = RunStore.create(root, "other", {"name": "other"}, PLAN, now=datetime(2026, 12, 1, 12, 30, tzinfo=UTC))
+    stepped = RunStore.create(root, "demo", {"name": "demo"}, PLAN, now=datetime(2026, 12, 1, 11, 0, tzinfo=UTC))
+    assert stepped.path.name < first.path.name  # the clock stepped back: by name it would be the older run
+    assert [first.info.sequence, other.info.sequence, stepped.info.sequence] == [1, 2, 3]
+    assert find_latest(root, "demo") == stepped.path
+    assert runs_of(root, "demo") == [first.path, stepped.path]
+    assert all_runs(root) == [first.path, other.path, stepped.path]
+    assert resolve_run("latest", root) == stepped.path
+    assert resolve_run("demo/latest~1", root) == first.path
+    # A run made before runs had a sequence sorts before every run that has one, by its name.
+    old = root / "demo" / "20270101T000000Z-abcdef"
+    old.mkdir()
+    raw = json.loads((first.path / "run.json").read_text())
+    raw.pop("sequence")
+    (old / "run.json").write_text(json.dumps({**raw, "run_id": old.name}))
+    assert runs_of(root, "demo") == [old, first.path, stepped.path]
