@@ -6,6 +6,8 @@ run: the drop-in (or unit file) a systemd service would write, the argv a proces
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.experiment.schema import Experiment
 from orchestrator.experiment.service import SystemdServiceSpec
 from orchestrator.plan.deployments import Plan, build_plan
@@ -93,11 +95,21 @@ def describe_plan(experiment: Experiment) -> str:
             size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
             out.append(f"load {point.label}: {size} ({point.id})")
         out.append("")
-    if service.kind == "none":
-        out.append("finally: nothing to restore (nothing was changed)")
-    else:
-        out.append("finally: restore every host as it was found (drop-in removed, daemon-reload, unit state put back)")
+    out.append(_restore_line(service))
     return "\n".join(out)
+
+
+def _restore_line(service: Any) -> str:
+    """What the run's way out undoes, in the words of the service that did it."""
+    if service.kind == "none":
+        return "finally: nothing to restore (nothing was changed)"
+    if isinstance(service, SystemdServiceSpec):
+        changed = "the unit file put back byte for byte" if service.mode == "unit" else "drop-in removed"
+        return f"finally: restore every host as it was found ({changed}, daemon-reload, unit state put back)"
+    return (
+        "finally: restore every host as it was found (the last server process group stopped, the state files "
+        "specsweep wrote removed)"
+    )
 
 
 def _describe_jobs(experiment: Experiment, plan: Plan) -> str:

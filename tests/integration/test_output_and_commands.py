@@ -468,3 +468,20 @@ def test_an_existing_server_that_is_not_running_fails_at_once(tmp_path: Path) ->
     (record,) = json.loads(proc.stdout)["records"]
     assert record["status"] == "failed"
     assert "never starts one" in (Path(json.loads(proc.stdout)["run_dir"]) / "records.jsonl").read_text()
+
+
+def test_a_dry_run_ends_with_the_restore_of_its_own_service(tmp_path: Path) -> None:
+    """Issue 28, item 10: a process service's dry run said it would remove a drop-in and daemon-reload; it
+    says what the process service undoes, and a systemd service's says what the drop-in (or unit) mode does."""
+    home = tmp_path / "home"
+    home.mkdir()
+    doc = local_experiment("dry", free_port(), {"autoregressive": "--algorithm ar"})
+    process = run_cli("sweep", str(write_experiment(tmp_path / "p.yaml", doc)), "--dry-run", env=narrow(home))
+    assert process.returncode == 0, process.stderr
+    last = process.stdout.strip().splitlines()[-1]
+    assert last.startswith("finally: restore every host") and "process group stopped" in last
+    assert "daemon-reload" not in last and "drop-in" not in last
+    doc["service"] = {"kind": "systemd", "unit": "sim.service", "exec_start": doc["service"]["command"]}
+    systemd = run_cli("sweep", str(write_experiment(tmp_path / "s.yaml", doc)), "--dry-run", env=narrow(home))
+    assert systemd.returncode == 0, systemd.stderr
+    assert "drop-in removed, daemon-reload" in systemd.stdout.strip().splitlines()[-1]
