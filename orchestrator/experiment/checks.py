@@ -288,6 +288,25 @@ def _check_launcher(exp: ExperimentLike, problems: list[_Problem]) -> None:
             )
 
 
+def _check_local_log(exp: ExperimentLike, problems: list[_Problem]) -> None:
+    """A ``log_file`` on this machine that is there but is no regular file (a FIFO would hang every read of the
+    window, /dev/zero never end): refused now. On an SSH host the service checks it when the run starts."""
+    import os
+    import stat
+
+    log_file = getattr(exp.service, "log_file", None)
+    if not isinstance(log_file, str) or not all(h.kind == "local" for h in exp.host_specs()):
+        return
+    try:
+        mode = os.stat(os.path.expanduser(log_file)).st_mode
+    except OSError:
+        return  # not there yet: the server writes it
+    if not stat.S_ISREG(mode):
+        problems.append(
+            _Problem(("service", "log_file"), f"{log_file} is not a regular file (a FIFO, a device or a directory)")
+        )
+
+
 def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
     """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
     problems: list[_Problem] = []
@@ -304,6 +323,7 @@ def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
             problems.append(_Problem(("baselines", index), message))
     if len(set(exp.baselines)) != len(exp.baselines):
         problems.append(_Problem(("baselines",), "a baseline is listed twice"))
+    _check_local_log(exp, problems)
     existing = len(problems)
     _check_launcher(exp, problems)
     _check_existing_server(exp, problems)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = ["format_duration", "parse_duration"]
@@ -10,14 +11,26 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
 
+#: The longest duration an experiment may give: a year (what is longer is a typo, and waits for ever).
+MAX_SECONDS = 366 * 86400.0
+
+
+def _checked(seconds: float, value: object) -> float:
+    if math.isnan(seconds) or math.isinf(seconds):
+        raise ValueError(f"a duration is a finite number of seconds, got {value!r}")
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative, got {value!r}")
+    if seconds > MAX_SECONDS:
+        raise ValueError(f"a duration of more than a year ({MAX_SECONDS:g}s) is not one, got {value!r}")
+    return seconds
+
+
 def parse_duration(value: object) -> float:
     """Seconds from a duration value; raises ``ValueError`` with a message fit for a user."""
     if isinstance(value, bool):
         raise ValueError(f"expected a duration like 900s, 15m or 1h, got {value!r}")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"a duration cannot be negative, got {value}")
-        return float(value)
+        return _checked(float(value), value)
     if not isinstance(value, str):
         raise ValueError(f"expected a duration like 900s, 15m or 1h, got {value!r}")
     text = value.strip().replace(" ", "")
@@ -28,9 +41,7 @@ def parse_duration(value: object) -> float:
     except ValueError:
         pass
     else:
-        if seconds < 0:
-            raise ValueError(f"a duration cannot be negative, got {value!r}")
-        return seconds
+        return _checked(seconds, value)
     pos = 0
     total = 0.0
     for match in _PART.finditer(text):
@@ -40,7 +51,7 @@ def parse_duration(value: object) -> float:
         pos = match.end()
     if pos != len(text) or pos == 0:
         raise ValueError(f"expected a duration like 900s, 15m, 1h or 1h30m, got {value!r}")
-    return total
+    return _checked(total, value)
 
 
 def format_duration(seconds: float) -> str:

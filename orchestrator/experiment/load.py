@@ -14,6 +14,10 @@ from orchestrator.experiment.validation import suggest
 __all__ = ["UNTIL_FIGURES", "LoadSpec", "LosslessSpec", "TelemetrySpec", "TimeoutsSpec", "UntilSpec", "WorkloadSpec"]
 
 
+MIN_RATE = 1e-3
+MAX_RATE = 1e6
+
+
 class TimeoutsSpec(_Strict):
     connect: Duration = 10.0
     first_token: Duration = 300.0
@@ -92,13 +96,14 @@ class LoadSpec(_Strict):
     """
 
     concurrency: list[Annotated[int, Field(ge=1, le=100000)]] = Field(default_factory=list)
-    rates: list[Annotated[float, Field(gt=0)]] = Field(default_factory=list)
+    #: Requests per second: finite, and at least one request in 1,000 s (a rate of 1e-300 waits for ever).
+    rates: list[Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE, allow_inf_nan=False)]] = Field(default_factory=list)
     max_in_flight: int | None = Field(None, ge=1)
     warmup: int = Field(3, ge=0)
     requests: int | None = Field(None, ge=1)
     duration: Duration | None = None
     max_tokens: int = Field(256, ge=1)
-    temperature: float = Field(0.0, ge=0)
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     prompts: str = "builtin:chat"
     #: Named workloads, each a load point of every deployment (``WorkloadSpec``); none: ``prompts`` alone.
     workloads: dict[str, WorkloadSpec] | None = None

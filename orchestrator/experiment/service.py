@@ -7,10 +7,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 
-from orchestrator.experiment.common import _ENV_NAME, _UNIT, _URL, Duration, Scalar, _no_control, _Strict
+from orchestrator.experiment.common import (
+    _ENV_NAME,
+    _UNIT,
+    _URL,
+    Duration,
+    Scalar,
+    _no_control,
+    _Strict,
+    read_regular_file,
+)
 
 __all__ = [
     "EXISTING_VARIANT",
@@ -77,10 +87,7 @@ class SecretSource(_Strict):
             path = Path(str(self.secret_file)).expanduser()
             if not path.is_absolute() and base is not None:
                 path = base / path
-            try:
-                raw = path.read_bytes()[: MAX_SECRET_BYTES + 2]
-            except OSError as exc:
-                raise ValueError(f"cannot read the secret file {path}: {exc.strerror or exc}") from None
+            raw = read_regular_file(path, MAX_SECRET_BYTES + 2, what="the secret file")
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -133,12 +140,18 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+#: The longest server command an experiment may give: what Linux execs in one argument (MAX_ARG_STRLEN, 32
+#: pages, include/uapi/linux/binfmts.h); a longer one could never start, and only costs time to validate.
+MAX_COMMAND_BYTES = 131072
+Command = Annotated[str, Field(max_length=MAX_COMMAND_BYTES)]
+
+
 class SystemdServiceSpec(_Strict):
     """A systemd unit changed through a drop-in (default) or, in ``mode: unit``, by replacing the unit file."""
 
     kind: Literal["systemd"] = "systemd"
     unit: str
-    exec_start: str | None = None
+    exec_start: Command | None = None
     environment: dict[str, str] = Field(default_factory=dict)
     #: Environment values read on the controller (SecretSource), passed through a 0600 EnvironmentFile=.
     #: Written in the file as ``environment: {NAME: {secret_env: ...}}``; kept here by the resolved experiment.
@@ -207,7 +220,7 @@ class ProcessServiceSpec(_Strict):
     """A plain process (hosts without systemd, the local demo): started in its own session, logs to a file."""
 
     kind: Literal["process"] = "process"
-    command: str
+    command: Command
     workdir: str | None = None
     log_file: str | None = None
     environment: dict[str, str] = Field(default_factory=dict)
@@ -349,6 +362,15 @@ class ServerSpec(_Strict):
         _no_control(value, "a URL")
         if not _URL.fullmatch(value):
             raise ValueError(f"expected an http:// or https:// URL (no spaces), got {value!r}")
+        try:  # what every client will do with it: a port that is no number, an unclosed IPv6 bracket
+            parts = urlsplit(value)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a usable URL ({exc}): {value!r}") from None
+        if not parts.hostname:
+            raise ValueError(f"the URL names no host: {value!r}")
+        if port == 0:
+            raise ValueError(f"port 0 is no port a server listens on: {value!r}")
         return value.rstrip("/")
 
     @field_validator("model")

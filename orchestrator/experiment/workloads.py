@@ -58,10 +58,23 @@ def workload_sources(experiment: Experiment, base: Path | None = None) -> dict[s
 
 
 def check_workloads(experiment: Experiment, base: Path) -> list[tuple[tuple[Any, ...], str]]:
-    """(key path, message) for every workload whose prompts cannot be read."""
+    """(key path, message) for every workload (or the plain ``load.prompts``) whose prompts cannot be read."""
     from orchestrator.load.workloads import load_workload
 
     problems: list[tuple[tuple[Any, ...], str]] = []
+    prompts = experiment.load.prompts
+    if not experiment.load.workloads and prompts:
+        # the one prompt set of a load without workloads: read now, not at the first point after a restart
+        try:
+            load_workload(resolve_source(prompts, base), experiment.load.seed)
+        except LoadError as exc:
+            message = _plain(exc).replace(resolve_source(prompts, base), prompts)
+            if "does not exist" in message:
+                message = (
+                    f"the prompts file {prompts!r} does not exist (relative paths start at the experiment file's "
+                    "folder; or use builtin:chat, builtin:code, synthetic:in=N,out=M, ...)"
+                )
+            problems.append((("load", "prompts"), message))
     for name, spec in (experiment.load.workloads or {}).items():
         where: tuple[Any, ...] = ("load", "workloads", name)
         source = _source(experiment, name, spec, base)

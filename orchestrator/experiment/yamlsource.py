@@ -153,6 +153,11 @@ def _printable(part: Any) -> str:
     return text if text_problem(text) is None else ascii(text)[1:-1]
 
 
+# libyaml's parser where PyYAML was built with it (the wheels are): the same safe loader, scanned in C; the
+# pure-Python scanner took tens of seconds on a file of a few megabytes.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
     """Parse ``path``; raise ``ConfigError`` (with line and column) for anything that is not well-formed YAML."""
     file = str(path)
@@ -171,13 +176,34 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=file) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None and _expanded_size(node, {}, file) > MAX_EXPANDED_NODES:
-            raise ConfigError(
-                f"the document expands to more than {MAX_EXPANDED_NODES} values (YAML aliases repeating aliases?)",
-                file=file,
-            )
-        data = yaml.safe_load(text)
+        node, data = _parse(text, _LOADER, file)
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError, OverflowError):
+        # A document libyaml refuses (it refuses some PyYAML reads, a "\\ud800" escape): PyYAML's own reading
+        # decides, and its words (line, column, problem) are the error.
+        node, data = _parse_or_refuse(text, yaml.SafeLoader, file)
+    positions: Positions = {}
+    if node is not None:
+        try:
+            _walk(node, (), positions, file)
+        except RecursionError:
+            raise ConfigError("the document is nested too deeply", file=file) from None
+    _check_text(data, (), positions, file, set())
+    return data, positions
+
+
+def _parse(text: str, loader: Any, file: str) -> tuple[Any, Any]:
+    node = yaml.compose(text, Loader=loader)
+    if node is not None and _expanded_size(node, {}, file) > MAX_EXPANDED_NODES:
+        raise ConfigError(
+            f"the document expands to more than {MAX_EXPANDED_NODES} values (YAML aliases repeating aliases?)",
+            file=file,
+        )
+    return node, yaml.load(text, Loader=loader)
+
+
+def _parse_or_refuse(text: str, loader: Any, file: str) -> tuple[Any, Any]:
+    try:
+        return _parse(text, loader, file)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
@@ -191,14 +217,6 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
         raise ConfigError(f"invalid YAML: {exc}", file=file) from None
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:
         raise ConfigError(f"invalid YAML: {type(exc).__name__}: {exc}", file=file) from None
-    positions: Positions = {}
-    if node is not None:
-        try:
-            _walk(node, (), positions, file)
-        except RecursionError:
-            raise ConfigError("the document is nested too deeply", file=file) from None
-    _check_text(data, (), positions, file, set())
-    return data, positions
 
 
 def locate(positions: Positions, path: tuple[Any, ...]) -> tuple[int | None, int | None]:

@@ -260,14 +260,22 @@ class ProcessService:
 
     def journal_cursor(self) -> str:
         log = shell_quote(self._paths()["log"])
-        result = self.host.run(f"if [ -e {log} ]; then wc -c < {log}; else echo 0; fi")
-        return str(int(result.stdout.strip() or 0))
+        # -f: a regular file only (wc -c of a FIFO waits for a writer for ever, of /dev/zero never ends)
+        result = self.host.run(
+            f"if [ -f {log} ]; then wc -c < {log}; elif [ -e {log} ]; then echo special; else echo 0; fi"
+        )
+        answer = result.stdout.strip() or "0"
+        if not answer.isdigit():
+            raise ServiceError(
+                f"{self.host.name}: the log of {self.name} ({self._paths()['log']}) is not a regular file"
+            )
+        return answer
 
     def journal_since(self, cursor: str) -> LogChunk:
         start = int(cursor) if cursor.strip().isdigit() else 0
         log = shell_quote(self._paths()["log"])
         result = self.host.run(
-            f"s=$(wc -c < {log} 2>/dev/null || echo 0); c={start}; "
+            f"if [ -f {log} ]; then s=$(wc -c < {log} 2>/dev/null || echo 0); else s=0; fi; c={start}; "
             'if [ "$s" -lt "$c" ]; then c=0; fi; '  # the log was truncated or replaced: start over
             'echo "$s $c"; '
             f'[ "$s" -gt "$c" ] && tail -c +$((c + 1)) {log} | head -c $((s - c)); true'

@@ -7,6 +7,7 @@ bomb, an unsplittable command), now refused.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -164,3 +165,81 @@ def test_an_unsplittable_command_is_refused_by_validation(tmp_path: Path, word: 
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match=r"spec_args|command"):
         build_plan(load_experiment(path))
+
+
+_BASE = {
+    "name": "six",
+    "service": {"kind": "process", "command": "sleep 60"},
+    "server": {"url": "http://127.0.0.1:18181", "ready_timeout": "10s"},
+    "engine": "sim",
+    "variants": {"autoregressive": {}},
+    "load": {"concurrency": [1], "requests": 4},
+}
+
+
+def _with(path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    import copy
+
+    doc = copy.deepcopy(_BASE)
+    target = doc
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+    return doc
+
+
+def _item6_cases(tmp: Path) -> list[Any]:
+    fifo = tmp / "fifo"
+    os.mkfifo(fifo)
+    return [
+        pytest.param(_with(("server", "url"), "http://127.0.0.1:abc"), "server.url", id="port-not-a-number"),
+        pytest.param(_with(("server", "url"), "http://[::1:38181"), "server.url", id="unclosed-ipv6"),
+        pytest.param(_with(("server", "ready_timeout"), float("nan")), "server.ready_timeout", id="nan-timeout"),
+        pytest.param(_with(("server", "ready_timeout"), float("inf")), "server.ready_timeout", id="inf-timeout"),
+        pytest.param({**_BASE, "load": {"rates": [float("inf")], "requests": 4}}, "load.rates", id="inf-rate"),
+        pytest.param({**_BASE, "load": {"rates": [1e-300], "requests": 4}}, "load.rates", id="tiny-rate"),
+        pytest.param(
+            _with(("service",), {"kind": "none", "log_file": "/dev/zero"}) | {"variants": {}},
+            "service.log_file",
+            id="log-dev-zero",
+        ),
+        pytest.param(
+            _with(("service",), {"kind": "none", "log_file": str(fifo)}) | {"variants": {}},
+            "service.log_file",
+            id="log-fifo",
+        ),
+        pytest.param(
+            _with(("service", "environment"), {"TOKEN": {"secret_file": "/dev/zero"}}),
+            "service.environment.TOKEN",
+            id="secret-dev-zero",
+        ),
+        pytest.param(
+            _with(("service", "environment"), {"TOKEN": {"secret_file": str(fifo)}}),
+            "service.environment.TOKEN",
+            id="secret-fifo",
+        ),
+        pytest.param(_with(("load", "prompts"), "missing/prompts.jsonl"), "load.prompts", id="missing-prompts"),
+        pytest.param(_with(("service", "command"), "sleep " + "a " * 1_500_000), "service.command", id="3mb-command"),
+    ]
+
+
+def test_inputs_that_validated_and_then_failed_are_refused_with_file_and_line(tmp_path: Path) -> None:
+    """Issue 28, item 6: each of these validated and then failed or hung at run time; `specsweep validate`
+    refuses each, at its key's file:line, within seconds (a FIFO and /dev/zero are never read)."""
+    import time
+
+    for case in _item6_cases(tmp_path):
+        doc, key = case.values
+        if not doc.get("variants"):
+            doc.pop("variants", None)
+        file = tmp_path / f"{case.id}.yaml"
+        file.write_text(yaml.safe_dump(doc, width=10**9))
+        started = time.monotonic()
+        done = subprocess.run(
+            [*cli_command(), "validate", str(file)], capture_output=True, text=True, env=cli_env(), timeout=120
+        )
+        assert done.returncode == 2, (case.id, done.stdout, done.stderr)
+        line = done.stderr.strip()
+        assert "\n" not in line and "Traceback" not in line, (case.id, line)
+        assert line.startswith(f"invalid {file}:") and (f": {key}: " in line or f": {key}.0: " in line), (case.id, line)
+        assert time.monotonic() - started < 100, case.id  # a guard against a hang, not a speed target
