@@ -262,6 +262,26 @@ def test_report_latest_opens_the_page_in_the_browser(sweeps: Sweeps, tmp_path: P
     assert log.read_text().split() == [page.resolve().as_uri()]
 
 
+def test_report_open_on_a_host_without_a_browser_says_where_the_page_is(sweeps: Sweeps, tmp_path: Path) -> None:
+    """Issue 29: a headless GPU host is the common case; the report is built, so --open exits 0 with its path."""
+    missing = tmp_path / "no-such-browser"
+    env = {k: v for k, v in narrow(sweeps.home, BROWSER=str(missing)).items() if k != "DISPLAY"}
+    proc = run_cli("report", "latest", "--open", "-q", "--results", str(sweeps.results), env=env)
+    assert proc.returncode == 0, proc.stderr
+    page = sweeps.runs[-1] / "report.html"
+    assert proc.stdout.strip() == str(page) and f"no web browser here to open it: {page}" in proc.stderr
+
+
+def test_ls_of_what_does_not_exist_says_so(sweeps: Sweeps, tmp_path: Path) -> None:
+    """Issue 29: `ls` of a file that does not exist said "no runs" and exit 0."""
+    env = narrow(sweeps.home)
+    missing = run_cli("ls", str(tmp_path / "nope.yaml"), env=env)
+    assert missing.returncode == 2 and "nope.yaml: no such experiment file" in missing.stderr
+    typo = run_cli("ls", "narow", "--results", str(sweeps.results), env=env)
+    assert typo.returncode == 2 and "did you mean 'narrow'?" in typo.stderr
+    assert run_cli("ls", "narrow", "--results", str(sweeps.results), env=env).returncode == 0
+
+
 def test_every_command_that_prints_results_has_json(sweeps: Sweeps, tmp_path: Path) -> None:
     env = narrow(sweeps.home)
     window = next((sweeps.runs[0] / "windows").iterdir())

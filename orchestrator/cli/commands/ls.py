@@ -102,6 +102,9 @@ def ls(
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON (every run, oldest first)."),
 ) -> None:
     """List runs, newest last: experiment, run id, hosts, state, points ok and failed, when and how long."""
+    import difflib
+
+    from orchestrator.errors import ConfigError
     from orchestrator.runs.runref import all_runs, results_root, runs_of
 
     if what is not None and what.endswith((".yaml", ".yml")) and Path(what).is_file():
@@ -110,8 +113,19 @@ def ls(
         experiment = load_experiment(what)
         root = results_root(results, experiment)
         runs = runs_of(root, experiment.name)
+    elif what is not None and what.endswith((".yaml", ".yml")):
+        raise ConfigError(
+            "no such experiment file (give an experiment file, an experiment's name, or nothing)", file=what
+        )
     else:
         root = results_root(results)
+        if what is not None and not (root / what).is_dir():
+            known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+            close = difflib.get_close_matches(what, known, n=1)
+            hint = (
+                f"; did you mean {close[0]!r}?" if close else (f" (experiments: {', '.join(known)})" if known else "")
+            )
+            raise ConfigError(f"no experiment {what!r} has runs under {root}{hint}")
         runs = runs_of(root, what) if what is not None else all_runs(root)
     summaries = [run_summary(p) for p in runs]
     if as_json:

@@ -99,13 +99,17 @@ def report(
 
 
 def _open(page: Path) -> None:
-    """Open ``page`` in the user's web browser (Python's webbrowser: $BROWSER, else the desktop's default)."""
+    """Open ``page`` in the user's web browser (Python's webbrowser: $BROWSER, else the desktop's default); where
+    there is none, one line says where the page is (the command still succeeds: the report was built)."""
     import webbrowser
 
-    from orchestrator.errors import SpecsweepError
-
     if not webbrowser.open(page.resolve().as_uri()):
-        raise SpecsweepError(f"no web browser could open {page} (set $BROWSER to the command that opens a URL)")
+        # A headless GPU host is the common case: the report is built, so say where it is and succeed.
+        err_console.print(
+            f"no web browser here to open it: {page} (copy it to a machine with one, or set $BROWSER)",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _progress(message: str) -> None:
