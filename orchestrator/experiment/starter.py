@@ -85,11 +85,11 @@ _LOAD = """\
 load:
   concurrency: [1, 4, 16]
   warmup: 2                           # requests sent after each (re)start, not measured
-  requests: 32                        # per load point (or `duration: 60s`)
-  max_tokens: 256
+  requests: {requests:<25} # per load point (or `duration: 60s`)
+  max_tokens: {max_tokens}
   temperature: 0                      # greedy: the accept length does not depend on sampling luck
   prompts: "builtin:chat"             # or a JSONL / ShareGPT file, or "synthetic:in=128,out=256"
-  repeats: 3                          # each point measured 3 times (each with its own prompts): intervals
+  repeats: {repeats}                          # each point measured N times (each with its own prompts): intervals
                                       # over windows, not only requests; a winner must beat the noise
   repeats_across_restarts: 1          # 2+ deploys every configuration again (restart-to-restart variance)
   # until: {{rel_ci: 0.02, max_requests: 512}}   # or: measure each point until its 95% interval is within ±2%
@@ -191,7 +191,8 @@ def _sim(host: str) -> str:
     # installed there (its `specsweep sim` is the same program).
     program = "{python} -m orchestrator.sim" if host == "local" else "specsweep sim"
     command = (
-        f"{program} --engine sglang --host 0.0.0.0 --port 18190 --profile k26 --load-seconds 1 --seed 7\n"
+        f"{program} --engine sglang --host {'127.0.0.1' if host == 'local' else '0.0.0.0'} --port 18190 "
+        "--profile k26 --load-seconds 1 --seed 7\n"
         "    {spec_args}"
     )
     return (
@@ -230,4 +231,6 @@ def starter_experiment(engine: str, host: str, *, name: str | None = None, file:
     name = name or default_name(engine)
     description = json.dumps(_TITLES[engine].rstrip("."), ensure_ascii=False)  # a YAML string, quoted
     header = _HEADER.format(title=_TITLES[engine], name=name, description=description).replace("{file}", file)
-    return header + _BODIES[engine](host) + _LOAD.format()
+    # The simulator's starter is a first run of the tool, minutes long; a real engine's measures for real.
+    load = {"requests": 12, "max_tokens": 64, "repeats": 2} if engine == "sim" else {}
+    return header + _BODIES[engine](host) + _LOAD.format(**{"requests": 32, "max_tokens": 256, "repeats": 3, **load})
