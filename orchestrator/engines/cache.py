@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from orchestrator.control import request
 from orchestrator.engines.registry import get_engine, is_engine
 
 __all__ = ["flush_prefix_cache", "post"]
@@ -52,11 +53,9 @@ def post(method: str, url: str, path: str, api_key: str | None) -> tuple[int | N
         if _client is None:
             _client = httpx.Client(timeout=30.0, trust_env=False)
         client = _client
-    try:
-        response = client.request(method, url + path, headers=headers)
-    except httpx.HTTPError:
-        return None, None
-    return response.status_code, response.text
+    # a flush waits for the server to be idle: 30 s in all, like the per-read timeout it had
+    answer = request(client, method, url + path, headers=headers, deadline_s=30.0)
+    return answer.status, answer.text
 
 
 def _short(body: str | None) -> str | None:

@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from orchestrator.control import request
 from orchestrator.engines.listening import Listening, listening_lines, ready_line, url_port
 from orchestrator.errors import StartFailed
 from orchestrator.services.base import Service, ServiceState, select_evidence
@@ -70,6 +71,10 @@ class HealthReport:
     status_code: int
     polls: int
     state: ServiceState
+
+
+#: A health answer is a few bytes; more than this is no health answer (and is not read on).
+_HEALTH_LIMIT = 1024 * 1024
 
 
 def _telling_line(evidence: list[str]) -> str:
@@ -274,11 +279,8 @@ class _PortCheck:
         )
 
     def _answers(self, port: int) -> bool:
-        try:
-            response = self.client.get(_with_port(self.base, port) + self.health_path, timeout=1.0)
-        except httpx.HTTPError:
-            return False
-        return 200 <= response.status_code < 300
+        answer = request(self.client, "GET", _with_port(self.base, port) + self.health_path, deadline_s=1.0)
+        return answer.status is not None and 200 <= answer.status < 300
 
 
 def wait_until_healthy(
@@ -349,13 +351,13 @@ def wait_until_healthy(
             url, status = "", 0
             for path in paths:
                 url = base + path
-                try:
-                    response = client.get(url)
-                except httpx.HTTPError as exc:
-                    healthy, last_answer = False, f"GET {path}: {type(exc).__name__}"
+                answer = request(client, "GET", url, deadline_s=http_timeout, limit=_HEALTH_LIMIT)
+                if answer.status is None:
+                    exc = answer.error
+                    healthy, last_answer = False, f"GET {path}: {type(exc).__name__ if exc else answer.problem}"
                     refused = isinstance(exc, httpx.ConnectError) and _refused(exc)
                     break
-                status = response.status_code
+                status = answer.status
                 if not 200 <= status < 300:
                     healthy, last_answer = False, f"GET {path}: HTTP {status}"
                     break

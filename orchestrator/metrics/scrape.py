@@ -10,6 +10,8 @@ import threading
 
 import httpx
 
+from orchestrator.control import request
+
 __all__ = ["GaugeSampler", "get", "scrape"]
 
 _client: httpx.Client | None = None
@@ -24,11 +26,8 @@ def get(url: str, path: str, api_key: str | None) -> tuple[int | None, str | Non
         if _client is None:
             _client = httpx.Client(timeout=5.0, trust_env=False)
         client = _client
-    try:
-        response = client.get(url + path, headers=headers)
-    except httpx.HTTPError:
-        return None, None
-    return response.status_code, response.text
+    answer = request(client, "GET", url + path, headers=headers)  # a total deadline and a size cap
+    return answer.status, answer.text
 
 
 def scrape(url: str, path: str | None, api_key: str | None) -> str | None:
