@@ -121,6 +121,13 @@ def running_command(service: Any) -> dict[str, Any]:
         out["note"] = f"the running command could not be read: {exc}"
     if "command" not in out and "note" not in out:
         out["note"] = "no main process to read the command line of"
+    # The command line as the host runs it holds the values of $NAME secret arguments, expanded at the start:
+    # every text read back passes the service's redactor before it is kept (provenance.json is 0644).
+    redact = getattr(service, "redact", None)
+    if callable(redact):
+        for key in ("command", "wrapper", "exec_start"):
+            if isinstance(out.get(key), str):
+                out[key] = redact(out[key])
     return out
 
 

@@ -133,6 +133,10 @@ class ExistingService:
             return self._files.journal_since(cursor)
         return LogChunk("", cursor)
 
+    def redact(self, text: str) -> str:
+        """``text`` with the values this service masks in its logs masked."""
+        return self._files.redact(text)
+
     def logs_tail(self, n: int = 50) -> list[str]:
         if self._unit is not None:
             return self._unit.logs_tail(n)

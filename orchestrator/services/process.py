@@ -291,6 +291,10 @@ class ProcessService:
         end = body.rfind(b"\n") + 1
         return LogChunk(self._redact(body[:end].decode("utf-8", "replace")), str(begin + end))
 
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value this service knows masked (``[secret NAME]``)."""
+        return self._redact(text)
+
     def logs_tail(self, n: int = 50) -> list[str]:
         result = self.host.run(["tail", "-n", str(int(n)), self._paths()["log"]])
         return self._redact.lines(result.stdout.splitlines())

@@ -374,6 +374,10 @@ class SystemdService:
             lines.append(_message(entry.get("MESSAGE")))
         return LogChunk(self._redact("".join(line + "\n" for line in lines)), new_cursor)
 
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value this service knows masked (``[secret NAME]``)."""
+        return self._redact(text)
+
     def logs_tail(self, n: int = 50) -> list[str]:
         result = self.host.run(["journalctl", "-q", "-u", self.unit, "-o", "cat", "--no-pager", "-n", str(int(n))])
         return self._redact.lines(result.stdout.splitlines())

@@ -576,3 +576,37 @@ def test_the_simulators_text_does_not_depend_on_step_sizes_unless_a_wrong_draft_
     assert parse_faults(["wrong-token"]).wrong_token_rate == 0.05
     assert parse_faults(["wrong-token=0.5"]).wrong_token_rate == 0.5
     assert math.isclose(parse_faults([]).wrong_token_rate, 0.0)
+
+
+def test_the_running_command_kept_in_provenance_has_its_secrets_masked() -> None:
+    """Issue 28, item 2: a $NAME secret argument is expanded on the host, so `ps` shows its value; provenance
+    keeps the command line only after the service's redactor (the value never reaches provenance.json)."""
+    import subprocess
+    import sys
+
+    from orchestrator.services.secrets import Redactor
+
+    secret = "hf_s3cr3t-value-0123456789"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--token", secret])
+    try:
+        redactor = Redactor({"HF_TOKEN": secret})
+
+        class Service:
+            host = LocalHost("box")
+            unit = None
+
+            def state(self) -> Any:
+                class State:
+                    main_pid = child.pid
+
+                return State()
+
+            def redact(self, text: str) -> str:
+                return redactor(text)
+
+        running = running_command(Service())
+        assert running["pid"] == child.pid
+        assert "--token [secret HF_TOKEN]" in running["command"] and secret not in json.dumps(running)
+    finally:
+        child.kill()
+        child.wait()
