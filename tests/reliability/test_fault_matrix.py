@@ -253,7 +253,13 @@ def test_second_run_against_a_held_host_is_refused(sim_unit: SimUnit, tmp_path: 
 # -- the controller is stopped -------------------------------------------------------------------------------
 
 #: signal -> the CLI's exit status (a negative status: killed by that signal)
-SIGNALS = {"SIGINT": (signal.SIGINT, 130), "SIGTERM": (signal.SIGTERM, 130), "SIGKILL": (signal.SIGKILL, -9)}
+SIGNALS = {
+    "SIGINT": (signal.SIGINT, 130),
+    "SIGTERM": (signal.SIGTERM, 130),
+    # a closed terminal or a dropped SSH session (issue 28, item 7): stopped and restored like Ctrl-C
+    "SIGHUP": (signal.SIGHUP, 130),
+    "SIGKILL": (signal.SIGKILL, -9),
+}
 #: The load of the controller-fault scenarios: the second point (C=2) keeps requests in flight for about 1 s.
 SIGNAL_LOAD = {**SMALL_LOAD, "requests": 6}
 RUNNING = "sglang:num_running_reqs"  # the simulator speaks SGLang's /metrics: requests the server is running
@@ -320,7 +326,14 @@ def test_controller_signal_mid_point_then_resume(
         assert state_differences(before, host_state(host, sim_unit.unit))  # the marker and drop-in are left
     else:
         assert run_state(run_dir) == "interrupted"
-        assert err.strip().splitlines()[-1].startswith("specsweep: error: interrupted; hosts restored")
+        if sig == signal.SIGHUP:  # the terminal is gone: the controller says so, then writes to /dev/null
+            assert (
+                err.strip()
+                .splitlines()[-1]
+                .endswith("hangup: the terminal is gone; stopping the load and restoring the host")
+            )
+        else:
+            assert err.strip().splitlines()[-1].startswith("specsweep: error: interrupted; hosts restored")
         _check_host(sim_unit, before, outcome)
 
     resumed = sweep_in_process(path, results, resume=str(run_dir))

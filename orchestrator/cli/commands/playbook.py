@@ -7,9 +7,7 @@ Exit 0 when every expectation (and doctor check, smoke test, shell command) pass
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import typer
@@ -17,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.cli.console import console, err_console
+from orchestrator.cli.signals import stopping_signals
 from orchestrator.errors import ConfigError, PlaybookFailed
 from orchestrator.sweep.events import SweepEvent
 
@@ -132,21 +131,16 @@ def playbook(
         return
     stop = StopSignal()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        err_console.print("[yellow]interrupt: stopping and restoring the host...[/yellow]")
-        stop.request()
+    def say(message: str) -> None:
+        err_console.print(f"[yellow]{message}[/yellow]")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     observer = None if (quiet or as_json) else _Observer()
-    try:
+    with stopping_signals(stop.request, say):
         if observer is not None:
             with observer.progress:
                 result = run_playbook(program, PlaybookOptions(results_root=root), observer=observer, stop=stop)
         else:
             result = run_playbook(program, PlaybookOptions(results_root=root), stop=stop)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if as_json:
         typer.echo(json.dumps({"run_dir": str(result.run_dir), **result.to_json_dict()}, indent=2, default=str))
     else:

@@ -8,15 +8,14 @@ file, 3 the plan ran to its end but points failed, 4 the experiment's ``failure_
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import typer
 
 from orchestrator.cli.console import console, err_console
 from orchestrator.cli.progress import SweepProgress
+from orchestrator.cli.signals import stopping_signals
 from orchestrator.cli.summary import summary_renderables
 from orchestrator.experiment.schema import load_experiment
 
@@ -95,33 +94,26 @@ def sweep(
         return
     stop = StopSignal()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def say(message: str) -> None:
         if stop.requested.is_set():
-            err_console.print("[yellow]second interrupt: not waiting; restoring the host[/yellow]")
-        else:
-            err_console.print("[yellow]interrupt: stopping the load and restoring the host...[/yellow]")
-        stop.request()
+            message = "second interrupt: not waiting; restoring the host"
+        err_console.print(f"[yellow]{message}[/yellow]")
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     progress = None if (quiet or as_json) else SweepProgress(err_console)
-    try:
-        with progress if progress is not None else _nothing():
-            result = run_sweep(
-                experiment,
-                SweepOptions(
-                    results_root=root,
-                    resume=resume,
-                    retry_failed=retry_failed,
-                    break_lock=break_lock,
-                    baselines_from=baselines_from,
-                    redo_changed=redo_changed,
-                ),
-                observer=progress.observe if progress is not None else None,
-                stop=stop,
-            )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stopping_signals(stop.request, say), progress if progress is not None else _nothing():
+        result = run_sweep(
+            experiment,
+            SweepOptions(
+                results_root=root,
+                resume=resume,
+                retry_failed=retry_failed,
+                break_lock=break_lock,
+                baselines_from=baselines_from,
+                redo_changed=redo_changed,
+            ),
+            observer=progress.observe if progress is not None else None,
+            stop=stop,
+        )
     report_path = None
     if report:
         from orchestrator.report import build_report
