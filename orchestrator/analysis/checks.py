@@ -24,8 +24,8 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
-from orchestrator.errors import ConfigError
-from orchestrator.runs.store import SkippedLine, parse_json
+from orchestrator.errors import ConfigError, StoreError
+from orchestrator.runs.store import SkippedLine, confined, parse_json
 
 __all__ = [
     "CHECKS",
@@ -122,8 +122,9 @@ class CheckContext:
         name = row.get("window_file")
         if self.run_path is None or not isinstance(name, str):
             return None
-        path = (self.run_path / name).resolve()
-        if not path.is_relative_to(self.run_path.resolve()):
+        try:
+            path = confined(self.run_path, name)
+        except StoreError:
             return None
         try:
             return path.read_text(encoding="utf-8", errors="replace")

@@ -297,6 +297,17 @@ def _lines(target: Path) -> Iterator[tuple[int, str]]:
         raise _store_error("read", target, exc) from exc
 
 
+def confined(run_dir: str | Path, relative: str) -> Path:
+    """``run_dir / relative`` when it names a file inside the run directory (after every ``..`` and symbolic
+    link is resolved), else a StoreError: a record's ``window_file`` or ``requests_file`` is text anyone can
+    write, and a forged ``../../etc/shadow`` must never be read, nor copied into a new run."""
+    base = Path(run_dir).resolve()
+    target = (base / relative).resolve()
+    if Path(relative).is_absolute() or not target.is_relative_to(base) or target == base:
+        raise StoreError(f"{run_dir}: {relative!r} is not a file of this run directory")
+    return target
+
+
 def parse_json(text: str) -> Any:
     """``json.loads`` of text a run directory holds, which anyone may have written: a document nested deeper
     than the parser's recursion (``[[[[...`` a million deep) is a ``json.JSONDecodeError`` like any other bad
@@ -611,7 +622,7 @@ class RunStore:
 
     def read_lines(self, rel: str) -> list[dict[str, Any]]:
         """The JSON objects of a file ``write_lines`` wrote (unreadable lines skipped); [] when it is missing."""
-        return read_json_lines(self.path / rel)
+        return read_json_lines(confined(self.path, rel))
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""

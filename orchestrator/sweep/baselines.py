@@ -38,7 +38,7 @@ from orchestrator.errors import StoreError
 from orchestrator.experiment.schema import Experiment
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
 from orchestrator.runs.identity import host_table, resolved_experiment
-from orchestrator.runs.store import Record, RunStore, find_latest
+from orchestrator.runs.store import Record, RunStore, confined, find_latest
 
 __all__ = ["COMPARED_SETTINGS", "BaselineReuse", "adopt_reused", "baselines_source", "reuse_baselines"]
 
@@ -245,10 +245,10 @@ def adopt_reused(store: RunStore, records: list[Record], *, pooled: bool = False
     for record in records:
         window_file = None
         if record.window_file and record.baseline_source:
-            origin = Path(record.baseline_source) / record.window_file
             try:
+                origin = confined(record.baseline_source, record.window_file)  # a forged ../../ is not copied
                 text = origin.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            except (OSError, StoreError):
                 text = None  # the window is evidence, not data: a missing one does not stop the sweep
             if text is not None:
                 window_file = store.write_window(record.point_id, text, host=record.host if pooled else None)

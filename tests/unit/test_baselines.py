@@ -220,3 +220,25 @@ def test_a_path_that_is_not_a_run_is_an_error(tmp_path: Path, make_experiment: C
     exp = make_experiment()
     with pytest.raises(StoreError, match="not a run directory"):
         reuse_baselines(exp, build_plan(exp), tmp_path)
+
+
+def test_a_forged_record_cannot_copy_a_file_from_outside_its_run(
+    tmp_path: Path, make_experiment: Callable[..., Experiment]
+) -> None:
+    """Issue 28, item 5: a record of the --baselines-from run names '../../…' as its window and requests
+    file; nothing outside that run directory is read, and nothing of it reaches the new run."""
+    secret = tmp_path / "outside.txt"
+    secret.write_text('{"private": "key material"}\n')
+    exp = make_experiment()
+    run = earlier_run(tmp_path / "old", exp)
+    reuse = reuse_baselines(exp, build_plan(exp), run)
+    escape = str(Path("..") / ".." / ".." / secret.relative_to(tmp_path))
+    forged = [r.model_copy(update={"window_file": escape, "requests_file": str(secret)}) for r in reuse.records]
+    assert (run / escape).resolve() == secret.resolve()  # the forged path does lead to the file
+    store = RunStore.create(tmp_path / "new", exp.name, resolved_experiment(exp), reuse.plan.to_json_dict())
+    written = adopt_reused(store, forged)
+    assert written and all(r.window_file is None and r.requests_file is None for r in written)
+    copied = [p.read_text(errors="replace") for p in store.path.rglob("*") if p.is_file()]
+    assert not any("key material" in text for text in copied)
+    with pytest.raises(StoreError, match="is not a file of this run directory"):
+        RunStore.open(run).read_lines(escape)
