@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.errors import ConfigError, StoreError
-from orchestrator.runs.store import SkippedLine, confined, parse_json
+from orchestrator.runs.reading import confined, parse_json
+from orchestrator.runs.store import SkippedLine
 
 __all__ = [
     "CHECKS",

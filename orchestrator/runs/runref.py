@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import StoreError
-from orchestrator.runs.store import run_order
+from orchestrator.runs.listing import run_order
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment

@@ -49,6 +49,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError, StoreError
+from orchestrator.runs.listing import find_latest, next_sequence, run_directories
+from orchestrator.runs.reading import confined, parse_json
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
@@ -60,7 +62,6 @@ __all__ = [
     "SkippedLine",
     "find_latest",
     "is_run_directory",
-    "parse_json",
     "read_json_lines",
     "run_directories",
     "utc_now_iso",
@@ -297,27 +298,6 @@ def _lines(target: Path) -> Iterator[tuple[int, str]]:
         raise _store_error("read", target, exc) from exc
 
 
-def confined(run_dir: str | Path, relative: str) -> Path:
-    """``run_dir / relative`` when it names a file inside the run directory (after every ``..`` and symbolic
-    link is resolved), else a StoreError: a record's ``window_file`` or ``requests_file`` is text anyone can
-    write, and a forged ``../../etc/shadow`` must never be read, nor copied into a new run."""
-    base = Path(run_dir).resolve()
-    target = (base / relative).resolve()
-    if Path(relative).is_absolute() or not target.is_relative_to(base) or target == base:
-        raise StoreError(f"{run_dir}: {relative!r} is not a file of this run directory")
-    return target
-
-
-def parse_json(text: str) -> Any:
-    """``json.loads`` of text a run directory holds, which anyone may have written: a document nested deeper
-    than the parser's recursion (``[[[[...`` a million deep) is a ``json.JSONDecodeError`` like any other bad
-    line, never a ``RecursionError`` that ends a command with an internal error."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text[:80], 0) from None
-
-
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSON-lines file, one a line (unreadable lines skipped); [] when it is missing."""
     out: list[dict[str, Any]] = []
@@ -381,48 +361,6 @@ def _read_json(path: Path) -> Any:
         raise StoreError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
-def run_sequence(run_dir: Path) -> int | None:
-    """The ``sequence`` of a run directory's run.json, None when it has none (or cannot be read)."""
-    try:
-        raw = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = raw.get("sequence") if isinstance(raw, dict) else None
-    return value if type(value) is int else None
-
-
-def run_order(run_dir: Path) -> tuple[int, int, str, str]:
-    """The key that sorts run directories oldest first: by ``sequence`` (the order they were made in, whatever
-    the clock said), runs without one first and by their name (their UTC start time)."""
-    sequence = run_sequence(run_dir)
-    return (0 if sequence is None else 1, sequence or 0, run_dir.name, run_dir.parent.name)
-
-
-def _next_sequence(root: Path) -> int:
-    """1 + the largest sequence of the runs under ``root`` (``root/<experiment>/<run id>/run.json``)."""
-    found = [run_sequence(p.parent) for p in root.glob("*/*/run.json")]
-    return 1 + max((s for s in found if s is not None), default=0)
-
-
-def run_directories(root: str | Path, experiment: str) -> list[Path]:
-    """Every run directory of ``experiment`` under ``root``, oldest first (:func:`run_order`)."""
-    base = Path(root) / experiment
-    try:
-        candidates = sorted((p for p in base.iterdir() if (p / "run.json").is_file()), key=run_order)
-    except FileNotFoundError as exc:
-        raise StoreError(f"no runs of experiment {experiment!r} under {Path(root)}") from exc
-    except OSError as exc:
-        raise _store_error("list", base, exc) from exc
-    if not candidates:
-        raise StoreError(f"no runs of experiment {experiment!r} under {base}")
-    return candidates
-
-
-def find_latest(root: str | Path, experiment: str) -> Path:
-    """The newest run directory of ``experiment`` under ``root`` (:func:`run_order`)."""
-    return run_directories(root, experiment)[-1]
-
-
 class RunStore:
     """One run directory, for writing (the runner) and reading (resume, analysis, reports).
 
@@ -474,7 +412,7 @@ class RunStore:
             started_at=started.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             experiment_file=experiment_file,
             hosts=list(hosts or []),
-            sequence=_next_sequence(Path(root)),
+            sequence=next_sequence(Path(root)),
         )
         store = cls(path, info)
         if isinstance(resolved_experiment, str):

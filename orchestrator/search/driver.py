@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.runs.store import parse_json
+from orchestrator.runs.reading import parse_json
 from orchestrator.search.history import SEARCH_DIR
 from orchestrator.search.strategies import GridStrategy, RandomStrategy, Strategy, SuccessiveHalving
 

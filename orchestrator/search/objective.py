@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.intervals import z_value
-from orchestrator.runs.store import parse_json
+from orchestrator.runs.reading import parse_json
 
 if TYPE_CHECKING:
     from orchestrator.experiment.search import LimitSpec, ObjectiveSpec

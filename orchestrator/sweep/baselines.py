@@ -38,7 +38,8 @@ from orchestrator.errors import StoreError
 from orchestrator.experiment.schema import Experiment
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
 from orchestrator.runs.identity import host_table, resolved_experiment
-from orchestrator.runs.store import Record, RunStore, confined, find_latest
+from orchestrator.runs.reading import confined
+from orchestrator.runs.store import Record, RunStore, find_latest
 
 __all__ = ["COMPARED_SETTINGS", "BaselineReuse", "adopt_reused", "baselines_source", "reuse_baselines"]
 

@@ -279,7 +279,8 @@ def test_a_line_nested_beyond_the_parser_is_a_bad_line_not_an_internal_error(tmp
     import shutil
 
     from orchestrator.errors import StoreError
-    from orchestrator.runs.store import RunStore, parse_json, read_json_lines
+    from orchestrator.runs.reading import parse_json
+    from orchestrator.runs.store import RunStore, read_json_lines
 
     deep = "[" * 1_000_000 + "]" * 1_000_000
     with pytest.raises(json.JSONDecodeError):

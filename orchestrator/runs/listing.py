@@ -1,0 +1,52 @@
+"""The runs under a results root, in the order they were made (``latest`` is the last), whatever the clock said."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.errors import StoreError
+from orchestrator.runs.reading import parse_json
+
+__all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_sequence"]
+
+
+def run_sequence(run_dir: Path) -> int | None:
+    """The ``sequence`` of a run directory's run.json, None when it has none (or cannot be read)."""
+    try:
+        raw = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = raw.get("sequence") if isinstance(raw, dict) else None
+    return value if type(value) is int else None
+
+
+def run_order(run_dir: Path) -> tuple[int, int, str, str]:
+    """The key that sorts run directories oldest first: by ``sequence`` (the order they were made in, whatever
+    the clock said), runs without one first and by their name (their UTC start time)."""
+    sequence = run_sequence(run_dir)
+    return (0 if sequence is None else 1, sequence or 0, run_dir.name, run_dir.parent.name)
+
+
+def next_sequence(root: Path) -> int:
+    """1 + the largest sequence of the runs under ``root`` (``root/<experiment>/<run id>/run.json``)."""
+    found = [run_sequence(p.parent) for p in root.glob("*/*/run.json")]
+    return 1 + max((s for s in found if s is not None), default=0)
+
+
+def run_directories(root: str | Path, experiment: str) -> list[Path]:
+    """Every run directory of ``experiment`` under ``root``, oldest first (:func:`run_order`)."""
+    base = Path(root) / experiment
+    try:
+        candidates = sorted((p for p in base.iterdir() if (p / "run.json").is_file()), key=run_order)
+    except FileNotFoundError as exc:
+        raise StoreError(f"no runs of experiment {experiment!r} under {Path(root)}") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot list {base}: {exc.strerror or exc}") from exc
+    if not candidates:
+        raise StoreError(f"no runs of experiment {experiment!r} under {base}")
+    return candidates
+
+
+def find_latest(root: str | Path, experiment: str) -> Path:
+    """The newest run directory of ``experiment`` under ``root`` (:func:`run_order`)."""
+    return run_directories(root, experiment)[-1]
