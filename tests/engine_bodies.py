@@ -8,7 +8,9 @@ orjson with ``dumps_json``'s options for ``/generate``), fed the ``meta_info`` t
 wheels (on GitHub SGLang's are under ``python/``); line numbers are those of the pinned versions.
 
 The answer in every SGLang fixture: 13 tokens, the first from prefill, then 4 verify steps committing
-4 + 3 + 2 + 3 tokens (3 + 2 + 1 + 2 = 8 accepted drafts of 4 x 3 proposed, ``speculative_num_draft_tokens`` 4).
+4 + 3 + 2 + 3 tokens (3 + 2 + 1 + 2 = 8 accepted drafts of 4 x 3 proposed, ``speculative_num_draft_tokens`` 4),
+so ``spec_correct_drafts_histogram`` (steps that accepted exactly j drafts, schedule_batch.py
+``Req.update_spec_correct_drafts_histogram``) is [0, 1, 2, 1].
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from orchestrator.engines.sglang.responses import SGLANG_SGLEXT
 LLAMACPP_DATA = Path(__file__).resolve().parent / "data" / "llamacpp"
 
 SGLANG_DETAILS = SpecFigures(
-    SGLANG_SGLEXT, verify_steps=4, accepted_drafts=8, proposed_drafts=12, engine_accept_len=3.25
+    SGLANG_SGLEXT,
+    verify_steps=4,
+    accepted_drafts=8,
+    proposed_drafts=12,
+    engine_accept_len=3.25,
+    completion_tokens=13,  # round(spec_accept_length x spec_verify_ct): SGLang's own count, 3.25 = 13 / 4
+    accepted_histogram=(0, 1, 2, 1),  # steps that accepted exactly 0, 1, 2, 3 drafts
 )
 
 # SGLang 0.5.23 /v1/chat/completions, stream with stream_options {include_usage, continuous_usage_stats} and
@@ -37,7 +45,7 @@ _HEAD = '{"id":"8f1c","object":"chat.completion.chunk","created":1764547200,"mod
 _DETAILS = (
     '{"spec_tokens_details":{"spec_accept_rate":0.6666666666666666,"spec_accept_length":3.25,"spec_cap_length":0.0,'
     '"spec_block_accept_length":0.0,"spec_num_correct_drafts":8,"spec_num_proposed_drafts":12,"spec_verify_ct":4,'
-    '"spec_correct_drafts_histogram":[0,1,1,2],"spec_cap_lens_histogram":[]}}'
+    '"spec_correct_drafts_histogram":[0,1,2,1],"spec_cap_lens_histogram":[]}}'
 )
 
 
@@ -125,7 +133,7 @@ SGLANG_GENERATE_STREAM = [
     + _GMETA.encode()
     + b',"completion_tokens":13,"cached_tokens":0,"e2e_latency":0.25,"spec_accept_rate":0.6666666666666666,'
     b'"spec_accept_length":3.25,"spec_num_correct_drafts":8,"spec_num_proposed_drafts":12,"spec_verify_ct":4,'
-    b'"spec_correct_drafts_histogram":[0,1,1,2]}}\n\n',
+    b'"spec_correct_drafts_histogram":[0,1,2,1]}}\n\n',
     b"data: [DONE]\n\n",
 ]
 
@@ -156,3 +164,53 @@ VLLM_BODY_METRICS = (
 def llamacpp_stream() -> list[bytes]:
     """A real llama-server ``/v1/completions`` stream (n-gram speculation; see tests/data/llamacpp/README.md)."""
     return [e + b"\n\n" for e in (LLAMACPP_DATA / "ngram-simple-n3-m16.stream.sse").read_bytes().split(b"\n\n") if e]
+
+
+# SGLang 0.5.23 /v1/completions with n = 3 and return_spec_tokens_details, made by SGLang's own code
+# (tests/contract/sglang_responses_oracle.py: tokenizer_manager.py _calculate_spec_decoding_metrics per choice,
+# serving_completions.py _build_completion_response and _generate_completion_stream's sglext block, the
+# protocol.py models; test_responses_contract.py checks these bytes are what that code makes). Three choices
+# of 13, 1 and 9 tokens: 4 verify steps accepting 3, 2, 1, 2 drafts; none (the one token came from prefill,
+# so SGLang writes no speculative field and leaves the choice out of the list); 5 steps accepting 0, 0, 1, 0,
+# 3. usage sums every choice (23); the per-choice details are a list of two. Pooled as SGLang's counters pool
+# its requests: accept_len = ((13 - 1) + (1 - 1) + (9 - 1)) / (4 + 5) = 20 / 9.
+SGLANG_N3_SCENARIO = {
+    "num_draft_tokens": 4,
+    "n": 3,
+    "choices": [
+        {"completion_tokens": 13, "steps": [3, 2, 1, 2]},
+        {"completion_tokens": 1, "steps": []},
+        {"completion_tokens": 9, "steps": [0, 0, 1, 0, 3]},
+    ],
+}
+SGLANG_N3_COMPLETIONS_STREAM = [
+    b'data: {"id":"r0","object":"text_completion","created":1764547200,"model":"m","choices":[{"index":0,"'
+    b'text":"x","logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}\n\n',
+    b'data: {"id":"r1","object":"text_completion","created":1764547200,"model":"m","choices":[{"index":1,"'
+    b'text":"x","logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}\n\n',
+    b'data: {"id":"r2","object":"text_completion","created":1764547200,"model":"m","choices":[{"index":2,"'
+    b'text":"x","logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}\n\n',
+    b'data: {"id":"r0","object":"text_completion","created":1764547200,"model":"m","choices":[],"usage":nu'
+    b'll,"sglext":{"spec_tokens_details":[{"spec_accept_rate":0.6666666666666666,"spec_accept_length":3.25'
+    b',"spec_cap_length":0.0,"spec_block_accept_length":0.0,"spec_num_correct_drafts":8,"spec_num_proposed'
+    b'_drafts":12,"spec_verify_ct":4,"spec_correct_drafts_histogram":[0,1,2,1],"spec_cap_lens_histogram":['
+    b']},{"spec_accept_rate":0.26666666666666666,"spec_accept_length":1.8,"spec_cap_length":0.0,"spec_bloc'
+    b'k_accept_length":0.0,"spec_num_correct_drafts":4,"spec_num_proposed_drafts":15,"spec_verify_ct":5,"s'
+    b'pec_correct_drafts_histogram":[3,1,0,1],"spec_cap_lens_histogram":[]}]}}\n\n',
+    b'data: {"id":"r0","object":"text_completion","created":1764547200,"model":"m","choices":[],"usage":{"'
+    b'prompt_tokens":7,"total_tokens":30,"completion_tokens":23,"reasoning_tokens":0}}\n\n',
+    b"data: [DONE]\n\n",
+]
+SGLANG_N3_COMPLETIONS_BODY = (
+    b'{"id":"r0","object":"text_completion","created":1764547200,"model":"m","choices":[{"index":0,"text":'
+    b'"x","logprobs":null,"finish_reason":"length","matched_stop":null},{"index":1,"text":"x","logprobs":n'
+    b'ull,"finish_reason":"length","matched_stop":null},{"index":2,"text":"x","logprobs":null,"finish_reas'
+    b'on":"length","matched_stop":null}],"usage":{"prompt_tokens":7,"total_tokens":30,"completion_tokens":'
+    b'23,"prompt_tokens_details":null,"reasoning_tokens":0,"completion_tokens_details":null},"metadata":{"'
+    b'weight_version":"default"},"sglext":{"spec_tokens_details":[{"spec_accept_rate":0.6666666666666666,"'
+    b'spec_accept_length":3.25,"spec_cap_length":0.0,"spec_block_accept_length":0.0,"spec_num_correct_draf'
+    b'ts":8,"spec_num_proposed_drafts":12,"spec_verify_ct":4,"spec_correct_drafts_histogram":[0,1,2,1],"sp'
+    b'ec_cap_lens_histogram":[]},{"spec_accept_rate":0.26666666666666666,"spec_accept_length":1.8,"spec_ca'
+    b'p_length":0.0,"spec_block_accept_length":0.0,"spec_num_correct_drafts":4,"spec_num_proposed_drafts":'
+    b'15,"spec_verify_ct":5,"spec_correct_drafts_histogram":[3,1,0,1],"spec_cap_lens_histogram":[]}]}}'
+)

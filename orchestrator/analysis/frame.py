@@ -23,7 +23,9 @@ in an empty or all-failed run):
   ``ddtree_avg_accepted_depth`` ...), the Prometheus window's scalars as ``prom_<key>``
   (``prom_accept_len``, ``prom_gen_throughput``, ``prom_details_drafts`` ...; raw counters, gauges and
   prose left out), per-source figures as ``source_<source>_<figure>``; samples and prose are left to the
-  window file.
+  window file. Whether each window is whole (orchestrator/engines/integrity.py): ``server_integrity_whole``,
+  ``server_integrity_part`` and ``server_integrity_reasons`` (the reasons as JSON text) for the log window,
+  ``prom_integrity_*`` for the ``/metrics`` one.
 - ``accept_len`` and ``accept_len_source``: the accept length the analysis uses, tokens per verify step with
   the bonus token: the server's log window figure, else the client's per-response one (exact counts), else
   the Prometheus window figure, else DDTree's ``avg_commit_len`` (what was actually committed per step); a
@@ -397,17 +399,29 @@ def flatten_server(server: dict[str, Any] | None) -> dict[str, Any]:
                     out[f"prom_{_clean(k)}"] = v
                 elif isinstance(v, dict) and k not in ("counters", "gauges", "definitions"):  # raw series, prose
                     out.update({f"prom_{_clean(k)}_{_clean(s)}": x for s, x in v.items() if _scalar(x)})
+            out.update(_integrity_reasons("prom", value.get("integrity")))
         elif key == "disagreement" and isinstance(value, dict):
             out.update({f"disagreement_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
         elif key in ("sources", "comparison") and isinstance(value, dict):
             out.update(_flatten_sources(value))
         elif isinstance(value, dict):
             out.update({f"server_{_clean(key)}_{_clean(k)}": v for k, v in value.items() if _scalar(v)})
+            if key == "integrity":
+                out.update(_integrity_reasons("server", value))
         elif key.startswith("avg_") or key in _DDTREE_TOP_LEVEL:
             out[f"ddtree_{_clean(key)}"] = value
         else:
             out[f"server_{_clean(key)}"] = value
     return out
+
+
+def _integrity_reasons(prefix: str, integrity: Any) -> dict[str, Any]:
+    """``<prefix>_integrity_reasons``: a window's integrity reasons (``[{"reason", "detail"}]``) as JSON text, None
+    when it is whole (orchestrator/engines/integrity.py)."""
+    reasons = integrity.get("reasons") if isinstance(integrity, dict) else None
+    if not isinstance(reasons, list) or not reasons:
+        return {f"{prefix}_integrity_reasons": None} if isinstance(integrity, dict) else {}
+    return {f"{prefix}_integrity_reasons": json.dumps(reasons, sort_keys=True)}
 
 
 def _flatten_sources(value: dict[str, Any]) -> dict[str, Any]:

@@ -42,15 +42,7 @@ def read_requests(run_path: str | Path, requests_file: str | None) -> list[dict[
 
 def _spec(row: dict[str, Any]) -> SpecFigures | None:
     spec = row.get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("source"), str):
-        return None
-    return SpecFigures(
-        spec["source"],
-        verify_steps=spec.get("verify_steps"),
-        accepted_drafts=spec.get("accepted_drafts"),
-        proposed_drafts=spec.get("proposed_drafts"),
-        engine_accept_len=spec.get("engine_accept_len"),
-    )
+    return SpecFigures.from_dict(spec) if isinstance(spec, dict) else None
 
 
 def _itl_seconds(rows: Iterable[dict[str, Any]]) -> np.ndarray:

@@ -15,7 +15,8 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
 - control endpoints: ``health_paths`` (polled until the server answers), :meth:`flush_cache`
   (``flush_path`` names its request), ``info_paths``, ``version_key``, ``info_settings`` and
   ``info_settings_object`` (what the server says about itself), and the lines it prints when listening or
-  ready (``listening_patterns``, ``ready_patterns``);
+  ready (``listening_patterns``, ``ready_patterns``), and the lines it prints once per process start
+  (``start_patterns``: a window holding one holds two processes, see ``orchestrator.metrics.window``);
 - per-response figures: ``response_sources`` and :meth:`request_extras` (the body fields that ask for them);
 - ``init_flags``: what ``specsweep init`` writes for this engine.
 
@@ -79,6 +80,7 @@ class Engine(Protocol):
     info_settings_object: str | None
     listening_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     ready_patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    start_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     init_flags: Mapping[str, str]
 
     def parse_log(self, text: str) -> ParseResult: ...
@@ -112,6 +114,11 @@ class EngineBase:
     listening_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
     #: (who prints it, pattern): lines that say the server serves, naming no port
     ready_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
+    #: (who prints it, pattern): lines the engine prints exactly once per process start (a version banner, the
+    #: server arguments), searched line by line (``re.MULTILINE``). A pattern with a ``pid`` group (and a
+    #: ``proc`` group naming the process) is a process identity instead: the line where a process's pid changes
+    #: is a start (orchestrator/metrics/window.py ``process_starts``).
+    start_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
     init_flags: Mapping[str, str] = field(default_factory=dict)
     aliases: Sequence[str] = ()
 

@@ -14,25 +14,35 @@ from typing import Any
 
 from orchestrator.engines.integrity import Integrity
 
-__all__ = ["COUNTER_DEFINITIONS", "PromSnapshot", "PromWindow", "by_name", "finite", "parse_exposition"]
+__all__ = ["COUNTER_DEFINITIONS", "MAXIMA", "PromSnapshot", "PromWindow", "by_name", "finite", "parse_exposition"]
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\s*(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+-?\d+)?\s*$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 _COUNTER_SUFFIXES = ("_bucket", "_count", "_sum")
 
-#: vLLM's and llama.cpp's counters give the window's figures exactly (both engines' names, their own prefix).
+#: vLLM's and llama.cpp's counters (both engines' names, their own prefix). vLLM's give the window's figures
+#: exactly; llama.cpp writes its counters as doubles with 6 significant digits, so from 10^6 on its figures are
+#: rounded (orchestrator/engines/llamacpp/prometheus.py). Each record says which (``exactness``).
 COUNTER_DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total) "
         "between the scrapes, bonus included; a draft is one step that verified a draft (llama.cpp steps "
-        "without a draft are not counted)."
+        "without a draft are not counted). Exact for vLLM; llama.cpp's counters of 10^6 or more are rounded "
+        "to 6 significant digits (exactness says so, with bounds)."
     ),
     "acceptance_rate": "d(accepted tokens) / d(draft tokens), no bonus.",
     "gen_throughput": (
         "d(generation token counter) / elapsed seconds when both are known (vllm:generation_tokens_total, "
-        "llamacpp:tokens_predicted_total)."
+        "llamacpp:tokens_predicted_total); none from a window a restart or a counter reset broke."
     ),
 }
+
+
+#: Series an engine declares ``counter`` that hold a running maximum, not a count: they need not go down when the
+#: server restarts, so they say nothing of a reset. llama.cpp's ``n_tokens_max`` ("Largest observed sequence
+#: length", ``std::max`` in tools/server/server-context.cpp ``metrics_post_decode``; a counter in
+#: server-task.cpp ``server_task_result_metrics::to_metrics``).
+MAXIMA = frozenset({"llamacpp:n_tokens_max"})
 
 
 @dataclass(slots=True)
@@ -109,7 +119,9 @@ class PromWindow:
     lines_skipped: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     definitions: dict[str, str] = field(default_factory=dict)  # figure -> how this engine's is computed
-    #: Whether the window is whole, and how exact each figure is (orchestrator/engines/integrity.py).
+    #: Whether the window is whole, and how exact each figure is (orchestrator/engines/integrity.py): filled by
+    #: orchestrator.metrics.prometheus.scrape_delta (a restart, a counter that went down) and each engine's
+    #: derivation (``exactness`` per figure, keyed as ``figures()`` and ``per_position_acceptance``).
     integrity: Integrity = field(default_factory=Integrity)
     exactness: dict[str, dict[str, Any]] = field(default_factory=dict)
 

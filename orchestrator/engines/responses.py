@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +61,17 @@ class SpecFigures:
     :class:`ResponseSource` says how the figures combine. ``verify_steps``: the engine's count of verify
     steps (None where the source has none). ``accepted_drafts`` / ``proposed_drafts``: accepted and proposed
     draft tokens under the engine's names (each engine module says which). ``engine_accept_len``: the
-    engine's own per-response figure as written, kept to check ours against.
+    engine's own per-response figure as written, kept to check ours against. ``completion_tokens``: the
+    engine's own completion-token count of these figures where the source gives one per response or per
+    choice (SGLang; None elsewhere: then the response's ``usage`` count is used). ``accepted_histogram``:
+    entry j = verify steps that accepted exactly j drafts (vLLM's ``acceptance_histogram``, SGLang's
+    ``spec_correct_drafts_histogram``), None where the source has none.
+
+    ``choices``: a response with several choices (SGLang with ``n > 1``: one entry per choice that verified)
+    keeps each choice's own figures here, and the fields above hold their sums (``engine_accept_len`` None:
+    the engine writes one per choice only). Every figure combines the choices as the engine's own counters
+    do: each choice is a request of its own inside the engine, with its own prefill token and verify steps
+    (:meth:`accept_terms`).
     """
 
     source: str
@@ -69,26 +79,49 @@ class SpecFigures:
     accepted_drafts: int | None = None
     proposed_drafts: int | None = None
     engine_accept_len: float | None = None
+    completion_tokens: int | None = None
+    accepted_histogram: tuple[int, ...] | None = None
+    choices: tuple[SpecFigures, ...] = ()
 
     def accept_terms(self, completion_tokens: int) -> tuple[int, int] | None:
-        """(tokens committed by verify steps, verify steps): ``accept_len`` of this response is their ratio."""
+        """(tokens committed by verify steps, verify steps): ``accept_len`` of this response is their ratio.
+
+        ``completion_tokens`` is the response's count (its ``usage``); the figures' own count, where the source
+        gives one, is used instead. With several choices: the sums of each choice's terms, each from that
+        choice's own count (None when a choice that verified has none: ``usage`` sums every choice and cannot
+        be split among them)."""
+        if self.choices:
+            return _summed(c.accept_terms(0) if c.completion_tokens is not None else None for c in self._verified())
         steps = self.verify_steps
         if not steps:
             return None
         rule = response_source(self.source)
         if rule is None or rule.accept is None:
             return None
-        return rule.accept(self, steps, completion_tokens)
+        tokens = self.completion_tokens if self.completion_tokens is not None else completion_tokens
+        return rule.accept(self, steps, tokens)
 
     def engine_accept_terms(self, completion_tokens: int) -> tuple[int, int] | None:
         """The engine's own (completion tokens, verify steps), where the engine's formula differs from accept_len."""
+        if self.choices:
+            return _summed(
+                c.engine_accept_terms(0) if c.completion_tokens is not None else None for c in self._verified()
+            )
         steps = self.verify_steps
         if not steps:
             return None
         rule = response_source(self.source)
         if rule is None or rule.engine_accept is None:
             return None
-        return rule.engine_accept(self, steps, completion_tokens)
+        tokens = self.completion_tokens if self.completion_tokens is not None else completion_tokens
+        return rule.engine_accept(self, steps, tokens)
+
+    def _verified(self) -> list[SpecFigures]:
+        return [choice for choice in self.choices if choice.verify_steps]
+
+    def parts(self) -> tuple[SpecFigures, ...]:
+        """The engine's requests behind this response: its choices, or itself."""
+        return self.choices or (self,)
 
     def accept_len(self, completion_tokens: int) -> float | None:
         terms = self.accept_terms(completion_tokens)
@@ -101,7 +134,50 @@ class SpecFigures:
             "accepted_drafts": self.accepted_drafts,
             "proposed_drafts": self.proposed_drafts,
             "engine_accept_len": self.engine_accept_len,
+            "completion_tokens": self.completion_tokens,
+            "accepted_histogram": list(self.accepted_histogram) if self.accepted_histogram is not None else None,
+            "choices": [choice.to_dict() for choice in self.choices] if self.choices else None,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpecFigures | None:
+        """The figures :meth:`to_dict` wrote (a requests file's ``spec``); None when it is not such a dict."""
+        source = data.get("source")
+        if not isinstance(source, str):
+            return None
+        histogram = data.get("accepted_histogram")
+        choices = data.get("choices")
+        return cls(
+            source,
+            verify_steps=_int(data.get("verify_steps")),
+            accepted_drafts=_int(data.get("accepted_drafts")),
+            proposed_drafts=_int(data.get("proposed_drafts")),
+            engine_accept_len=_float(data.get("engine_accept_len")),
+            completion_tokens=_int(data.get("completion_tokens")),
+            accepted_histogram=_histogram(histogram),
+            choices=tuple(
+                c for c in (cls.from_dict(item) for item in choices if isinstance(item, Mapping)) if c is not None
+            )
+            if isinstance(choices, list)
+            else (),
+        )
+
+
+def _summed(terms: Iterable[tuple[int, int] | None]) -> tuple[int, int] | None:
+    numerator = denominator = 0
+    for term in terms:
+        if term is None:
+            return None  # a choice that verified but whose terms are unknown: no figure for the response
+        numerator += term[0]
+        denominator += term[1]
+    return (numerator, denominator) if denominator else None
+
+
+def _histogram(value: object) -> tuple[int, ...] | None:
+    """A histogram of accepted drafts per step: a list of non-negative integers, else None."""
+    if isinstance(value, list | tuple) and all(type(v) is int and v >= 0 for v in value):
+        return tuple(value)
+    return None
 
 
 def _int(value: object) -> int | None:

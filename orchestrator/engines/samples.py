@@ -177,6 +177,9 @@ class VllmSpecSample(Sample):
     num_spec_tokens: int | None = None  # V0: k, as printed
     system_efficiency: float | None = None  # V0, as printed (cumulative)
     cumulative: dict[str, int] = field(default_factory=dict)  # V0: the counts as printed (since engine start)
+    # Why the "Engine NNN:" line this spec line pairs with is not in the text (the window was cut between
+    # them: orchestrator/engines/vllm/log.py pair_lines); None for a whole pair. Such a line gives no figure.
+    cut_pair: str | None = None
 
 
 @dataclass(slots=True)
@@ -192,6 +195,10 @@ class VllmEngineSample(Sample):
     waiting: int | None = None
     kv_cache_usage: float | None = None  # percent
     prefix_cache_hit_rate: float | None = None  # percent
+    timestamp: str | None = None  # vLLM's own "%m-%d %H:%M:%S" (vllm/logger.py _DATE_FORMAT), when printed
+    # Why the spec line printed right after this one is not in the text (the window ends between them:
+    # orchestrator/engines/vllm/log.py pair_lines); None for a whole pair or an interval without drafts.
+    cut_pair: str | None = None
 
 
 @dataclass(slots=True)
@@ -207,7 +214,11 @@ class LlamaRequestSample(Sample):
     draft_acceptance: float | None = None  # as printed: accepted / generated
     mean_len: float | None = None  # as printed: 1 + accepted / verify steps
     acc_per_pos: list[float] = field(default_factory=list)
-    verify_steps: int | None = None  # recovered from accepted and mean_len
+    verify_steps: int | None = None  # recovered from accepted, mean_len and acc_per_pos
+    # Every step count the printed figures allow (orchestrator/engines/llamacpp/log.py recover_request_steps):
+    # verify_steps is exact when the two are equal; None when nothing bounds it.
+    verify_steps_low: int | None = None
+    verify_steps_high: int | None = None
     prompt_tokens: int | None = None
     prompt_ms: float | None = None
     eval_tokens: int | None = None

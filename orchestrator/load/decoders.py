@@ -13,8 +13,9 @@ APIs and what they send:
   ``sglext.spec_tokens_details`` (asked for with ``return_spec_tokens_details``; in a stream, a chunk of its
   own with no choices before the usage chunk), vLLM's ``metrics.speculative_decoding`` (on the final usage
   chunk), llama.cpp's ``timings`` (on the last chunk). No engine puts ``meta_info`` at the top level of an
-  OpenAI response, so it is not read there; SGLang's ``choices[0].meta_info`` of a non-streamed chat answer
-  (``return_meta_info``) is.
+  OpenAI response, so it is not read there; SGLang's ``choices[i].meta_info`` of a non-streamed chat answer
+  (``return_meta_info``) is, every choice's. With ``n > 1`` SGLang's ``spec_tokens_details`` is a list, one per
+  choice, pooled as SGLang pools its requests (orchestrator/engines/sglang/responses.py).
 - ``generate`` (SGLang native): cumulative ``text`` and ``meta_info.completion_tokens`` in every chunk,
   ``meta_info.finish_reason = {"type": "length", ...}``, the speculative fields in the final chunk's
   ``meta_info``, ``[DONE]``.
@@ -31,7 +32,7 @@ from typing import Any
 import msgspec
 
 from orchestrator.engines.llamacpp.responses import from_timings
-from orchestrator.engines.sglang.responses import from_meta_info, from_spec_tokens_details
+from orchestrator.engines.sglang.responses import from_choices_meta_info, from_meta_info, from_spec_tokens_details
 from orchestrator.engines.vllm.responses import from_vllm_metrics
 from orchestrator.load.records import RequestRecord, spread_tokens
 
@@ -435,12 +436,11 @@ class OpenAIDecoder(Decoder):
             if isinstance(usage.get("prompt_tokens"), int):
                 self.record.input_tokens = usage["prompt_tokens"]
         self._openai_extensions(obj)
-        if self.record.spec is None and self._chat and choices and isinstance(choices[0], dict):
-            # SGLang's non-streamed chat with return_meta_info: the raw meta_info inside the choice
-            # (python/sglang/srt/entrypoints/openai/serving_chat.py _build_chat_response).
-            meta = choices[0].get("meta_info")
-            if isinstance(meta, dict):
-                self.record.spec = from_meta_info(meta)
+        if self.record.spec is None and self._chat and choices:
+            # SGLang's non-streamed chat with return_meta_info: the raw meta_info inside each choice, every
+            # choice's pooled when n > 1 (python/sglang/srt/entrypoints/openai/serving_chat.py
+            # _build_chat_response; orchestrator/engines/sglang/responses.py from_choices_meta_info).
+            self.record.spec = from_choices_meta_info(choices)
         return text, total
 
 

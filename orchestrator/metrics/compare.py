@@ -32,36 +32,79 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _exactness(data: HasFigures | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A source's ``exactness`` (orchestrator/engines/integrity.py): an attribute of a window, a key of a
+    mapping; empty for a source that says nothing of it."""
+    found = getattr(data, "exactness", None) if isinstance(data, HasFigures) else data.get("exactness")
+    return found if isinstance(found, Mapping) else {}
+
+
+def _bounds(entry: Any) -> tuple[float, float] | None:
+    bounds = entry.get("bounds") if isinstance(entry, Mapping) else None
+    if isinstance(bounds, list | tuple) and len(bounds) == 2:
+        low, high = _number(bounds[0]), _number(bounds[1])
+        if low is not None and high is not None:
+            return low, high
+    return None
+
+
 def compare_sources(sources: Mapping[str, HasFigures | Mapping[str, Any]], *, rel_tol: float = 0.05) -> dict[str, Any]:
     """Per figure: each source's value, relative differences to the reference, and agreement.
 
     Returns ``{"rel_tol": t, "figures": {figure: {"values": {source: v}, "reference": source,
-    "rel_diff": {source: (v - ref) / |ref|}, "max_rel_diff": d, "agree": bool | None}},
-    "disagreements": [figure, ...]}``. ``agree`` is None when fewer than two sources have the figure; a
-    relative difference against a reference of 0 is None (and disagrees unless the value is 0 too).
+    "rel_diff": {source: (v - ref) / |ref|}, "max_rel_diff": d, "agree": bool | None, "exactness":
+    {source: kind}, "bounds": {source: [low, high]}}}, "disagreements": [figure, ...]}``. ``agree`` is None
+    when fewer than two sources have the figure; a relative difference against a reference of 0 is None (and
+    disagrees unless the value is 0 too).
+
+    A source says how exact each of its figures is (``exactness``: exact, rounded, gauge, bounded). The
+    reference is the first source whose figure is ``exact``, else the first that is not ``bounded`` or a
+    ``gauge``, else the first: a bounded figure (an estimate within bounds) never stands for the others. A
+    bounded figure agrees when the reference lies within its bounds (widened by ``rel_tol``), whatever its
+    estimate; its relative difference is still reported.
     """
     table: dict[str, dict[str, float]] = {}
+    kinds: dict[str, dict[str, str]] = {}
+    spans: dict[str, dict[str, tuple[float, float]]] = {}
     for source, data in sources.items():
         figures = data.figures() if isinstance(data, HasFigures) else data
+        exact = _exactness(data)
         for figure, raw in figures.items():
             value = _number(raw)
             if value is not None:
                 table.setdefault(figure, {})[source] = value
+                entry = exact.get(figure)
+                kind = entry.get("kind") if isinstance(entry, Mapping) else None
+                if isinstance(kind, str):
+                    kinds.setdefault(figure, {})[source] = kind
+                bounds = _bounds(entry)
+                if kind == "bounded" and bounds is not None:
+                    spans.setdefault(figure, {})[source] = bounds
     out: dict[str, Any] = {}
     disagreements: list[str] = []
     for figure, values in table.items():
-        reference = next(iter(values))
+        said = kinds.get(figure, {})
+        reference = next(
+            (s for s in values if said.get(s) == "exact"),
+            next((s for s in values if said.get(s) not in ("bounded", "gauge")), next(iter(values))),
+        )
         ref = values[reference]
         diffs: dict[str, float | None] = {}
         agree = True
         for source, value in values.items():
             if source == reference:
                 continue
+            span = spans.get(figure, {}).get(source)
             if ref == 0:
                 diffs[source] = 0.0 if value == 0 else None
-                agree = agree and value == 0
             else:
                 diffs[source] = (value - ref) / abs(ref)
+            if span is not None:
+                slack = rel_tol * abs(ref)
+                agree = agree and span[0] - slack <= ref <= span[1] + slack
+            elif ref == 0:
+                agree = agree and value == 0
+            else:
                 agree = agree and abs(value - ref) <= rel_tol * abs(ref)
         known = [abs(d) for d in diffs.values() if d is not None]
         entry = {
@@ -70,6 +113,8 @@ def compare_sources(sources: Mapping[str, HasFigures | Mapping[str, Any]], *, re
             "rel_diff": diffs,
             "max_rel_diff": max(known) if known else None,
             "agree": agree if diffs else None,
+            "exactness": dict(said),
+            "bounds": {s: list(b) for s, b in spans.get(figure, {}).items()},
         }
         if diffs and not agree:
             disagreements.append(figure)
@@ -88,7 +133,8 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``meta_info`` on an OpenAI-shaped body is ignored: no engine writes one. The figures and their
     definitions are those of :func:`orchestrator.load.spec.summarize_spec`: ``accept_len`` token-weighted,
     ``accept_len_request_weighted`` the mean over responses, ``accept_len_engine`` SGLang's own formula,
-    ``acceptance_rate`` from accepted / proposed drafts; ``details`` counts the responses.
+    ``acceptance_rate`` from accepted / proposed drafts; ``details`` counts the responses; ``exactness`` says
+    each figure is exact (integer counts the engine wrote).
     """
     read = [response_spec(response) for response in responses]
     summary = summarize_spec((spec, tokens or 0) for spec, tokens in read)
@@ -108,4 +154,5 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "sources": summary["sources"],
         },
         "definitions": summary["definitions"],
+        "exactness": summary["exactness"],
     }

@@ -1,16 +1,34 @@
 """Two ``/metrics`` scrapes of one engine: counters by difference, gauges sampled, the engine's figures derived.
 
 A window is two scrapes bracketing one load point (plus, optionally, scrapes taken during it). Counters are
-read by difference (after - before; a counter that went down was reset, and its after value is the
-increase); gauges are sampled: the window value is the mean of the scrapes taken during and at the end of
-the window (the ``before`` scrape describes the previous window and only shows up as ``before``).
+read by difference (after - before); gauges are sampled: the window value is the mean of the scrapes taken
+during and at the end of the window (the ``before`` scrape describes the previous window and only shows up as
+``before``).
 
-Derived figures: vLLM and llama.cpp expose ``spec_decode_num_drafts_total``,
-``spec_decode_num_draft_tokens_total``, ``spec_decode_num_accepted_tokens_total`` and
-``..._accepted_tokens_per_pos_total{position="i"}``, so accept length = 1 + d(accepted) / d(drafts), exact.
+A window is whole when it covers one process and its counters only rose (``integrity``,
+orchestrator/engines/integrity.py; docs/engines.md, "Whole windows"). Every scrape of the window (``before``,
+``during``, ``after``) is compared with the one before it:
 
-Each engine derives its figures in its own package: ``orchestrator/engines/<name>/prometheus.py`` (SGLang's
-counters and gauges, vLLM V0's cumulative counters).
+- ``process_start_time_seconds`` (prometheus_client's process collector, ``prometheus_client/process_collector.py``
+  ``ProcessCollector.collect``: the process's start from ``/proc/self/stat`` and the boot time read once, so one
+  process exports one value; written without the engine's prefix, so read from the raw text) that differs is a
+  ``restart``. vLLM exports it when its API server uses prometheus_client's default registry
+  (vllm/v1/metrics/prometheus.py ``get_prometheus_registry``: not with ``PROMETHEUS_MULTIPROC_DIR``); SGLang
+  never (sglang/srt/utils/common.py ``add_prometheus_middleware``: a ``MultiProcessCollector`` registry only);
+  llama.cpp has no such series (tools/server/server-task.cpp ``server_task_result_metrics::to_metrics``).
+- A counter series that went down, or that was above zero and is gone, is a ``counter_reset`` naming it.
+
+No figure comes from a window that breaks either, with one exception: when a restart is shown by
+``process_start_time_seconds`` and every counter that could show it went down with it (every series above zero
+in the scrape before the restart), the after values are the counts of the new process since its start, and the
+figures that come from counters are given from them, ``integrity.part = "since_restart"``. The throughput is
+then not given (the seconds between the restart and the after scrape are not known), nor any gauge figure (its
+samples span both processes). Counters that went down without a restart shown, or a restart with only some
+counters down (``inconsistent``: a counter that stayed up either restarted above its old value or was carried
+over by a kept ``PROMETHEUS_MULTIPROC_DIR``, and the two cannot be told apart), give no figure at all.
+
+Each engine derives its figures in its own package (``orchestrator/engines/<name>/prometheus.py``: SGLang's
+counters and gauges, vLLM's counters, llama.cpp's rounded doubles) and says how exact each is (``exactness``).
 
 The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
@@ -21,14 +39,26 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from orchestrator.engines.exposition import PromSnapshot, PromWindow, by_name, finite, parse_exposition
+from orchestrator.engines.exposition import MAXIMA, PromSnapshot, PromWindow, by_name, finite, parse_exposition
 from orchestrator.engines.registry import engine_names, get_engine, is_engine
 from orchestrator.errors import MetricsError
 
 if TYPE_CHECKING:
     from orchestrator.engines.base import Engine
 
-__all__ = ["PromSnapshot", "PromWindow", "parse_exposition", "scrape_delta"]
+__all__ = ["PROCESS_START", "PromSnapshot", "PromWindow", "parse_exposition", "process_start", "scrape_delta"]
+
+#: prometheus_client's process collector (process_collector.py ProcessCollector, namespace ""): the process's
+#: start time, seconds since the epoch.
+PROCESS_START = "process_start_time_seconds"
+_NAMED = 6  # series named in a counter_reset's detail; the rest are counted
+
+
+def process_start(text: str) -> float | None:
+    """``process_start_time_seconds`` of one scrape's raw text, or None when it has none."""
+    snap = parse_exposition(text, PROCESS_START)
+    values = [v for k, v in snap.values.items() if snap.names[k] == PROCESS_START and math.isfinite(v)]
+    return values[0] if len(values) == 1 else None
 
 
 def scrape_delta(
@@ -40,7 +70,8 @@ def scrape_delta(
     elapsed_s: float | None = None,
     version: str | None = None,
 ) -> PromWindow:
-    """Counters by difference and gauges sampled between two ``/metrics`` scrapes of ``engine``.
+    """Counters by difference and gauges sampled between two ``/metrics`` scrapes of ``engine``; a window that
+    is not whole gives no figure, or those of its part since a restart (the module docstring).
 
     ``version``: the server's engine version when known; for SGLang it says what ``spec_accept_rate`` means
     where the exposition's HELP text does not."""
@@ -55,13 +86,13 @@ def scrape_delta(
     window = PromWindow(engine=engine, elapsed_s=elapsed_s if elapsed_s and elapsed_s > 0 else None)
     window.definitions = dict(spec.prometheus_definitions)
     window.lines_skipped = before.lines_skipped + after.lines_skipped + sum(m.lines_skipped for m in middle)
+    since_restart = _check_window(window, [before, *middle, after], [before_text, *during, after_text])
     for key, value in after.values.items():
         name = after.names[key]
         if after.kind(name) == "counter":
             start = before.values.get(key, 0.0)
-            if value < start:
-                window.resets.append(key)
-                start = 0.0
+            if since_restart or value < start:
+                start = 0.0  # the counts since the counter restarted
             window.counters[key] = value - start
         else:
             samples = [m.values[key] for m in middle if key in m.values] + [value]
@@ -76,8 +107,111 @@ def scrape_delta(
                 "max": max(kept) if kept else None,
                 "samples": len(samples),
             }
-    _derive(window, after, spec, version)
+    if window.integrity.whole or since_restart:
+        _derive(window, after, spec, version)
+    _withhold(window, since_restart)
     return window
+
+
+def _counter_values(snap: PromSnapshot) -> dict[str, float]:
+    """The counts of one scrape (series of counter type, but the running maxima some engines declare so)."""
+    return {
+        k: v
+        for k, v in snap.values.items()
+        if snap.kind(snap.names[k]) == "counter" and snap.names[k] not in MAXIMA and math.isfinite(v)
+    }
+
+
+def _check_window(window: PromWindow, snaps: list[PromSnapshot], texts: list[str]) -> bool:
+    """Fill ``window.integrity`` and ``window.resets`` from consecutive scrapes; True when the figures come from
+    the after scrape alone, the counts since a restart (the module docstring)."""
+    integrity = window.integrity
+    starts = [process_start(t) for t in texts]
+    down_all: list[str] = []
+    restarts: list[str] = []
+    partial: list[str] = []
+    previous: dict[str, float] | None = None
+    previous_start: float | None = None
+    for i, snap in enumerate(snaps):
+        counters = _counter_values(snap)
+        start = starts[i]
+        if previous is not None:
+            # A series above zero that is gone went down to zero (a new process has not made it yet).
+            down = [k for k, v in previous.items() if v > 0 and counters.get(k, 0.0) < v]
+            could = [k for k, v in previous.items() if v > 0]
+            restarted = start is not None and previous_start is not None and start != previous_start
+            if restarted:
+                restarts.append(f"{PROCESS_START} went from {previous_start!r} to {start!r}")
+                if len(down) != len(could):
+                    partial.append(
+                        f"a restart with {len(down)} of the {len(could)} counters above zero gone down: the others "
+                        "restarted above their old values or were carried over, which the scrapes cannot tell apart"
+                    )
+            elif down and len(down) != len(could):
+                partial.append(
+                    f"only {len(down)} of the {len(could)} counters above zero went down: a difference over them "
+                    "mixes counts from before and after the reset"
+                )
+            down_all += [k for k in down if k not in down_all]
+        previous = counters
+        previous_start = start if start is not None else previous_start
+    window.resets = list(down_all)
+    if restarts:
+        integrity.broken("restart", "; ".join(restarts))
+    if down_all:
+        named = ", ".join(down_all[:_NAMED]) + (f" and {len(down_all) - _NAMED} more" if len(down_all) > _NAMED else "")
+        integrity.broken("counter_reset", f"{len(down_all)} counter series went down between scrapes: {named}")
+    for detail in partial:
+        integrity.broken("inconsistent", detail)
+    since_restart = bool(restarts) and not partial
+    integrity.part = "since_restart" if since_restart else None
+    return since_restart
+
+
+def _withhold(window: PromWindow, since_restart: bool) -> None:
+    """No figure from a window that is not whole: none at all, or (since a restart) those from counters only."""
+    figures = ("accept_len", "acceptance_rate", "gen_throughput", "per_position_acceptance")
+    if window.integrity.whole:
+        window.exactness = {k: v for k, v in window.exactness.items() if _value(window, k) is not None}
+        return
+    if not since_restart:
+        window.accept_len = window.acceptance_rate = window.gen_throughput = None
+        window.per_position = None
+        window.exactness = {}
+        window.details = {"withheld": "the window is not whole (integrity): no figure comes from it"}
+        return
+    window.gen_throughput = None  # the seconds between the restart and the after scrape are not known
+    for figure in figures:
+        entry = window.exactness.get(figure)
+        if entry is not None and entry.get("kind") == "gauge":
+            _set(window, figure, None)  # a gauge's samples span both processes
+    kept: dict[str, dict[str, object]] = {}
+    for figure in figures:
+        entry = window.exactness.get(figure)
+        if entry is None or _value(window, figure) is None:
+            continue
+        note = str(entry.get("note") or "")
+        kept[figure] = {**entry, "note": note + "; over the part since the restart: the after scrape's counts"}
+    window.exactness = kept
+    window.details = {k: v for k, v in window.details.items() if not k.startswith("gauge_")}
+    window.details["since_restart"] = (
+        "the figures are the new process's counts since its start (the after scrape alone); no throughput (the "
+        "seconds from the restart to the after scrape are not known), no gauge figure (its samples span both "
+        "processes)"
+    )
+    if window.details.get("accept_len_source") == "gauges":
+        window.details["accept_len_source"] = None
+
+
+def _value(window: PromWindow, figure: str) -> object:
+    return window.per_position if figure == "per_position_acceptance" else getattr(window, figure, None)
+
+
+def _set(window: PromWindow, figure: str, value: None) -> None:
+    if figure == "per_position_acceptance":
+        window.per_position = value
+    else:
+        setattr(window, figure, value)
 
 
 def _derive(window: PromWindow, after: PromSnapshot, engine: Engine, version: str | None = None) -> None:
@@ -105,7 +239,7 @@ def _derive(window: PromWindow, after: PromSnapshot, engine: Engine, version: st
         generated = by_name(window.counters, names, prefix + counter)
         if generated is not None:
             break
-    if generated is not None and window.elapsed_s:
+    if generated is not None and window.elapsed_s and window.integrity.whole:
         window.gen_throughput = generated / window.elapsed_s
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
     engine.derive_prometheus(window, after, generated, version)

@@ -10,13 +10,26 @@ from this text only.
 Engines: any the registry knows (:mod:`orchestrator.engines.registry`): ``sglang`` and ``sim`` (the
 built-in simulator prints SGLang's lines), ``vllm``, ``llamacpp``, or one a user's package adds; each parses
 and aggregates its own lines. DDTree's lines are read for every engine.
+
+Whole windows (docs/engines.md, "Whole windows"). A window's figures assume one process: the engine's lines
+printed once per process start (``Engine.start_patterns``: SGLang's ``server_args=``, vLLM's version banner and
+its ``(APIServer pid=N)`` prefix, llama-server's ``initializing ...`` and ``common_params_print_info`` lines)
+are looked for in the text (:func:`process_starts`). A start inside a cut window, or a second start (or one
+after metric lines) in a whole log, is a restart: ``integrity`` says ``restart`` naming the lines, and the
+figures come from the text after the last start only (``part = "since_restart"``), its first interval line
+of each group left out as well (it spans the start-up: SGLang's ``last_decode_stats_tic`` is set at scheduler
+init, vLLM's loggers' ``last_log_time`` at their creation); nothing left, no figure. Lines whose partner the
+window cut (vLLM's engine-stats line and its spec-decoding line) give no figure: ``integrity`` says
+``cut_pair``, the figures come from the whole pairs (``part = "whole_pairs"``).
 """
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.engines.ddtree import log as ddtree
 from orchestrator.engines.integrity import Integrity
@@ -32,7 +45,19 @@ from orchestrator.engines.samples import (
 )
 from orchestrator.errors import MetricsError
 
-__all__ = ["EDGE_DEFINITION", "WindowMetrics", "drop_window_edges", "parse_window"]
+if TYPE_CHECKING:
+    from orchestrator.engines.base import Engine
+
+__all__ = [
+    "EDGE_DEFINITION",
+    "RESTART_DEFINITION",
+    "ProcessStart",
+    "WindowMetrics",
+    "drop_first_lines",
+    "drop_window_edges",
+    "parse_window",
+    "process_starts",
+]
 
 S = TypeVar("S", bound=Sample)
 
@@ -103,6 +128,121 @@ class WindowMetrics:
         }
 
 
+#: How a window with a process start in it is read (parse_window).
+RESTART_DEFINITION = (
+    "A window whose text holds a process start (a line the engine prints once per start: Engine.start_patterns, "
+    "orchestrator/engines/<name>/__init__.py; or a new pid in vLLM's '(APIServer pid=N)' prefix, vllm/logger.py) "
+    "inside a cut window, or a second start, or one after metric lines, in a whole log, covers two processes "
+    "(systemd restarted a crashed server), maybe of two configurations: its figures come from the text after the "
+    "last start only (integrity part 'since_restart'), each group's first interval line after it left out too, "
+    "as it spans the start-up (SGLang: SchedulerMetricsReporter._init_metrics sets last_decode_stats_tic at "
+    "scheduler init, managers/scheduler_components/metrics_reporter.py; vLLM: LoggingStatLogger and "
+    "SpecDecodingLogging set last_log_time when created, v1/metrics/loggers.py, v1/spec_decode/metrics.py); "
+    "details.restart names the starts and details.startup_lines_dropped counts the lines left out. No line "
+    "left: no figure."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessStart:
+    """One process start in a window's text: where its first line begins and the lines that say so."""
+
+    offset: int  # of its first line in the text
+    line: int  # that line's number, from 1
+    lines: tuple[str, ...]  # "who: the line" for each line of this start
+
+    def describe(self) -> str:
+        shown = self.lines[0] if len(self.lines[0]) <= 100 else self.lines[0][:97] + "..."
+        more = f" (+{len(self.lines) - 1} more start-up line(s))" if len(self.lines) > 1 else ""
+        return f"line {self.line}: {shown}{more}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "offset": self.offset, "lines": list(self.lines)}
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, text[start : end if end != -1 else len(text)].rstrip("\r")
+
+
+def process_starts(engine: Engine, text: str, metric_offsets: Sequence[int] = ()) -> list[ProcessStart]:
+    """The process starts in ``text``, in order, from ``engine.start_patterns`` (orchestrator/engines/base.py).
+
+    A start is one or more start lines together: a line begins a new start when its pattern was already seen in
+    the current one, or when a metric line (``metric_offsets``, sorted: the offsets of the lines the parsers
+    looked at) lies between it and the current start's last line. A pattern with a ``pid`` group marks a start
+    where a process (its ``proc`` group) logs with a pid other than the one it logged with before in the text.
+    """
+    hits: list[tuple[int, object, str]] = []  # (line offset, pattern key, "who: line")
+    for index, (who, pattern) in enumerate(engine.start_patterns):
+        if "pid" in pattern.groupindex:
+            hits.extend(_identity_hits(index, who, pattern, text))
+            continue
+        for match in pattern.finditer(text):
+            start, line = _line_at(text, match.start())
+            hits.append((start, index, f"{who}: {line.strip()}"))
+    if not hits:
+        return []
+    hits.sort(key=lambda h: h[0])
+    starts: list[ProcessStart] = []
+    keys: set[object] = set()
+    last_offset = -1
+    for offset, key, line in hits:
+        if starts and offset == last_offset:  # one line that two patterns (or one twice) found
+            keys.add(key)
+            continue
+        between = bisect.bisect_right(metric_offsets, last_offset) < bisect.bisect_left(metric_offsets, offset)
+        if not starts or key in keys or between:
+            starts.append(ProcessStart(offset, text.count("\n", 0, offset) + 1, (line,)))
+            keys = {key}
+        else:
+            current = starts[-1]
+            starts[-1] = ProcessStart(current.offset, current.line, (*current.lines, line))
+            keys.add(key)
+        last_offset = offset
+    return starts
+
+
+def _identity_hits(index: int, who: str, pattern: re.Pattern[str], text: str) -> list[tuple[int, object, str]]:
+    # findall runs in C: one (proc, pid) per line; the lines are walked only when some process has two pids.
+    groups = pattern.groupindex
+    found = pattern.findall(text)
+    if not found:
+        return []
+    pid_at, proc_at = groups["pid"] - 1, groups.get("proc", 0) - 1
+    rows = found if isinstance(found[0], tuple) else [(f,) for f in found]
+    pids: dict[str, set[str]] = {}
+    for row in set(rows):
+        pids.setdefault(row[proc_at] if proc_at >= 0 else "", set()).add(row[pid_at])
+    if all(len(seen) == 1 for seen in pids.values()):
+        return []
+    hits: list[tuple[int, object, str]] = []
+    current: dict[str, str] = {}
+    for match in pattern.finditer(text):
+        proc, pid = match.groupdict().get("proc") or "", match["pid"]
+        before = current.get(proc)
+        current[proc] = pid
+        if before is not None and before != pid:
+            start, line = _line_at(text, match.start())
+            hits.append((start, (index, proc), f"{who}: {line.strip()} (pid {before} before)"))
+    return hits
+
+
+def _restarted(starts: list[ProcessStart], metric_offsets: Sequence[int], cut: bool) -> bool:
+    """Whether ``starts`` mean two processes: any start inside a cut window (it opened on a running server);
+    in a whole log, a second start or one with metric lines before it."""
+    if not starts:
+        return False
+    if cut or len(starts) > 1:
+        return True
+    return bool(metric_offsets) and metric_offsets[0] < starts[0].offset
+
+
+def _cut_pair(sample: Any) -> bool:
+    return bool(getattr(sample, "cut_pair", None))
+
+
 def _edge_group(sample: Sample) -> str:
     ranks = getattr(sample, "ranks", None)
     if isinstance(ranks, str):
@@ -113,22 +253,42 @@ def _edge_group(sample: Sample) -> str:
 
 def drop_window_edges(samples: Sequence[S]) -> tuple[list[S], int, int]:
     """``(kept, dropped, groups kept with their edge line)``: each group's first interval line is left out
-    when the group has another line in the window (see EDGE_DEFINITION)."""
+    when the group has another line in the window (see EDGE_DEFINITION). A line whose partner the window cut
+    (``cut_pair``: vLLM's spec line whose ``Engine NNN:`` line is before the window) is always left out; when it
+    is its group's first line, it is that group's edge line, and the group's next line is kept."""
     counts: dict[str, int] = {}
     for sample in samples:
         key = _edge_group(sample)
         counts[key] = counts.get(key, 0) + 1
     seen: set[str] = set()
     kept: list[S] = []
+    dropped = 0
+    for sample in samples:
+        key = _edge_group(sample)
+        first = key not in seen
+        seen.add(key)
+        if _cut_pair(sample) or (first and counts[key] > 1):
+            dropped += first
+            continue
+        kept.append(sample)
+    return kept, dropped, len(counts) - dropped
+
+
+def drop_first_lines(samples: Sequence[S]) -> tuple[list[S], int, int]:
+    """``(kept, dropped, 0)``: each group's first interval line left out whatever the group's count, as after a
+    process start (RESTART_DEFINITION: the line spans the start-up), and every ``cut_pair`` line."""
+    seen: set[str] = set()
+    kept: list[S] = []
+    dropped = 0
     for sample in samples:
         key = _edge_group(sample)
         if key not in seen:
             seen.add(key)
-            if counts[key] > 1:
-                continue
-        kept.append(sample)
-    dropped = sum(1 for n in counts.values() if n > 1)
-    return kept, dropped, len(counts) - dropped
+            dropped += 1
+            continue
+        if not _cut_pair(sample):
+            kept.append(sample)
+    return kept, dropped, 0
 
 
 def _edge_details(figures: dict[str, Any], dropped: int, kept_groups: int) -> dict[str, Any]:
@@ -136,21 +296,22 @@ def _edge_details(figures: dict[str, Any], dropped: int, kept_groups: int) -> di
     return figures
 
 
-def _engine_parse(
-    engine: str, text: str, cut: bool, version: str | None
-) -> tuple[ParseResult, dict[str, Any], dict[str, str]]:
-    spec = get_engine(engine)
-    result = spec.parse_log(text)
-    window = spec.aggregate(result, edges=drop_window_edges if cut else _keep_edges, version=version)
+def _aggregate(
+    spec: Engine, result: ParseResult, edges: Any, version: str | None, *, restart: bool, cut: bool
+) -> tuple[dict[str, Any], dict[str, str]]:
+    window = spec.aggregate(result, edges=edges, version=version)
     figures, definitions = window.figures, dict(window.definitions)
-    if cut and window.intervals:
+    if restart and window.intervals:
+        figures["details"] = {**figures.get("details", {}), "startup_lines_dropped": window.dropped}
+        definitions["restart"] = RESTART_DEFINITION
+    elif cut and window.intervals:
         figures = _edge_details(figures, window.dropped, window.kept)
         definitions["window_edge"] = EDGE_DEFINITION
-    return result, figures, definitions
+    return figures, definitions
 
 
 def _keep_edges(samples: Sequence[S]) -> tuple[list[S], int, int]:
-    return list(samples), 0, 0
+    return [s for s in samples if not _cut_pair(s)], 0, 0
 
 
 def parse_window(
@@ -168,6 +329,10 @@ def parse_window(
     saved log is read as it is. ``version``: the engine version the server reported (``engine_info``), which
     decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md).
 
+    A text that holds a restart (RESTART_DEFINITION) gives the figures of its part after the last process start
+    only; a pair of lines the window cut gives none (the module docstring): ``integrity`` says so. The line
+    counts are the whole text's; ``samples`` are those of the part the figures come from.
+
     Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
     unknown engine and ``ConfigError`` for an invalid user regex.
     """
@@ -176,13 +341,22 @@ def parse_window(
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    result, figures, definitions = _engine_parse(engine, text, cut, version)
+    spec = get_engine(engine)
+    result = spec.parse_log(text)
     tree = ddtree.parse_ddtree(text)
+    metric_offsets = sorted({*result.status, *tree.status})
+    starts = process_starts(spec, text, metric_offsets)
+    restart = _restarted(starts, metric_offsets, cut)
+    part, part_result, part_tree = text, result, tree
+    if restart:
+        part = text[starts[-1].offset :]
+        part_result, part_tree = spec.parse_log(part), ddtree.parse_ddtree(part)
+    edges = drop_first_lines if restart else drop_window_edges if cut else _keep_edges
+    figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut)
+    tree_samples = edges([s for s in part_tree.samples if isinstance(s, DDTreeSample)])[0]
+    samples = part_result.samples + part_tree.samples
     result.extend(tree)
-    user = parse_user(text, parsers) if parsers else ParseResult()
-    tree_samples = [s for s in tree.samples if isinstance(s, DDTreeSample)]
-    if cut:
-        tree_samples = drop_window_edges(tree_samples)[0]
+    user = parse_user(part, parsers) if parsers else ParseResult()
     wm = WindowMetrics(
         engine=engine,
         lines_total=count_lines(text),
@@ -196,10 +370,57 @@ def parse_window(
         ddtree_lines=len(tree_samples),
         details=figures["details"],
         user=aggregate_user([s for s in user.samples if isinstance(s, UserSample)], parsers),
-        samples=result.samples + user.samples,
+        samples=samples + user.samples,
         skipped_examples=result.skipped_examples,
     )
+    if restart:
+        _restart_integrity(wm, text, starts, cut=cut)
+    _pair_integrity(wm, samples)
+    # The engine's aggregation says how exact each figure is, and what in the window breaks them.
+    wm.exactness = {k: dict(v) for k, v in (figures.get("exactness") or {}).items()}
+    for reason, detail in figures.get("integrity") or ():
+        wm.integrity.broken(reason, detail)
     wm.definitions = {**_LINE_DEFINITIONS, **definitions, "ddtree": ddtree.DEFINITION}
     if parsers:
         wm.definitions["user_parsers"] = USER_DEFINITION
     return wm
+
+
+def _any_figure(wm: WindowMetrics) -> bool:
+    return any(v is not None for v in wm.figures().values()) or any(
+        data.get("matches") for data in wm.user.values() if isinstance(data, dict)
+    )
+
+
+def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart], *, cut: bool) -> None:
+    last = starts[-1]
+    after = count_lines(text[last.offset :])
+    where = "; ".join(start.describe() for start in starts)
+    what = (
+        f"the server started again inside the window, which opened on a running one ({where})"
+        if cut
+        else f"{len(starts)} process starts in the log ({where})"
+        if len(starts) > 1
+        else f"a process start after the log's metric lines ({where})"
+    )
+    has = _any_figure(wm)
+    tail = (
+        f"figures from the {after} lines from line {last.line} on, each group's first interval line after it "
+        "left out (it spans the start-up)"
+        if has
+        else f"no interval line after the start-up one in the {after} lines from line {last.line} on: no figure"
+    )
+    wm.integrity.broken("restart", f"{what}; {tail}")
+    wm.integrity.part = "since_restart" if has else None
+    wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
+
+
+def _pair_integrity(wm: WindowMetrics, samples: Sequence[Sample]) -> None:
+    cut = [s for s in samples if _cut_pair(s)]
+    if not cut:
+        return
+    why = sorted({f"a {getattr(s, 'kind', 'sample')} line: {getattr(s, 'cut_pair', '')}" for s in cut})
+    wm.integrity.broken("cut_pair", f"{len(cut)} line(s) without their partner, left out ({'; '.join(why)})")
+    if wm.integrity.part is None and _any_figure(wm):
+        wm.integrity.part = "whole_pairs"
+    wm.details["cut_pair_lines"] = len(cut)

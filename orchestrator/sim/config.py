@@ -50,6 +50,7 @@ class SimConfig:
     per_request_spec_decode_metrics: str = "none"  # vLLM: none | summary
     slot_save_path: str = ""  # llama.cpp: --slot-save-path (the slot actions, erase included, need it)
     step_jitter: float = 0.0  # sigma of each decode step's lognormal cost factor (mean 1): timing noise
+    truth_log: str = ""  # a file the dialect appends what the engine counted but did not print to (tests)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -60,6 +61,8 @@ class SimConfig:
             raise ConfigError("--log-stats-interval must be positive")
         if self.dp_size > 1 and self.engine != "sglang":
             raise ConfigError("--dp-size is simulated for the sglang dialect only")
+        if self.faults.idle_debug_engines and self.engine != "vllm":
+            raise ConfigError("the idle-debug-intervals fault is the vllm dialect's (--engine vllm)")
         if self.tp_size % self.dp_size:
             raise ConfigError("--tp-size must be a multiple of --dp-size (DP attention splits the TP ranks)")
         for name in ("draft_tokens", "budget", "topk", "decode_log_interval", "tp_size", "dp_size", "ep_size", "slots"):
@@ -73,6 +76,12 @@ class SimConfig:
             raise ConfigError("--load-seconds must not be negative")
         if not 0 <= self.step_jitter <= 2:
             raise ConfigError("--step-jitter must be between 0 and 2")
+
+    @property
+    def schedulers(self) -> int:
+        """Schedulers the server runs: SGLang's DP-attention groups (--dp-size), or vLLM's data-parallel
+        engines (the idle-debug-intervals fault)."""
+        return self.faults.idle_debug_engines or self.dp_size
 
     def expected_accept_length(
         self, temperature: float = 0.0, *, max_tokens: int | None = None, ignore_eos: bool = False
@@ -98,7 +107,10 @@ class SimConfig:
             raise ConfigError("no closed form for the commit-bug fault's accept length")
         if max_tokens is None:
             return expected_accept_length(spec.tree, truth)
-        lengths = _output_lengths(max_tokens, None if ignore_eos else prof.eos_mean_tokens)
+        if self.faults.drain_tail and not ignore_eos:  # faults.py drain-tail: lengths uniform in 1 .. max_tokens
+            lengths = dict.fromkeys(range(1, max_tokens + 1), 1.0 / max_tokens)
+        else:
+            lengths = _output_lengths(max_tokens, None if ignore_eos else prof.eos_mean_tokens)
         steps = expected_steps(depth_survival(spec.tree, truth), max_tokens - 1)
         tokens = sum(p * (n - 1) for n, p in lengths.items())
         verify = sum(p * steps[n - 1] for n, p in lengths.items())
@@ -171,6 +183,13 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
         help="timing noise: each decode step lasts its cost times exp(N(0, SIGMA) - SIGMA^2/2), seeded (0)",
     )
     add(
+        "--truth-log",
+        default="",
+        metavar="PATH",
+        help="append what the engine counted but did not print (each logged interval's sums, as JSON lines) "
+        "to PATH, for tests that check a figure against the engine's own count; no engine prints this",
+    )
+    add(
         "--slot-save-path",
         default="",
         help="llamacpp: as llama-server's flag; the slot actions (POST /slots/{id}?action=erase) need it",
@@ -211,4 +230,5 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         per_request_spec_decode_metrics=ns.per_request_spec_decode_metrics,
         slot_save_path=ns.slot_save_path,
         step_jitter=ns.step_jitter,
+        truth_log=ns.truth_log,
     )

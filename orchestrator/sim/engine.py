@@ -84,6 +84,11 @@ class Engine:
     # The public side, used by the HTTP handlers.
 
     @property
+    def in_flight(self) -> int:
+        """Requests this scheduler holds (running or waiting), what a load balancer counts."""
+        return len(self._running) + sum(1 for r in self._waiting if r.live)
+
+    @property
     def busy(self) -> bool:
         """Requests are running or waiting (an engine's cache flush refuses then)."""
         return bool(self._running or any(r.live for r in self._waiting))

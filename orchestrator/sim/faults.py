@@ -13,6 +13,32 @@ wrong-token[=P]     a verification that accepts a wrong draft: each verify step 
                     0.05), and the answer goes on from there as the target would after that token (its own
                     seeded continuation), so the output is no longer the autoregressive one; AR is untouched
                     (it drafts nothing), which is what the lossless check is tested against
+drain-tail          answers of unequal length: each request stops at an EOS drawn uniformly from 1 .. its
+                    max_tokens by its own seeded token stream (unless the client sets ignore_eos), so a
+                    closed-loop point's batch no longer runs in lockstep and each point's last decode-log
+                    intervals cover a batch that drains one request at a time, as a real workload's does; the
+                    SGLang dialect then prints, as SGLang's reporter does, the last batch's size as
+                    #running-req while the interval's verify steps sum every batch's size
+                    (metrics_reporter.py report_decode_stats, update_spec_metrics)
+idle-debug-intervals[=N]
+                    the vLLM dialect runs N data-parallel engines (default 2), each request sent to the engine
+                    with the fewest in flight, scanning from a start that turns (vllm/v1/engine/core_client.py
+                    DPLBAsyncMPClient.get_core_engine_for_request), so at a concurrency below N some engines
+                    idle; each engine logs every interval, an interval where it and the previous one were
+                    idle at DEBUG, so not in the INFO log (vllm/v1/metrics/loggers.py LoggingStatLogger.log)
+restart-mid-point=N[:K]
+                    once N requests have completed, the server goes down and comes back as a process systemd
+                    restarted would: every request in flight ends with its connection, the start-up lines are
+                    printed again (each dialect's, as its engine prints them once per process start), the state
+                    starts afresh (counters from zero, a new start time, a new pid in vLLM's log prefix), the
+                    model loads again (--load-seconds) and the warm-up runs before it serves; with K the new
+                    process drafts K tokens (--draft-tokens K: another configuration than the first). Once per
+                    simulator process: the restarted one runs without the fault
+counter-reset=N     once N requests have completed, every counter the dialect exports on /metrics goes back
+                    to zero, as a restarted process's would, while the process goes on (the same log, pid and
+                    start time, the gauges as they were, no start-up lines): a difference of two scrapes across
+                    it mixes counts from before and after; the series a new process makes only when it first
+                    counts (SGLang's multiprocess families) are gone until then. Once per simulator process
 """
 
 from __future__ import annotations
@@ -33,10 +59,15 @@ FAULT_NAMES = (
     "bad-metrics",
     "commit-bug",
     "wrong-token",
+    "drain-tail",
+    "idle-debug-intervals",
+    "restart-mid-point",
+    "counter-reset",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
 DEFAULT_WRONG_TOKEN_RATE = 0.05
+DEFAULT_IDLE_DEBUG_ENGINES = 2
 
 
 @dataclass(frozen=True)
@@ -51,6 +82,11 @@ class Faults:
     bad_metrics: bool = False
     commit_bug: bool = False
     wrong_token_rate: float = 0.0
+    drain_tail: bool = False
+    idle_debug_engines: int = 0  # idle-debug-intervals: the vLLM dialect's data-parallel engines (0: off)
+    restart_after: int | None = None  # restart-mid-point: completed requests before the simulated restart
+    restart_draft_tokens: int | None = None  # restart-mid-point's K: --draft-tokens of the restarted process
+    counter_reset_after: int | None = None  # counter-reset: completed requests before /metrics counters go to 0
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -96,6 +132,20 @@ def parse_faults(specs: Iterable[str]) -> Faults:
         elif name == "wrong-token":
             rate = DEFAULT_WRONG_TOKEN_RATE if arg is None else _number(spec, arg, float, 0, 1)
             faults = replace(faults, wrong_token_rate=rate)
+        elif name == "drain-tail":
+            faults = replace(faults, drain_tail=True)
+        elif name == "idle-debug-intervals":
+            engines = DEFAULT_IDLE_DEBUG_ENGINES if arg is None else int(_number(spec, arg, int, 2, 64))
+            faults = replace(faults, idle_debug_engines=engines)
+        elif name == "restart-mid-point":
+            after, colon, draft = (arg or "").partition(":")
+            faults = replace(
+                faults,
+                restart_after=int(_number(spec, after, int, 1, 10**9)),
+                restart_draft_tokens=int(_number(spec, draft, int, 1, 64)) if colon else None,
+            )
+        elif name == "counter-reset":
+            faults = replace(faults, counter_reset_after=int(_number(spec, arg, int, 1, 10**9)))
         else:
             raise ConfigError(f"unknown fault {name!r}; known faults: {', '.join(FAULT_NAMES)}", key="fault")
         seen.append(spec)

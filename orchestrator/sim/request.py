@@ -100,6 +100,7 @@ class SimRequest:
         temperature_penalty: float,
         eos_mean_tokens: float | None,
         ignore_eos: bool,
+        uniform_eos: bool = False,
         stop: tuple[str, ...] = (),
         stall: bool = False,
         log_metrics: bool = True,
@@ -120,7 +121,10 @@ class SimRequest:
         self.max_tokens = max_tokens
         self.stop = stop
         self.eos_at: int | None = None
-        if eos_mean_tokens and not ignore_eos:
+        if uniform_eos and not ignore_eos:
+            # The drain-tail fault (faults.py): a length uniform in 1 .. max_tokens, from the same generator.
+            self.eos_at = 1 + int(token_rng.random() * max_tokens)
+        elif eos_mean_tokens and not ignore_eos:
             # Exponential length with the profile's mean, drawn from the token stream's own generator.
             self.eos_at = 1 + int(-math.log1p(-token_rng.random()) * eos_mean_tokens)
         self.stall_at = max(1, max_tokens // 2) if stall else None

@@ -21,6 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -62,16 +63,7 @@ class SimServer:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
         self._exit_process = exit_process
-        self.dialect = make_dialect(config, self._log)
-        speculative = config.algorithm != "ar"
-        groups = [ServerStats(model=config.model, speculative=speculative) for _ in range(config.dp_size)]
-        self.engines = [Engine(config, stats, self._log, self.dialect, i) for i, stats in enumerate(groups)]
-        self.engine = self.engines[0]
-        self.stats = groups[0]
-        self.dialect.groups = groups
-        self.dialect.drafted = self.engine.speculator.drafted
-        self.dialect.draft_depth = self.engine.speculator.draft_depth
-        self.dialect.setup_groups()
+        self._new_process(config)
         self._next_group = 0
         self._site: web.SockSite | None = None
         self._ticker: asyncio.Task[None] | None = None
@@ -86,6 +78,23 @@ class SimServer:
         self._started = time.time()
         self._runner: web.AppRunner | None = None
         self._loading: asyncio.Task[None] | None = None
+        self._http_serving = False
+        self._restarting: asyncio.Task[None] | None = None
+        self._counters_reset = False  # the counter-reset fault has happened
+
+    def _new_process(self, config: SimConfig) -> None:
+        """The state of one engine process: its dialect (log, counters, start time), schedulers and stats."""
+        self.config = config
+        self.dialect = make_dialect(config, self._log)
+        speculative = config.algorithm != "ar"
+        groups = [ServerStats(model=config.model, speculative=speculative) for _ in range(config.schedulers)]
+        self.engines = [Engine(config, stats, self._log, self.dialect, i) for i, stats in enumerate(groups)]
+        self.engine = self.engines[0]
+        self.stats = groups[0]
+        self.dialect.groups = groups
+        self.dialect.drafted = self.engine.speculator.drafted
+        self.dialect.draft_depth = self.engine.speculator.draft_depth
+        self.dialect.setup_groups()
 
     @property
     def url(self) -> str:
@@ -113,6 +122,7 @@ class SimServer:
         self._site = web.SockSite(self._runner, sock, backlog=1024)
         if cfg.engine != "vllm":  # vLLM starts its HTTP server only once the engine is up
             await self._site.start()
+            self._http_serving = True
             for line in self.dialect.uvicorn_lines(self.url):
                 self._log(line)
         self._loading = asyncio.get_running_loop().create_task(self._load(), name="sim-loading")
@@ -161,8 +171,9 @@ class SimServer:
         warmup = dialect.warmup_request()
         if warmup is not None:
             await self._warmup(warmup)
-        if cfg.engine == "vllm" and self._site is not None:
+        if cfg.engine == "vllm" and self._site is not None and not self._http_serving:
             await self._site.start()
+            self._http_serving = True
         if dialect.tick_seconds:
             self._ticker = loop.create_task(self._tick(dialect.tick_seconds), name="sim-stats-logger")
         self.ready.set()
@@ -186,9 +197,42 @@ class SimServer:
             await asyncio.sleep(seconds)
             self.dialect.tick(loop.time())
 
+    async def _restart(self) -> None:
+        """The restart-mid-point fault (orchestrator/sim/faults.py): the process goes and a new one starts, as
+        systemd restarts a crashed server; the same port, so the clients' requests in flight fail and the next
+        ones wait for the new process to load."""
+        old_engines, old_dialect = self.engines, self.dialect
+        self.ready.clear()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        faults = replace(self.config.faults, restart_after=None, restart_draft_tokens=None)
+        changes: dict[str, Any] = {"faults": faults}
+        if self.config.faults.restart_draft_tokens is not None:
+            changes["draft_tokens"] = self.config.faults.restart_draft_tokens
+        self._new_process(replace(self.config, **changes))
+        if hasattr(old_dialect, "pid") and hasattr(self.dialect, "pid"):
+            self.dialect.pid = old_dialect.pid + 1  # a new process, a new pid
+        self._completed = 0
+        self._started = time.time()
+        for engine in old_engines:
+            await engine.close()  # every request in flight ends, as its process went
+        for line in self.dialect.startup_lines(self.url):
+            self._log(line)
+        if self.config.engine != "vllm":
+            for line in self.dialect.uvicorn_lines(self.url):
+                self._log(line)
+        await self._load()
+
     async def stop(self) -> None:
         """End open requests, stop loading and the scheduler, close the listener."""
         self._closing = True
+        if self._restarting is not None:
+            self._restarting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._restarting
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -244,6 +288,7 @@ class SimServer:
             temperature_penalty=profile.temperature_penalty,
             eos_mean_tokens=profile.eos_mean_tokens,
             ignore_eos=params.ignore_eos,
+            uniform_eos=self.config.faults.drain_tail,
             stop=params.stop,
             stall=stall,
             log_metrics=log_metrics,
@@ -252,10 +297,11 @@ class SimServer:
         )
 
     def _submit(self, req: SimRequest) -> None:
-        """Dispatch to the next scheduler (round robin over the DP groups, as SGLang's DP controller does)."""
-        engine = self.engines[self._next_group % len(self.engines)]
+        """Dispatch to a scheduler: the one the dialect's engine would choose (round robin over SGLang's DP
+        groups, the least loaded of vLLM's DP engines)."""
+        index = self.dialect.route([engine.in_flight for engine in self.engines], self._next_group)
         self._next_group += 1
-        engine.submit(req)
+        self.engines[index].submit(req)
 
     async def _parse(
         self, request: web.Request, parse: Callable[[Any, int], api.GenerationParams]
@@ -277,6 +323,15 @@ class SimServer:
 
     def _request_completed(self) -> None:
         self._completed += 1
+        reset = self.config.faults.counter_reset_after
+        if reset is not None and self._completed >= reset and not self._counters_reset:
+            # Every count so far goes, the Nth response's included (it is counted by the time it is answered).
+            self._counters_reset = True
+            self.dialect.reset_counters()
+        restart = self.config.faults.restart_after
+        if restart is not None and self._completed >= restart and self._restarting is None:
+            self._restarting = asyncio.get_running_loop().create_task(self._restart(), name="sim-restart")
+            return
         limit = self.config.faults.crash_after
         if limit is not None and self._completed >= limit and not self._dying:
             # The Nth response is written; the process goes at the loop's next turn, taking every request in

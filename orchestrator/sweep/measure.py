@@ -5,7 +5,10 @@
                                                telemetry starts where the host has nvidia-smi)
     client = load(point settings)              the load generator; a stop request cancels it promptly
     text   = server.logs.journal_since(cursor) the window closes (and /metrics is scraped again)
-    server metrics = parse(text) + the /metrics delta + every source compared
+    server metrics = parse(text) + the /metrics delta + every source compared (a window the server restarted in
+                                               gives the journal's since-restart part only, and no /metrics
+                                               figure: :func:`window_restart` says so, and the runner measures
+                                               the point again once)
     intervals = bootstrap over the requests    (orchestrator/load/uncertainty.py); the requests themselves go
                                                to requests/<point>.jsonl
     classify_point(client, alive, stopped)     ok | failed (server_died, all_requests_failed) | skipped
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.engines.cache import flush_prefix_cache
 from orchestrator.engines.info import read_engine_info
+from orchestrator.engines.integrity import Integrity
 from orchestrator.hosts.telemetry import GpuTelemetry, has_nvidia_smi
 from orchestrator.load import LoadSettings, run_load
 from orchestrator.load.settings import engine_request_extras
@@ -53,6 +57,7 @@ __all__ = [
     "point_settings",
     "run_load_until_stopped",
     "server_metrics",
+    "window_restart",
 ]
 
 PointStatus = Literal["ok", "failed", "skipped"]
@@ -214,6 +219,7 @@ def server_metrics(
     sources: dict[str, Any] = {"journal": window}
     if before is not None and after is not None:
         prom = scrape_delta(before, after, experiment.engine, during=during, elapsed_s=elapsed_s, version=version)
+        _restart_spans_scrapes(window.integrity, prom)
         server["prometheus"] = prom.to_dict()
         sources["prometheus"] = prom
     spec = client.get("spec") or {}
@@ -223,6 +229,36 @@ def server_metrics(
         sources["client"] = {"gen_throughput": client["output_tok_s"]}
     server["sources"] = compare_sources(sources)
     return server
+
+
+def _restart_spans_scrapes(journal: Integrity, prom: Any) -> None:
+    """A process start in the journal window lies between the two scrapes too: their difference spans two
+    processes (counters restart at zero, ``process_start_time_seconds`` changes), so ``prom`` gives no figure."""
+    if "restart" not in journal.names() or "restart" in prom.integrity.names():
+        return
+    prom.integrity.broken(
+        "restart",
+        "the journal window shows the server starting again between the two scrapes: their difference spans two "
+        "processes",
+    )
+    prom.integrity.part = None
+    prom.accept_len = prom.acceptance_rate = prom.gen_throughput = None
+    prom.per_position = None
+
+
+def window_restart(server: Mapping[str, Any] | None) -> str | None:
+    """Why a record's window was broken by a process restart (the ``restart`` reason of its journal or its
+    ``/metrics`` source, as :meth:`Integrity.describe` says it), or None when no source saw one."""
+    for source in (server or {}, (server or {}).get("prometheus") or {}):
+        found = source.get("integrity") if isinstance(source, Mapping) else None
+        if not isinstance(found, Mapping):
+            continue
+        reasons = [r for r in found.get("reasons") or () if isinstance(r, Mapping)]
+        if any(r.get("reason") == "restart" for r in reasons):
+            integrity = Integrity([{"reason": str(r.get("reason")), "detail": str(r.get("detail"))} for r in reasons])
+            integrity.part = found.get("part") if isinstance(found.get("part"), str) else None
+            return integrity.describe()
+    return None
 
 
 def interval_block(
@@ -387,6 +423,23 @@ class PointMeasurer:
             max_tokens=exp.lossless.max_tokens or exp.load.max_tokens,
         )
         return self.tools.probe(settings, exp.lossless.prompts, runs=runs, stop=stop)
+
+    def wait_serving(self, url: str, stop: threading.Event, *, timeout: float, poll: float = 1.0) -> bool:
+        """Wait until every health path of the experiment answers 2xx at ``url`` (a server systemd restarted
+        is loading again); False when ``timeout`` seconds passed first or ``stop`` was set."""
+        api_key = self.experiment.server.api_key_value
+        paths = self.experiment.health_paths
+        deadline = self.tools.clock() + timeout
+        delay = min(0.05, poll)
+        while not stop.is_set():
+            answers = [self.tools.get(url, path, api_key)[0] for path in paths]
+            if all(status is not None and 200 <= status < 300 for status in answers):
+                return True
+            if self.tools.clock() >= deadline:
+                return False
+            stop.wait(delay)
+            delay = min(delay * 2, poll)
+        return False
 
     def warm_up(self, url: str, stop: threading.Event) -> dict[str, Any] | None:
         """The experiment's warm-up requests, one at a time; the client figures, or None when there are none."""

@@ -63,13 +63,15 @@ from orchestrator.sweep.events import (
     SweepStarted,
 )
 from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
-from orchestrator.sweep.measure import PointMeasurer, new_record
+from orchestrator.sweep.measure import Measured, PointMeasurer, new_record, window_restart
 from orchestrator.sweep.opening import OpenOptions, open_run
 from orchestrator.sweep.policy import FailureTracker
+from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, start_lines
 from orchestrator.sweep.schedule import Schedule
 from orchestrator.sweep.searching import schedule_for
 
 __all__ = [
+    "REMEASURED",
     "SlotWorker",
     "StopSignal",
     "SweepOptions",
@@ -114,7 +116,9 @@ class SweepResult:
 
     @property
     def failed(self) -> int:
-        return sum(1 for r in self.records if r.status == "failed")
+        """Points whose last record of this run failed (a point measured again counts by its last record)."""
+        last = {r.key: r for r in self.records}
+        return sum(1 for r in last.values() if r.status == "failed")
 
 
 class SlotWorker:
@@ -343,7 +347,26 @@ class SlotWorker:
         return []
 
     def measure_point(self, deployment: Deployment, point: LoadPoint) -> bool:
-        """Measure ``point`` on the running server and store its record; whether the server died."""
+        """Measure ``point`` on the running server and store its record; whether the server died.
+
+        A window the server restarted in (systemd restarted it mid-point: :func:`window_restart`) is measured
+        again, once: its record is stored first, ``failed`` with error kind ``window_restart`` saying why (its
+        figures only those of the part after the restart, labelled), then, once the server serves again (and
+        after re-applying the deployment when the restarted server reports another version or settings),
+        warmed up, the point is measured anew; a Notice and the ``remeasure`` event say so.
+        """
+        measured, t0 = self._measure(deployment, point)
+        record = measured.record
+        why = None if measured.server_died or record.status == "skipped" else window_restart(record.server)
+        if why is None:
+            return self._keep(measured, point, t0)
+        died = self._restarted_in_window(deployment, point, record, why)
+        if died is not None:
+            return died
+        measured, t0 = self._measure(deployment, point)
+        return self._keep(measured, point, t0)
+
+    def _measure(self, deployment: Deployment, point: LoadPoint) -> tuple[Measured, float]:
         sweep, store = self.sweep, self.sweep.store
         server = self.server
         if server is None:  # pragma: no cover - callers measure only after a successful deploy
@@ -392,15 +415,77 @@ class SlotWorker:
             progress=progress,
             write_requests=write_requests,
         )
-        record = measured.record
         placement = getattr(server, "placement", None)
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
-            record = record.model_copy(update={"placement": dict(placement)})
+            measured.record = measured.record.model_copy(update={"placement": dict(placement)})
+        return measured, t0
+
+    def _keep(self, measured: Measured, point: LoadPoint, t0: float) -> bool:
+        record = measured.record
         if record.status != "skipped":
-            sweep.store_record(record)
-            sweep.eta.point_observed(point.estimated_seconds, time.monotonic() - t0)
-        sweep.finished(record, point)
+            self.sweep.store_record(record)
+            self.sweep.eta.point_observed(point.estimated_seconds, time.monotonic() - t0)
+        self.sweep.finished(record, point)
         return measured.server_died
+
+    def _restarted_in_window(self, deployment: Deployment, point: LoadPoint, record: Record, why: str) -> bool | None:
+        """Keep ``record`` as the point's first, re-measured one and make the server ready to measure it again:
+        None when it is, else what :meth:`measure_point` returns (the server is gone, or the sweep stops)."""
+        sweep = self.sweep
+        first = record.model_copy(
+            update={
+                "status": "failed",
+                "error": {
+                    "kind": REMEASURED,
+                    "message": f"{why}; the point is measured again (attempt {record.attempt + 1})",
+                    "evidence": start_lines(record.server),
+                    "status_measured": record.status,
+                },
+            }
+        )
+        sweep.store_record(first)
+        sweep.kept(first)
+        sweep.store.event(
+            "remeasure", host=self.name, deployment=deployment.id, point=point.id, attempt=record.attempt, reason=why
+        )
+        self.emit(
+            Notice(
+                host=self.name,
+                message=f"{deployment.label} {point.label}: the server restarted inside the point's window; its "
+                "record is kept as failed (window_restart) and the point is measured again once",
+                level="warning",
+            )
+        )
+        server = self.server
+        if server is None or sweep.stop:  # stopping: the first record stays the point's (failed)
+            return False
+        timeout = float(sweep.experiment.server.ready_timeout)
+        if not sweep.measurer.wait_serving(server.url, sweep.stop.requested, timeout=timeout):
+            if sweep.stop:
+                return False  # the first record stays the point's (failed: --resume --retry-failed measures it)
+            self.fail_point(
+                deployment,
+                point,
+                "server_died",
+                f"the server restarted inside the point's window and did not serve again within {timeout:.0f} s",
+                self.evidence(),
+            )
+            return True
+        info = sweep.measurer.engine_info(server.url)
+        if configuration_changed(self.engine_info, info):
+            self.emit(
+                Notice(
+                    host=self.name,
+                    message=f"{deployment.label}: the restarted server reports another configuration "
+                    f"({configuration(info)}); re-applying the deployment before measuring {point.label} again",
+                    level="warning",
+                )
+            )
+            if not self.deploy(deployment, [point], 2):
+                return True
+        else:
+            self.warm_up(server)
+        return None
 
     def fail_point(
         self, deployment: Deployment, point: LoadPoint, kind: str, message: str, evidence: list[str]
@@ -537,6 +622,11 @@ class SweepState:
         """Append ``record`` to the run directory (fsynced) and to the run's state."""
         self.store.append(record)
         self.resume.add(record)
+
+    def kept(self, record: Record) -> None:
+        """A record stored for a point that is measured again (not its last: no PointFinished)."""
+        with self._lock:
+            self.records.append(record)
 
     def finished(self, record: Record, point: LoadPoint) -> None:
         with self._lock:

@@ -7,7 +7,8 @@ the first argument, the scenario as JSON on stdin, the result as JSON on stdout:
         {"op": "step", "engine": 0, "drafts": [[3, 2], [3, 0]]},   # one scheduler step: (drafted, accepted) per request
         {"op": "advance", "s": 10.0},                                 # the clock moves on
         {"op": "log"},                                                # LoggingStatLogger.log(): one interval ends
-        {"op": "scrape", "name": "before"}]}                          # GET /metrics now
+        {"op": "scrape", "name": "before"},                           # GET /metrics now
+        {"op": "start"}]}                                             # the API server's start-up banner
 
 The code run is vLLM's, unchanged: ``SpecDecodingStats.new/observe_draft``, ``SpecDecodingLogging.observe/log``
 and ``SpecDecodingProm.observe`` from ``vllm/v1/spec_decode/metrics.py`` (0.8.3/0.8.4:
@@ -18,7 +19,10 @@ Stubbed, because importing them needs torch, transformers and the rest of a GPU 
 uses nothing of them: ``vllm.config`` (only ``SpeculativeConfig.num_speculative_tokens`` is read),
 ``vllm.env_override`` (environment tweaks for torch), and the ``vllm`` package ``__init__`` (the package is
 set up by path, so its submodules load from the wheel's files; releases up to 0.8.x import the whole engine
-there). ``time.monotonic`` of the metrics module is a
+there; its ``EngineArgs`` is a bare class: ``vllm/entrypoints/common/startup.py`` imports it for the non-default
+arguments, which ``log_version_and_model`` never reads). ``start`` runs that function as
+``entrypoints/launchers/launcher.py`` ``setup_server`` calls it (0.33.0), so the banner a process prints once per
+start is vLLM's own. ``time.monotonic`` of the metrics module is a
 controlled clock, so the throughput fields are deterministic.
 
 What vLLM does around these classes is imitated as ``vllm/v1/metrics/loggers.py`` does it: one
@@ -76,6 +80,7 @@ def _stub_modules(root: Path) -> None:
     config.SpeculativeConfig = SpeculativeConfig  # type: ignore[attr-defined]
     sys.modules["vllm.config"] = config
     sys.modules["vllm.env_override"] = types.ModuleType("vllm.env_override")
+    package.EngineArgs = type("EngineArgs", (), {})  # type: ignore[attr-defined]  # see the module docstring
 
 
 def _version(root: Path) -> str | None:
@@ -191,6 +196,11 @@ def main() -> int:
                 last_engine_log[idx] = clock.now
         elif op == "scrape":
             scrapes[str(event["name"])] = prometheus_client.generate_latest(prometheus_client.REGISTRY).decode()
+        elif op == "start":
+            from vllm.entrypoints.common.startup import log_version_and_model
+
+            launcher_logger = init_logger("vllm.entrypoints.launchers.launcher")
+            log_version_and_model(launcher_logger, str(_version(root)), model)
         else:
             raise SystemExit(f"unknown op {op!r}")
     json.dump(

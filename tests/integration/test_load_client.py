@@ -31,6 +31,7 @@ from tests.engine_bodies import (
     SGLANG_COMPLETIONS_STREAM,
     SGLANG_DETAILS,
     SGLANG_GENERATE_STREAM,
+    SGLANG_N3_COMPLETIONS_STREAM,
     VLLM_CHAT_TAIL,
     llamacpp_stream,
 )
@@ -283,7 +284,9 @@ async def test_generate_and_llamacpp_streams(server: FakeServer) -> None:
     first = await send_one(settings_for(server.url, api="generate"))
     second = await send_one(settings_for(server.url, api="llamacpp"))
     assert (first.ok, first.output_tokens, first.chunk_tokens) == (True, 13, [1, 4, 3, 2, 3])
-    assert first.spec == SpecFigures(SGLANG_META_INFO, 4, 8, 12, 3.25)
+    assert first.spec == SpecFigures(
+        SGLANG_META_INFO, 4, 8, 12, 3.25, completion_tokens=13, accepted_histogram=(0, 1, 2, 1)
+    )
     assert "return_spec_tokens_details" not in server.bodies[0]  # /generate's meta_info needs no flag
     assert (second.ok, second.output_tokens) == (True, 2)
     assert second.spec == SpecFigures(LLAMACPP_TIMINGS, accepted_drafts=1, proposed_drafts=3)
@@ -320,6 +323,23 @@ async def test_sglang_openai_stream_asked_for_its_spec_tokens_details(
     assert "protocol.py" in spec["definitions"]["source"]
 
 
+async def test_sglang_n3_stream_pools_every_choice(server: FakeServer) -> None:
+    """SGLang with n = 3 (bytes made by SGLang's own code: tests/engine_bodies.py): the sglext chunk holds one
+    spec_tokens_details per choice that verified and the usage chunk sums every choice's tokens."""
+    server.scripts.append(sse_script(list(SGLANG_N3_COMPLETIONS_STREAM)))
+    extra = {**engine_request_extras("sglang", "completions"), "n": 3}
+    result = await run_load(settings_for(server.url, api="completions", extra_body=extra))
+    assert server.bodies[0]["n"] == 3 and result.errors == 0
+    (record,) = result.records
+    assert record.output_tokens == 23 and record.spec is not None and len(record.spec.choices) == 2
+    spec = result.to_dict()["spec"]
+    assert spec["accept_len"] == pytest.approx(20 / 9)  # ((13 - 1) + (9 - 1)) / (4 + 5), not (23 - 1) / 4
+    assert spec["accept_len_request_weighted"] == pytest.approx((12 / 4 + 8 / 5) / 2)
+    assert spec["acceptance_rate"] == pytest.approx(12 / 27)
+    assert spec["per_position_acceptance"] == pytest.approx([6 / 9, 4 / 9, 2 / 9])
+    assert spec["exactness"]["accept_len"]["kind"] == "exact"
+
+
 async def test_sglang_chat_body_and_vllm_stream(server: FakeServer) -> None:
     server.scripts.append(
         sse_script([SGLANG_CHAT_BODY], content_type="application/json")  # a whole body to a streamed request
@@ -328,7 +348,7 @@ async def test_sglang_chat_body_and_vllm_stream(server: FakeServer) -> None:
     sglang = await send_one(settings_for(server.url, extra_body=engine_request_extras("sglang", "chat")))
     vllm = await send_one(settings_for(server.url, extra_body=engine_request_extras("vllm", "chat")))
     assert sglang.spec == SGLANG_DETAILS and not sglang.streamed
-    assert vllm.spec == SpecFigures(VLLM_METRICS, 4, 6, 12, 2.5)
+    assert vllm.spec == SpecFigures(VLLM_METRICS, 4, 6, 12, 2.5, accepted_histogram=(1, 1, 1, 1))
     assert vllm.spec_accept_len == pytest.approx(2.5)
     assert "return_spec_tokens_details" not in server.bodies[1]  # vLLM: a server flag, nothing per request
     assert server.bodies[1]["stream_options"]["include_usage"] is True  # its metrics ride on the usage chunk

@@ -119,7 +119,7 @@ def test_generate_cumulative_text_and_counts() -> None:
     record = feed(decoder("generate"), events)
     assert record.chunk_tokens == [1, 3, 1]
     assert record.output_tokens == 5
-    assert record.spec == SpecFigures(SGLANG_META_INFO, verify_steps=2)
+    assert record.spec == SpecFigures(SGLANG_META_INFO, verify_steps=2, completion_tokens=5)
     assert record.finish_reason == "length"
     assert record.token_source == "continuous_usage"
 

@@ -86,12 +86,14 @@ def test_sglang_chat_body_choice_meta_info() -> None:
         "spec_num_proposed_drafts": 12,
     }
     record = body("chat", json.dumps(data).encode())
-    assert record.spec == SpecFigures(SGLANG_META_INFO, 4, 8, 12, None)
+    assert record.spec == SpecFigures(SGLANG_META_INFO, 4, 8, 12, None, completion_tokens=13)
 
 
 def test_sglang_generate_stream_final_meta_info() -> None:
     record = stream("generate", SGLANG_GENERATE_STREAM)
-    assert record.spec == SpecFigures(SGLANG_META_INFO, 4, 8, 12, 3.25)
+    assert record.spec == SpecFigures(
+        SGLANG_META_INFO, 4, 8, 12, 3.25, completion_tokens=13, accepted_histogram=(0, 1, 2, 1)
+    )
     assert record.chunk_tokens == [1, 4, 3, 2, 3]
     assert (record.output_tokens, record.finish_reason) == (13, "length")
 
@@ -142,7 +144,12 @@ def test_sglang_meta_info_names_by_version(meta: dict, expected: tuple | None) -
 def test_vllm_final_usage_chunk_metrics() -> None:
     record = stream("chat", VLLM_CHAT_TAIL)
     assert record.spec == SpecFigures(
-        VLLM_METRICS, verify_steps=4, accepted_drafts=6, proposed_drafts=12, engine_accept_len=2.5
+        VLLM_METRICS,
+        verify_steps=4,
+        accepted_drafts=6,
+        proposed_drafts=12,
+        engine_accept_len=2.5,
+        accepted_histogram=(1, 1, 1, 1),  # steps that accepted exactly 0, 1, 2, 3 drafts: 0, 1, 2 and 3 once each
     )
     assert record.spec_accept_len == pytest.approx(2.5)  # 1 + 6 / 4: vLLM's mean_acceptance_length exactly
 
@@ -154,7 +161,7 @@ def test_vllm_body_metrics_with_nulls() -> None:
         f'"total_tokens":16,"completion_tokens":11}},"metrics":{VLLM_BODY_METRICS}}}'
     ).encode()
     record = body("completions", data)
-    assert record.spec == SpecFigures(VLLM_METRICS, 4, 6, 12, 2.5)
+    assert record.spec == SpecFigures(VLLM_METRICS, 4, 6, 12, 2.5, accepted_histogram=(1, 1, 1, 1))
     # Timing metrics alone (--enable-per-request-metrics without speculation): no speculative figures.
     timing_only = data.replace(b',"speculative_decoding":{', b',"x":{', 1)
     assert body("completions", timing_only).spec is None

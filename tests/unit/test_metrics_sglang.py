@@ -252,20 +252,31 @@ def test_accept_rate_definition_follows_the_version(
     assert figures["details"]["acceptance_rate_definition"] == definition
 
 
-def test_window_aggregate_weights_lines_by_running_requests() -> None:
-    # Hand-checked: accept len (1*3.5 + 2*3.0 + 1*4.0) / 4 = 3.375; rate (0.62 + 1.00 + 0.75) / 4 = 0.5925;
-    # tokens 3.5, 6, 4 in 3.5/80 + 6/150 + 4/100 = 0.12375 s -> 13.5 / 0.12375 = 109.0909 tok/s.
+def test_window_aggregate_estimates_within_the_bounds_the_lines_allow() -> None:
+    # Hand-checked: #running-req 1, 2, 1 is each interval's last batch; an interval's batch sizes are estimated
+    # as the mean of its first and last (1 for the first line, which has no line before it; 1.5; 1.5):
+    # accept len (1*3.5 + 1.5*3.0 + 1.5*4.0) / 4 = 3.5; rate (0.62 + 1.5*0.50 + 1.5*0.75) / 4 = 0.62375;
+    # tokens 3.5, 4.5, 6 in 3.5/80 + 4.5/150 + 6/100 = 0.13375 s -> 14 / 0.13375 tok/s. The true window figures
+    # weigh by what the lines do not print, so they lie anywhere between the smallest and largest line.
     wm = parse_window("sglang", (DATA / "sglang_tp4_short_iso.log").read_text())
     assert wm.lines_matched == 3
     assert wm.lines_duplicate == 9
     assert wm.lines_skipped == 0
     assert wm.lines_total == 17
-    assert wm.accept_len == pytest.approx(3.375)
+    assert wm.accept_len == pytest.approx(3.5)
     assert wm.acceptance_rate is None  # the server's version is not known: the rate's meaning neither
-    assert wm.details["accept_rate_printed"] == pytest.approx(0.5925)
-    assert aggregate_sglang(wm.samples, version="0.5.23")["acceptance_rate"] == pytest.approx(0.5925)  # type: ignore[arg-type]
-    assert wm.gen_throughput == pytest.approx(13.5 / 0.12375)
+    assert wm.details["accept_rate_printed"] == pytest.approx(0.62375)
+    figures = aggregate_sglang(wm.samples, version="0.5.23")  # type: ignore[arg-type]
+    assert figures["acceptance_rate"] == pytest.approx(0.62375)
+    assert wm.gen_throughput == pytest.approx(14 / 0.13375)
     assert wm.details["accept_len_unweighted"] == pytest.approx(3.5)
+    assert wm.exactness["accept_len"]["kind"] == "bounded"
+    assert wm.exactness["accept_len"]["bounds"] == pytest.approx([2.995, 4.005])
+    assert "sglang:spec_verify_calls_total" in wm.exactness["accept_len"]["note"]
+    assert wm.exactness["gen_throughput"]["kind"] == "bounded"
+    assert wm.exactness["gen_throughput"]["bounds"] == pytest.approx([79.995, 150.005])
+    assert "acceptance_rate" not in wm.exactness  # no figure, so no exactness
+    assert figures["exactness"]["acceptance_rate"]["bounds"] == pytest.approx([0.495, 0.755])
 
 
 def test_throughput_of_dp_groups_adds_up() -> None:

@@ -25,7 +25,7 @@ def dialect(*argv: str) -> tuple[Dialect, list[str]]:
     lines: list[str] = []
     d = make_dialect(parse_args(["--profile", "tiny", *argv]), lines.append)
     cfg = d.config
-    d.groups = [ServerStats(model=cfg.model, speculative=cfg.algorithm != "ar") for _ in range(cfg.dp_size)]
+    d.groups = [ServerStats(model=cfg.model, speculative=cfg.algorithm != "ar") for _ in range(cfg.schedulers)]
     d.drafted = d.draft_depth = cfg.draft_tokens if cfg.algorithm == "linear" else 0
     d.setup_groups()
     return d, lines
@@ -164,7 +164,7 @@ def test_vllm_lines_are_vllms() -> None:
     d, lines = dialect("--engine", "vllm", "--algorithm", "linear", "--draft-tokens", "3")
     d.decode_step(0, step(3, [3, 1]), 0.5)
     d.decode_step(0, step(3, [0, 2]), 0.6)
-    d.tick(d._last_log + 2.0)  # type: ignore[attr-defined]
+    d.tick(d._engines[0].last_log + 2.0)  # type: ignore[attr-defined]
     engine, spec = lines
     assert re.fullmatch(
         r"\(APIServer pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[loggers\.py:335\] Engine 000: Avg prompt throughput: "
@@ -187,8 +187,8 @@ def test_vllm_lines_are_vllms() -> None:
     assert "vllm:spec_decode_num_drafts_created" in text  # single-process registry
     assert 'vllm:generation_tokens_total{engine="0",model_name="sim"} 10.0' in text
     lines.clear()
-    d.tick(d._last_log + 2.0)  # type: ignore[attr-defined]
-    d.tick(d._last_log + 2.0)  # type: ignore[attr-defined]
+    d.tick(d._engines[0].last_log + 2.0)  # type: ignore[attr-defined]
+    d.tick(d._engines[0].last_log + 2.0)  # type: ignore[attr-defined]
     assert len(lines) == 1 and "Engine 000" in lines[0]  # one more Engine line, then idle: logger.debug
 
 
@@ -213,7 +213,7 @@ def test_vllm_older_spec_lines(version: str, pattern: str) -> None:
     d, lines = dialect("--engine", "vllm", "--engine-version", version, "--algorithm", "linear", "--draft-tokens", "3")
     d.decode_step(0, step(3, [3, 1]), 0.5)
     d.decode_step(0, step(3, [0, 2]), 0.6)
-    d.tick(d._last_log + 2.0)  # type: ignore[attr-defined]
+    d.tick(d._engines[0].last_log + 2.0)  # type: ignore[attr-defined]
     assert not lines[1].startswith("(APIServer")
     assert re.match(pattern, lines[1]), lines[1]
     text = d.metrics_text()

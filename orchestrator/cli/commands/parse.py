@@ -3,6 +3,11 @@
 `specsweep parse --engine NAME --prometheus BEFORE AFTER [--elapsed S] [--json]` does the same for two saved
 ``/metrics`` scrapes that bracket a window (counters by difference, gauges as the after scrape says), with
 the same JSON keys as a log window (``accept_len``, ``acceptance_rate``, ``gen_throughput``, ``details``).
+
+A window that is not whole (a process start inside it, a counter that went down, a pair of lines cut apart:
+orchestrator/engines/integrity.py) still exits 0: the figures are those of its whole part (or none), the JSON
+carries ``integrity`` and ``exactness``, and one warning line on stderr names the reason
+(``Integrity.describe()``).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ def _summary(wm: WindowMetrics) -> Table:
     for name, data in wm.user.items():
         rows.append((f"{name}.matches", data["matches"]))
         rows += [(f"{name}.{group}", stats) for group, stats in data["groups"].items()]
+    rows += _exactness_rows(wm.exactness)
     for key, value in rows:
         table.add_row(key, _fmt(value))
     table.caption = (
@@ -74,6 +80,19 @@ def _summary(wm: WindowMetrics) -> Table:
     )
     table.caption_justify = "left"
     return table
+
+
+def _exactness_rows(exactness: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
+    """``exactness.<figure>``: its kind, with the rounding step or the bounds (orchestrator/engines/integrity.py)."""
+    rows: list[tuple[str, Any]] = []
+    for figure, entry in exactness.items():
+        text = str(entry.get("kind"))
+        if entry.get("resolution") is not None:
+            text += f" (step {_fmt(entry['resolution'])})"
+        if entry.get("bounds"):
+            text += f" [{_fmt(entry['bounds'])}]"
+        rows.append((f"exactness.{figure}", text))
+    return rows
 
 
 # The columns worth a terminal's width per sample kind; --json has every field.
@@ -132,6 +151,7 @@ def _prom_summary(window: PromWindow) -> Table:
     ]
     rows += [(f"details.{k}", v) for k, v in window.details.items()]
     rows += [(f"counter {k}", v) for k, v in window.counters.items()]
+    rows += _exactness_rows(window.exactness)
     for key, value in rows:
         table.add_row(key, _fmt(value))
     if window.resets:
@@ -143,10 +163,15 @@ def _prom_summary(window: PromWindow) -> Table:
 def _parse_prometheus(engine: str, before: str, after: str, elapsed: float | None, as_json: bool) -> None:
     texts = [_read(path).decode("utf-8", errors="replace") for path in (before, after)]
     window = scrape_delta(texts[0], texts[1], engine, elapsed_s=elapsed)
+    warning = window.integrity.describe()
     if as_json:
-        typer.echo(json.dumps(window.to_dict(), indent=2))
+        out = window.to_dict()
+        if warning:
+            out["warnings"] = [warning]
+        typer.echo(json.dumps(out, indent=2))
     else:
         console.print(_prom_summary(window))
+    _warn(warning)
 
 
 def parse(
@@ -193,16 +218,22 @@ def parse(
         raise typer.BadParameter("a log FILE (or - for stdin), or --prometheus BEFORE AFTER", param_hint="FILE|-")
     data = _read(source)
     wm = parse_window(engine, data, _user_parsers(regex), cut=window)
-    warning = _engine_warning(engine, data)
+    warnings = [w for w in (_engine_warning(engine, data), wm.integrity.describe()) if w]
     if as_json:
         out = wm.to_dict()
-        if warning:
-            out["warnings"] = [warning]
+        if warnings:
+            out["warnings"] = warnings
         typer.echo(json.dumps(out, indent=2))
     else:
         console.print(_summary(wm))
         for table in _sample_tables(wm, limit):
             console.print(table)
+    for warning in warnings:
+        _warn(warning)
+
+
+def _warn(warning: str | None) -> None:
+    """One line on stderr (never wrapped: a warning is grepped as often as read)."""
     if warning:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
 

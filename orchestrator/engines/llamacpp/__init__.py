@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
 
@@ -39,6 +39,11 @@ class LlamaCpp(EngineBase):
         requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
         return WindowFigures(aggregate_llamacpp(requests), dict(DEFINITIONS), intervals=False)
 
+    def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None:
+        from orchestrator.engines.llamacpp.prometheus import derive
+
+        derive(window, after, generated, version)
+
 
 def _engine() -> LlamaCpp:
     from orchestrator.engines.exposition import COUNTER_DEFINITIONS
@@ -60,6 +65,18 @@ def _engine() -> LlamaCpp:
         info_settings_object="default_generation_settings",
         # tools/server/server.cpp: "server is listening on http://HOST:PORT" (older builds "listening on ...")
         listening_patterns=(("llama.cpp", re.compile(r"(?:^|\s|:)(?:server is )?listening on " + ADDRESS)),),
+        start_patterns=(
+            # Once per start (the tree vendored in llama-cpp-python 0.3.36): tools/server/server.cpp prints
+            # SRV_INF("initializing ...") after parsing its arguments ("srv  llama_server: initializing ..."),
+            # then calls common/common.cpp common_params_print_info, which prints "verbosity = %d (adjust with
+            # the `-lv N` CLI arg)" at INFO and, at trace level (-lv 4), "build %d (%s) with %s for %s" and
+            # common_params_get_system_info's "system_info: n_threads = %d ..." (earlier trees printed
+            # "build: %d (%s) with %s for %s" and "system info: n_threads = ..." from server.cpp at INFO).
+            ("llama.cpp", re.compile(r"srv +\S+: initializing \.\.\.[ \t]*$", re.MULTILINE)),
+            ("llama.cpp", re.compile(r"common_params_print_info: verbosity = \d+")),
+            ("llama.cpp", re.compile(r"build:? \d+ \([^)\n]*\) with [^\n]* for ")),
+            ("llama.cpp", re.compile(r"system[_ ]info: n_threads = \d+")),
+        ),
     )
 
 

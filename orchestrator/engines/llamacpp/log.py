@@ -33,29 +33,48 @@ adds, at trace level, one ``statistics <impl>: #calls(b,g,a) = ..., #gen drafts 
 implementation; the speculative object is shared by all slots, so these lines are cumulative since the
 server started, over every slot: kept as samples, never aggregated.
 
-Per request, ``mean len = 1 + accepted / verify steps``; the steps are recovered from it (an integer within
-the 2-decimal rounding; impossible when nothing was accepted), so a window's accept length is ``1 +
-sum(accepted) / sum(steps)``, its acceptance rate ``sum(accepted) / sum(generated)`` and its per-position
-acceptance ``sum(round(rate_i * steps)) / sum(steps)``: the same sums llama.cpp adds into its /metrics
-counters when it releases the slot (``metrics_on_prediction``), so the log window and the counter deltas over
-the same requests agree exactly.
+Per request, ``mean len = 1 + accepted / verify steps`` is printed with 2 decimals (``%5.2f``), so it only
+bounds the steps: every integer n with ``1 + accepted / n`` within 0.005 of it fits (for 1400 accepted and a
+printed 3.00, n = 699, 700 or 701). The other printed figures narrow that (:func:`recover_request_steps`):
+n is at most ``generated`` (every verify step checked at least one drafted token: ``GGML_ASSERT(n_draft > 0)``
+in ``update_slots``) and, where ``acc per pos`` is printed (``%.3f`` each, ``-lv 4``), it must give integer
+counts c_i with ``|c_i / n - rate_i| <= 0.0005``, non-increasing (a step that accepted i + 1 drafts accepted
+i), adding up to ``accepted`` (``n_accepted_per_pos[i]++`` for each ``i < n_accepted``, and no step accepts
+more than ``common_speculative_n_max`` drafts). One n left: exact; several: the one nearest ``accepted /
+(mean - 1)``, with the range kept (``verify_steps_low`` / ``verify_steps_high``) and the window's figures
+from them ``bounded`` (``exactness``). With nothing accepted the mean prints 1.00 and only ``1 <= n <=
+generated`` is known. A window's accept length is ``1 + sum(accepted) / sum(steps)``, its acceptance rate
+``sum(accepted) / sum(generated)`` (integers: exact) and its per-position acceptance ``sum(c_i) /
+sum(steps)``: the same sums llama.cpp adds into its /metrics counters when it releases the slot
+(``metrics_on_prediction``), so the log window and the counter deltas over the same requests agree exactly
+where the steps are exact, and within the bounds where they are not.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import candidate_lines
 from orchestrator.engines.samples import (
     LlamaRequestSample,
     LlamaSpecStatsSample,
     ParseResult,
-    recover_steps,
     to_float,
 )
 
-__all__ = ["DEFINITIONS", "MARKERS", "aggregate_llamacpp", "parse_llamacpp"]
+__all__ = ["DEFINITIONS", "MARKERS", "aggregate_llamacpp", "parse_llamacpp", "recover_request_steps"]
+
+# Half the printed resolution of each figure print_timings writes (tools/server/server-context.cpp):
+# "mean len = %5.2f", "acc per pos = (%s)" with each entry string_format("%.3f", ...), and the times "%10.2f ms".
+_MEAN_HALF = 0.005
+_RATE_HALF = 0.0005
+_MS_HALF = 0.005
+# The widest range of step counts tried against the per-position rates (a mean of 1.00 with a few accepted
+# tokens allows thousands); wider, the mean and the drafted tokens alone bound the steps.
+_SEARCH_LIMIT = 20_000
 
 _CONTEXT_MARKER = "| task "
 MARKERS = (_CONTEXT_MARKER, "draft acceptance", "acc per pos", "eval time", "total time", "#gen drafts")
@@ -82,13 +101,19 @@ _SOURCE = "tools/server/server-context.cpp print_timings (llama.cpp as vendored 
 DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "llama.cpp mean acceptance length ('mean len'), bonus included: 1 + sum(accepted) / sum(verify steps) "
-        "over the requests that finished in the window, each request's steps recovered from its 'mean len' "
-        "(= 1 + n_draft_accepted / n_draft_verif_steps, " + _SOURCE + "). llama.cpp counts only the steps "
-        "that verified a draft (a step where the n-gram or draft model proposed nothing is a plain decode "
-        "step), so this is tokens per drafted step, not per decode step; it equals 1 + d(llamacpp:"
-        "spec_decode_num_accepted_tokens_total) / d(llamacpp:spec_decode_num_drafts_total) over the same "
-        "requests. None when a drafted request's steps cannot be recovered (0 accepted prints 'mean len = "
-        "1.00'): see details.accept_len_partial."
+        "over the requests that finished in the window, each request's steps recovered from its 'mean len = "
+        "%5.2f' (= 1 + n_draft_accepted / n_draft_verif_steps, " + _SOURCE + "), narrowed by its generated "
+        "draft tokens (at least one per step) and, at -lv 4, its 'acc per pos' rates (%.3f each: integer "
+        "counts adding up to the accepted tokens). A 2-decimal mean allows several step counts for a long "
+        "request (1400 accepted at 3.00: 699 to 701): exactness.accept_len is 'exact' when every request's "
+        "count is the only one its figures allow, else 'bounded' with the window's bounds over every count "
+        "they allow (details.verify_steps_bounds); the exact figure is then on /metrics "
+        "(spec_decode_num_drafts_total). llama.cpp counts only the steps that verified a draft (a step where "
+        "the n-gram or draft model proposed nothing is a plain decode step), so this is tokens per drafted "
+        "step, not per decode step; it equals 1 + d(llamacpp:spec_decode_num_accepted_tokens_total) / "
+        "d(llamacpp:spec_decode_num_drafts_total) over the same requests. None when a drafted request accepted "
+        "nothing ('mean len = 1.00': its steps are only known to lie between 1 and its generated tokens): "
+        "details.accept_len_partial leaves it out, details.accept_len_bounds holds it."
     ),
     "acceptance_rate": (
         "llama.cpp draft acceptance, drafts only (no bonus token): sum(accepted) / sum(generated draft tokens) "
@@ -99,11 +124,14 @@ DEFINITIONS: dict[str, str] = {
     "per_position_acceptance": (
         "details.per_position_acceptance: llama.cpp 'acc per pos' (printed at -lv 4 only, " + _SOURCE + "), "
         "entry i = n_accepted_per_pos[i] / n_draft_verif_steps, the share of verify steps that accepted at least "
-        "i + 1 drafted tokens (drafts only, no bonus; non-increasing in i). Window: sum over requests of "
-        "round(rate_i * steps) / sum(steps), a shorter list counting 0 at the missing positions (as llama.cpp "
-        "sums its /metrics counter spec_decode_num_accepted_tokens_per_pos_total); the counts are in "
-        "details.accepted_per_position. None when no request printed the line or a drafted request lacks the "
-        "line or its steps (details.per_position_acceptance_partial then covers the requests that have both)."
+        "i + 1 drafted tokens (drafts only, no bonus; non-increasing in i). Window: sum over requests of each "
+        "one's count c_i (round(rate_i * steps) within what the 3-decimal rate allows) / sum(steps), a shorter "
+        "list counting 0 at the missing positions (as llama.cpp sums its /metrics counter "
+        "spec_decode_num_accepted_tokens_per_pos_total); the counts are in details.accepted_per_position. "
+        "exactness.per_position_acceptance: 'exact' when every request's steps and counts are the only ones "
+        "its figures allow (below 1000 steps a 3-decimal rate settles its count), else 'rounded'. None when no "
+        "request printed the line or a drafted request lacks the line or its steps "
+        "(details.per_position_acceptance_partial then covers the requests that have both)."
     ),
     "gen_throughput": (
         "None: llama-server's per-request lines do not give the server's aggregate throughput when slots run "
@@ -115,7 +143,8 @@ DEFINITIONS: dict[str, str] = {
         "time) over the window's requests (server_slot_stats::n_gen_tps, tools/server/server-common.h: the first "
         "token comes free from prefill); what timings.predicted_per_second says per request and what the gauge "
         "llamacpp:predicted_tokens_seconds says for the requests released since the previous scrape. Builds "
-        "before n_gen_steps divided by n, as details.decode_tps_per_request does."
+        "before n_gen_steps divided by n, as details.decode_tps_per_request does. The eval times are printed "
+        "to 0.01 ms ('eval time = %10.2f ms'): exactness 'rounded', with the bounds of +-0.005 ms a request."
     ),
     "window_edge": (
         "llama.cpp prints a request's lines once, when it finishes (before its final response is sent), so a "
@@ -233,48 +262,186 @@ def parse_llamacpp(text: str) -> ParseResult:
             result.skip(offset, line)
     for req in asm.requests:
         if req.accepted is not None and req.mean_len is not None:
-            req.verify_steps, _exact = recover_steps(req.accepted, req.mean_len)
+            req.verify_steps, req.verify_steps_low, req.verify_steps_high = recover_request_steps(
+                req.accepted, req.mean_len, req.generated, req.acc_per_pos
+            )
     result.samples[:0] = asm.requests
     return result
 
 
-def _per_position(drafted: list[LlamaRequestSample]) -> tuple[list[int] | None, int, int]:
+def _counts_fit(steps: int, rates: list[float], accepted: int) -> tuple[list[int], list[int]] | None:
+    """The lowest and highest count per position that ``steps`` verify steps allow under the printed rates
+    (each count c_i with |c_i / steps - rate_i| <= 0.0005, non-increasing in i), or None when no such counts
+    add up to ``accepted``. Non-increasing bounds: a count is at least every later one's lowest and at most
+    every earlier one's highest; then every total between the two sums is reachable."""
+    lows = [max(math.ceil(steps * (r - _RATE_HALF) - 1e-9), 0) for r in rates]
+    highs = [min(math.floor(steps * (r + _RATE_HALF) + 1e-9), steps) for r in rates]
+    for i in range(len(rates) - 2, -1, -1):
+        lows[i] = max(lows[i], lows[i + 1])
+    for i in range(1, len(rates)):
+        highs[i] = min(highs[i], highs[i - 1])
+    if any(lo > hi for lo, hi in zip(lows, highs, strict=True)) or not sum(lows) <= accepted <= sum(highs):
+        return None
+    return lows, highs
+
+
+def recover_request_steps(
+    accepted: int, mean_len: float, generated: int | None = None, rates: list[float] | None = None
+) -> tuple[int | None, int | None, int | None]:
+    """One request's verify steps from its ``draft acceptance`` line: ``(steps, low, high)``.
+
+    ``low``..``high`` hold every count the printed figures allow (module docstring): ``mean len`` (2 decimals),
+    ``generated`` (at least one drafted token per step) and ``rates`` (``acc per pos``, 3 decimals, integer
+    counts adding up to ``accepted``); ``steps`` is the only one when ``low == high``, else the one nearest
+    ``accepted / (mean_len - 1)``. Nothing accepted: ``(None, 1, generated)``, the mean says nothing. Figures
+    that contradict each other (not a line llama.cpp printed): ``(None, None, None)``.
+    """
+    top = generated if generated is not None and generated > 0 else None
+    if accepted <= 0:
+        if top is None:
+            return None, None, None
+        return (1 if top == 1 else None), 1, top  # one drafted token: one step
+    excess = mean_len - 1.0
+    if not math.isfinite(excess) or excess + _MEAN_HALF <= 0:
+        return None, None, None
+    first = max(math.ceil(accepted / (excess + _MEAN_HALF) - 1e-9), 1)
+    last: float = math.floor(accepted / (excess - _MEAN_HALF) + 1e-9) if excess > _MEAN_HALF else math.inf
+    if top is not None:
+        last = min(last, top)
+    if last < first:
+        return None, None, None
+    target = accepted / excess if excess > 0 else float(first)
+    if rates:
+        low = max(first, math.ceil(accepted / len(rates) - 1e-9))  # no step accepts more than the list is long
+        high = last
+        if rates[0] > _RATE_HALF:  # the first position's count is at most the accepted tokens
+            high = min(high, math.floor(accepted / (rates[0] - _RATE_HALF) + 1e-9))
+        if low <= high and math.isfinite(high) and high - low <= _SEARCH_LIMIT:
+            fits = [n for n in range(low, int(high) + 1) if _counts_fit(n, rates, accepted) is not None]
+            if fits:
+                return min(fits, key=lambda n: (abs(n - target), n)), fits[0], fits[-1]
+        # Rates that fit no count of the mean (not a line llama.cpp printed), or too wide a range: the mean
+        # and the generated tokens alone.
+    if not math.isfinite(last):
+        return None, first, None
+    return min(max(round(target), first), int(last)), first, int(last)
+
+
+def _per_position(drafted: list[LlamaRequestSample]) -> tuple[list[int] | None, int, int, bool]:
     """Accepted counts per draft position summed over the requests that printed ``acc per pos`` and have
-    recovered steps, with the steps behind them and how many requests that is."""
+    recovered steps, with the steps behind them, how many requests that is, and whether every count was the
+    only one the request's figures allow."""
     rows = [r for r in drafted if r.acc_per_pos and r.verify_steps]
     if not rows:
-        return None, 0, 0
+        return None, 0, 0, False
     width = max(len(r.acc_per_pos) for r in rows)
     counts = [0] * width
+    exact = True
     for r in rows:
         steps = r.verify_steps or 0
+        fit = _counts_fit(steps, r.acc_per_pos, r.accepted or 0)
+        exact = exact and fit is not None and fit[0] == fit[1] and r.verify_steps_low == r.verify_steps_high
         for i, rate in enumerate(r.acc_per_pos):
-            counts[i] += round(rate * steps)  # an integer count printed as a 3-decimal ratio: exact below 1000 steps
-    return counts, sum(r.verify_steps or 0 for r in rows), len(rows)
+            count = round(rate * steps)  # an integer count printed as a 3-decimal ratio: exact below 1000 steps
+            if fit is not None:
+                count = min(max(count, fit[0][i]), fit[1][i])
+            counts[i] += count
+    return counts, sum(r.verify_steps or 0 for r in rows), len(rows), exact
+
+
+def _steps_bounds(drafted: list[LlamaRequestSample]) -> tuple[int, int] | None:
+    """The lowest and highest total of verify steps the window's drafted requests allow (None when one of them
+    has no upper bound)."""
+    low = high = 0
+    for r in drafted:
+        if r.verify_steps_low is None or r.verify_steps_high is None:
+            return None
+        low += r.verify_steps_low
+        high += r.verify_steps_high
+    return low, high
+
+
+def _rate_bounds(tokens: int, ms: float, requests: int) -> tuple[float, float] | None:
+    """tokens per second for times printed to 0.01 ms: each of ``requests`` times within 0.005 ms."""
+    slack = _MS_HALF * requests
+    if ms - slack <= 0:
+        return None
+    return 1000.0 * tokens / (ms + slack), 1000.0 * tokens / (ms - slack)
 
 
 def aggregate_llamacpp(requests: list[LlamaRequestSample]) -> dict[str, Any]:
-    """Window figures (see DEFINITIONS and docs/engines.md) from the window's requests."""
+    """Window figures (see DEFINITIONS and docs/engines.md) from the window's requests, with the ``exactness``
+    of each (orchestrator/engines/integrity.py)."""
     drafted = [r for r in requests if r.accepted is not None and r.generated]
     accepted = sum(r.accepted or 0 for r in drafted)
     generated = sum(r.generated or 0 for r in drafted)
     stepped = [r for r in drafted if r.verify_steps]
     steps = sum(r.verify_steps or 0 for r in stepped)
-    exact = all(
-        r.accepted is not None and r.mean_len is not None and recover_steps(r.accepted, r.mean_len)[1] for r in stepped
-    )
+    exact = all(r.verify_steps_low is not None and r.verify_steps_low == r.verify_steps_high for r in stepped)
     timed = [r for r in requests if r.eval_ms and r.eval_tokens]
     eval_tokens = sum(r.eval_tokens or 0 for r in timed)
     eval_ms = sum(r.eval_ms or 0.0 for r in timed)
     prompt_tokens = sum(r.prompt_tokens or 0 for r in requests if r.prompt_ms)
     prompt_ms = sum(r.prompt_ms or 0.0 for r in requests if r.prompt_ms)
     partial = 1.0 + sum(r.accepted or 0 for r in stepped) / steps if steps > 0 else None
-    pos_counts, pos_steps, pos_requests = _per_position(drafted)
+    pos_counts, pos_steps, pos_requests, pos_exact = _per_position(drafted)
     pos_partial = [c / pos_steps for c in pos_counts] if pos_counts is not None and pos_steps > 0 else None
+    # A request whose steps cannot be recovered (0 accepted prints "mean len = 1.00") would bias the window
+    # upward if left out: then the window has no log-side accept length, only a partial one and its bounds.
+    accept_len = partial if len(stepped) == len(drafted) else None
+    per_position = pos_partial if drafted and pos_requests == len(drafted) else None
+    total = _steps_bounds(drafted) if drafted else None
+    accept_bounds = (
+        (1.0 + accepted / total[1], 1.0 + accepted / total[0]) if total is not None and total[0] > 0 else None
+    )
+    decode_tps = 1000.0 * eval_tokens / eval_ms if eval_ms > 0 else None
+    predicted = 1000.0 * (eval_tokens - len(timed)) / eval_ms if eval_ms > 0 else None
+    figures_exactness: dict[str, dict[str, Any]] = {}
+    if accept_len is not None:
+        figures_exactness["accept_len"] = (
+            exactness(
+                "exact",
+                "1 + sum(accepted) / sum(steps): accepted tokens are printed as integers and every request's "
+                "steps are the only count its 'mean len' (2 decimals), generated drafts and per-position rates allow",
+            )
+            if exact
+            else exactness(
+                "bounded",
+                "some requests' 'mean len' (2 decimals) and per-position rates allow more than one step count: "
+                "the bounds hold every count they allow (details.verify_steps_bounds); the exact figure is on "
+                "/metrics (llamacpp:spec_decode_num_drafts_total)",
+                bounds=accept_bounds,
+            )
+        )
+    if generated > 0:
+        figures_exactness["acceptance_rate"] = exactness(
+            "exact", "sum(accepted) / sum(generated): integers the 'draft acceptance' line prints (%5d, %5d)"
+        )
+    if per_position is not None:
+        figures_exactness["per_position_acceptance"] = (
+            exactness("exact", "every request's steps and per-position counts are the only ones its figures allow")
+            if pos_exact
+            else exactness(
+                "rounded",
+                "each request's rates are printed with 3 decimals ('acc per pos', %.3f) and more than one count "
+                "fits some of them",
+                resolution=2 * _RATE_HALF,
+            )
+        )
+    for name, value, tokens in (
+        ("predicted_per_second", predicted, eval_tokens - len(timed)),
+        ("decode_tps_per_request", decode_tps, eval_tokens),
+    ):
+        if value is not None:
+            figures_exactness[name] = exactness(
+                "rounded",
+                "eval times printed to 0.01 ms ('eval time = %10.2f ms', print_timings); the bounds allow "
+                "+-0.005 ms for each request",
+                resolution=0.01,
+                bounds=_rate_bounds(tokens, eval_ms, len(timed)),
+            )
     return {
-        # A request whose steps cannot be recovered (0 accepted prints "mean len = 1.00") would bias the
-        # window upward if left out: then the window has no log-side accept length, only a partial one.
-        "accept_len": partial if len(stepped) == len(drafted) else None,
+        "accept_len": accept_len,
         "acceptance_rate": accepted / generated if generated > 0 else None,
         "gen_throughput": None,
         "details": {
@@ -282,17 +449,20 @@ def aggregate_llamacpp(requests: list[LlamaRequestSample]) -> dict[str, Any]:
             "requests_with_drafts": len(drafted),
             "requests_without_steps": len(drafted) - len(stepped),
             "accept_len_partial": partial,
+            "accept_len_bounds": list(accept_bounds) if accept_bounds is not None else None,
             "accepted": accepted,
             "generated": generated,
             "verify_steps": steps if stepped else None,
             "verify_steps_exact": exact if stepped else None,
-            "per_position_acceptance": pos_partial if drafted and pos_requests == len(drafted) else None,
+            "verify_steps_bounds": list(total) if total is not None else None,
+            "per_position_acceptance": per_position,
             "per_position_acceptance_partial": pos_partial,
             "accepted_per_position": pos_counts,
             "requests_with_per_position": pos_requests,
-            "decode_tps_per_request": 1000.0 * eval_tokens / eval_ms if eval_ms > 0 else None,
-            "predicted_per_second": 1000.0 * (eval_tokens - len(timed)) / eval_ms if eval_ms > 0 else None,
+            "decode_tps_per_request": decode_tps,
+            "predicted_per_second": predicted,
             "prompt_tps_per_request": 1000.0 * prompt_tokens / prompt_ms if prompt_ms > 0 else None,
             "eval_tokens": eval_tokens,
         },
+        "exactness": figures_exactness,
     }

@@ -60,6 +60,9 @@ class LlamaCppDialect(Dialect):
     _predicted: int = 0
     _predicted_seconds: float = 0.0
     _decode_calls: int = 0
+    _decode_reset: int = (
+        0  # _decode_calls when the counter-reset fault reset /metrics (n_decode_total counts on from it)
+    )
     _busy_slots: int = 0
     _cached_tokens: dict[int, int] = field(default_factory=dict)  # slot -> prompt tokens it holds (slot erase)
     _tokens_max: int = 0
@@ -86,7 +89,13 @@ class LlamaCppDialect(Dialect):
     # Life cycle.
 
     def startup_lines(self, url: str) -> list[str]:
-        return [self._info("srv  llama_server: initializing ...")]
+        # tools/server/server.cpp: SRV_INF("initializing ...") after the arguments are parsed, then
+        # common/common.cpp common_params_print_info's INFO line (its build and system_info lines are trace
+        # level, -lv 4); both once per process start, as the captures in tests/data/llamacpp/ show.
+        return [
+            self._info("srv  llama_server: initializing ..."),
+            self._info("cmn  common_param: common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)"),
+        ]
 
     def loaded_lines(self) -> list[str]:
         return [
@@ -292,6 +301,13 @@ class LlamaCppDialect(Dialect):
         }
         return {"object": "list", "data": [card]}
 
+    def reset_counters(self) -> None:
+        """The counter-reset fault: server_metrics's cumulative counts as a new process starts them (at 0)."""
+        self._prompt_tokens = self._predicted = self._busy_slots = self._tokens_max = 0
+        self._prompt_seconds = self._predicted_seconds = 0.0
+        self._spec = Counts()
+        self._decode_reset = self._decode_calls  # the log's "graphs reused" count goes on: the process does
+
     def metrics_text(self, *, bad_line: bool = False) -> str:
         self._task += 1  # a /metrics request is a task of the server queue
         stats = self.groups[0]
@@ -309,7 +325,7 @@ class LlamaCppDialect(Dialect):
             (
                 "n_decode_total",
                 "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
-                self._decode_calls,
+                self._decode_calls - self._decode_reset,
             ),
             ("n_tokens_max", "Largest observed sequence length (prompt + generation)", self._tokens_max),
             ("spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", spec.draft_tokens),
@@ -328,7 +344,7 @@ class LlamaCppDialect(Dialect):
             (
                 "n_busy_slots_per_decode",
                 "Average number of busy slots per llama_decode() call",
-                self._busy_slots / max(self._decode_calls, 1),
+                self._busy_slots / max(self._decode_calls - self._decode_reset, 1),
             ),
         )
         fams = [Family(f"llamacpp:{n}", d, "counter").add({}, float(v)) for n, d, v in counters]

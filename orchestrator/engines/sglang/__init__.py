@@ -39,8 +39,10 @@ class SGLang(EngineBase):
         from orchestrator.engines.samples import SglangDecodeSample
         from orchestrator.engines.sglang.log import DEFINITIONS, aggregate_sglang
 
-        decode, dropped, kept = edges([s for s in result.samples if isinstance(s, SglangDecodeSample)])
-        return WindowFigures(aggregate_sglang(decode, version=version), dict(DEFINITIONS), dropped, kept)
+        every = [s for s in result.samples if isinstance(s, SglangDecodeSample)]
+        decode, dropped, kept = edges(every)
+        figures = aggregate_sglang(decode, version=version, context=every)
+        return WindowFigures(figures, dict(DEFINITIONS), dropped, kept)
 
     def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None:
         from orchestrator.engines.sglang.prometheus import derive
@@ -89,6 +91,11 @@ def _sglang(name: str, summary: str) -> SGLang:
         # http_server.py: uvicorn's own line once the socket is bound; _wait_and_warmup's line once it serves
         listening_patterns=(("uvicorn", re.compile(r"Uvicorn running on " + ADDRESS)),),
         ready_patterns=(("sglang", re.compile(r"The server is fired up and ready to roll!")),),
+        # Once per process start: entrypoints/engine.py Engine._launch_subprocesses logs the server arguments
+        # (0.5.23: logger.info(f"server_args={_server_args_for_logging(server_args)}"), a dict; 0.5.10:
+        # logger.info(f"{server_args=}"), "server_args=ServerArgs(...)"), called once by http_server.py
+        # launch_server before the scheduler processes start.
+        start_patterns=(("sglang", re.compile(r"server_args=(?:ServerArgs\(|\{)")),),
     )
 
 

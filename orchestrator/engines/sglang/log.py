@@ -20,7 +20,9 @@ batches, 40 by default): the reporter sums, per decode batch, the batch size (``
 tokens committed (``spec_num_accept_tokens``: accepted drafts + one bonus per request) and the accepted drafts
 (``spec_num_correct_drafts``), and prints and resets them; the throughput's clock (``last_decode_stats_tic``) is
 reset only when a line is printed, so a line after an idle gap spans the gap (window.py EDGE_DEFINITION). Which
-ranks print, and which lines are copies: lines.py RANK_TAGS.
+ranks print, and which lines are copies: lines.py RANK_TAGS. The line prints the ratios but neither sum
+(``#running-req`` is the last batch's size, ``len(batch.reqs)`` at the print), so a window's figures, which
+weigh the intervals by those sums, are given with their bounds (``aggregate_sglang``: exactness).
 
 The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
 from orchestrator.engines.samples import READ, ParseResult, SglangDecodeSample, to_float
 
@@ -87,21 +90,37 @@ DEFINITIONS: dict[str, str] = {
     "accept_len": (
         "SGLang 'accept len': tokens committed per verify step, bonus token included (spec_num_accept_tokens / "
         "spec_num_forward_ct over one decode-log interval, metrics_reporter.py report_decode_stats; every "
-        "version). Window value: the window's lines averaged with weight #running-req, which stands in for "
-        "each interval's verify-step count (every line covers the same number of decode batches); lines from "
-        "other windows never enter. Copies of a DP group's line (other ATTN_CP/PP/TP ranks) count once."
+        "version). spec_num_forward_ct sums the batch sizes of the interval's decode batches "
+        "(update_spec_metrics, called per batch by batch_result_processor.py process_batch_result_decode), "
+        "and the line does not print it: #running-req is the last batch's size only (len(batch.reqs) when the "
+        "line is printed), smaller than the interval's mean at every point's draining tail. So the window's "
+        "value (sum of tokens / sum of verify steps over its intervals) is not in the log: it lies between the "
+        "smallest and the largest printed accept len (exactness.accept_len: 'bounded' with those bounds, "
+        "'rounded' when every line printed the same), and the figure is an estimate within them, each line "
+        "weighted by the mean of its interval's first and last batch size (#running-req of the group's previous "
+        "line and its own; every interval has the same number of batches, --decode-log-interval). The exact "
+        "window figure comes from /metrics: sglang:generation_tokens_total / sglang:spec_verify_calls_total "
+        "(SGLang 0.5.13+, the prometheus source). Lines from other windows never enter; copies of a DP group's "
+        "line (other ATTN_CP/PP/TP ranks) count once."
     ),
     "acceptance_rate": (
-        "Accepted drafts / proposed drafts, bonus excluded (SGLang >= 0.5.11 'accept rate', "
-        "metrics_reporter.py), weighted like accept_len; only when the server's version is known to be >= "
+        "Accepted drafts / proposed drafts, bonus excluded (SGLang >= 0.5.11 'accept rate' = "
+        "spec_num_correct_drafts / (spec_num_forward_ct * (speculative_num_draft_tokens - 1)), "
+        "metrics_reporter.py report_decode_stats): weighted by each interval's verify steps like accept_len, so "
+        "bounded the same way (exactness.acceptance_rate); only when the server's version is known to be >= "
         "0.5.11. SGLang <= 0.5.10's 'accept rate' counted the bonus token: details.acceptance_rate_incl_bonus. "
         "Version unknown: details.accept_rate_printed only (ACCEPT_RATE_DEFINITIONS)."
     ),
     "gen_throughput": (
-        "Server generation throughput in tokens/s: within each DP group, total tokens / total time, with a "
-        "line's tokens taken as #running-req x accept len and its time as tokens / its gen throughput (SGLang's "
-        "'gen throughput' = tokens since the previous line / seconds since it); summed over DP groups. Lines "
-        "reporting 0 tokens/s are left out."
+        "Server generation throughput in tokens/s: SGLang's 'gen throughput' is num_generated_tokens since the "
+        "group's previous Decode line / seconds since it (last_decode_stats_tic, metrics_reporter.py "
+        "report_decode_stats); a DP group's window throughput is its intervals' tokens / their seconds, the "
+        "printed values weighted by seconds the line does not print, so within each group it lies between the "
+        "smallest and largest printed value (exactness.gen_throughput: 'bounded', the bounds summed over the "
+        "groups; 'rounded' when each group printed one value). The figure is an estimate within them (a line's "
+        "tokens taken as its estimated verify steps x accept len, as for accept_len, and its time as tokens / "
+        "gen throughput), summed over DP groups; lines reporting 0 tokens/s are left out. The exact window "
+        "figure: sglang:generation_tokens_total over the window's seconds (the prometheus source)."
     ),
 }
 
@@ -242,31 +261,144 @@ def parse_sglang(text: str) -> ParseResult:
     return result
 
 
-def aggregate_sglang(samples: list[SglangDecodeSample], *, version: str | None = None) -> dict[str, Any]:
+#: Half a unit of the last printed digit: SGLang prints accept len, accept rate and gen throughput with two
+#: decimals (metrics_reporter.py report_decode_stats, ``:.2f``).
+PRINTED_HALF = 0.005
+
+#: The counters that hold what a Decode line does not (docs/engines.md).
+EXACT_SOURCE = (
+    "the exact window figure comes from /metrics: sglang:generation_tokens_total and "
+    "sglang:spec_verify_calls_total (SGLang 0.5.13+, the prometheus source)"
+)
+
+
+def _estimated_weights(samples: list[SglangDecodeSample], context: list[SglangDecodeSample] | None) -> dict[int, float]:
+    """Each line's estimated share of the verify steps (``id(sample) -> weight``): its interval's batch sizes
+    taken as the mean of the batch after the group's previous line and its own last batch, both
+    ``#running-req`` (every interval has the same number of decode batches, ``--decode-log-interval``, so the
+    mean batch size is what weighs); its own ``#running-req`` when the window holds no line before it."""
+    previous: dict[int, SglangDecodeSample] = {}
+    last: dict[str, SglangDecodeSample] = {}
+    for s in context if context is not None else samples:
+        group = ranks_info(s.ranks or "")[1]
+        if group in last:
+            previous[id(s)] = last[group]
+        last[group] = s
+    weights: dict[int, float] = {}
+    for s in samples:
+        own = float(s.running_req or 0)
+        before = previous.get(id(s))
+        if own > 0 and before is not None and (before.running_req or 0) > 0:
+            weights[id(s)] = (own + float(before.running_req or 0)) / 2
+        else:
+            weights[id(s)] = own
+    return weights
+
+
+def _spread(values: list[float]) -> tuple[float, float] | None:
+    """The bounds of any weighted mean of ``values`` printed with two decimals."""
+    if not values:
+        return None
+    return min(values) - PRINTED_HALF, max(values) + PRINTED_HALF
+
+
+def _mean_exactness(figure: str, values: list[float], bounds: tuple[float, float]) -> dict[str, Any]:
+    if len(set(values)) == 1:
+        return exactness(
+            "rounded",
+            f"every line of the window printed the same {figure} (two decimals), so the window's value is it",
+            resolution=2 * PRINTED_HALF,
+            bounds=bounds,
+        )
+    return exactness(
+        "bounded",
+        f"SGLang prints each interval's {figure} but not its verify-step count (spec_num_forward_ct, the sum of "
+        "the interval's batch sizes; #running-req is its last batch's size only, metrics_reporter.py "
+        "report_decode_stats), which weighs it in the window's figure: the window's value lies between the "
+        "smallest and the largest printed value (bounds, half a unit of the last digit included); the figure "
+        "is an estimate within them (each interval's batch sizes taken as the mean of its first and last); "
+        f"{EXACT_SOURCE}",
+        bounds=bounds,
+    )
+
+
+def aggregate_sglang(
+    samples: list[SglangDecodeSample],
+    *,
+    version: str | None = None,
+    context: list[SglangDecodeSample] | None = None,
+) -> dict[str, Any]:
     """Window figures from one window's decode lines (see DEFINITIONS); None where no line says.
 
     ``version``: the server's SGLang version when known (``/server_info`` ``version``), which decides what its
-    'accept rate' means (ACCEPT_RATE_DEFINITIONS)."""
+    'accept rate' means (ACCEPT_RATE_DEFINITIONS). ``context``: every decode line of the window in order,
+    ``samples`` and the edge lines left out of them, so that a line's previous one is known.
+
+    The figures' ``exactness`` (orchestrator/engines/integrity.py) says what a Decode line cannot: the window's
+    accept length, acceptance rate and throughput are means of the lines weighted by what the line does not
+    print (each interval's verify steps, and its seconds), so each is given with the bounds every weighting
+    allows; 'rounded' when the lines agree."""
+    weights = _estimated_weights(samples, context)
     len_num = len_den = rate_num = rate_den = 0.0
     groups: dict[str, list[float]] = {}  # DP group -> [tokens, seconds]
+    lengths: list[float] = []
+    rates: list[float] = []
+    throughputs: dict[str, list[float]] = {}
     for s in samples:
-        weight = float(s.running_req or 0)
-        if weight <= 0:
+        weight = weights[id(s)]
+        if weight <= 0:  # no request in the batch: not a line a decode batch printed
             continue
         if s.accept_len is not None:
+            lengths.append(s.accept_len)
             len_num += weight * s.accept_len
             len_den += weight
         if s.accept_rate is not None:
+            rates.append(s.accept_rate)
             rate_num += weight * s.accept_rate
             rate_den += weight
         if s.gen_throughput is not None and s.gen_throughput > 0:
+            group = ranks_info(s.ranks or "")[1]
+            throughputs.setdefault(group, []).append(s.gen_throughput)
             tokens = weight * (s.accept_len if s.accept_len else 1.0)
-            acc = groups.setdefault(ranks_info(s.ranks or "")[1], [0.0, 0.0])
+            acc = groups.setdefault(group, [0.0, 0.0])
             acc[0] += tokens
             acc[1] += tokens / s.gen_throughput
     throughput = sum(t / sec for t, sec in groups.values() if sec > 0) if groups else None
     printed = rate_num / rate_den if rate_den > 0 else None
     definition = accept_rate_definition(version)
+    accept_len = len_num / len_den if len_den > 0 else None
+    acceptance_rate = printed if definition == "drafts_only" else None
+    exact: dict[str, dict[str, Any]] = {}
+    len_bounds = _spread(lengths)
+    if accept_len is not None and len_bounds is not None:
+        exact["accept_len"] = _mean_exactness("accept len", lengths, len_bounds)
+    rate_bounds = _spread(rates)
+    if acceptance_rate is not None and rate_bounds is not None:
+        exact["acceptance_rate"] = _mean_exactness("accept rate", rates, rate_bounds)
+    if throughput is not None and throughputs:
+        per_group = [_spread(values) for values in throughputs.values()]
+        low = sum(b[0] for b in per_group if b is not None)
+        high = sum(b[1] for b in per_group if b is not None)
+        if all(len(set(values)) == 1 for values in throughputs.values()):
+            exact["gen_throughput"] = exactness(
+                "rounded",
+                "each DP group's lines printed one gen throughput (two decimals): the window's is their sum",
+                resolution=2 * PRINTED_HALF * len(throughputs),
+                bounds=(low, high),
+            )
+        else:
+            exact["gen_throughput"] = exactness(
+                "bounded",
+                "SGLang's gen throughput is each interval's tokens / its seconds (metrics_reporter.py "
+                "report_decode_stats); a DP group's window throughput weighs its intervals by their seconds, "
+                "which the line does not print (nor the tokens: #running-req is the last batch's size only): "
+                "within each group it lies between the smallest and the largest printed value, and the bounds "
+                "are the sums of the groups' (half a unit of the last digit included); the figure is an "
+                "estimate within them (each interval's batch sizes taken as the mean of its first and last); "
+                "the exact window figure comes from /metrics: sglang:generation_tokens_total over the "
+                "window's seconds (the prometheus source)",
+                bounds=(low, high),
+            )
     details: dict[str, Any] = {
         "decode_lines": len(samples),
         "lines_with_accept_len": sum(1 for s in samples if s.accept_len is not None),
@@ -278,11 +410,14 @@ def aggregate_sglang(samples: list[SglangDecodeSample], *, version: str | None =
     }
     if definition == "incl_bonus":
         details["acceptance_rate_incl_bonus"] = printed
+        if rate_bounds is not None:
+            details["acceptance_rate_incl_bonus_bounds"] = list(rate_bounds)
     return {
-        "accept_len": len_num / len_den if len_den > 0 else None,
-        "acceptance_rate": printed if definition == "drafts_only" else None,
+        "accept_len": accept_len,
+        "acceptance_rate": acceptance_rate,
         "gen_throughput": throughput,
         "details": details,
+        "exactness": exact,
     }
 
 

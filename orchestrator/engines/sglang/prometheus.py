@@ -17,6 +17,16 @@ DP group's figures (ATTN_CP ranks up to 0.5.22, PP stages, --enable-metrics-for-
 lines.py RANK_TAGS); one series per group is read, and groups are combined: throughputs add up, accept
 lengths are weighted by each group's verify rate (throughput / accept length). The gauges are the fallback
 and the cross-check (``details.gauge_*``).
+
+How exact each figure is (``exactness``): the counters are integer counts in prometheus_client, written
+losslessly (prometheus_client/utils.py ``floatToGoString``), so a figure from their differences is ``exact``. A
+gauge holds its group's last decode-log interval only (``report_decode_stats`` sets it every
+``--decode-log-interval`` decode batches, 40 by default, about a second at speed; ``gen_throughput`` decays to 0
+after 30 s without one, ``_current_gen_throughput``): a figure from gauges is a ``gauge``, the last ~interval's
+value at the scrapes, never the window's. That is accept length without the verify counter (SGLang < 0.5.13),
+``acceptance_rate`` always (no counter for it in any version), and ``gen_throughput`` when the window's seconds
+are not known. In a window that is not whole (orchestrator/metrics/prometheus.py) the gauges are not read: their
+samples may span two processes.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.engines.exposition import PromSnapshot, PromWindow, by_name
+from orchestrator.engines.integrity import exactness
 from orchestrator.engines.sglang.log import accept_rate_definition
 
 __all__ = ["COPY_LABELS", "DEFINITIONS", "PREFIX", "RATE_HELP_DRAFTS_ONLY", "RATE_HELP_INCL_BONUS", "derive"]
@@ -107,9 +118,10 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     prefix = PREFIX
     verifies = by_name(window.counters, after.names, f"{prefix}spec_verify_calls_total")
     finished = by_name(window.counters, after.names, f"{prefix}num_requests_total")
-    lengths = _group_means(window, after, f"{prefix}spec_accept_length")
-    rates = _group_means(window, after, f"{prefix}spec_accept_rate")
-    throughputs = _group_means(window, after, f"{prefix}gen_throughput")
+    gauges = window.integrity.whole  # a broken window's gauge samples may span two processes
+    lengths = _group_means(window, after, f"{prefix}spec_accept_length") if gauges else {}
+    rates = _group_means(window, after, f"{prefix}spec_accept_rate") if gauges else {}
+    throughputs = _group_means(window, after, f"{prefix}gen_throughput") if gauges else {}
     gauge_len = _combine_lengths(lengths, throughputs)
     gauge_rate = _combine_lengths(rates, throughputs) if rates else None
     gauge_throughput = sum(throughputs.values()) if throughputs else None
@@ -130,8 +142,11 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
         source = "gauges"
     if gauge_rate is not None and rate_definition == "drafts_only":
         window.acceptance_rate = gauge_rate
+    throughput_source = "counters" if window.gen_throughput is not None else None
     if window.gen_throughput is None and gauge_throughput is not None:
         window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
+        throughput_source = "gauges"
+    _exactness(window, after, source, throughput_source)
     window.details.update(
         {
             "verify_calls": verifies,
@@ -147,3 +162,52 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     )
     if rate_definition == "incl_bonus":
         window.details["acceptance_rate_incl_bonus"] = gauge_rate
+
+
+_EXACT = "integer counts of prometheus_client counters (written losslessly by floatToGoString)"
+
+
+def _samples(window: PromWindow, after: PromSnapshot, name: str) -> int:
+    counts = [int(v.get("samples") or 0) for k, v in window.gauges.items() if after.names.get(k) == name]
+    return max(counts, default=0)
+
+
+def _gauge_note(window: PromWindow, after: PromSnapshot, name: str, what: str) -> str:
+    n = _samples(window, after, f"{PREFIX}{name}")
+    return (
+        f"{what}: the {PREFIX}{name} gauges, each DP group's value for its last decode-log interval only "
+        "(metrics_reporter.py report_decode_stats sets it every --decode-log-interval decode batches, about the "
+        f"last second), the mean of the non-zero values of {n} scrape(s) during and at the end of the window: the "
+        "last ~interval's value, not a figure of the whole window"
+    )
+
+
+def _exactness(window: PromWindow, after: PromSnapshot, length_source: str | None, rate_source: str | None) -> None:
+    """``exactness`` of each figure derive gave: the counters' figures exact, the gauges' a last-interval gauge."""
+    if window.accept_len is not None:
+        window.exactness["accept_len"] = (
+            exactness(
+                "exact",
+                f"(d(generation_tokens) - d(num_requests)) / d(spec_verify_calls) over the requests that finished "
+                f"between the scrapes: {_EXACT}",
+            )
+            if length_source == "counters"
+            else exactness("gauge", _gauge_note(window, after, "spec_accept_length", "no verify counter (< 0.5.13)"))
+        )
+    if window.acceptance_rate is not None:
+        window.exactness["acceptance_rate"] = exactness(
+            "gauge", _gauge_note(window, after, "spec_accept_rate", "SGLang has no counter for it")
+        )
+    if window.gen_throughput is not None:
+        window.exactness["gen_throughput"] = (
+            exactness(
+                "exact",
+                f"d(sglang:generation_tokens_total) / the seconds between the scrapes (specsweep's clock): {_EXACT}",
+            )
+            if rate_source == "counters"
+            else exactness(
+                "gauge",
+                _gauge_note(window, after, "gen_throughput", "the window's seconds not given")
+                + ", summed over DP groups",
+            )
+        )

@@ -11,6 +11,21 @@
     Fields: ``spec_verify_ct``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``,
     ``spec_accept_length``, ``spec_accept_rate``, histograms (zeros where the engine had no value:
     utils.py ``spec_tokens_details_from_meta_info``). Absent when the server runs without speculation.
+
+    ``n > 1`` (serving_chat.py ``_build_chat_response`` / ``_generate_chat_stream``, serving_completions.py
+    ``_build_completion_response`` / ``_generate_completion_stream``): ``spec_tokens_details`` is a list, one
+    entry per choice whose ``meta_info`` had speculative fields (a choice with no verify step has none and is
+    left out of the list: tokenizer_manager.py ``_calculate_spec_decoding_metrics`` writes them only when
+    ``spec_verify_ct > 0``), while ``usage.completion_tokens`` sums every choice (usage_processor.py
+    ``UsageProcessor.calculate_response_usage`` / ``calculate_streaming_usage``). Inside the engine each
+    choice is a request of its own, with its own prefill token and verify steps, and SGLang's counters
+    (observability/metrics_collector.py ``observe_one_finished_request``) add them up one request at a time;
+    so the response's figures are each choice's, pooled: verify steps, correct and proposed drafts summed
+    over the choices, and each choice's completion tokens, which the details do not print but which
+    ``spec_accept_length`` = completion_tokens / spec_verify_ct gives back exactly (an integer times the
+    float's own rounding: ``round(spec_accept_length * spec_verify_ct)``). With ``n == 1`` and several
+    prompts (``/v1/completions`` with a list), the object is the first prompt's only (``spec_details[0]``),
+    and again its own completion tokens, not the usage of all prompts, go with it.
 ``sglang:meta_info``
     SGLang's native ``/generate``: ``meta_info`` of the final chunk (python/sglang/srt/managers/
     tokenizer_manager.py ``_calculate_spec_decoding_metrics``, called once the request finished). Names by
@@ -20,11 +35,24 @@
     0.5.23 without them). From 0.5.9 on the fields appear only when ``spec_verify_ct > 0``. SGLang's
     OpenAI endpoints put ``meta_info`` nowhere at top level; a non-streamed chat response carries it in
     ``choices[i].meta_info`` only when the request sets ``return_meta_info`` (serving_chat.py
-    ``_build_chat_response``; refused with streaming), read here under the same names.
+    ``_build_chat_response``; refused with streaming), read here under the same names, every choice's (each
+    with its own ``completion_tokens``) pooled as above.
 
 In :class:`~orchestrator.engines.responses.SpecFigures`: ``verify_steps`` is ``spec_verify_ct``,
 ``accepted_drafts`` / ``proposed_drafts`` are ``spec_num_correct_drafts`` / ``spec_num_proposed_drafts`` (and
-their older names), ``engine_accept_len`` is ``spec_accept_length``.
+their older names), ``engine_accept_len`` is ``spec_accept_length``, ``completion_tokens`` is ``meta_info``'s
+or the one ``spec_accept_length`` gives back, ``accepted_histogram`` is ``spec_correct_drafts_histogram``
+(entry j = verify steps that accepted exactly j drafts: ``Req.update_spec_correct_drafts_histogram``,
+managers/schedule_batch.py, called once per verify step by batch_result_processor.py; as long as the largest
+count seen plus one), ``choices`` holds each choice's figures when the response had several.
+
+With a tree (``--speculative-eagle-topk`` > 1) ``spec_num_proposed_drafts`` = spec_verify_ct x
+(speculative_num_draft_tokens - 1) counts every drafted node of the tree
+(speculative/eagle_utils.py ``organize_draft_results`` keeps the ``num_draft_token - 1`` best-scored nodes,
+verified together with the bonus token), while at most one path of ``speculative_num_steps`` drafts can be
+accepted per step: the rate is accepted drafts per tree node, at most steps / (num_draft_tokens - 1), not a
+chain's per-draft rate (with topk = 1 SGLang sets num_draft_tokens = num_steps + 1, arg_groups/
+speculative_hook.py ``_handle_eagle_family``, and the two meanings agree).
 """
 
 from __future__ import annotations
@@ -32,13 +60,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engines.responses import ResponseSource, SpecFigures, _first, _float, _int
+from orchestrator.engines.responses import ResponseSource, SpecFigures, _first, _float, _histogram, _int
 
 __all__ = [
     "DEFINITIONS",
     "SGLANG_META_INFO",
     "SGLANG_SGLEXT",
     "SOURCES",
+    "TREE_RATE",
+    "from_choices_meta_info",
     "from_meta_info",
     "from_spec_tokens_details",
     "read_meta_info",
@@ -50,6 +80,15 @@ SGLANG_SGLEXT = "sglang:sglext"
 SGLANG_META_INFO = "sglang:meta_info"
 
 _SGLANG_FILE = "python/sglang/srt/managers/tokenizer_manager.py _calculate_spec_decoding_metrics"
+#: What SGLang's acceptance rate means with a tree (module docstring); every source of it has this denominator
+#: (the Decode line's and the spec_accept_rate gauge's: metrics_reporter.py report_decode_stats).
+TREE_RATE = (
+    "With a tree (--speculative-eagle-topk > 1) speculative_num_draft_tokens - 1 is every drafted tree node "
+    "(python/sglang/srt/speculative/eagle_utils.py organize_draft_results), of which one path of at most "
+    "speculative_num_steps can be accepted per step: the rate is accepted drafts per tree node, not comparable "
+    "with a chain's per-draft rate (they agree only at topk = 1, where SGLang sets num_draft_tokens = "
+    "num_steps + 1: python/sglang/srt/arg_groups/speculative_hook.py _handle_eagle_family)"
+)
 _SGLANG = {
     "accept_len": (
         "SGLang: (completion_tokens - 1) / spec_verify_ct, tokens committed per verify step, bonus token included, "
@@ -62,7 +101,19 @@ _SGLANG = {
     "acceptance_rate": (
         "SGLang: spec_num_correct_drafts / spec_num_proposed_drafts (older names spec_accepted_drafts / "
         "spec_proposed_drafts, spec_accept_token_num / spec_draft_token_num), drafts only; proposed = "
-        f"spec_verify_ct x (speculative_num_draft_tokens - 1) ({_SGLANG_FILE})"
+        f"spec_verify_ct x (speculative_num_draft_tokens - 1) ({_SGLANG_FILE}). {TREE_RATE}"
+    ),
+    "per_position_acceptance": (
+        "SGLang: from spec_correct_drafts_histogram h (h[j] = verify steps that accepted exactly j drafts, "
+        "python/sglang/srt/managers/schedule_batch.py Req.update_spec_correct_drafts_histogram): entry i = "
+        "sum(h[j] for j > i) / sum(h), the share of steps that accepted at least i + 1 drafts"
+    ),
+    "choices": (
+        "n > 1: one spec_tokens_details (or choices[i].meta_info) per choice that verified, usage summing every "
+        "choice (python/sglang/srt/entrypoints/openai/serving_chat.py, serving_completions.py, usage_processor.py); "
+        "each choice is one request inside SGLang, so its own prefill token, verify steps and drafts are pooled "
+        "with the others' (as observe_one_finished_request adds them into SGLang's counters); a choice's "
+        "completion tokens = round(spec_accept_length x spec_verify_ct)"
     ),
 }
 DEFINITIONS: dict[str, dict[str, str]] = {
@@ -109,19 +160,63 @@ def request_extras(api: str) -> dict[str, Any]:
     return {}
 
 
-def from_spec_tokens_details(details: object) -> SpecFigures | None:
-    """SGLang's ``sglext.spec_tokens_details`` (an object, or a list of them for ``n > 1``: the first)."""
-    if isinstance(details, list):
-        details = details[0] if details else None
-    if not isinstance(details, dict):
+def _completion_from_length(accept_length: float | None, verify: int | None) -> int | None:
+    """A choice's completion tokens from SGLang's ``spec_accept_length = completion_tokens / spec_verify_ct``
+    (tokenizer_manager.py ``_calculate_spec_decoding_metrics``): an integer divided and multiplied back by the
+    same integer, so the product is within far less than 0.5 of it. None when it is not (not that formula)."""
+    if not verify or accept_length is None or accept_length <= 0:
         return None
+    product = accept_length * verify
+    tokens = round(product)
+    return tokens if abs(product - tokens) < 1e-6 * max(1.0, product) and tokens >= 1 else None
+
+
+def _one_detail(details: Mapping[str, Any]) -> SpecFigures:
+    verify = _int(details.get("spec_verify_ct"))
+    length = _float(details.get("spec_accept_length"))
     return SpecFigures(
         SGLANG_SGLEXT,
-        verify_steps=_int(details.get("spec_verify_ct")),
+        verify_steps=verify,
         accepted_drafts=_int(details.get("spec_num_correct_drafts")),
         proposed_drafts=_int(details.get("spec_num_proposed_drafts")),
-        engine_accept_len=_float(details.get("spec_accept_length")),
+        engine_accept_len=length,
+        completion_tokens=_completion_from_length(length, verify),
+        accepted_histogram=_histogram(details.get("spec_correct_drafts_histogram")),
     )
+
+
+def _pooled(source: str, parts: list[SpecFigures]) -> SpecFigures:
+    """One response's figures from its choices' (the class docstring of SpecFigures): sums, each choice kept."""
+
+    def total(values: list[int | None]) -> int | None:
+        return sum(v for v in values if v is not None) if all(v is not None for v in values) else None
+
+    histograms = [p.accepted_histogram for p in parts]
+    histogram: tuple[int, ...] | None = None
+    if parts and all(h is not None for h in histograms):
+        width = max(len(h) for h in histograms if h is not None)
+        histogram = tuple(sum(h[j] for h in histograms if h is not None and j < len(h)) for j in range(width))
+    return SpecFigures(
+        source,
+        verify_steps=total([p.verify_steps for p in parts]),
+        accepted_drafts=total([p.accepted_drafts for p in parts]),
+        proposed_drafts=total([p.proposed_drafts for p in parts]),
+        engine_accept_len=None,  # SGLang writes one per choice only
+        completion_tokens=total([p.completion_tokens for p in parts]),
+        accepted_histogram=histogram,
+        choices=tuple(parts),
+    )
+
+
+def from_spec_tokens_details(details: object) -> SpecFigures | None:
+    """SGLang's ``sglext.spec_tokens_details``: an object, or (``n > 1``) a list of one per choice that verified,
+    pooled as SGLang's counters pool its requests (module docstring)."""
+    if isinstance(details, list):
+        parts = [_one_detail(d) for d in details if isinstance(d, dict)]
+        return _pooled(SGLANG_SGLEXT, parts) if parts else None
+    if not isinstance(details, dict):
+        return None
+    return _one_detail(details)
 
 
 def from_meta_info(meta: Mapping[str, Any]) -> SpecFigures | None:
@@ -141,7 +236,21 @@ def from_meta_info(meta: Mapping[str, Any]) -> SpecFigures | None:
         accepted_drafts=accepted,
         proposed_drafts=proposed,
         engine_accept_len=_float(meta.get("spec_accept_length")),
+        completion_tokens=_int(meta.get("completion_tokens")),
+        accepted_histogram=_histogram(meta.get("spec_correct_drafts_histogram")),
     )
+
+
+def from_choices_meta_info(choices: object) -> SpecFigures | None:
+    """Every ``choices[i].meta_info`` of a non-streamed SGLang chat answer asked with ``return_meta_info``
+    (serving_chat.py ``_build_chat_response``): one choice's figures, or several pooled (module docstring)."""
+    if not isinstance(choices, list):
+        return None
+    metas = [c.get("meta_info") for c in choices if isinstance(c, dict)]
+    parts = [f for f in (from_meta_info(m) for m in metas if isinstance(m, dict)) if f is not None]
+    if not parts:
+        return None
+    return parts[0] if len(choices) == 1 else _pooled(SGLANG_META_INFO, parts)
 
 
 def read_sglext(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int | None]:
@@ -153,16 +262,15 @@ def read_sglext(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int | 
 
 
 def read_meta_info(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int | None]:
-    """A whole body's ``meta_info`` and its ``completion_tokens``: inside the first choice of an OpenAI-shaped
-    body (SGLang chat with ``return_meta_info``), never at its top level; at the top level of ``/generate``'s."""
+    """A whole body's ``meta_info`` and its ``completion_tokens``: inside the choices of an OpenAI-shaped
+    body (SGLang chat with ``return_meta_info``; every choice's, pooled), never at its top level; at the top
+    level of ``/generate``'s."""
     choices = response.get("choices")
     if isinstance(choices, list):
-        choice = choices[0] if choices else None
-        meta = choice.get("meta_info") if isinstance(choice, dict) else None
-    elif "object" not in response and "usage" not in response:
+        spec = from_choices_meta_info(choices)
+        return spec, spec.completion_tokens if spec is not None else None
+    if "object" not in response and "usage" not in response:
         meta = response.get("meta_info")  # SGLang /generate
-    else:
-        meta = None
-    if not isinstance(meta, dict):
-        return None, None
-    return from_meta_info(meta), _int(meta.get("completion_tokens"))
+        if isinstance(meta, dict):
+            return from_meta_info(meta), _int(meta.get("completion_tokens"))
+    return None, None

@@ -297,6 +297,20 @@ class SGLangDialect(Dialect):
         if self._v < (0, 5, 10):
             msg += ", "
         self.log(self._scheduler_line(group, msg))
+        # What the line's ratios are made of and it does not print (spec_num_accept_tokens,
+        # spec_num_forward_ct: the batch sizes summed, the seconds): the --truth-log, for tests.
+        self.truth(
+            {
+                "engine": "sglang",
+                "group": group,
+                "message": msg,
+                "tokens": done.tokens,
+                "forward": done.request_steps,
+                "accepted": done.accepted,
+                "seconds": gap,
+                "running": stats.running,
+            }
+        )
         g.gauges["spec_accept_length"] = accept_len
         g.gauges["spec_accept_rate"] = accept_rate
         self._publish(group, now, decode=True)
@@ -363,6 +377,11 @@ class SGLangDialect(Dialect):
     def _inc(self, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
         key = (name, labels)
         self._counters[key] = self._counters.get(key, 0.0) + value
+
+    def reset_counters(self) -> None:
+        """The counter-reset fault: a new process's TokenizerMetricsCollector has no series until it counts
+        (multiprocess mode writes a family once one of its series exists: sim/expo.py)."""
+        self._counters.clear()
 
     # HTTP.
 

@@ -28,7 +28,11 @@ over the same drafts, and those counts add up to ``accepted``), cross-checked wi
 
 (``%s`` is ``GPU`` on CUDA, the device type otherwise; ``{N} Engines Aggregated:`` with aggregated logging;
 V0: no engine prefix, ``Swapped``/``Pending``). The spec line carries no engine index, so it is given the
-index of the engine line before it (under DP each engine's logger prints its pair in turn).
+index of the engine line before it (under DP each engine's logger prints its pair in turn); a pair the
+window's edge cut is marked (``cut_pair``, :func:`pair_lines`) and gives no figure. Every engine logs in one
+``StatLoggerManager.log`` round; an engine idle in this and the previous interval prints both lines at DEBUG, so
+they are missing from an INFO log: the window's throughput counts them as the idle intervals they were
+(:func:`log_rounds`, ``aggregate_vllm``).
 
 V0 (vLLM 0.6 .. 0.9.2) ``vllm/engine/metrics.py`` ``LoggingStatLogger._format_spec_decode_metrics_str``::
 
@@ -51,10 +55,23 @@ import math
 import re
 from typing import Any
 
+from orchestrator.engines.base import Edges
+from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import candidate_lines
 from orchestrator.engines.samples import ParseResult, VllmEngineSample, VllmSpecSample, recover_steps, to_float
+from orchestrator.engines.vllm.rounds import GEN_HALF, LogRound, log_rounds
+from orchestrator.engines.vllm.rounds import throughput as round_throughput
 
-__all__ = ["DEFINITIONS", "MARKERS", "RATE_DEFINITIONS", "aggregate_vllm", "parse_vllm"]
+__all__ = [
+    "DEFINITIONS",
+    "MARKERS",
+    "RATE_DEFINITIONS",
+    "LogRound",
+    "aggregate_vllm",
+    "log_rounds",
+    "pair_lines",
+    "parse_vllm",
+]
 
 SPEC_MARKER = "SpecDecoding metrics:"
 V0_MARKER = "Speculative metrics:"
@@ -85,6 +102,8 @@ _RUNNING = re.compile(r"Running:\s*(\d+)\s*reqs")
 _WAITING = re.compile(r"(?:Waiting|Pending):\s*(\d+)\s*reqs")
 _KV = re.compile(rf"(?:GPU|[A-Z]+) KV cache usage:\s*({_NUM})\s*%")
 _PREFIX_HIT = re.compile(rf"(?<!External )Prefix cache (?:token )?hit rate:\s*({_NUM})\s*%")
+# vllm/logger.py _FORMAT: "... %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"
+_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2}-\d{2} \d{2}:\d{2}:\d{2})\b")
 
 _MEAN_HALF = 0.005  # the mean is printed with 2 decimals
 _RATE_HALF = 0.0005  # per-position rates with 3
@@ -110,7 +129,9 @@ DEFINITIONS: dict[str, str] = {
         "one count fits). V0 lines: sum(emitted) / sum(draft tokens / k) over their intervals ("
         + _V0_SOURCE
         + "). None when a line that drafted has no recoverable drafts (0.8.3-0.8.4 form, or nothing accepted "
-        "and no per-position list): see details.accept_len_partial."
+        "and no per-position list): see details.accept_len_partial. exactness.accept_len: 'exact' when every "
+        "line's drafts were recovered exactly (accepted is a printed integer), else 'bounded' by the draft "
+        "counts the lines allow."
     ),
     "acceptance_rate": (
         "sum(accepted) / sum(drafted tokens) over the window, bonus not counted, from V1 lines only "
@@ -119,15 +140,25 @@ DEFINITIONS: dict[str, str] = {
         "when a window mixes the two."
     ),
     "gen_throughput": (
-        "vLLM 'Avg generation throughput' in tokens/s (vllm/v1/metrics/loggers.py LoggingStatLogger: tokens "
-        "generated since the engine's previous line / seconds since it): mean over the window's lines of each "
-        "engine (the lines cover equal logging intervals, VLLM_LOG_STATS_INTERVAL, 10 s by default), summed "
-        "over engines."
+        "vLLM 'Avg generation throughput' in tokens/s (vllm/v1/metrics/loggers.py LoggingStatLogger._update_stats: "
+        "tokens generated since the engine's previous log() call / seconds since it, one decimal). Every "
+        "VLLM_LOG_STATS_INTERVAL (10 s) the front end calls each engine's LoggingStatLogger.log in engine order "
+        "(PerEngineStatLoggerAdapter.log, one round), and an engine idle in this and the previous interval logs "
+        "at DEBUG, so its line is not in an INFO log: a mean of each engine's printed lines overstates the window "
+        "(details.gen_throughput_lines_mean). Window value: over every round of the window, the sum of the "
+        "engines' printed throughputs, a missing line counting as the 0 tokens/s it was, each round weighted by "
+        "its seconds (a spec line's, whose clock runs since the same engine's previous printed spec line: "
+        "SpecDecodingLogging.last_log_time). Rounds are told apart by engine order, time stamps 2 s or more "
+        "apart, and the spec lines' seconds (which also count rounds no engine printed); the first round is the "
+        "window's edge. None, with integrity 'missing_intervals', when the log cannot count its rounds; "
+        "exactness.gen_throughput says 'rounded' when every round is timed, 'bounded' otherwise."
     ),
     "per_position_acceptance": (
         "details.per_position_acceptance: vLLM per-position acceptance rate, position i = drafts whose first i+1 "
         "draft tokens were accepted / drafts, each line's printed rates weighted by its drafts (= sum of the "
-        "per-position counts / sum(drafts), " + _SOURCE + "). None when lines differ in k or lack drafts."
+        "per-position counts / sum(drafts), " + _SOURCE + "). None when lines differ in k or lack drafts. "
+        "exactness.per_position: 'exact' (from the counts) when each line's drafts are exact and each rate allows "
+        "one integer count, else 'rounded' (0.001)."
     ),
     "accepted_throughput": (
         "details.accepted_throughput / details.drafted_throughput: sum(accepted) / sum(interval seconds) and "
@@ -281,6 +312,7 @@ def _engine_line(line: str) -> VllmEngineSample | None:
         waiting=_int(_group(_WAITING, rest)),
         kv_cache_usage=to_float(_group(_KV, rest)),
         prefix_cache_hit_rate=to_float(_group(_PREFIX_HIT, rest)),
+        timestamp=_group(_STAMP, line[: match.start()]),
     )
 
 
@@ -314,7 +346,69 @@ def parse_vllm(text: str) -> ParseResult:
             continue
         result.samples.append(sample)
         result.read(offset)
+    pair_lines(result.samples)
     return result
+
+
+def pair_lines(samples: list[Any]) -> None:
+    """Mark the lines whose partner the text does not hold (``cut_pair``), in place.
+
+    vLLM prints an engine's two lines together: ``LoggingStatLogger.log`` (vllm/v1/metrics/loggers.py, 0.8.5 ..
+    0.33.0) logs its ``Engine NNN:`` line, then calls ``SpecDecodingLogging.log`` with the same ``log_fn``
+    (vllm/v1/spec_decode/metrics.py), which prints the spec line of the same interval when it observed a draft;
+    under DP ``PerEngineStatLoggerAdapter.log`` runs each engine's logger in turn. A window cursor can fall
+    between the two:
+
+    - a spec line before the text's first engine line lost its engine line to the previous window: it is that
+      engine's interval that began before the window (its edge), and it is given the engine whose line comes
+      just before the first engine line's engine in the text's order of engines (the engine itself with one);
+    - the text's last engine line, when its interval generated tokens and no spec line follows it although the
+      same engine's other lines that generated tokens all had theirs, lost its spec line to the next window.
+
+    A text without engine lines (a log filtered to the spec lines) pairs nothing.
+    """
+    engine_lines = [s for s in samples if isinstance(s, VllmEngineSample)]
+    if not engine_lines:
+        return
+    first = next(i for i, s in enumerate(samples) if isinstance(s, VllmEngineSample))
+    order = [s.engine_index for s in engine_lines]
+    owner = _previous_engine(order)
+    for sample in samples[:first]:
+        if isinstance(sample, VllmSpecSample) and sample.form != "v0":
+            sample.engine_index = owner
+            sample.cut_pair = "its Engine line was printed before the window began (the window starts between them)"
+    paired: dict[int | None, list[bool]] = {}
+    last: VllmEngineSample | None = None
+    for sample in samples[first:]:
+        if isinstance(sample, VllmEngineSample):
+            last = sample
+            if sample.generation_throughput:
+                paired.setdefault(sample.engine_index, []).append(False)
+        elif (
+            isinstance(sample, VllmSpecSample)
+            and sample.form != "v0"
+            and last is not None
+            and last.generation_throughput
+            and paired.get(last.engine_index)
+        ):
+            paired[last.engine_index][-1] = True
+    tail = engine_lines[-1]
+    if tail.generation_throughput and samples[-1] is tail:
+        history = paired.get(tail.engine_index, [])[:-1]
+        if history and all(history):
+            tail.cut_pair = "its SpecDecoding line was printed after the window ended (the window ends between them)"
+
+
+def _previous_engine(order: list[int | None]) -> int | None:
+    """The engine printed just before ``order[0]`` in a round, from the order the text shows."""
+    head = order[0]
+    for i in range(1, len(order)):
+        if order[i] == head:
+            return order[i - 1]
+    known = sorted({e for e in order if e is not None})
+    if head is None or len(known) <= 1 or head not in known:
+        return head
+    return known[known.index(head) - 1]
 
 
 def _tokens(sample: VllmSpecSample) -> int | None:
@@ -326,26 +420,96 @@ def _tokens(sample: VllmSpecSample) -> int | None:
     return (sample.accepted or 0) + sample.drafts
 
 
-def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) -> dict[str, Any]:
-    """Window figures (see DEFINITIONS) from the window's spec and engine lines."""
+# -- the window's figures -----------------------------------------------------------------------------------
+
+
+def _draft_range(sample: VllmSpecSample) -> tuple[int, int] | None:
+    """Every draft count the line allows: one when recovered exactly; otherwise the counts that fit its
+    printed mean (and rates), within ``drafted / k <= drafts <= drafted`` (a draft has 1 to k tokens)."""
+    if sample.drafts is None:
+        return None
+    if sample.drafts_exact:
+        return sample.drafts, sample.drafts
+    accepted = sample.accepted or 0
+    drafted = sample.drafted
+    mean = sample.mean_acceptance_length
+    if mean is None:
+        return None
+    excess = (mean + 1.0 if sample.bonus_in_mean is False else mean) - 1.0
+    fits = _steps_from_rates(accepted, excess, sample.per_position, drafted)
+    if fits:
+        return min(fits), max(fits)
+    if accepted <= 0:
+        return None
+    low = accepted / (excess + _MEAN_HALF)
+    high = accepted / (excess - _MEAN_HALF) if excess > _MEAN_HALF else math.inf
+    first = max(math.ceil(low - 1e-9), 1)
+    if drafted is not None:
+        k = len(sample.per_position)
+        if k:
+            first = max(first, math.ceil(drafted / k - 1e-9))
+        high = min(high, drafted)
+    if not math.isfinite(high) or high < first:
+        return None
+    return first, math.floor(high + 1e-9)
+
+
+def _position_counts(sample: VllmSpecSample) -> list[int] | None:
+    """The per-position counts behind a line's 3-decimal rates, when its drafts are exact and each rate
+    allows one integer count only."""
+    n = sample.drafts
+    if n is None or not sample.drafts_exact or not sample.per_position:
+        return None
+    counts = []
+    for rate in sample.per_position:
+        low = max(math.ceil(n * (rate - _RATE_HALF) - 1e-9), 0)
+        high = min(math.floor(n * (rate + _RATE_HALF) + 1e-9), n)
+        if low != high:
+            return None
+        counts.append(low)
+    return counts
+
+
+def aggregate_vllm(
+    spec: list[VllmSpecSample],
+    engines: list[VllmEngineSample],
+    *,
+    rounds: list[LogRound] | None = None,
+    edges: Edges | None = None,
+) -> dict[str, Any]:
+    """Window figures (see DEFINITIONS) from the window's spec and engine lines.
+
+    ``rounds``: every line of the window grouped by the log() call that printed it (:func:`log_rounds`, before
+    any edge is cut), and ``edges`` the window's edge rule applied to them (the first round is cut at the
+    window's start); without them the rounds are those of ``engines`` as given. The figures' ``exactness`` and
+    the window's ``integrity`` reasons (orchestrator/engines/integrity.py) come with them."""
     accepted = sum(s.accepted or 0 for s in spec)
     drafted = sum(s.drafted or 0 for s in spec)
     with_drafts = [s for s in spec if s.drafts is not None and _tokens(s) is not None]
     drafts = sum(s.drafts or 0 for s in with_drafts)
     tokens = sum(_tokens(s) or 0 for s in with_drafts)
     per_position: list[float] | None = None
+    per_position_exact = False
     v1_rows = [s for s in with_drafts if s.form != "v0"]
     ks = {len(s.per_position) for s in v1_rows}
     if len(ks) == 1 and v1_rows and len(v1_rows) == len([s for s in spec if s.form != "v0"]):
         k = ks.pop()
         den = sum(s.drafts or 0 for s in v1_rows)
         if k and den > 0:
-            per_position = [sum(s.per_position[i] * (s.drafts or 0) for s in v1_rows) / den for i in range(k)]
+            counts = [_position_counts(s) for s in v1_rows]
+            if all(c is not None for c in counts):
+                per_position = [sum(c[i] for c in counts if c is not None) / den for i in range(k)]
+                per_position_exact = True
+            else:
+                per_position = [sum(s.per_position[i] * (s.drafts or 0) for s in v1_rows) / den for i in range(k)]
     by_engine: dict[int, list[float]] = {}
     for e in engines:
         if e.generation_throughput is not None:
             by_engine.setdefault(e.engine_index or 0, []).append(e.generation_throughput)
-    throughput = sum(sum(v) / len(v) for v in by_engine.values()) if by_engine else None
+    if rounds is None:
+        rounds, edges = log_rounds(engines), None
+    window = round_throughput(rounds, edges)
+    throughput = window["value"]
     partial = tokens / drafts if drafts > 0 else None
     known = {id(s) for s in with_drafts}
     unknown = [s for s in spec if id(s) not in known and s.drafted]
@@ -355,11 +519,67 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
     elapsed = [s.elapsed_s for s in timed]
     known_elapsed = sum(e for e in elapsed if e is not None)
     all_timed = bool(timed) and all(e is not None for e in elapsed) and known_elapsed > 0
+    accept_len = partial if not unknown else None
+    acceptance_rate = accepted / drafted if drafted > 0 and rate_definition == "drafts_only" else None
+    exact: dict[str, dict[str, Any]] = {}
+    integrity: list[tuple[str, str]] = []
+    if accept_len is not None:
+        exact["accept_len"] = _accept_len_exactness(with_drafts)
+    if acceptance_rate is not None:
+        exact["acceptance_rate"] = exactness(
+            "exact", "sum(accepted) / sum(drafted), integers the SpecDecoding lines print (Accepted: %d, Drafted: %d)"
+        )
+    if per_position is not None:
+        exact["per_position"] = (
+            exactness("exact", "each line's per-position counts recovered from its exact drafts and 3-decimal rates")
+            if per_position_exact
+            else exactness(
+                "rounded",
+                "each line's rates are printed with 3 decimals and weighted by its drafts",
+                resolution=2 * _RATE_HALF,
+                bounds=None,
+            )
+        )
+    if throughput is not None and window.get("bounds") is not None:
+        hidden = (
+            f"the {window['hidden_intervals']} engine intervals vLLM logged at DEBUG (idle twice in a row: "
+            "loggers.py LoggingStatLogger.log) counted as the 0 tokens/s they were"
+        )
+        if window["timed"]:
+            exact["gen_throughput"] = exactness(
+                "rounded",
+                "every engine's 'Avg generation throughput' (one decimal) over every round of the window, "
+                f"{hidden}, each round weighted by its seconds (the spec lines' own clock)",
+                resolution=2 * GEN_HALF * max(1, len(window["engines"])),
+                bounds=window["bounds"],
+            )
+        else:
+            exact["gen_throughput"] = exactness(
+                "bounded",
+                "every engine's 'Avg generation throughput' (one decimal) over every round of the window, "
+                f"{hidden}; {window['rounds'] - window['rounds_timed']} round(s) had no spec line to time them and "
+                "are taken as long as the median timed round (each is one VLLM_LOG_STATS_INTERVAL plus the "
+                "loop's delay: server_utils.py _force_log); the bounds let each such round last between the "
+                "shortest and the longest timed one (anything, when none is timed); the exact window figure "
+                "comes from vllm:generation_tokens_total (the prometheus source)",
+                bounds=window["bounds"],
+            )
+    elif window["unsettled"]:
+        integrity.append(
+            (
+                "missing_intervals",
+                "vLLM logs an engine's interval at DEBUG when it and the one before were idle (loggers.py "
+                "LoggingStatLogger.log), and neither the lines' order, their time stamps nor the spec lines' "
+                "seconds tell how many such intervals the window had ("
+                + ", ".join(window["unsettled"])
+                + "): no gen_throughput; the counters' (vllm:generation_tokens_total) is whole",
+            )
+        )
     return {
         # Lines whose drafts cannot be recovered would bias the window if left out: no figure then.
-        "accept_len": partial if not unknown else None,
+        "accept_len": accept_len,
         # acceptance_rate means drafts only (docs/engines.md); V0's any-position rate keeps its own name.
-        "acceptance_rate": accepted / drafted if drafted > 0 and rate_definition == "drafts_only" else None,
+        "acceptance_rate": acceptance_rate,
         "gen_throughput": throughput,
         "details": {
             "spec_lines": len(spec),
@@ -381,5 +601,38 @@ def aggregate_vllm(spec: list[VllmSpecSample], engines: list[VllmEngineSample]) 
             "spec_seconds": known_elapsed if all_timed else None,
             "mean_without_bonus_lines": sum(1 for s in spec if s.bonus_in_mean is False),
             "engines": sorted(by_engine),
+            "log_rounds": window["rounds"],
+            "hidden_intervals": window["hidden_intervals"],
+            "hidden_rounds": window["hidden_rounds"],
+            "log_interval_s": window["period"],
+            "gen_throughput_lines_mean": (sum(sum(v) / len(v) for v in by_engine.values()) if by_engine else None),
         },
+        "exactness": exact,
+        "integrity": integrity,
     }
+
+
+def _accept_len_exactness(rows: list[VllmSpecSample]) -> dict[str, Any]:
+    if all(s.drafts_exact for s in rows):
+        return exactness(
+            "exact",
+            "sum(accepted + drafts) / sum(drafts): accepted tokens are printed as integers and every line's drafts "
+            "were recovered exactly (one count fits its mean and per-position rates)",
+        )
+    low = high = 0
+    for s in rows:
+        span = _draft_range(s)
+        if span is None:
+            span = (s.drafts or 0, s.drafts or 0)
+        low += span[0]
+        high += span[1]
+    v0 = sum((s.emitted or 0) - (s.drafts or 0) for s in rows if s.form == "v0")
+    accepted_v1 = sum(s.accepted or 0 for s in rows if s.form != "v0")
+    bounds = (1 + (accepted_v1 + v0) / high, 1 + (accepted_v1 + v0) / low) if low > 0 and high > 0 else None
+    return exactness(
+        "bounded",
+        "some lines' drafts are not printed and more than one count fits their 2-decimal mean and rates: the "
+        "bounds hold every count they allow; the exact figure comes from vllm:spec_decode_num_drafts_total "
+        "(the prometheus source)",
+        bounds=bounds,
+    )

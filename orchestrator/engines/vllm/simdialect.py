@@ -59,8 +59,30 @@ _LINES = {
 _FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vllm/v1/engine/__init__.py
 
 
+# Where 'vLLM API server version %s' is logged, in the wheels read (run_server; none found in the others).
+_API_SERVER_VERSION_LINE = {"0.9.2": ("api_server.py", 1395), "0.8.5.post1": ("api_server.py", 1043)}
+
+
 def _hex16(rng: random.Random) -> str:
     return f"{rng.getrandbits(64):016x}"
+
+
+@dataclass
+class _EngineLog:
+    """One engine's LoggingStatLogger (counts since its last log() call, the throughputs it last computed), its
+    SpecDecodingLogging (counts since its last printed spec line) and its PrometheusStatLogger counters."""
+
+    last_log: float
+    spec_last_log: float
+    prompt_since: int = 0
+    gen_since: int = 0
+    last_prompt_tps: float = 0.0
+    last_gen_tps: float = 0.0
+    spec: Counts = field(default_factory=Counts)
+    prompt_total: int = 0
+    gen_total: int = 0
+    spec_total: Counts = field(default_factory=Counts)
+    success: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_FINISH_REASONS, 0))
 
 
 @dataclass
@@ -70,21 +92,11 @@ class VLLMDialect(Dialect):
     algorithms: ClassVar[tuple[str, ...]] = ("ar", "linear")
 
     pid: int = field(default_factory=os.getpid)
-    # LoggingStatLogger state.
-    _prompt_since: int = 0
-    _gen_since: int = 0
-    _last_log: float = field(default_factory=time.monotonic)
-    _last_prompt_tps: float = 0.0
-    _last_gen_tps: float = 0.0
-    # SpecDecodingLogging state (counts since the last printed spec line).
-    _spec: Counts = field(default_factory=Counts)
-    _spec_last_log: float = field(default_factory=time.monotonic)
-    # PrometheusStatLogger counters.
-    _prompt_total: int = 0
-    _gen_total: int = 0
-    _spec_total: Counts = field(default_factory=Counts)
-    _success: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_FINISH_REASONS, 0))
+    # One LoggingStatLogger (and its SpecDecodingLogging) per data-parallel engine, made by setup_groups.
+    _engines: list[_EngineLog] = field(default_factory=list)
     _rng: random.Random = field(default_factory=random.Random)
+    _start_index: int = 0  # DPLBAsyncMPClient.eng_start_index (client 0 of 1)
+    _rounds: int = 0
 
     @property
     def tick_seconds(self) -> float | None:  # type: ignore[override]
@@ -108,6 +120,9 @@ class VLLMDialect(Dialect):
     # Life cycle.
 
     def startup_lines(self, url: str) -> list[str]:
+        if self.version in _API_SERVER_VERSION_LINE:  # entrypoints/openai/api_server.py run_server
+            file, lineno = _API_SERVER_VERSION_LINE[self.version]
+            return [self._line(file, lineno, f"vLLM API server version {self.version}")]
         if self._v < (0, 33):
             return []
         # vllm/entrypoints/common/startup.py (the plain form, as with VLLM_DISABLE_LOG_LOGO)
@@ -139,51 +154,102 @@ class VLLMDialect(Dialect):
             f"(simulated by --fault crash-after={completed})",
         ]
 
-    # Scheduler hooks: vLLM counts per engine step.
+    # Scheduler hooks: vLLM counts per engine step (each DP engine its own scheduler and stat logger).
+
+    def setup_groups(self) -> None:
+        now = time.monotonic()
+        self._engines = [_EngineLog(last_log=now, spec_last_log=now) for _ in range(max(1, len(self.groups)))]
+
+    def route(self, in_flight: list[int], counter: int) -> int:
+        """vllm/v1/engine/core_client.py DPLBAsyncMPClient.get_core_engine_for_request (one client): the engine
+        with the fewest requests in flight, scanning from a start index that moves on by one per request so
+        that ties do not always favour the same engine."""
+        n = len(in_flight)
+        best, chosen = None, 0
+        for i in range(n):
+            idx = (self._start_index + i) % n
+            if best is None or in_flight[idx] < best:
+                best, chosen = in_flight[idx], idx
+        self._start_index = (self._start_index + 1) % n
+        return chosen
 
     def prefill(self, group: int, batch: list[SimRequest], new_tokens: int, now: float) -> None:
-        self._prompt_since += new_tokens
-        self._prompt_total += new_tokens
+        log = self._engines[group]
+        log.prompt_since += new_tokens
+        log.prompt_total += new_tokens
         first = sum(1 for r in batch if r.completion_tokens > 0)
-        self._gen_since += first
-        self._gen_total += first
+        log.gen_since += first
+        log.gen_total += first
+        for req in batch:
+            req.extra["dp_engine"] = group
 
     def decode_step(self, group: int, step: Counts, now: float) -> None:
-        self._gen_since += step.tokens
-        self._gen_total += step.tokens
+        log = self._engines[group]
+        log.gen_since += step.tokens
+        log.gen_total += step.tokens
         if step.drafts:
-            self._spec.add(step)
-            self._spec_total.add(step)
+            log.spec.add(step)
+            log.spec_total.add(step)
+
+    def reset_counters(self) -> None:
+        """The counter-reset fault: PrometheusStatLogger's counters as a new process makes them (every series at
+        0, made at start); the LoggingStatLogger's interval counts go on."""
+        for log in self._engines:
+            log.prompt_total = log.gen_total = 0
+            log.spec_total = Counts()
+            log.success = dict.fromkeys(_FINISH_REASONS, 0)
 
     def request_finished(self, req: SimRequest, now: float) -> None:
-        if req.log_metrics and req.finish_reason in self._success:
-            self._success[req.finish_reason] += 1
+        if req.log_metrics and req.finish_reason in _FINISH_REASONS:
+            engine = req.extra.get("dp_engine", 0)
+            log = self._engines[engine if isinstance(engine, int) else 0]
+            log.success[req.finish_reason] += 1
 
     def tick(self, now: float) -> None:
-        """LoggingStatLogger.log, driven every VLLM_LOG_STATS_INTERVAL seconds."""
-        elapsed = now - self._last_log
-        prompt_tps = self._prompt_since / elapsed if elapsed > 0 else 0.0
-        gen_tps = self._gen_since / elapsed if elapsed > 0 else 0.0
-        self._prompt_since = self._gen_since = 0
-        self._last_log = now
-        idle = not any((prompt_tps, gen_tps, self._last_prompt_tps, self._last_gen_tps))
-        self._last_prompt_tps, self._last_gen_tps = prompt_tps, gen_tps
+        """StatLoggerManager.log, driven every VLLM_LOG_STATS_INTERVAL seconds: PerEngineStatLoggerAdapter.log
+        calls each engine's LoggingStatLogger.log in engine order."""
+        self._rounds += 1
+        for index in range(len(self._engines)):
+            self._log_engine(index, now)
+
+    def _log_engine(self, index: int, now: float) -> None:
+        """One engine's LoggingStatLogger.log (vllm/v1/metrics/loggers.py)."""
+        log = self._engines[index]
+        elapsed = now - log.last_log
+        prompt_tps = log.prompt_since / elapsed if elapsed > 0 else 0.0
+        gen_tps = log.gen_since / elapsed if elapsed > 0 else 0.0
+        generated = log.gen_since
+        log.prompt_since = log.gen_since = 0
+        log.last_log = now
+        idle = not any((prompt_tps, gen_tps, log.last_prompt_tps, log.last_gen_tps))
+        log.last_prompt_tps, log.last_gen_tps = prompt_tps, gen_tps
+        truth: dict[str, Any] = {
+            "engine": "vllm",
+            "engine_index": index,
+            "round": self._rounds,
+            "generated": generated,
+            "seconds": elapsed,
+            "printed": not idle,
+            "message": None,
+        }
         if idle:
+            self.truth(truth)  # the interval still counted: the truth log has it, the INFO log not
             return  # logger.debug: not printed at INFO (and no draft was observed either)
-        stats = self.groups[0]
+        stats = self.groups[index]
         engine_line, spec_line = _LINES[self.version]
         msg = (
-            f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
+            f"Engine {index:03d}: Avg prompt throughput: {prompt_tps:.1f} tokens/s, Avg generation throughput: "
             f"{gen_tps:.1f} tokens/s, Running: {stats.running} reqs, Waiting: {stats.queued} reqs, "
             f"GPU KV cache usage: {stats.token_usage * 100:.1f}%, Prefix cache hit rate: 0.0%"
         )
         self.log(self._line("loggers.py", engine_line, msg))
-        spec = self._spec
+        self.truth({**truth, "message": msg})
+        spec = log.spec
         if not spec.drafts:
             return
-        self._spec = Counts()
-        spec_elapsed = now - self._spec_last_log
-        self._spec_last_log = now
+        log.spec = Counts()
+        spec_elapsed = now - log.spec_last_log
+        log.spec_last_log = now
         rate = spec.accepted / spec.draft_tokens * 100 if spec.draft_tokens else float("nan")
         if self._v < (0, 8, 5):
             text = (
@@ -275,63 +341,96 @@ class VLLMDialect(Dialect):
         return {"object": "list", "data": [card]}
 
     def metrics_text(self, *, bad_line: bool = False) -> str:
-        labels = {"model_name": self.config.model, "engine": "0"}
-        stats = self.groups[0]
+        """PrometheusStatLogger: every series per engine (label ``engine``), created at start."""
         created = self.started_wall
+        engines = [
+            ({"model_name": self.config.model, "engine": str(i)}, self.groups[i], log)
+            for i, log in enumerate(self._engines)
+        ]
+
+        def family(name: str, doc: str, kind: str, value: Any, **kw: Any) -> Family:
+            fam = Family(name, doc, kind, **kw)
+            for labels, stats, log in engines:
+                fam.add(labels, value(stats, log))
+            return fam
+
         fams = [
-            Family("vllm:num_requests_running", "Number of requests in model execution batches.", "gauge").add(
-                labels, stats.running
+            family(
+                "vllm:num_requests_running",
+                "Number of requests in model execution batches.",
+                "gauge",
+                lambda st, lg: st.running,
             ),
-            Family("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "gauge").add(
-                labels, stats.queued
+            family(
+                "vllm:num_requests_waiting",
+                "Number of requests waiting to be processed.",
+                "gauge",
+                lambda st, lg: st.queued,
             ),
         ]
         if self._v >= (0, 33):
             fams.append(
-                Family("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "gauge").add(
-                    labels, stats.token_usage
+                family(
+                    "vllm:kv_cache_usage_perc",
+                    "KV-cache usage. 1 means 100 percent usage.",
+                    "gauge",
+                    lambda st, lg: st.token_usage,
                 )
             )
         fams.append(
-            Family("vllm:prompt_tokens_total", "Number of prefill tokens processed.", "counter", created=created).add(
-                labels, self._prompt_total
+            family(
+                "vllm:prompt_tokens_total",
+                "Number of prefill tokens processed.",
+                "counter",
+                lambda st, lg: lg.prompt_total,
+                created=created,
             )
         )
         fams.append(
-            Family(
-                "vllm:generation_tokens_total", "Number of generation tokens processed.", "counter", created=created
-            ).add(labels, self._gen_total)
+            family(
+                "vllm:generation_tokens_total",
+                "Number of generation tokens processed.",
+                "counter",
+                lambda st, lg: lg.gen_total,
+                created=created,
+            )
         )
         if self._v >= (0, 33):
             success = Family(
                 "vllm:request_success_total", "Count of successfully processed requests.", "counter", created=created
             )
-            for reason in _FINISH_REASONS:
-                success.add({**labels, "finished_reason": reason}, self._success[reason])
+            for labels, _, log in engines:
+                for reason in _FINISH_REASONS:
+                    success.add({**labels, "finished_reason": reason}, log.success[reason])
             fams.append(success)
         if self.speculative:
-            spec = self._spec_total
             if self._v >= (0, 8, 5):
                 fams.append(
-                    Family(
+                    family(
                         "vllm:spec_decode_num_drafts_total",
                         "Number of spec decoding drafts.",
                         "counter",
+                        lambda st, lg: lg.spec_total.drafts,
                         created=created,
-                    ).add(labels, spec.drafts)
+                    )
                 )
             fams.append(
-                Family(
-                    "vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", "counter", created=created
-                ).add(labels, spec.draft_tokens)
+                family(
+                    "vllm:spec_decode_num_draft_tokens_total",
+                    "Number of draft tokens.",
+                    "counter",
+                    lambda st, lg: lg.spec_total.draft_tokens,
+                    created=created,
+                )
             )
             fams.append(
-                Family(
+                family(
                     "vllm:spec_decode_num_accepted_tokens_total",
                     "Number of accepted tokens.",
                     "counter",
+                    lambda st, lg: lg.spec_total.accepted,
                     created=created,
-                ).add(labels, spec.accepted)
+                )
             )
             if self._v >= (0, 8, 5):
                 per_pos = Family(
@@ -340,8 +439,9 @@ class VLLMDialect(Dialect):
                     "counter",
                     created=created,
                 )
-                for pos, n in enumerate(spec.accepted_per_position(self.k)):
-                    per_pos.add({**labels, "position": str(pos)}, n)
+                for labels, _, log in engines:
+                    for pos, n in enumerate(log.spec_total.accepted_per_position(self.k)):
+                        per_pos.add({**labels, "position": str(pos)}, n)
                 fams.append(per_pos)
         text = render(fams, created=True)
         if bad_line:

@@ -124,6 +124,20 @@ class Dialect:
     def setup_groups(self) -> None:
         """Called once the server has made its schedulers (``groups``)."""
 
+    def route(self, in_flight: list[int], counter: int) -> int:
+        """The scheduler a new request goes to, given each one's requests in flight and the number of requests
+        routed before: round robin (SGLang's DP controller, managers/data_parallel_controller.py
+        DataParallelController.round_robin_scheduler, its default load_balance_method)."""
+        return counter % len(in_flight)
+
+    def truth(self, record: dict[str, Any]) -> None:
+        """Append ``record`` (what the engine counted over a logged interval but did not print) to the
+        ``--truth-log`` file, when one is set: the tests' view of the engine's own sums, never the engine's."""
+        path = self.config.truth_log
+        if path:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")
+
     def tick(self, now: float) -> None:
         """Called every ``tick_seconds`` by the server (engines that log on a clock)."""
 
@@ -142,6 +156,10 @@ class Dialect:
 
     def metrics_text(self, *, bad_line: bool = False) -> str:
         return ""
+
+    def reset_counters(self) -> None:
+        """The ``counter-reset`` fault (orchestrator/sim/faults.py): every counter ``metrics_text`` exports goes
+        back to where a new process starts it, the rest of the state (log, gauges, pid) as it was."""
 
     def info(self, port: int) -> dict[str, Any]:
         """The body of the engine's information endpoint."""
