@@ -10,8 +10,9 @@ May use: every stage below it. Nothing imports the console (the top layer, kept 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.faces import lazy_face
 
 if TYPE_CHECKING:
     from orchestrator.cli.app import app, main
@@ -23,11 +24,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_face(__name__, _LAZY)
 
 
 __all__ = [

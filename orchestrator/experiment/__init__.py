@@ -15,8 +15,9 @@ and the ground (``errors``, ``quoting``, ``templates``). Knows no host, service,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.faces import lazy_face
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment, load_experiment
@@ -28,11 +29,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_face(__name__, _LAZY)
 
 
 __all__ = [

@@ -12,9 +12,9 @@ error kinds), ``loops`` (closed and open loop), ``stats`` (the figures and their
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from orchestrator.faces import lazy_face
 from orchestrator.load.settings import API_PATHS, LoadSettings
 
 if TYPE_CHECKING:
@@ -35,11 +35,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'orchestrator.load' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_face(__name__, _LAZY)
 
 
 __all__ = [

@@ -9,8 +9,9 @@ May use: the experiment file's reader (positions) and the ground. Knows no host,
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator.faces import lazy_face
 
 if TYPE_CHECKING:
     from orchestrator.runs.store import Record, RunStore
@@ -22,11 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_face(__name__, _LAZY)
 
 
 __all__ = [
