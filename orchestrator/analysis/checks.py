@@ -662,6 +662,53 @@ def runaway_outputs(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+# The sources of a record's server figures that say whether their window is whole (frame.py's columns).
+_WINDOW_SOURCES = (("log window", "server_integrity_"), ("/metrics", "prom_integrity_"))
+
+
+def window_integrity(ctx: CheckContext) -> list[Finding]:
+    """A window that is not whole (a restart, a counter that went down, a cut line pair, intervals the log does
+    not show: orchestrator/engines/integrity.py) gives no figure for what it breaks: one warning per point,
+    naming each source's reasons and what its figures still cover."""
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        parts: list[str] = []
+        evidence: list[str] = []
+        for source, prefix in _WINDOW_SOURCES:
+            whole = row.get(prefix + "whole")
+            if whole is None or whole is True or (isinstance(whole, float) and (math.isnan(whole) or whole >= 1)):
+                continue
+            reasons = _reasons(row.get(prefix + "reasons"))
+            part = row.get(prefix + "part")
+            names = ", ".join(dict.fromkeys(r["reason"] for r in reasons)) or "not whole"
+            covers = (
+                f"figures from its {str(part).replace('_', ' ')} part only" if isinstance(part, str) else "no figure"
+            )
+            parts.append(f"{source}: {names} ({covers})")
+            evidence += [f"{source}: {r['reason']}: {r['detail']}" for r in reasons]
+        if parts:
+            message = "window not whole: " + "; ".join(parts)
+            out.append(_finding("window_integrity", row, "warning", message, evidence))
+    return out
+
+
+def _reasons(text: Any) -> list[dict[str, str]]:
+    """The reasons frame.py wrote as JSON text (``[{"reason", "detail"}]``); none when unreadable."""
+    if not isinstance(text, str):
+        return []
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        return []
+    if not isinstance(found, list):
+        return []
+    return [
+        {"reason": str(r.get("reason")), "detail": str(r.get("detail") or "")}
+        for r in found
+        if isinstance(r, dict) and r.get("reason")
+    ]
+
+
 CheckFunction = Callable[[CheckContext], list[Finding]]
 
 CHECKS: dict[str, CheckFunction] = {
@@ -672,6 +719,7 @@ CHECKS: dict[str, CheckFunction] = {
     "speculation_off": speculation_off,
     "engine_mismatch": engine_mismatch,
     "client_vs_server": client_vs_server,
+    "window_integrity": window_integrity,
     "failed_points": failed_points,
     "request_errors": request_errors,
     "too_few_requests": too_few_requests,

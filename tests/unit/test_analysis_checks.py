@@ -154,6 +154,7 @@ def test_every_check_is_named_and_documented() -> None:
         "speculation_off",
         "engine_mismatch",
         "client_vs_server",
+        "window_integrity",
         "failed_points",
         "request_errors",
         "too_few_requests",
@@ -305,6 +306,33 @@ def test_missing_baseline_is_a_note() -> None:
     found = findings([*baselines(1), record("ddtree", 8, params={"budget": 7, "topk": 4}, **point(100.0, 3.0))])
     notes = [f for f in found if f.check == "missing_baseline"]
     assert {f.load for f in notes} == {"C=8"} and {f.severity for f in notes} == {"info"}
+
+
+def test_a_window_that_is_not_whole_is_one_warning_naming_its_reasons() -> None:
+    reset = {"reason": "counter_reset", "detail": "2 counter series went down between scrapes: sglang:a_total, ..."}
+    restart = {"reason": "restart", "detail": "2 process starts in the window"}
+    broken = point(250.0, 4.0, integrity={"whole": False, "reasons": [restart], "part": "since_restart"})
+    broken["server"]["prometheus"] = {
+        "accept_len": None,
+        "integrity": {"whole": False, "reasons": [reset], "part": None},
+    }
+    whole = point(250.0, 4.0, integrity={"whole": True, "reasons": [], "part": None})
+    whole["server"]["prometheus"] = {"accept_len": 4.0, "integrity": {"whole": True, "reasons": [], "part": None}}
+    found = [
+        f
+        for f in findings([*baselines(), record("linear", 8, params={"draft_tokens": 7}, **broken)])
+        + findings([record("linear", 2, params={"draft_tokens": 7}, **whole)])
+        if f.check == "window_integrity"
+    ]
+    assert len(found) == 1 and found[0].severity == "warning" and found[0].load == "C=8"
+    assert found[0].message == (
+        "window not whole: log window: restart (figures from its since restart part only); "
+        "/metrics: counter_reset (no figure)"
+    )
+    assert found[0].evidence == [
+        f"log window: restart: {restart['detail']}",
+        f"/metrics: counter_reset: {reset['detail']}",
+    ]
 
 
 def test_findings_are_ordered_errors_first_and_serialisable() -> None:

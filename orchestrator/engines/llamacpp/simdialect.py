@@ -60,9 +60,7 @@ class LlamaCppDialect(Dialect):
     _predicted: int = 0
     _predicted_seconds: float = 0.0
     _decode_calls: int = 0
-    _decode_reset: int = (
-        0  # _decode_calls when the counter-reset fault reset /metrics (n_decode_total counts on from it)
-    )
+    _decode_reset: int = 0  # _decode_calls at the counter-reset fault (n_decode_total counts from it)
     _busy_slots: int = 0
     _cached_tokens: dict[int, int] = field(default_factory=dict)  # slot -> prompt tokens it holds (slot erase)
     _tokens_max: int = 0
