@@ -23,6 +23,8 @@ if ((_system)); then
   # The Slurm tests' cluster (tests/system/slurm_cluster.py): its containers overlay this machine's /.
   [[ -x /usr/sbin/slurmctld && -x /usr/sbin/slurmd ]] || _need+=(slurm-wlm)
   [[ -x /usr/sbin/munged ]] || _need+=(munge)
+  # The report's browser test (tests/integration/test_report_browser.py): Debian's headless Chromium.
+  command -v chromium >/dev/null || _need+=(chromium)
   if ((${#_need[@]})); then
     if [[ $(id -u) -eq 0 ]]; then
       _log "installing Debian packages: ${_need[*]}"
@@ -39,7 +41,8 @@ if [[ ! -x $_root/.venv/bin/python ]]; then
   _log "creating .venv with $($_py --version)"
   "$_py" -m venv "$_root/.venv"
 fi
-_extra=""; ((_dev)) && _extra="[dev]"
+# --dev: the tests' tools, and the notebooks' (tests/integration/test_notebook.py runs papermill and nbconvert).
+_extra=""; ((_dev)) && _extra="[dev,notebooks]"
 _stamp=$_root/.venv/.specsweep-installed$_extra
 if [[ ! -f $_stamp || $_root/pyproject.toml -nt $_stamp ]]; then
   _log "installing specsweep$_extra into .venv"

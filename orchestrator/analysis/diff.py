@@ -159,7 +159,12 @@ def _finding_key(finding: Finding) -> tuple[str, str | None, str | None, str | N
 
 
 def compare_runs(a: Analysis, b: Analysis, *, threshold: float = 0.05) -> RunComparison:
-    """Run B against run A (A is the reference)."""
+    """Run B against run A (A is the reference); a run without records is refused (a StoreError)."""
+    from orchestrator.runs.identity import require_points
+
+    for run in (a, b):
+        if run.frame.empty:
+            require_points(run.path, "compare")
     notes: list[str] = []
     if a.experiment_name != b.experiment_name:
         notes.append(

@@ -26,17 +26,21 @@ in an empty or all-failed run):
   window file. Whether each window is whole (orchestrator/engines/integrity.py): ``server_integrity_whole``,
   ``server_integrity_part`` and ``server_integrity_reasons`` (the reasons as JSON text) for the log window,
   ``prom_integrity_*`` for the ``/metrics`` one.
-- ``accept_len`` and ``accept_len_source``: the accept length the analysis uses, tokens per verify step with
-  the bonus token: the server's log window figure, else the client's per-response one (exact counts), else
-  the Prometheus window figure, else DDTree's ``avg_commit_len`` (what was actually committed per step); a
-  value of 0 or less is no figure (an idle gauge).
+- ``accept_len``, ``accept_len_source`` and ``accept_len_exactness``: the accept length the analysis uses,
+  tokens per verify step with the bonus token, from the most exact source that gives one (exact, then
+  rounded, then bounded, then a last-interval gauge: orchestrator/engines/integrity.py), and among equally
+  exact ones the server's log window figure, else the client's per-response one (exact counts), else the
+  Prometheus window figure, else DDTree's ``avg_commit_len`` (what was actually committed per step); a value
+  of 0 or less is no figure (an idle gauge). ``accept_len_exactness`` is the chosen source's word for it
+  (None for records written before sources said).
 
 - intervals: ``<figure>_lo``, ``<figure>_hi`` and ``<figure>_se`` for each figure of
   ``orchestrator.analysis.intervals.INTERVAL_FIGURES`` (the window's bootstrap over its requests, at
   ``ci_level``); the accept length's interval comes from the per-response figures and is carried over to the
   ``accept_len`` shown (the same relative width); ``repeat`` and ``restart`` say which measurement of its load a
   window is, ``stopped_by`` why its load ended, ``tokens_per_joule`` and ``gpu_*`` its GPU telemetry, ``cache_flushed``
-  whether its prefix cache was emptied first.
+  whether its prefix cache was emptied first, ``slot`` and ``gpus`` the GPU slot it ran in (docs/gpu-slots.md;
+  None without slots).
 
 ``open_run`` returns the *point* frame: the windows of one load (repeats, restarts) combined into one row
 with their combined intervals (``orchestrator/analysis/intervals.py``, ``windows``, ``ci_method``); ``RunData.windows``
@@ -102,8 +106,10 @@ IDENTITY_COLUMNS = [
     "restart",
     "workload",
     "requests_file",
+    "slot",
+    "gpus",
 ]
-_DERIVED = ["accept_len", "accept_len_source"]
+_DERIVED = ["accept_len", "accept_len_source", "accept_len_exactness"]
 CORE_FIGURES = [
     "requests",
     "errors",
@@ -287,20 +293,8 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
     row.update(flatten_client(record.client))
     row.update(flatten_server(record.server))
     row.update(_flatten_extras(record))
-    accept, source = None, None
-    for column, name in (
-        ("server_accept_len", "server"),
-        ("client_accept_len", "client"),
-        ("prom_accept_len", "prometheus"),
-        ("ddtree_avg_commit_len", "ddtree_commit"),
-    ):
-        value = _number(row.get(column))
-        # An accept length counts the bonus token, so it is at least 1; a 0 is an idle gauge, not a figure.
-        if value is not None and value > 0:
-            accept, source = value, name
-            break
-    row["accept_len"] = accept
-    row["accept_len_source"] = source
+    row.update(_placement(record))
+    row["accept_len"], row["accept_len_source"], row["accept_len_exactness"] = _headline_accept_len(record, row)
     intervals = (record.intervals or {}).get("figures") or {}
     for figure in INTERVAL_FIGURES:
         lo_col, hi_col, se_col = interval_columns(figure)
@@ -320,6 +314,60 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         row[lo_col], row[hi_col], row[se_col] = lo, hi, se
     row["ci_level"] = (record.intervals or {}).get("level")
     return row
+
+
+#: The accept length's sources, in the order they are preferred among equally exact ones.
+_ACCEPT_SOURCES = (
+    ("server_accept_len", "server"),
+    ("client_accept_len", "client"),
+    ("prom_accept_len", "prometheus"),
+    ("ddtree_avg_commit_len", "ddtree_commit"),
+)
+#: An exact figure first, then a rounded one, then one the source only bounds, then a last-interval gauge
+#: (orchestrator/engines/integrity.py, KINDS). A record written before sources said how exact they are
+#: carries no kind: it ranks as exact, so the figures of older runs stay what they were.
+_EXACTNESS_RANK = {"exact": 0, None: 0, "rounded": 1, "bounded": 2, "gauge": 3}
+
+
+def _headline_accept_len(record: Record, row: dict[str, Any]) -> tuple[float | None, str | None, str | None]:
+    """The accept length the analysis uses, its source and how exact it is: the most exact of the sources
+    that give one (an SGLang log window's figure is only bounded, the responses' counts are exact), the
+    order of ``_ACCEPT_SOURCES`` among equals. A value of 0 or less is no figure (an idle gauge)."""
+    server = record.server if isinstance(record.server, dict) else {}
+    client = record.client if isinstance(record.client, dict) else {}
+    exactness_of = {
+        "server": server.get("exactness"),
+        "client": (client.get("spec") or {}).get("exactness") if isinstance(client.get("spec"), dict) else None,
+        "prometheus": (server.get("prometheus") or {}).get("exactness")
+        if isinstance(server.get("prometheus"), dict)
+        else None,
+        "ddtree_commit": None,
+    }
+    best: tuple[int, int, float, str, str | None] | None = None
+    for order, (column, name) in enumerate(_ACCEPT_SOURCES):
+        value = _number(row.get(column))
+        # An accept length counts the bonus token, so it is at least 1; a 0 is an idle gauge, not a figure.
+        if value is None or value <= 0:
+            continue
+        said = exactness_of[name]
+        entry = said.get("accept_len") if isinstance(said, dict) else None
+        kind = entry.get("kind") if isinstance(entry, dict) else None
+        kind = kind if kind in _EXACTNESS_RANK else None
+        candidate = (_EXACTNESS_RANK[kind], order, value, name, kind)
+        if best is None or candidate[:2] < best[:2]:
+            best = candidate
+    if best is None:
+        return None, None, None
+    return best[2], best[3], best[4]
+
+
+def _placement(record: Record) -> dict[str, Any]:
+    """``slot`` and ``gpus`` (comma-joined ids) of a record made in a GPU slot (its ``placement``,
+    orchestrator/launchers/gpuslots.py); None for the others."""
+    placement = (record.model_extra or {}).get("placement")
+    if not isinstance(placement, dict) or not placement.get("slot"):
+        return {"slot": None, "gpus": None}
+    return {"slot": str(placement["slot"]), "gpus": ",".join(str(g) for g in placement.get("gpus") or [])}
 
 
 def _flatten_extras(record: Record) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Commands live one per module in ``orchestrator/cli/commands/`` and register them
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -19,6 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
+import typer.rich_utils as typer_rich_utils
+from rich.columns import Columns
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from orchestrator import __version__
@@ -27,27 +33,87 @@ from orchestrator.errors import SpecsweepError
 __all__ = ["app", "internal_error", "main"]
 
 
-def _no_flag_types(params: list[Any]) -> list[Any]:
+def _no_flag_types(params: list[Any], ctx: Any = None) -> list[Any]:
     """Flags take no value: give them an empty type column in ``--help`` (typer's rich help prints ``<bool>``
-    beside every flag, ``--help`` and ``--report/--no-report`` included, unless a metavar is set)."""
+    beside every flag, ``--help`` and ``--report/--no-report`` included, unless a metavar is set). A number
+    with a range says ``<int> [x>=1]``, not ``<int range> [x>=1]``: at 80 columns every column of the
+    options table counts, and a wide type column is what made rich cut option names
+    (``--first-token-timeo…``)."""
     for param in params:
-        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+        if not isinstance(param, TyperOption) or param.metavar is not None:
+            continue
+        if param.is_flag:
             param.metavar = ""
+        elif ctx is not None and getattr(param.type_descriptor, "is_ranged", False):
+            param.metavar = param.display_type(ctx).replace(" range>", ">")
     return params
 
 
+def _unwrap(text: str | None) -> str | None:
+    """A docstring's paragraphs as one line each, so that rich wraps them at the terminal's width (typer keeps
+    the source's line breaks after the first paragraph: at 80 columns, sentences broke mid-line). A paragraph
+    of a list or one marked ``\b`` keeps its lines."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    kept = [
+        p
+        if p.startswith("\b") or any(line.lstrip().startswith(("- ", "* ")) for line in p.splitlines())
+        else " ".join(line.strip() for line in p.splitlines())
+        for p in paragraphs
+    ]
+    return "\n\n".join(kept)
+
+
+class _HelpTable(Table):
+    """The options table of typer's rich help, laid out so that nothing is cut at 80 columns: an option's
+    names and type never wrap nor shrink (rich cut them: ``--first-token-timeo…``), only the help column wraps,
+    and a word too long for it folds onto the next line instead of ending in ``…``. Typer builds its tables
+    with ``typer.rich_utils.Table``; this class stands in for it there (help output only)."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        # Typer groups an option's help, default and range in rich Columns, whose own grid cuts a long word
+        # with "…": one Text instead, which wraps between words and folds a word too long for the column.
+        cells = [
+            Text(" ").join([r for r in cell.renderables if isinstance(r, Text)])
+            if isinstance(cell, Columns) and all(isinstance(r, Text) for r in cell.renderables)
+            else cell
+            for cell in renderables
+        ]
+        super().add_row(*cells, **kwargs)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.show_header and len(self.columns) > 2:
+            for column in self.columns:
+                column.overflow = "fold"
+            for column in self.columns[:-2]:  # the names; the type folds, the help wraps
+                column.no_wrap = True
+        yield from super().__rich_console__(console, options)
+
+
+typer_rich_utils.Table = _HelpTable  # type: ignore[misc]
+
+
 class Command(TyperCommand):
-    """Every specsweep command: typer's help, flags without a type."""
+    """Every specsweep command: typer's help, flags without a type, paragraphs wrapped at the width."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _unwrap(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _no_flag_types(list(super().get_params(ctx)))
+        return _no_flag_types(list(super().get_params(ctx)), ctx)
 
 
 class Group(TyperGroup):
-    """The ``specsweep`` group: typer's help, flags without a type."""
+    """The ``specsweep`` group: typer's help, flags without a type, paragraphs wrapped at the width."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _unwrap(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _no_flag_types(list(super().get_params(ctx)))
+        return _no_flag_types(list(super().get_params(ctx)), ctx)
 
 
 app = typer.Typer(

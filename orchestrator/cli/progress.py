@@ -10,8 +10,10 @@ when a deployment starts and when it is ready, and, while a server loads, one li
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 
 from rich.console import Console
@@ -50,6 +52,8 @@ class SweepProgress:
         self._loading_said: dict[str, float] = {}
         self._total = 0
         self._done = 0
+        self._run_dir: str | None = None
+        self._start_failed: dict[str, str] = {}  # deployment id -> why it did not start (printed once)
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(bar_width=30),
@@ -96,14 +100,22 @@ class SweepProgress:
         if isinstance(event, SweepStarted):
             self._total = event.total_points
             self._done = event.total_points - event.pending_points
+            self._run_dir = event.run_dir
         if isinstance(event, PointFinished):
             self._done += 1
+        if isinstance(event, DeploymentFailed):
+            reason = event.reason  # "<host>: <why>": the host stays in the lines that repeat it
+            self._start_failed[event.deployment_id] = reason.removeprefix(f"{event.host}: ")
+        if isinstance(event, Notice):  # "stopping the sweep: <a reason already printed>": said once
+            event = Notice(host=event.host, message=self.once(event.message), level=event.level)
         if self.lines:
             self._line(event)
             return
         prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
         if isinstance(event, SweepStarted):
-            self.console.print(f"run directory: {event.run_dir}" + (" (resumed)" if event.resumed else ""))
+            self.console.print(f"run directory: {escape(event.run_dir)}" + (" (resumed)" if event.resumed else ""))
+            if event.resumed:
+                self.console.print(_started_text(event))
             self._overall = self.progress.add_task(
                 "points", total=event.total_points, detail=f"ETA {format_duration(event.eta_seconds)}"
             )
@@ -152,6 +164,13 @@ class SweepProgress:
             style = "yellow" if event.level != "info" else "cyan"
             self.console.print(f"[{style}]{prefix}{event.message}[/{style}]")
 
+    def once(self, text: str) -> str:
+        """``text`` with the reasons of deployments that did not start, already printed, as ``see above``."""
+        for reason in self._start_failed.values():
+            if reason and reason in text:
+                text = text.replace(reason, "see above")
+        return text
+
     # -- outside a terminal: one line per event ---------------------------------------------------------
 
     def _point_text(self, event: PointFinished) -> str:
@@ -165,8 +184,45 @@ class SweepProgress:
         if accept is not None:
             figures.append(f"accept len {accept:.2f}")
         if event.status != "ok":
-            figures.append(f"[red]{event.status}: {escape(str(event.summary.get('error') or ''))}[/red]")
+            figures.append(f"[red]{escape(self._cause(event))}[/red]")
         return f"{escape(label)} {escape(event.label)}: " + (", ".join(figures) or "no figures")
+
+    def _cause(self, event: PointFinished) -> str:
+        """Why a point did not succeed, as its record has it: ``failed: all_requests_failed (http_500:16):
+        HTTP 500: <the engine's error line>``; a server that died ends with the last line of its log."""
+        summary = event.summary
+        kind = summary.get("error_kind")
+        if event.deployment_id in self._start_failed:  # its reason is on the "did not start" line, once
+            return f"{event.status}: {kind or 'did not start'} (the deployment did not start: see above)"
+        evidence = [str(e) for e in summary.get("evidence") or []]
+        text = f"{event.status}: {kind or summary.get('error') or 'unknown'}"
+        if kind == "all_requests_failed":
+            counts = ", ".join(e.replace(": ", ":") for e in evidence)
+            line = self._first_request_error(summary.get("requests_file"))
+            return text + (f" ({counts})" if counts else "") + (f": {line}" if line else "")
+        last = next((e.strip() for e in reversed(evidence) if e.strip()), "")
+        message = str(summary.get("error") or "")
+        if message and message != kind:
+            text += f" ({message})"
+        return text + (f": {last[:200]}" if last else "")
+
+    def _first_request_error(self, requests_file: object) -> str:
+        """The first failed request's error (the engine's own words, ``HTTP 500: …``) from the point's
+        requests file in the run directory; empty when there is none to read."""
+        if not isinstance(requests_file, str) or self._run_dir is None:
+            return ""
+        try:
+            with open(Path(self._run_dir) / requests_file, encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    try:
+                        row = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(row, dict) and not row.get("ok") and row.get("error"):
+                        return " ".join(str(row["error"]).split())[:200]
+        except OSError:
+            return ""
+        return ""
 
     def _line(self, event: SweepEvent) -> None:
         prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
@@ -175,10 +231,7 @@ class SweepProgress:
         if isinstance(event, SweepStarted):
             resumed = " (resumed)" if event.resumed else ""
             say(f"run directory: {escape(event.run_dir)}{resumed}")
-            say(
-                f"{event.pending_points} of {event.total_points} points to measure in {event.deployments} "
-                f"deployment(s), ETA {format_duration(event.eta_seconds)}"
-            )
+            say(_started_text(event))
         elif isinstance(event, DeploymentStarted):
             attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""
             self._loading_said[event.host] = time.monotonic()
@@ -205,3 +258,16 @@ class SweepProgress:
         elif isinstance(event, Notice):
             style = "yellow" if event.level != "info" else "cyan"
             say(f"[{style}]{prefix}{escape(event.message)}[/{style}]")
+
+
+def _started_text(event: SweepStarted) -> str:
+    """The sweep's first line: what it will measure; a resume also says what is already done."""
+    deployments = event.deployments if event.pending_deployments is None else event.pending_deployments
+    eta = format_duration(event.eta_seconds)
+    if event.resumed:
+        done = event.total_points - event.pending_points
+        return (
+            f"{done} of {event.total_points} points already done; {event.pending_points} to measure in "
+            f"{deployments} deployment(s), ETA {eta}"
+        )
+    return f"{event.pending_points} of {event.total_points} points to measure in {deployments} deployment(s), ETA {eta}"

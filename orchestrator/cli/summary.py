@@ -7,6 +7,7 @@ value are left out first when the width runs short.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,15 @@ from orchestrator.cli.textfit import Column, fit_table
 if TYPE_CHECKING:
     from orchestrator.analysis import Analysis
 
-__all__ = ["best_table", "how_made_lines", "points_table", "summary_renderables", "summary_table"]
+__all__ = [
+    "OneLine",
+    "best_table",
+    "findings_lines",
+    "how_made_lines",
+    "points_table",
+    "summary_renderables",
+    "summary_table",
+]
 
 
 def _fmt(value: Any, pattern: str) -> str:
@@ -118,47 +127,82 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
                 if row["label"] == config and (host is None or host == row["host"]):
                     errors.setdefault((row["host"], config, row["load_label"]), []).extend(checks)
     flagged = any(errors.get((r["host"], r["label"], r["load_label"])) for r in best.to_dict("records"))
+    records = best.to_dict("records")
+    beaten = [_beaten(analysis, row) for row in records]
+    # What the winner is tied with and what it beats are the answer itself: never dropped, only wrapped (one
+    # configuration a line); the ratios to the baselines go first when the width runs short.
     columns = [Column("host", "left", required=True)] if pooled else []
     columns += [
         Column("load", "right", required=True),
         Column("best", "left", required=True, wrap=True),
         Column("tok/s", "right", required=True),
-        Column("×AR", "right", priority=70),
-        Column("×linear", "right", priority=50),
         Column("margin", "right", priority=80),
-        Column("over", "left", priority=65, wrap=True),
-        Column("tied with", "left", priority=60, wrap=True),
+        Column("interval", "right", priority=45),
+        Column("tied with", "left", required=any(row.get("tied") for row in records), wrap=True),
+        Column("over", "left", required=any(beaten), wrap=True),
+        Column("×AR", "right", priority=40),
+        Column("×linear", "right", priority=30),
     ]
-    if flagged:
-        columns.append(Column("fails checks", "left", required=True, wrap=True))
+    if flagged:  # the error lines below the table say the same at any width
+        columns.append(Column("fails checks", "left", priority=90, wrap=True))
     rows: list[list[Any]] = []
-    for row in best.to_dict("records"):
+    for row, over in zip(records, beaten, strict=True):
         margin = row.get("margin")
         decided = row.get("decided")
         low, high = row.get("margin_lo"), row.get("margin_hi")
-        if decided is False and isinstance(low, float) and isinstance(high, float):
-            margin_text = f"tie ({low:+.1%}…{high:+.1%})"
-        elif decided is True and isinstance(low, float) and isinstance(high, float):
-            margin_text = f"{margin:+.1%} ({low:+.1%}…{high:+.1%})"
-        else:
-            margin_text = _fmt(margin, "{:+.1%}") + (" (noise)" if decided is False else "")
+        interval = "-"
+        if isinstance(low, float) and isinstance(high, float) and not (math.isnan(low) or math.isnan(high)):
+            interval = f"{low:+.1%}…{high:+.1%}"
+        margin_text = "tie" if decided is False else _fmt(margin, "{:+.1%}")
         cells: list[Any] = [Text(str(row["host"]))] if pooled else []
         cells += [
             Text(str(row["load_label"])),
             Text(str(row["label"])),
             Text(_fmt(row.get(analysis.metric), "{:,.1f}")),
+            Text(margin_text if row.get("runner_up") else "-", style="yellow" if decided is False else ""),
+            Text(interval if row.get("runner_up") else "-"),
+            Text(",\n".join(row.get("tied") or []) or "-"),
+            Text(",\n".join(over) or "-"),
             Text(_fmt(row.get("speedup_vs_ar"), "{:.2f}x")),
             Text(_fmt(row.get("speedup_vs_linear"), "{:.2f}x")),
-            Text(margin_text if row.get("runner_up") else "-", style="yellow" if decided is False else ""),
-            Text(str(row.get("runner_up") or "-")),
-            Text(", ".join(row.get("tied") or []) or "-"),
         ]
         if flagged:
             checks = errors.get((row["host"], row["label"], row["load_label"])) or []
             cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
         rows.append(cells)
     basis = f"; {', '.join(bases)}" if bases else ""
-    return fit_table(columns, rows, width, title=f"best configuration at each load (by {analysis.metric}{basis})")
+    notes = [
+        "tied with: not told apart from the best" if any(row.get("tied") for row in records) else "",
+        "over: the ones it beats" if any(beaten) else "",
+        "margin: best / runner-up - 1" if any(row.get("runner_up") for row in records) else "",
+    ]
+    caption = "; ".join(n for n in notes if n) or None
+    return fit_table(
+        columns,
+        rows,
+        width,
+        title=f"best configuration at each load (by {analysis.metric}{basis})",
+        caption=caption,
+    )
+
+
+def _beaten(analysis: Analysis, best: dict[Any, Any]) -> list[str]:
+    """The configurations the winner of one load beats (measured there, not tied with it), fastest first."""
+    from orchestrator.analysis.compare import JOIN_KEYS, with_workload
+
+    frame = with_workload(analysis.frame)
+    if analysis.metric not in frame.columns:
+        return []
+    same = frame["status"] == "ok"
+    if "alias_of" in frame.columns:
+        same &= frame["alias_of"].isna()
+    for key in JOIN_KEYS:
+        if key in frame.columns and key in best:
+            same &= frame[key] == best[key]
+    group = frame[same].assign(_value=lambda f: f[analysis.metric].astype(float)).dropna(subset=["_value"])
+    tied = set(best.get("tied") or [])
+    ordered = group.sort_values("_value", ascending=False, kind="stable")["label"].astype(str)
+    return [label for label in dict.fromkeys(ordered) if label != best["label"] and label not in tied]
 
 
 def how_made_lines(analysis: Analysis) -> list[str]:
@@ -188,12 +232,57 @@ def how_made_lines(analysis: Analysis) -> list[str]:
     return lines
 
 
+class OneLine(str):
+    """A line printed whole, never wrapped by us (``soft_wrap``): a finding and its advice, grepped as often as
+    read."""
+
+
+def findings_lines(analysis: Analysis) -> list[OneLine]:
+    """One line per error and warning finding, with its advice (the finding's message says what to do):
+    ``warning engine_mismatch (run): engine: vllm read none of … (set engine: sglang) …``. Notes stay in
+    report.md and checks.json."""
+    order = {"error": 0, "warning": 1}
+    shown = sorted((f for f in analysis.findings if f.severity in order), key=lambda f: order[f.severity])
+    style = {"error": "red", "warning": "yellow"}
+    # The same finding at several points (every point of a deployment that did not start) is one line.
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for finding in shown:
+        groups.setdefault((finding.severity, finding.check, finding.message), []).append(finding.where)
+    return [
+        OneLine(
+            f"[{style[severity]}]{severity} {escape(check)}[/{style[severity]}] ({escape(_places(wheres))}): "
+            f"{escape(message)}"
+        )
+        for (severity, check, message), wheres in groups.items()
+    ]
+
+
+def _places(wheres: list[str]) -> str:
+    """``linear @ C=1, C=2 on gpu-box`` for the places of one finding (the configuration and host once)."""
+    wheres = list(dict.fromkeys(wheres))
+    if len(wheres) == 1:
+        return wheres[0]
+    parts = [re.match(r"^(.*?) @ (.*?)(?: on (.*))?$", w) for w in wheres]
+    if all(parts) and len({(m.group(1), m.group(3)) for m in parts if m}) == 1:
+        first = parts[0]
+        assert first is not None
+        loads = ", ".join(m.group(2) for m in parts if m)
+        return f"{first.group(1)} @ {loads}" + (f" on {first.group(3)}" if first.group(3) else "")
+    return "; ".join(wheres)
+
+
 def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None = None) -> list[RenderableType]:
-    """Everything the sweep prints at its end: the points table, the best at each load, how it was made."""
+    """Everything the sweep prints at its end: the points table, the best at each load, each error and
+    warning finding with its advice, how it was made."""
     from orchestrator.analysis import analyse
 
     analysis = analysis or analyse(run_dir)
-    return [points_table(analysis, width), best_table(analysis, width), *how_made_lines(analysis)]
+    return [
+        points_table(analysis, width),
+        best_table(analysis, width),
+        *findings_lines(analysis),
+        *how_made_lines(analysis),
+    ]
 
 
 def summary_table(run_dir: Path, width: int = 80) -> RenderableType:

@@ -128,7 +128,11 @@ def fit_table(
     notes = [caption] if caption else []
     if dropped:
         notes.append(f"left out at this width: {', '.join(reversed(dropped))} (--json has every figure)")
+    # A caption or title wider than the columns widens the table (up to ``width``) instead of wrapping into a
+    # narrow strip under it.
+    words = [plain_width(t) for t in (title, *notes) if t]
     table = Table(
+        min_width=min(width, max(words, default=0)) or None,
         title=title,
         title_justify="left",
         caption="\n".join(notes) or None,

@@ -327,6 +327,9 @@ def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
     existing = len(problems)
     _check_launcher(exp, problems)
     _check_existing_server(exp, problems)
+    from orchestrator.experiment.slots import slot_problems
+
+    problems += [_Problem(path, message) for path, message in slot_problems(exp)]  # type: ignore[arg-type]
     if len(problems) > existing:
         return problems  # the template checks would only say the same again
     try:

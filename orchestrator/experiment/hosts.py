@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator.experiment.common import Duration, _no_control, _Strict
+from orchestrator.experiment.slots import gpus_field
 
 __all__ = ["HostSpec", "LauncherSpec", "LocalHostSpec", "SSHHostSpec", "SlurmLauncherSpec"]
 
@@ -27,6 +28,13 @@ class SSHHostSpec(_Strict):
     command_timeout: Duration = 60.0
     keepalive: Duration = 15.0
     sudo: Literal["auto", "always", "never"] = "auto"
+    #: Its GPUs, for GPU slots (``orchestrator/experiment/slots.py``): a count, or ``auto`` (nvidia-smi's).
+    gpus: int | Literal["auto"] | None = None
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        return gpus_field(value)
 
     @field_validator("ssh")
     @classmethod
@@ -58,6 +66,13 @@ class LocalHostSpec(_Strict):
 
     kind: Literal["local"] = "local"
     name: str = "local"
+    #: Its GPUs, for GPU slots (``orchestrator/experiment/slots.py``): a count, or ``auto`` (nvidia-smi's).
+    gpus: int | Literal["auto"] | None = None
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        return gpus_field(value)
 
     @field_validator("name")
     @classmethod

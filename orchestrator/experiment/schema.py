@@ -25,9 +25,11 @@ from orchestrator.errors import ConfigError
 from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems
 from orchestrator.experiment.common import _NAME, Scalar, _no_control, _Strict
 from orchestrator.experiment.hosts import HostSpec, LauncherSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
+from orchestrator.experiment.inline import inline_secret_warnings
 from orchestrator.experiment.load import LoadSpec, LosslessSpec, TelemetrySpec
 from orchestrator.experiment.search import ObjectiveSpec, SearchSpec
 from orchestrator.experiment.service import EXISTING_VARIANT, RegexParserSpec, ServerSpec, ServiceSpec
+from orchestrator.experiment.slots import SLOT_FIELDS, SLOT_TOKENS, SlotsSpec, gpu_slots_enabled, slot_values
 from orchestrator.experiment.validation import error_from_validation, suggest, with_problems
 from orchestrator.experiment.variants import Variant
 from orchestrator.experiment.yamlsource import Positions, load_yaml_with_positions, locate
@@ -48,6 +50,7 @@ Engine = str
 BUILTIN_FIELDS = {
     "python": "the controller's Python interpreter (for the local simulator demo)",
     "experiment": "the experiment's name",
+    **SLOT_FIELDS,
 }
 
 
@@ -99,6 +102,10 @@ class Experiment(_Strict):
     load: LoadSpec
     checks: ChecksSpec = Field(default_factory=ChecksSpec)
     failure_policy: FailurePolicySpec = Field(default_factory=FailurePolicySpec)
+    #: GPUs per deployment (its tensor-parallel size) on hosts that declare ``gpus`` (GPU slots).
+    gpus_per_deployment: int = Field(1, ge=1, le=64)
+    #: How GPU slots measure baselines, find their ports and wait for clean GPUs (``experiment/slots.py``).
+    slots: SlotsSpec = Field(default_factory=SlotsSpec)
     lossless: LosslessSpec = Field(default_factory=LosslessSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     #: What "best" means and how to find it without the whole grid (``orchestrator/search``).
@@ -106,6 +113,7 @@ class Experiment(_Strict):
     search: SearchSpec | None = None
 
     _source: Path | None = PrivateAttr(default=None)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @field_validator("engine")
     @classmethod
@@ -174,6 +182,11 @@ class Experiment(_Strict):
         return self._source
 
     @property
+    def warnings(self) -> list[str]:
+        """What the file holds that works but should not be there (secrets written inline), one line each."""
+        return list(self._warnings)
+
+    @property
     def health_paths(self) -> list[str]:
         return self.server.health_paths or list(get_engine(self.engine).health_paths)
 
@@ -188,7 +201,19 @@ class Experiment(_Strict):
         return self.server.url.replace("{host}", host.address)
 
     def builtin_values(self) -> dict[str, Scalar]:
-        return {"python": sys.executable, "experiment": self.name}
+        slots: dict[str, Scalar] = dict(SLOT_TOKENS) if self.gpu_slots else dict(slot_values(self.server.url))
+        return {"python": sys.executable, "experiment": self.name, **slots}
+
+    @property
+    def gpu_slots(self) -> bool:
+        """Whether the hosts run GPU slots (a host declares ``gpus``: ``experiment/slots.py``)."""
+        return gpu_slots_enabled(self)
+
+    def deployment_gpus(self, variant_name: str) -> int:
+        """How many GPUs one deployment of ``variant_name`` takes (its own size, else the experiment's)."""
+        variant = self.variants.get(variant_name)
+        own = getattr(variant, "gpus_per_deployment", None) if variant is not None else None
+        return int(own) if own is not None else self.gpus_per_deployment
 
     def template_values(self, variant_name: str, params: dict[str, Scalar]) -> dict[str, Scalar]:
         """Everything a service template may use for one (variant, params)."""
@@ -247,4 +272,5 @@ def load_experiment(path: str | Path, *, read_secrets: bool = True) -> Experimen
     data, positions = load_yaml_with_positions(path)
     exp = parse_experiment(data, positions, str(path), read_secrets=read_secrets)
     exp._source = path
+    exp._warnings = inline_secret_warnings(data, positions, path)
     return exp

@@ -21,6 +21,8 @@ class Variant(BaseModel):
     matrix: dict[str, list[Scalar]] = Field(default_factory=dict)
     include: list[dict[str, Scalar]] = Field(default_factory=list)
     exclude: list[dict[str, Scalar]] = Field(default_factory=list)
+    #: This variant's deployment size in GPUs (a drafter that needs more memory), over the experiment's.
+    gpus_per_deployment: int | None = Field(None, ge=1, le=64)
 
     @field_validator("matrix")
     @classmethod

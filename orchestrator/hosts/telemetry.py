@@ -320,13 +320,19 @@ class GpuTelemetry:
     stream: LineStream | None = None
     started: float = field(default_factory=time.monotonic)
     note: str | None = None
+    #: Only these GPUs (``-i``: a GPU slot's), else every GPU of the host.
+    gpus: tuple[int, ...] | None = None
+
+    @property
+    def command(self) -> str:
+        only = f" -i {','.join(str(int(g)) for g in self.gpus)}" if self.gpus else ""
+        fields = ",".join(TELEMETRY_FIELDS)
+        return f"nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits -lms {int(self.interval_ms)}{only}"
 
     @classmethod
-    def start(cls, host: Any, interval_ms: int = 500) -> GpuTelemetry:
-        sampler = cls(host, interval_ms)
-        command = (
-            f"nvidia-smi --query-gpu={','.join(TELEMETRY_FIELDS)} --format=csv,noheader,nounits -lms {int(interval_ms)}"
-        )
+    def start(cls, host: Any, interval_ms: int = 500, gpus: Sequence[int] | None = None) -> GpuTelemetry:
+        sampler = cls(host, interval_ms, gpus=tuple(gpus) if gpus else None)
+        command = sampler.command
         try:
             sampler.stream = open_line_stream(host, command)
         except Exception as exc:  # a host that cannot run it: a note, not a failed point
@@ -344,9 +350,7 @@ class GpuTelemetry:
         window = time.monotonic() - self.started
         lines = self.stream.stop() if self.stream is not None else []
         summary = summarize_samples(parse_samples(lines), window)
-        summary["command"] = (
-            f"nvidia-smi --query-gpu={','.join(TELEMETRY_FIELDS)} --format=csv,noheader,nounits -lms {self.interval_ms}"
-        )
+        summary["command"] = self.command
         if self.note:
             summary["note"] = self.note
         elif not summary["samples"]:

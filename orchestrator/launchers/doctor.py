@@ -3,7 +3,8 @@
 Per host, in order (a failed connection skips the rest): SSH reachable with the configured key and host-key
 policy; commands run as root (directly or through ``sudo -n``); systemd present; the unit exists; its
 drop-in directory writable; its journal readable; no leftover or lock of another run; the server port free
-or served by our unit; the clock close to the controller's; ``nvidia-smi`` present (a warning only). For a
+or served by our unit; the clock close to the controller's; ``nvidia-smi`` present (a warning only); with GPU
+slots (``gpus:`` on the host), the GPUs nvidia-smi lists and whether a process already holds one. For a
 process service the systemd checks give way to: the program exists, the working directory exists.
 
 Nothing on the host is changed. Each check is a value (:class:`Check`); the CLI draws the checklist.
@@ -180,6 +181,10 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
         _port_check(experiment, spec, host, service_spec, add)
     _clock_check(host, add)
     _gpu_check(host, add)
+    if getattr(spec, "gpus", None) is not None:  # GPU slots: the declared GPUs there, and none held already
+        from orchestrator.launchers.gpuslots import doctor_check
+
+        _guard(add, "gpu slots", lambda: Check("gpu slots", *doctor_check(spec, host)))
 
 
 def _guard(add: Callable[[Check], None], name: str, body: Callable[[], Check]) -> None:
@@ -289,11 +294,32 @@ def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: 
             cg = host.run(f"cat /proc/{pids[0]}/cgroup 2>/dev/null").stdout
             if f"/{unit}" in cg:
                 return Check("port", "ok", f"port {port} served by {unit}")
+        if not unit and pids and _started_by_us(experiment, host, pids):
+            return Check("port", "ok", f"port {port} held by this experiment's server (the next run stops it)")
         users = ", ".join(re.findall(r'users:\(\("([^"]+)"', r.stdout)) or "another process"
-        level: Status = "warn" if not unit else "fail"
-        return Check("port", level, f"port {port} is in use by {users} (pid {', '.join(map(str, pids)) or '?'})")
+        return Check(
+            "port",
+            "fail",
+            f"port {port} is in use by {users} (pid {', '.join(map(str, pids)) or '?'}): the server cannot listen "
+            "there; stop that process or move the server (its command and server.url) to a free port",
+        )
 
     _guard(add, "port", body)
+
+
+def _started_by_us(experiment: Any, host: Host, pids: list[int]) -> bool:
+    """A process service's port is held by the server a run of this experiment started (its process group,
+    named by the service's marker or pid file): a leftover the next run stops, not another program."""
+    try:
+        leftover = make_service(experiment, host).find_leftovers()
+    except SpecsweepError:
+        return False
+    process = ((leftover.marker or {}).get("process") if leftover is not None else None) or {}
+    leader = process.get("pid") if isinstance(process, dict) else None
+    if not isinstance(leader, int):
+        return False
+    sessions = host.run(" ".join(["ps -o sid= -p", ",".join(str(p) for p in pids)])).stdout.split()
+    return str(leader) in sessions
 
 
 def _clock_check(host: Host, add: Callable[[Check], None]) -> None:

@@ -124,8 +124,13 @@ class _Evidence:
 
 
 def _failure_text(reason: str, state: ServiceState) -> str:
+    # The words already say it failed: the state's details, without its "failed (failed, …)" again.
+    details = [p for p in (state.sub_state, state.result) if p and p not in (state.active_state, "success")]
+    if state.exec_main_status is not None and state.result not in ("", "success"):
+        details.append(f"status {state.exec_main_status}")
+    why = f" ({', '.join(details)})" if details else ""
     return {
-        "failed": f"failed to start ({state.describe()})",
+        "failed": f"failed to start{why}",
         "restarted": f"crashed and was restarted by systemd ({state.n_restarts} restarts)",
         "exited": f"exited before becoming healthy ({state.describe()})",
     }[reason]

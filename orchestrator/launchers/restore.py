@@ -57,10 +57,16 @@ def restore_experiment(
         return [outcome]
     outcomes: list[RestoreOutcome] = []
     for spec in experiment.host_specs():
-        outcome = _restore_host(experiment, spec, break_lock=break_lock, dry_run=dry_run)
-        outcomes.append(outcome)
-        if progress is not None:
-            progress(outcome)
+        sources = [experiment]
+        if getattr(experiment, "gpu_slots", False):  # GPU slots: every service instance, and the run's lock
+            from orchestrator.launchers.gpuslots import instance_experiments
+
+            sources += instance_experiments(experiment, spec.display_name)
+        for source in sources:
+            outcome = _restore_host(source, spec, break_lock=break_lock, dry_run=dry_run)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
     return outcomes
 
 

@@ -47,7 +47,7 @@ from orchestrator.playbooks.schema import (
     load_playbook,
 )
 from orchestrator.playbooks.smoke import smoke_test
-from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.identity import experiment_file, host_identities, resolved_experiment
 from orchestrator.runs.store import Record, RunStore
 from orchestrator.sweep.events import HealthProgress, Observer
 from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
@@ -358,8 +358,17 @@ def run_playbook(
     options = options or PlaybookOptions()
     stop = stop if stop is not None else StopSignal()
     experiment: Experiment = program.experiment
+    resolved = resolved_experiment(experiment)
+    # run.json says it is a playbook's run, so `latest`, `ls` and `report` tell it from a sweep
+    # (orchestrator.runs.identity.run_kind).
     store = RunStore.create(
-        options.results_root, program.playbook.name, resolved_experiment(experiment), program.plan.to_json_dict()
+        options.results_root,
+        program.playbook.name,
+        resolved,
+        program.plan.to_json_dict(),
+        experiment_file=experiment_file(experiment),
+        hosts=host_identities(resolved),
+        kind="playbook",
     )
     _write_text(store.path / "playbook.json", json.dumps(_playbook_json(program), indent=2) + "\n")
     slot = launcher_for(experiment, lock_label=f"{experiment.name} {store.run_id}").slots()[0]

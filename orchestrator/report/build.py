@@ -25,6 +25,7 @@ from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
+from orchestrator.runs.identity import playbook_verdict
 
 __all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
 
@@ -219,6 +220,10 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
         Heading(f"specsweep report: {analysis.experiment_name}, run {analysis.run_id}", 1),
     ]
     blocks += [Paragraph(line, "muted") for line in _run_lines(analysis)]
+    verdict = playbook_verdict(analysis.path)
+    if verdict is not None:  # a playbook's run: its own checks' verdict first (expectations.json)
+        blocks.append(Heading("Playbook verdict"))
+        blocks.append(Paragraph(verdict.sentence(), "ok" if verdict.passed else "error"))
 
     counts = analysis.counts()
     blocks.append(Heading("Findings"))
@@ -274,7 +279,12 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
         (tables.throughput_table(analysis), f"Output throughput ({analysis.metric}, tokens/s)", ""),
         (tables.speedup_table(analysis, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
         (tables.speedup_table(analysis, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
-        (tables.accept_table(analysis), "Accept length (tokens per verify step, bonus included)", "accept"),
+        (
+            tables.accept_table(analysis),
+            "Accept length (tokens per verify step, bonus included)"
+            + (f", {note}" if (note := tables.accept_sources_note(analysis)) else ""),
+            "accept",
+        ),
         (tables.latency_table(analysis, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
         (tables.latency_table(analysis, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
         (tables.latency_table(analysis, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from orchestrator.analysis.result import Analysis
+from orchestrator.report.labels import place_labels
 
 __all__ = [
     "accept_len_heatmap",
@@ -498,15 +499,6 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
             linewidths=1.0,
             zorder=4,
         )
-        for _, point in ordered.iterrows():
-            ax.annotate(
-                f"{point['label']} @ {point['load_label']}",
-                (point["per_user_tok_s"], point[metric]),
-                textcoords="offset points",
-                xytext=(6, 4),
-                fontsize=7.5,
-                color="#333333",
-            )
     ax.set_xlabel("per-user throughput (tokens/s per user; interactivity)", fontsize=_LABEL_SIZE)
     ax.set_ylabel("total output throughput (tokens/s, all users)", fontsize=_LABEL_SIZE)
     ax.set_xlim(left=0)
@@ -519,4 +511,14 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
         fontsize=_TITLE_SIZE,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False)
+    if not front.empty:
+        # Last, once the axes are final: labels laid out so none overlaps another, a point, or the axes' edge.
+        place_labels(
+            ax,
+            list(zip(ordered["per_user_tok_s"], ordered[metric], strict=True)),
+            [f"{point['label']} @ {point['load_label']}" for _, point in ordered.iterrows()],
+            avoid=list(zip(rows["_x"], rows["_y"], strict=True)),
+            fontsize=7.5,
+            color="#333333",
+        )
     return figure

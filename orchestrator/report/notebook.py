@@ -2,12 +2,22 @@
 
 The run directory, first match wins:
 
-1. ``RUN_DIR`` set in the notebook's ``parameters`` cell (papermill: ``-p RUN_DIR results/demo/<run id>``), any
-   form ``specsweep report`` takes (a run directory, ``latest``, ``EXPERIMENT/latest``, an experiment file);
+1. ``RUN_DIR`` set in the notebook's ``parameters`` cell (papermill: ``-p RUN_DIR latest``), any form
+   ``specsweep report`` takes (a run directory, ``latest``, ``latest-playbook``, ``EXPERIMENT/latest``, an
+   experiment file);
 2. ``$SPECSWEEP_RUN``, the same forms;
-3. the newest run under ``$SPECSWEEP_RESULTS``, ``./results`` or ``../results`` (the repository's, seen from
-   ``notebooks/``);
+3. the newest sweep or search under the project's results directory (:func:`project_results`);
 4. the bundled example (``tests/data/runs/field-report``, the field report's numbers), so a fresh clone works.
+
+References resolve against the project's results directory wherever the kernel starts: ``jupyter nbconvert
+--execute`` starts it in ``notebooks/``, papermill and JupyterLab where they were started. That directory is
+``$SPECSWEEP_RESULTS``; else the nearest ``results/`` from the kernel's directory up to the project's root (the
+first directory with a ``pyproject.toml`` or ``.git``); else the checkout's own ``results/`` (an editable
+install), where ``sweeps/demo.yaml`` puts its runs. A relative run directory is tried from the kernel's directory,
+then from the project's root.
+
+A run without records (killed before its first point, a playbook of checks only) is refused with one line
+(:class:`NotebookRunError`: the notebook shows its message, not a traceback), as ``specsweep report`` refuses it.
 
 Tables show two decimals (``pandas`` display precision), which is what the figures are good for.
 """
@@ -19,35 +29,84 @@ from pathlib import Path
 
 from orchestrator.errors import StoreError
 
-__all__ = ["RUN_ENV", "choose_run", "setup"]
+__all__ = ["RUN_ENV", "NotebookRunError", "choose_run", "project_results", "setup"]
 
 RUN_ENV = "SPECSWEEP_RUN"
 _EXAMPLE = Path("tests") / "data" / "runs" / "field-report"
+_CHECKOUT = Path(__file__).resolve().parents[2]
+_PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
-def _roots() -> list[Path]:
+class NotebookRunError(StoreError):
+    """No run the notebook can show. IPython renders ``_render_traceback_`` in place of a traceback, so the
+    cell's output is this one line (and papermill and nbconvert still fail on it)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"specsweep: {self}"]
+
+
+def _project_root(start: Path) -> Path | None:
+    for base in (start, *start.parents):
+        if any((base / marker).exists() for marker in _PROJECT_MARKERS):
+            return base
+    return None
+
+
+def project_results() -> Path:
+    """The project's results directory (module docstring); it may not exist yet."""
     from orchestrator.runs.runref import RESULTS_ENV
 
-    roots = [Path(os.environ[RESULTS_ENV]).expanduser()] if os.environ.get(RESULTS_ENV) else []
-    return [*roots, Path("results"), Path("..") / "results"]
+    if os.environ.get(RESULTS_ENV):
+        return Path(os.environ[RESULTS_ENV]).expanduser()
+    here = Path.cwd()
+    top = _project_root(here)
+    for base in (here, *here.parents):
+        if (base / "results").is_dir():
+            return base / "results"
+        if base == top:
+            break
+    return _CHECKOUT / "results"
+
+
+def _reference(text: str, root: Path) -> str:
+    """A relative run directory that is not one from here, but is from the project's root, made absolute."""
+    path = Path(text).expanduser()
+    if path.is_absolute() or (path / "run.json").is_file():
+        return text
+    beside = root.parent / path
+    return str(beside) if (beside / "run.json").is_file() else text
 
 
 def choose_run(run_dir: str | Path | None = None) -> Path:
-    """The run directory the notebook reads (module docstring)."""
-    from orchestrator.runs.runref import all_runs, resolve_run
+    """The run directory the notebook reads (module docstring); a :class:`NotebookRunError` when there is none
+    to show."""
+    from orchestrator.runs.identity import DEFAULT_KINDS, require_points
+    from orchestrator.runs.runref import all_runs, of_kinds, resolve_run
 
-    for chosen in (run_dir, os.environ.get(RUN_ENV)):
-        if chosen is not None and str(chosen) != "":
-            return resolve_run(chosen)
-    for root in _roots():
-        runs = all_runs(root)
-        if runs:
-            return runs[-1]
+    root = project_results()
+    chosen: Path | None = None
+    try:
+        for ref in (run_dir, os.environ.get(RUN_ENV)):
+            if ref is not None and str(ref) != "":
+                chosen = resolve_run(_reference(str(ref), root), root)
+                break
+        else:
+            runs = of_kinds(all_runs(root), DEFAULT_KINDS)
+            chosen = runs[-1] if runs else _example()
+        require_points(chosen, "show")
+    except StoreError as exc:
+        raise NotebookRunError(
+            f"{exc}; set RUN_DIR in the parameters cell (papermill -p RUN_DIR ...) or ${RUN_ENV} to read another run"
+        ) from exc
+    return chosen
+
+
+def _example() -> Path:
     # A checkout's example, seen from here, from notebooks/, or from the package (an editable install).
-    for base in (Path("."), Path(".."), Path(__file__).resolve().parents[2]):
+    for base in (Path("."), Path(".."), _CHECKOUT):
         if (base / _EXAMPLE / "run.json").is_file():
             return base / _EXAMPLE
-    raise StoreError(f"no run to show: set RUN_DIR in the parameters cell or ${RUN_ENV}")
+    raise StoreError(f"no run to show under {project_results()}")
 
 
 def setup(run_dir: str | Path | None = None, *, precision: int = 2) -> Path:

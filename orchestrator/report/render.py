@@ -104,16 +104,19 @@ def to_markdown(blocks: list[Block]) -> str:
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1200px; padding: 0 1em; color: #1a1a1a; line-height: 1.45; }
+       max-width: 1200px; padding: 0 1em; color: #1a1a1a; line-height: 1.45; overflow-wrap: anywhere; }
+div.table { max-width: 100%; overflow-x: auto; margin: .6em 0 1.2em; }
+div.table table { margin: 0; }
 h1 { font-size: 1.6em; border-bottom: 2px solid #333; padding-bottom: .2em; }
 h2 { font-size: 1.3em; margin-top: 1.8em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: .6em 0 1.2em; font-size: .9em; }
-th, td { border: 1px solid #d0d0d0; padding: .25em .6em; text-align: right; white-space: nowrap; }
+th, td { border: 1px solid #d0d0d0; padding: .25em .6em; text-align: right; white-space: nowrap;
+         overflow-wrap: normal; }
 th { background: #f2f2f2; }
 td:first-child, th:first-child { text-align: left; }
 caption { caption-side: top; text-align: left; font-style: italic; color: #444; padding-bottom: .3em; }
 figure { margin: 1em 0 2em; }
-figure img { max-width: 100%; border: 1px solid #e0e0e0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #e0e0e0; box-sizing: border-box; }
 figcaption { color: #444; font-style: italic; }
 ul.findings { list-style: none; padding-left: 0; }
 ul.findings li { margin: .4em 0; padding: .3em .6em; border-left: 4px solid #999; background: #fafafa; }
@@ -144,7 +147,8 @@ def _html_table(table: Table) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>" for row in frame.itertuples(index=False)
     )
-    return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # Wide tables scroll inside their own box: the page itself never scrolls sideways, even on a phone.
+    return f"<div class='table'><table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _html_items(items: Items) -> str:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
+from orchestrator.experiment.slots import as_fields
 
 __all__ = [
     "FindingGroup",
@@ -133,8 +134,12 @@ def run_overview(analysis: Analysis) -> pd.DataFrame:
     info = analysis.run.info
     statuses = analysis.status_counts()
     counts = analysis.counts()
+    from orchestrator.runs.identity import playbook_verdict, run_kind
+
+    verdict = playbook_verdict(analysis.path)
     items = [
         ("run", info.run_id),
+        ("kind", run_kind(analysis.path) + (f", {verdict.sentence()}" if verdict is not None else "")),
         ("experiment", info.experiment),
         ("engine", str(analysis.run.experiment.get("engine", "?"))),
         ("state", info.state),
@@ -357,6 +362,24 @@ def accept_table(analysis: Analysis) -> pd.DataFrame:
     return _pivot(analysis, "accept_len")
 
 
+def accept_sources_note(analysis: Analysis) -> str:
+    """Where the accept lengths shown come from and how exact each is, counted over the completed points:
+    ``client (exact) 12 points; server (bounded) 2 points`` (orchestrator/engines/integrity.py, KINDS)."""
+    rows = _measured(analysis)
+    if rows.empty or "accept_len_source" not in rows.columns:
+        return ""
+    rows = rows[(rows["status"] == "ok") & rows["accept_len"].notna()]
+    if rows.empty:
+        return ""
+    kinds = rows["accept_len_exactness"] if "accept_len_exactness" in rows.columns else pd.Series(None, rows.index)
+    counts: dict[str, int] = {}
+    for source, kind in zip(rows["accept_len_source"], kinds, strict=True):
+        said = f"{source} ({kind})" if isinstance(kind, str) else f"{source}"
+        counts[said] = counts.get(said, 0) + 1
+    parts = [f"{name} {n} point{'s' if n != 1 else ''}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return "from " + "; ".join(parts)
+
+
 def latency_table(analysis: Analysis, metric: str = "ttft_ms_p50") -> pd.DataFrame:
     return _pivot(analysis, metric)
 
@@ -377,6 +400,7 @@ SUMMARY_COLUMNS = [
     "per_user_tok_s",
     "accept_len",
     "accept_len_source",
+    "accept_len_exactness",
     "output_tok_s_lo",
     "output_tok_s_hi",
     "accept_len_lo",
@@ -411,13 +435,26 @@ SUMMARY_COLUMNS = [
 ]
 
 
+def _with_slots(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each row's GPU slot and GPUs after its host (the frame's ``slot`` and ``gpus``, from the
+    record's ``placement``: orchestrator/launchers/gpuslots.py), for a run with GPU slots."""
+    if table.empty or "slot" not in rows.columns or not rows["slot"].notna().any() or "host" not in table.columns:
+        return table
+    table = table.copy()
+    position = list(table.columns).index("host") + 1
+    table.insert(position, "gpus", rows["gpus"].fillna("").tolist())
+    table.insert(position, "slot", rows["slot"].fillna("").tolist())
+    return table
+
+
 def summary_table(analysis: Analysis) -> pd.DataFrame:
-    """One row per configuration and load (summary.csv): parameters, figures, ratios, status."""
+    """One row per configuration and load (summary.csv): parameters, figures, ratios, status; with GPU slots,
+    each row's slot and GPUs."""
     rows = _measured(analysis)
     columns = [c for c in SUMMARY_COLUMNS[:3] if c in rows.columns]
     columns += [c for c in analysis.param_columns if c in rows.columns]
     columns += [c for c in SUMMARY_COLUMNS[3:] if c in rows.columns]
-    return rows[columns].reset_index(drop=True)
+    return _with_slots(rows[columns].reset_index(drop=True), rows)
 
 
 def failed_points(analysis: Analysis) -> pd.DataFrame:
@@ -435,7 +472,7 @@ def failed_points(analysis: Analysis) -> pd.DataFrame:
         "window_file",
         "point_id",
     ]
-    return rows[[c for c in columns if c in rows.columns]].reset_index(drop=True)
+    return _with_slots(rows[[c for c in columns if c in rows.columns]].reset_index(drop=True), rows)
 
 
 def _cell(value: Any, column: str) -> str:
@@ -564,7 +601,11 @@ def how_made(analysis: Analysis) -> HowMade:
         command = deployment.get("command")
         environment = deployment.get("environment") or {}
         commands.append(
-            (label, command if isinstance(command, str) else None, {str(k): str(v) for k, v in environment.items()})
+            (
+                label,
+                as_fields(command) if isinstance(command, str) else None,
+                {str(k): as_fields(str(v)) for k, v in environment.items()},
+            )
         )
     service = experiment.get("service") if isinstance(experiment.get("service"), dict) else {}
     kind = str((service or {}).get("kind", "?"))

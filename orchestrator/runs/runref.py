@@ -11,11 +11,15 @@ Where run directories are created (and looked up), first match wins:
 So a sweep's results never depend on the directory the shell happens to be in, and the commands that read runs
 find them with the same rule when given the experiment file.
 
-A run on the command line (``RUN``) is any of: a run directory; ``latest`` (the newest run under the results
-root, of any experiment); ``latest~N`` (the N-th run before it, of the same experiment); ``NAME/latest`` or
-``NAME/latest~N`` (within experiment ``NAME``); ``NAME`` (its newest run); or an experiment file (its newest
-run, under that file's results root). Newest means made last: runs are ordered by the sequence each got when it
-was made (``orchestrator.runs.store.run_order``), not by the clock, which can step back.
+A run on the command line (``RUN``) is any of: a run directory; ``latest`` (the newest sweep or search under
+the results root, of any experiment: never a playbook's run); ``latest~N`` (the N-th run before it, of the same
+experiment and kind); ``latest-KIND`` and ``latest-KIND~N`` (the same among the runs of one kind: ``sweep``,
+``search`` or ``playbook``, so ``latest-playbook`` is the newest playbook run); ``NAME/latest``,
+``NAME/latest~N`` (within experiment or playbook ``NAME``, whatever the kind of its runs) and
+``NAME/latest-KIND~N``; ``NAME`` (its newest run); or an experiment file (its newest run, under that file's
+results root). Newest means made last: runs are ordered by the sequence each got when it was made
+(``orchestrator.runs.listing.run_order``), not by the clock, which can step back. A run's kind:
+``orchestrator.runs.identity.run_kind``.
 """
 
 from __future__ import annotations
@@ -26,15 +30,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import StoreError
+from orchestrator.runs.identity import DEFAULT_KINDS, RUN_KINDS, run_kind
 from orchestrator.runs.listing import run_order
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
 
-__all__ = ["RESULTS_ENV", "all_runs", "previous_run", "resolve_run", "results_root", "runs_of"]
+__all__ = [
+    "RESULTS_ENV",
+    "all_runs",
+    "kinds_text",
+    "of_kinds",
+    "previous_run",
+    "resolve_run",
+    "results_root",
+    "runs_of",
+]
 
 RESULTS_ENV = "SPECSWEEP_RESULTS"
-_LATEST = re.compile(r"(?:(?P<name>[^/]+)/)?latest(?:~(?P<back>\d+))?")
+_LATEST = re.compile(rf"(?:(?P<name>[^/]+)/)?latest(?:-(?P<kind>{'|'.join(RUN_KINDS)}))?(?:~(?P<back>\d+))?")
 
 
 def results_root(option: str | Path | None = None, experiment: Experiment | None = None) -> Path:
@@ -78,6 +92,28 @@ def all_runs(root: Path) -> list[Path]:
     return sorted(runs, key=run_order)
 
 
+def of_kinds(runs: list[Path], kinds: frozenset[str] | set[str]) -> list[Path]:
+    """The runs of ``runs`` whose kind is one of ``kinds``, in the same order."""
+    return [run for run in runs if run_kind(run) in kinds]
+
+
+def kinds_text(kinds: frozenset[str] | set[str]) -> str:
+    """``sweep or search``, ``playbook``: the kinds, in :data:`RUN_KINDS`' order, for messages."""
+    return " or ".join(k for k in RUN_KINDS if k in kinds)
+
+
+def _elsewhere(runs: list[Path], kinds: frozenset[str] | set[str]) -> str:
+    """``; 2 playbook runs there: latest-playbook names the newest`` when runs of other kinds exist."""
+    others: dict[str, int] = {}
+    for run in runs:
+        kind = run_kind(run)
+        if kind not in kinds:
+            others[kind] = others.get(kind, 0) + 1
+    return "".join(
+        f"; {n} {kind} run{'s' if n != 1 else ''} there: latest-{kind} names the newest" for kind, n in others.items()
+    )
+
+
 def previous_run(run_dir: Path) -> Path:
     """The run of the same experiment that started just before ``run_dir`` (beside it)."""
     siblings = runs_of(run_dir.parent.parent, run_dir.parent.name)
@@ -115,14 +151,24 @@ def resolve_run(ref: str | Path, root: str | Path | None = None) -> Path:
         )
     back = int(match.group("back") or 0)
     name = match.group("name")
+    # A name says which runs; without one, bare `latest` means a sweep or a search, never a playbook's run.
+    kinds = frozenset(RUN_KINDS) if name is not None else DEFAULT_KINDS
+    if match.group("kind"):
+        kinds = frozenset({match.group("kind")})
     if name is None:
         everything = all_runs(base)
         if not everything:
             raise StoreError(f"no runs under {base} (--results or ${RESULTS_ENV} names another root)")
-        name = everything[-1].parent.name
-    runs = runs_of(base, name)
+        chosen = of_kinds(everything, kinds)
+        if not chosen:
+            raise StoreError(f"{text}: no {kinds_text(kinds)} runs under {base}{_elsewhere(everything, kinds)}")
+        name = chosen[-1].parent.name
+    every = runs_of(base, name)
+    runs = of_kinds(every, kinds)
     if not runs:
-        raise StoreError(f"no runs of experiment {name!r} under {base}")
+        what = f"{kinds_text(kinds)} runs" if kinds != frozenset(RUN_KINDS) else "runs"
+        raise StoreError(f"no {what} of {name!r} under {base}{_elsewhere(every, kinds)}")
     if back >= len(runs):
-        raise StoreError(f"{text}: {name} has {len(runs)} run(s) under {base}, not {back + 1}")
+        what = f"{kinds_text(kinds)} run(s)" if kinds != frozenset(RUN_KINDS) else "run(s)"
+        raise StoreError(f"{text}: {name} has {len(runs)} {what} under {base}, not {back + 1}")
     return runs[-1 - back]

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import threading
 from collections.abc import Iterable, Iterator
@@ -49,8 +50,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError, StoreError
+from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
+from orchestrator.runs.runlock import RunLock
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
@@ -60,6 +63,7 @@ __all__ = [
     "RunState",
     "RunStore",
     "SkippedLine",
+    "discard_run",
     "find_latest",
     "is_run_directory",
     "read_json_lines",
@@ -170,6 +174,8 @@ class RunInfo(BaseModel):
     # The run's place among the runs of its results root, 1 + the largest there when it was made: "latest"
     # follows it, not the wall clock, which can step back (runs made before it had none: they sort first).
     sequence: int | None = None
+    # What made the run (orchestrator/runs/identity.py RUN_KINDS); None in runs made before it was kept.
+    kind: Literal["sweep", "search", "playbook"] | None = None
 
 
 @dataclass(frozen=True)
@@ -242,6 +248,21 @@ class ResumeState:
             key = (host, point_id)
             self.attempts[key] = self.attempts.get(key, 0) + 1
             return self.attempts[key]
+
+
+def _configuration_texts(resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> tuple[str, str]:
+    """experiment.yaml's and plan.json's texts, every inline secret redacted (orchestrator/redaction.py)."""
+    if isinstance(resolved_experiment, str):
+        experiment_text = redact_text(resolved_experiment)
+    else:
+        experiment_text = yaml.safe_dump(redact(resolved_experiment), sort_keys=False, allow_unicode=True)
+    return experiment_text, json.dumps(redact(plan_json), indent=2, default=str) + "\n"
+
+
+def discard_run(path: Path) -> None:
+    """Remove a run directory this controller made and measured nothing in (a sweep refused by a host's lock
+    before its first point): left behind, it is what ``--resume latest`` would pick."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
@@ -373,6 +394,7 @@ class RunStore:
         self._lock = threading.Lock()
         self._tail_checked = False
         self.skipped_lines: list[SkippedLine] = []
+        self._run_lock: RunLock | None = None
 
     # ---- creating and opening -------------------------------------------------------------------
 
@@ -387,6 +409,7 @@ class RunStore:
         now: datetime | None = None,
         experiment_file: str | None = None,
         hosts: list[str] | None = None,
+        kind: Literal["sweep", "search", "playbook"] | None = None,
     ) -> RunStore:
         """Make ``root/<experiment>/<UTC time>-<short id>/`` with its files, state ``running``."""
         started = now or datetime.now(UTC)
@@ -405,6 +428,8 @@ class RunStore:
                 raise StoreError(f"cannot create a new run directory under {base}")
         except OSError as exc:
             raise _store_error("create a run directory under", base, exc) from exc
+        # Before its first file: a `--resume latest` elsewhere may find the directory the moment it exists.
+        run_lock = RunLock.take(path)
         info = RunInfo(
             run_id=run_id,
             experiment=experiment_name,
@@ -413,16 +438,15 @@ class RunStore:
             experiment_file=experiment_file,
             hosts=list(hosts or []),
             sequence=next_sequence(Path(root)),
+            kind=kind,
         )
         store = cls(path, info)
-        if isinstance(resolved_experiment, str):
-            experiment_text = resolved_experiment
-        else:
-            experiment_text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        store._run_lock = run_lock
+        experiment_text, plan_text = _configuration_texts(resolved_experiment, plan_json)
         try:
             (path / "windows").mkdir()
             _write_atomic(path / "experiment.yaml", experiment_text)
-            _write_atomic(path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+            _write_atomic(path / "plan.json", plan_text)
             for name in ("records.jsonl", "events.jsonl"):
                 (path / name).touch()
             store._write_info()
@@ -455,6 +479,17 @@ class RunStore:
         if str(ref) == "latest":
             return cls.open(find_latest(root, experiment))
         return cls.open(ref)
+
+    def hold(self) -> None:
+        """Take the run lock before this controller writes anything (orchestrator/runs/runlock.py):
+        RunLockedError, with nothing changed, when another specsweep is writing the run."""
+        if self._run_lock is None or not self._run_lock.held:
+            self._run_lock = RunLock.take(self.path)
+
+    def release(self) -> None:
+        """Give the run lock back at the run's end (idempotent)."""
+        if self._run_lock is not None:
+            self._run_lock.release()
 
     # ---- what the run is -------------------------------------------------------------------------
 
@@ -501,7 +536,7 @@ class RunStore:
 
     def append(self, record: Record) -> None:
         """Append one record as one line, flushed and fsynced before returning."""
-        line = record.model_dump_json() + "\n"
+        line = redact_json_line(record.model_dump_json()) + "\n"
         target = self.path / "records.jsonl"
         with self._lock:
             self._terminate_torn_tail(target)
@@ -512,7 +547,7 @@ class RunStore:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
-        entry = {"time": utc_now_iso(), "kind": kind, **fields}
+        entry = redact({"time": utc_now_iso(), "kind": kind, **fields})
         target = self.path / "events.jsonl"
         data = (json.dumps(entry, default=str) + "\n").encode("utf-8")
         with self._lock:
@@ -567,7 +602,7 @@ class RunStore:
         target = self.path / name
         with self._lock:
             try:
-                _write_atomic(target, json.dumps(data, indent=2, default=str) + "\n")
+                _write_atomic(target, json.dumps(redact(data), indent=2, default=str) + "\n")
             except OSError as exc:
                 raise _store_error("write", target, exc) from exc
 
@@ -613,14 +648,11 @@ class RunStore:
     def replace_configuration(self, resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> None:
         """Write a changed experiment and plan over the stored ones (``--resume --redo-changed``; the
         ``resume_changed`` event keeps what changed)."""
-        if isinstance(resolved_experiment, str):
-            text = resolved_experiment
-        else:
-            text = yaml.safe_dump(resolved_experiment, sort_keys=False, allow_unicode=True)
+        text, plan_text = _configuration_texts(resolved_experiment, plan_json)
         with self._lock:
             try:
                 _write_atomic(self.path / "experiment.yaml", text)
-                _write_atomic(self.path / "plan.json", json.dumps(plan_json, indent=2, default=str) + "\n")
+                _write_atomic(self.path / "plan.json", plan_text)
             except OSError as exc:
                 raise _store_error("write the configuration of", self.path, exc) from exc
 

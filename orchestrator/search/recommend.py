@@ -56,12 +56,23 @@ class Entry:
     params: dict[str, Any]
     baseline: bool
     score: Score
+    #: The figure's interval as the report gives it (the analysis frame's bootstrap interval of the point),
+    #: when there is one; otherwise the score's normal interval (value +- z * se).
+    interval: tuple[float, float] | None = None
+
+    @property
+    def lo(self) -> float | None:
+        return self.interval[0] if self.interval is not None else self.score.lo
+
+    @property
+    def hi(self) -> float | None:
+        return self.interval[1] if self.interval is not None else self.score.hi
 
     def describe(self, unit: str = "") -> str:
         s = self.score
         if s.value is None:
             return f"{self.label}: not measured"
-        interval = f" [{fmt(s.lo)} … {fmt(s.hi)}]" if s.lo is not None and s.hi is not None else ""
+        interval = f" [{fmt(self.lo)} … {fmt(self.hi)}]" if self.lo is not None and self.hi is not None else ""
         return f"{self.label}: {s.figure} {fmt(s.value)}{unit}{interval}"
 
     def constraints_text(self) -> str:
@@ -79,6 +90,7 @@ class Entry:
             "params": self.params,
             "baseline": self.baseline,
             **self.score.to_dict(),
+            **({"lo": round(self.interval[0], 4), "hi": round(self.interval[1], 4)} if self.interval else {}),
         }
 
 
@@ -243,6 +255,7 @@ def recommend(run_dir: str | Path) -> Recommendations:
     for record in records:
         by_config.setdefault(record.config_hash, []).append(record)
     levels: list[LevelRecommendation] = []
+    intervals = _report_intervals(run_dir)
     for mode, value, workload in _levels(experiment):
         entries: list[Entry] = []
         load = load_key(mode, value)
@@ -268,7 +281,8 @@ def recommend(run_dir: str | Path) -> Recommendations:
             label = first.variant + (
                 "(" + ", ".join(f"{k}={v}" for k, v in first.params.items()) + ")" if first.params else ""
             )
-            entries.append(Entry(label, first.variant, dict(first.params), first.baseline, score))
+            interval = _report_interval(intervals, label, mode, value, workload, score.figure)
+            entries.append(Entry(label, first.variant, dict(first.params), first.baseline, score, interval))
         ranked = sorted(entries, key=lambda e: e.score.rank_key())
         feasible = [e for e in ranked if e.score.feasible]
         if feasible:
@@ -309,6 +323,40 @@ def recommend(run_dir: str | Path) -> Recommendations:
         brief_only=brief,
         variant_fields={name: v.template_fields for name, v in experiment.variants.items()},
     )
+
+
+def _report_intervals(run_dir: Path) -> Any:
+    """The run's frame as the report reads it (its points' bootstrap intervals), or None if unreadable."""
+    from orchestrator.analysis.frame import open_run
+
+    try:
+        frame = open_run(run_dir).frame
+    except (StoreError, OSError, ValueError):
+        return None
+    if frame.empty or "status" not in frame.columns:
+        return None
+    frame = frame[frame["status"] == "ok"]
+    return frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
+
+
+def _report_interval(
+    frame: Any, label: str, mode: str, value: float, workload: str | None, figure: str
+) -> tuple[float, float] | None:
+    """The interval the report gives ``figure`` of ``label`` at one load (``<figure>_lo`` … ``_hi``)."""
+    lo, hi = f"{figure}_lo", f"{figure}_hi"
+    if frame is None or lo not in frame.columns or hi not in frame.columns:
+        return None
+    rows = frame[(frame["label"] == label) & (frame["mode"] == mode) & (frame["load"].astype(float) == float(value))]
+    if "workload" in rows.columns:
+        rows = rows[rows["workload"].fillna("").astype(str) == (workload or "")]
+    if len(rows) != 1:
+        return None
+    low, high = rows.iloc[0][lo], rows.iloc[0][hi]
+    try:
+        low, high = float(low), float(high)
+    except (TypeError, ValueError):
+        return None
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 
 def _variant_name(entry: Entry, loads: list[str]) -> str:

@@ -51,6 +51,7 @@ class SimConfig:
     slot_save_path: str = ""  # llama.cpp: --slot-save-path (the slot actions, erase included, need it)
     step_jitter: float = 0.0  # sigma of each decode step's lognormal cost factor (mean 1): timing noise
     truth_log: str = ""  # a file the dialect appends what the engine counted but did not print to (tests)
+    gpu_memory_mib: float = 60000.0  # what the model takes on each visible fake GPU (orchestrator/sim/gpus.py)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -190,6 +191,14 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
         "to PATH, for tests that check a figure against the engine's own count; no engine prints this",
     )
     add(
+        "--gpu-memory-mib",
+        type=float,
+        default=60000.0,
+        help="with fake GPUs (FAKE_GPU_STATE: orchestrator/sim/gpus.py), the memory the model takes on each GPU "
+        "CUDA_VISIBLE_DEVICES names; one that has not that much free fails the start with CUDA's out-of-memory "
+        "error (60000)",
+    )
+    add(
         "--slot-save-path",
         default="",
         help="llamacpp: as llama-server's flag; the slot actions (POST /slots/{id}?action=erase) need it",
@@ -231,4 +240,5 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         slot_save_path=ns.slot_save_path,
         step_jitter=ns.step_jitter,
         truth_log=ns.truth_log,
+        gpu_memory_mib=ns.gpu_memory_mib,
     )

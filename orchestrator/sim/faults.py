@@ -39,6 +39,12 @@ counter-reset=N     once N requests have completed, every counter the dialect ex
                     start time, the gauges as they were, no start-up lines): a difference of two scrapes across
                     it mixes counts from before and after; the series a new process makes only when it first
                     counts (SGLang's multiprocess families) are gone until then. Once per simulator process
+dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
+                    every later one sends its headers and then its body one byte a second, for ever: the
+                    slow-loris control plane a scraper must give up on at its deadline
+orphan-worker[=MIB] with fake GPUs (orchestrator/sim/gpus.py), start a worker process in its own session that
+                    holds MIB (default 2048) on the server's GPUs and outlives the server, as a tensor-parallel
+                    worker left behind by a killed server does
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ FAULT_NAMES = (
     "idle-debug-intervals",
     "restart-mid-point",
     "counter-reset",
+    "orphan-worker",
+    "dribble-metrics",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -87,6 +95,8 @@ class Faults:
     restart_after: int | None = None  # restart-mid-point: completed requests before the simulated restart
     restart_draft_tokens: int | None = None  # restart-mid-point's K: --draft-tokens of the restarted process
     counter_reset_after: int | None = None  # counter-reset: completed requests before /metrics counters go to 0
+    orphan_worker_mib: float = 0.0  # orphan-worker: what the worker left behind holds on each GPU (0: off)
+    dribble_metrics_after: int | None = None  # dribble-metrics: whole /metrics answers before the dribbling
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -146,6 +156,10 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             )
         elif name == "counter-reset":
             faults = replace(faults, counter_reset_after=int(_number(spec, arg, int, 1, 10**9)))
+        elif name == "dribble-metrics":
+            faults = replace(faults, dribble_metrics_after=1 if arg is None else int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "orphan-worker":
+            faults = replace(faults, orphan_worker_mib=2048.0 if arg is None else _number(spec, arg, float, 1, 10**7))
         else:
             raise ConfigError(f"unknown fault {name!r}; known faults: {', '.join(FAULT_NAMES)}", key="fault")
         seen.append(spec)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.errors import SpecsweepError
-from orchestrator.sim import logs
+from orchestrator.sim import gpus, logs
 from orchestrator.sim.config import SimConfig, parse_args
 from orchestrator.sim.server import SimServer
 
@@ -37,6 +37,15 @@ async def serve(config: SimConfig, log: logs.LogFn, stop: asyncio.Event) -> int:
     """Serve until ``stop`` is set (exit code 0) or the server ends on its own (its code)."""
     server = SimServer(config, log)
     await server.start()
+    try:  # the model onto the fake GPUs CUDA_VISIBLE_DEVICES names (none without FAKE_GPU_STATE)
+        gpus.claim(config.gpu_memory_mib, command=" ".join(sys.argv))
+    except gpus.GpuOutOfMemory as oom:
+        for line in oom.lines:
+            log(line)
+        await server.stop()
+        return 1
+    if config.faults.orphan_worker_mib:
+        gpus.spawn_orphan(config.faults.orphan_worker_mib)
     stopper = asyncio.ensure_future(stop.wait())
     waiters: list[asyncio.Future[Any]] = [stopper, server.finished]
     try:
@@ -45,6 +54,7 @@ async def serve(config: SimConfig, log: logs.LogFn, stop: asyncio.Event) -> int:
     finally:
         stopper.cancel()
         await server.stop()
+        gpus.release()
 
 
 def run(config: SimConfig, log: logs.LogFn = stdout_log) -> int:

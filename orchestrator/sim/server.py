@@ -81,6 +81,7 @@ class SimServer:
         self._http_serving = False
         self._restarting: asyncio.Task[None] | None = None
         self._counters_reset = False  # the counter-reset fault has happened
+        self._metrics_answers = 0  # /metrics answers so far (the dribble-metrics fault counts them)
 
     def _new_process(self, config: SimConfig) -> None:
         """The state of one engine process: its dialect (log, counters, start time), schedulers and stats."""
@@ -501,6 +502,11 @@ class SimServer:
                 return _json_response(self.dialect.models())
             if kind == "metrics":
                 text = self.dialect.metrics_text(bad_line=self.config.faults.bad_metrics)
+                self._metrics_answers += 1
+                after = self.config.faults.dribble_metrics_after
+                if after is not None and self._metrics_answers > after:
+                    self._log(f"fault dribble-metrics: /metrics answer {self._metrics_answers} sent one byte a second")
+                    return await _dribble(request, text)
                 return web.Response(text=text, content_type="text/plain", charset="utf-8")
             if kind == "model_info":
                 self.dialect.info_requested(endpoint.path)
@@ -553,3 +559,13 @@ class SimServer:
         if req.finish_reason == "abort":
             return web.Response(status=503)
         return web.Response(status=200)
+
+
+async def _dribble(request: web.Request, text: str) -> web.StreamResponse:
+    """The ``dribble-metrics`` fault: the headers, then the body one byte a second until the client leaves."""
+    response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+    await response.prepare(request)
+    for byte in text.encode("utf-8"):
+        await response.write(bytes([byte]))
+        await asyncio.sleep(1.0)
+    return response

@@ -6,12 +6,16 @@ run: the drop-in (or unit file) a systemd service would write, the argv a proces
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from orchestrator.experiment.schema import Experiment
 from orchestrator.experiment.service import SystemdServiceSpec
+from orchestrator.experiment.slots import as_fields
 from orchestrator.plan.deployments import Plan, build_plan
 from orchestrator.quoting import shell_join, split_command
+from orchestrator.redaction import redact_text
 from orchestrator.services.secrets import reference
 from orchestrator.services.systemd import (
     DROPIN_NAME,
@@ -21,7 +25,7 @@ from orchestrator.services.systemd import (
     secret_environment_file,
 )
 
-__all__ = ["describe_plan"]
+__all__ = ["ResumeView", "describe_plan", "resume_view"]
 
 
 def _workload_lines(experiment: Experiment) -> list[str]:
@@ -34,9 +38,47 @@ def _workload_lines(experiment: Experiment) -> list[str]:
     ]
 
 
-def describe_plan(experiment: Experiment) -> str:
-    """A plain-text description of every deployment's host actions and load points."""
+@dataclass(frozen=True)
+class ResumeView:
+    """What a ``--resume`` would continue, read without taking the run's lock or writing anything: the run,
+    the point ids it has finished (not to run again), and what changed in the experiment since."""
+
+    path: Path
+    done: frozenset[str]
+    changed: str | None = None
+
+
+def resume_view(
+    experiment: Experiment, ref: str, results_root: str | Path, *, retry_failed: bool = False
+) -> ResumeView:
+    """The run ``ref`` names (a run directory or ``latest``), as :func:`resume_run` would find it, read only."""
+    from orchestrator.runs.store import RunStore
+    from orchestrator.sweep.resume import compare_run, find_resumable
+
+    path = find_resumable(experiment, results_root) if ref == "latest" else Path(ref)
+    store = RunStore.open(path)
+    state = store.read_state(retry_failed=retry_failed)
+    check = compare_run(experiment, build_plan(experiment), store, latest=state.latest)
+    changed = check.describe() if check.changed else None
+    return ResumeView(store.path, frozenset(point for _host, point in state.final), changed)
+
+
+def describe_plan(experiment: Experiment, resume: ResumeView | None = None) -> str:
+    """A plain-text description of every deployment's host actions and load points; with ``resume``, only
+    the deployments and points that run has not finished (what ``--resume`` would still measure)."""
     plan = build_plan(experiment)
+    if resume is not None and experiment.launcher is None:
+        return as_fields(redact_text(_describe_resume(experiment, plan, resume)))
+    return as_fields(
+        redact_text(_describe(experiment, plan))
+    )  # secrets written inline are not shown (orchestrator/redaction.py)
+
+
+def _describe(
+    experiment: Experiment, plan: Plan, head: list[str] | None = None, done: frozenset[str] = frozenset()
+) -> str:
+    """The dry run of ``plan``; with ``head``, those lines first instead of the plan's totals, and the points
+    of ``done`` (a resumed run's finished points) left out, with the deployments left with none."""
     service = experiment.service
     hosts = ", ".join(h.display_name for h in experiment.host_specs())
     searching: list[str] = []
@@ -46,7 +88,13 @@ def describe_plan(experiment: Experiment) -> str:
         plan, cost = first_round(experiment, plan)
         searching = [f"# {cost.describe()}", "# the first round (the baselines and the strategy's first batch):"]
     out: list[str] = [
-        f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points on {hosts}",
+        *(
+            head
+            or [
+                f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points "
+                f"on {hosts}"
+            ]
+        ),
         *searching,
         "# nothing below has been run",
     ]
@@ -56,6 +104,9 @@ def describe_plan(experiment: Experiment) -> str:
     if experiment.launcher is not None:
         return _describe_jobs(experiment, plan)
     for index, deployment in enumerate(plan.deployments, 1):
+        points = [p for p in deployment.load_points if p.id not in done]
+        if not points:
+            continue
         out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
         if isinstance(service, SystemdServiceSpec):
             unit = service.unit
@@ -91,7 +142,7 @@ def describe_plan(experiment: Experiment) -> str:
         )
         if experiment.load.warmup:
             out.append(f"warm up: {experiment.load.warmup} requests at C=1")
-        for point in deployment.load_points:
+        for point in points:
             size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
             out.append(f"load {point.label}: {size} ({point.id})")
         out.append("")
@@ -153,3 +204,22 @@ def _describe_jobs(experiment: Experiment, plan: Plan) -> str:
         out.append("")
     out.append("finally: scancel every job of the run and wait until squeue lists none of them")
     return "\n".join(out)
+
+
+def _describe_resume(experiment: Experiment, plan: Plan, resume: ResumeView) -> str:
+    """The dry run of a resume: the plan without the finished points (nor the deployments left with none)."""
+    total = plan.load_point_count
+    pending = [[p for p in d.load_points if p.id not in resume.done] for d in plan.deployments]
+    points = sum(len(p) for p in pending)
+    deployments = sum(1 for p in pending if p)
+    head = [
+        f"# dry run of resuming {resume.path}: {total - points} of {total} points done, {points} to measure in "
+        f"{deployments} of {plan.restarts} deployments"
+    ]
+    if resume.changed:
+        head.append(
+            f"# the experiment changed since that run ({resume.changed}): --resume refuses it without --redo-changed"
+        )
+    if not points:
+        return "\n".join([*head, "# nothing left to measure: the run is complete"])
+    return _describe(experiment, plan, head, resume.done)

@@ -23,6 +23,7 @@ __all__ = [
     "PointStarted",
     "SweepEvent",
     "SweepStarted",
+    "point_summary",
 ]
 
 
@@ -41,6 +42,8 @@ class SweepStarted(SweepEvent):
     deployments: int = 0
     eta_seconds: float = 0.0
     resumed: bool = False
+    #: The deployments that still have points to measure (all of them, but on a resume).
+    pending_deployments: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,23 @@ class PointFinished(SweepEvent):
     summary: dict[str, Any] = field(default_factory=dict)
     eta_seconds: float = 0.0
     points_done: int = 0
+
+
+def point_summary(record: Any) -> dict[str, Any]:
+    """A finished point's :attr:`PointFinished.summary`, from its record (orchestrator/runs/store.py)."""
+    client = record.client or {}
+    server = record.server or {}
+    error = record.error or {}
+    return {
+        "output_tok_s": client.get("output_tok_s"),
+        "accept_len": server.get("accept_len"),
+        "errors": client.get("errors"),
+        "error": error.get("message"),
+        # What the console line of a failed point names: the cause as the record has it.
+        "error_kind": error.get("kind"),
+        "evidence": list(error.get("evidence") or []),
+        "requests_file": record.requests_file,
+    }
 
 
 @dataclass(frozen=True)

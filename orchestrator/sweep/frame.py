@@ -9,7 +9,7 @@
         closing(end) always: the run's own last words (a playbook's expectations.json), and the fields of
                      the ``end`` event (``points``, ``stop_reason``)
         then the ``end`` event and the run's final state in ``run.json`` (a full disk does not replace the
-        error that ended the run)
+        error that ended the run), and the run lock given back (orchestrator/runs/runlock.py)
     frame.raise_for(end, ...)
         restore problems first (ServiceError naming the run directory), then the error that ended the run
         (named with the run directory as the caller says), then ``Interrupted``
@@ -92,6 +92,7 @@ class RunFrame:
                     stop_reason=fields.get("stop_reason"),
                     points=fields.get("points") or None,
                 )
+            self.store.release()  # the run lock: the run's last word is written
         return end
 
     def raise_for(

@@ -362,7 +362,8 @@ class _TelemetryStarter:
             present = has_nvidia_smi(host)
             with self._lock:
                 self._known[id(host)] = present
-        return GpuTelemetry.start(host, interval_ms) if present else None
+        gpus = (getattr(server, "placement", None) or {}).get("gpus")  # a GPU slot samples its own GPUs only
+        return GpuTelemetry.start(host, interval_ms, gpus=gpus) if present else None
 
 
 @dataclass(frozen=True)

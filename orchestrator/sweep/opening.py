@@ -7,6 +7,10 @@ or the one ``--resume`` names, and what it already holds, read once.
     opened.resumed   whether it continues an earlier run
     opened.notices   what to tell the user (baselines reused, and why each other baseline is deployed)
 
+The run is locked (orchestrator/runs/runlock.py) before anything in it is written: a new one as it is made, a
+resumed one before its records are read, so a second controller is refused with the run as it was. The caller
+gives the lock back (``store.release()``) when the run ends.
+
 A new run reads nothing of its own directory (it is empty; reused baselines are added to its state as they
 are copied in); a resumed run reads ``records.jsonl`` and ``superseded.jsonl`` once
 (:func:`orchestrator.sweep.resume.resume_run`), checks them against the experiment, and the loop continues from
@@ -71,7 +75,11 @@ def open_run(experiment: Experiment, plan: Plan, options: OpenOptions) -> Opened
             retry_failed=options.retry_failed,
             resolved=resolved,
         )
-        store.set_state("running")
+        try:
+            store.set_state("running")
+        except BaseException:
+            store.release()
+            raise
         return OpenedRun(store, state, resumed=True)
     store = RunStore.create(
         options.results_root,
@@ -80,9 +88,14 @@ def open_run(experiment: Experiment, plan: Plan, options: OpenOptions) -> Opened
         plan.to_json_dict(),
         experiment_file=experiment_file(experiment),
         hosts=host_identities(resolved),
+        kind="search" if experiment.search is not None else "sweep",
     )
     state = ResumeState.empty(retry_failed=options.retry_failed)
-    notices = _reuse_baselines(experiment, plan, store, state, options)
+    try:
+        notices = _reuse_baselines(experiment, plan, store, state, options)
+    except BaseException:
+        store.release()
+        raise
     return OpenedRun(store, state, resumed=False, notices=notices)
 
 

@@ -3,9 +3,12 @@ kind, its evidence, and whether the server came back as the deployment it was.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["REMEASURED", "configuration", "configuration_changed", "start_lines"]
+if TYPE_CHECKING:
+    from orchestrator.runs.store import Record
+
+__all__ = ["REMEASURED", "configuration", "configuration_changed", "first_of_two", "start_lines"]
 
 
 #: The error kind of a point's first record when the server restarted inside its window and it was measured
@@ -30,3 +33,19 @@ def configuration_changed(before: dict[str, Any] | None, after: dict[str, Any] |
     if not before or not after or before.get("version") is None or after.get("version") is None:
         return False
     return before.get("version") != after.get("version") or before.get("settings") != after.get("settings")
+
+
+def first_of_two(record: Record, why: str) -> Record:
+    """The point's record of a window the server restarted in, kept as its first: failed (``window_restart``),
+    with the restart's start-up lines as evidence and the status it was measured with."""
+    return record.model_copy(
+        update={
+            "status": "failed",
+            "error": {
+                "kind": REMEASURED,
+                "message": f"{why}; the point is measured again (attempt {record.attempt + 1})",
+                "evidence": start_lines(record.server),
+                "status_measured": record.status,
+            },
+        }
+    )

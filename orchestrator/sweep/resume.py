@@ -253,6 +253,22 @@ def resume_run(
     resolved = resolved if resolved is not None else resolved_experiment(experiment)
     path = find_resumable(experiment, results_root) if ref == "latest" else Path(ref)
     store = RunStore.open(path)
+    store.hold()  # before anything is read to change or written: another controller's run stays as it is
+    try:
+        return _resume_held(experiment, plan, store, redo_changed, retry_failed, resolved)
+    except BaseException:
+        store.release()
+        raise
+
+
+def _resume_held(
+    experiment: Experiment,
+    plan: Plan,
+    store: RunStore,
+    redo_changed: bool,
+    retry_failed: bool,
+    resolved: dict[str, Any],
+) -> tuple[RunStore, ResumeCheck, ResumeState]:
     state = store.read_state(retry_failed=retry_failed)
     check = compare_run(experiment, plan, store, latest=state.latest, resolved=resolved)
     if check.changed and not redo_changed:

@@ -39,15 +39,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFailed, StoreError
+from orchestrator.errors import HostError, HostLockedError, ServiceError, SpecsweepError, StartFailed, StoreError
 from orchestrator.experiment.schema import Experiment
 from orchestrator.launchers import Launcher, RunningServer, Slot, launcher_for
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_plan
 from orchestrator.plan.eta import EtaModel, eta_history
 from orchestrator.runs.identity import resolved_experiment
 from orchestrator.runs.provenance import ProvenanceLog
-from orchestrator.runs.store import Record, ResumeState, RunStore, utc_now_iso
+from orchestrator.runs.store import Record, ResumeState, RunStore, discard_run, utc_now_iso
 from orchestrator.search.driver import search_plan, uses_search
+from orchestrator.sweep import slots as gpu_slots
 from orchestrator.sweep.events import (
     DeploymentFailed,
     DeploymentReady,
@@ -61,12 +62,13 @@ from orchestrator.sweep.events import (
     PointStarted,
     SweepEvent,
     SweepStarted,
+    point_summary,
 )
 from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
 from orchestrator.sweep.measure import Measured, PointMeasurer, new_record, window_restart
-from orchestrator.sweep.opening import OpenOptions, open_run
+from orchestrator.sweep.opening import OpenedRun, OpenOptions, open_run
 from orchestrator.sweep.policy import FailureTracker
-from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, start_lines
+from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, first_of_two
 from orchestrator.sweep.schedule import Schedule
 from orchestrator.sweep.searching import schedule_for
 
@@ -432,17 +434,7 @@ class SlotWorker:
         """Keep ``record`` as the point's first, re-measured one and make the server ready to measure it again:
         None when it is, else what :meth:`measure_point` returns (the server is gone, or the sweep stops)."""
         sweep = self.sweep
-        first = record.model_copy(
-            update={
-                "status": "failed",
-                "error": {
-                    "kind": REMEASURED,
-                    "message": f"{why}; the point is measured again (attempt {record.attempt + 1})",
-                    "evidence": start_lines(record.server),
-                    "status_measured": record.status,
-                },
-            }
-        )
+        first = first_of_two(record, why)
         sweep.store_record(first)
         sweep.kept(first)
         sweep.store.event(
@@ -500,6 +492,7 @@ class SlotWorker:
             error={"kind": kind, "message": message, "evidence": evidence[-60:]},
             attempt=attempt,
         )
+        record = gpu_slots.with_failure_placement(record, self.slot)  # a GPU slot's records name it, failed ones too
         self.sweep.store_record(record)
         self.sweep.eta.point_observed(point.estimated_seconds, 0.0)
         self.sweep.finished(record, point)
@@ -521,6 +514,7 @@ class SweepState:
         parallel: int | None = None,
         resume: ResumeState | None = None,
         measurer: PointMeasurer | None = None,
+        schedule: Schedule | None = None,
     ) -> None:
         self.experiment = experiment
         self.plan = plan
@@ -530,7 +524,7 @@ class SweepState:
         self.stop = stop
         self.resume = resume if resume is not None else ResumeState.empty(retry_failed=options.retry_failed)
         # The plan's fixed order, or a search's strategy proposing each next deployment (orchestrator/search).
-        self.schedule: Schedule = schedule_for(experiment, plan, targets, self.resume, store.path)
+        self.schedule: Schedule = schedule or schedule_for(experiment, plan, targets, self.resume, store.path)
         #: The target names (the hosts records name), in order.
         self.hosts = list(self.schedule.targets)
         self.pooled = self.schedule.pooled
@@ -582,9 +576,10 @@ class SweepState:
         return self.schedule.pending_count()
 
     def deployments_for(self, worker: SlotWorker) -> Iterator[Deployment]:
-        return self.schedule.deployments_for(
-            worker.name, going=lambda: not self.stop and not self.halted, skipped=self.eta.load_skipped
-        )
+        going, skipped = (lambda: not self.stop and not self.halted), self.eta.load_skipped
+        if isinstance(self.schedule, gpu_slots.SlotSchedule):  # GPU slots: asked per slot (its size, its GPUs)
+            return self.schedule.deployments_for_slot(worker.slot, going=going, skipped=skipped)
+        return self.schedule.deployments_for(worker.name, going=going, skipped=skipped)
 
     def start_succeeded(self, host: str) -> None:
         self.policy.succeeded(host)
@@ -641,22 +636,11 @@ class SweepState:
                 point_id=record.point_id,
                 label=point.label,
                 status=record.status,
-                summary=_summary(record),
+                summary=point_summary(record),
                 eta_seconds=self.eta.remaining(self.parallel),
                 points_done=done,
             )
         )
-
-
-def _summary(record: Record) -> dict[str, Any]:
-    client = record.client or {}
-    server = record.server or {}
-    return {
-        "output_tok_s": client.get("output_tok_s"),
-        "accept_len": server.get("accept_len"),
-        "errors": client.get("errors"),
-        "error": (record.error or {}).get("message"),
-    }
 
 
 def _named(error: SpecsweepError, run_dir: Path) -> SpecsweepError:
@@ -688,6 +672,26 @@ def run_sweep(
         plan = search_plan(experiment, plan)
     opened = open_run(experiment, plan, options.open_options())
     store = opened.store
+    try:
+        return _drive(experiment, plan, opened, options, observer, stop, launcher, measurer)
+    finally:
+        store.release()  # the frame gives the run lock back; this covers a failure before the frame began
+
+
+def _drive(
+    experiment: Experiment,
+    plan: Plan,
+    opened: OpenedRun,
+    options: SweepOptions,
+    observer: Observer | None,
+    stop: StopSignal,
+    launcher: Launcher | None,
+    measurer: PointMeasurer | None,
+) -> SweepResult:
+    """The sweep's body on an open run (:func:`run_sweep`)."""
+    store = opened.store
+    if launcher is None and experiment.gpu_slots:  # GPU slots on the hosts (orchestrator/sweep/slots.py)
+        launcher = gpu_slots.slot_launcher(experiment, plan, f"{experiment.name} {store.run_id}", options.break_lock)
     if launcher is None:
         launcher = launcher_for(
             experiment,
@@ -707,18 +711,23 @@ def run_sweep(
         parallel=len(slots),
         resume=opened.state,
         measurer=measurer,
+        schedule=gpu_slots.slot_schedule(experiment, launcher, plan, opened.state),
     )
+    gpu_slots.slot_policy(sweep, launcher)  # GPU slots: a slot whose GPUs are held retires, the others go on
     sweep.emit(
         SweepStarted(
             run_dir=str(store.path),
             total_points=sweep.schedule.total_points,
             pending_points=sweep.total_points,
             deployments=sweep.schedule.planned_deployments,
+            pending_deployments=sweep.schedule.remaining_loads(),
             eta_seconds=sweep.eta.remaining(sweep.parallel),
             resumed=opened.resumed,
         )
     )
     store.event("start", resumed=opened.resumed, hosts=sweep.hosts)
+    for message in experiment.warnings:
+        sweep.emit(Notice(message=message, level="warning"))
     for message in opened.notices:
         sweep.emit(Notice(message=message))
     expect = getattr(launcher, "expect", None)
@@ -750,6 +759,7 @@ def run_sweep(
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
+        gpu_slots.note_equivalence(sweep, errors)  # GPU slots: do the slots' baselines agree within noise?
         own_errors = [e for e in errors if not isinstance(e, KeyboardInterrupt)]
         if own_errors:
             raise own_errors[0]
@@ -768,6 +778,11 @@ def run_sweep(
 
     frame = RunFrame(store, stop)
     end = frame.run(body, restore=lambda: restore_errors, closing=closing)
+    if isinstance(end.error, HostLockedError) and not opened.resumed and not sweep.records and not restore_errors:
+        # Refused before it measured anything: the new run directory holds nothing to keep, and left behind
+        # it would be what `--resume latest` picks next.
+        discard_run(store.path)
+        raise end.error
     frame.raise_for(
         end,
         named=lambda error: _named(error, store.path),

@@ -150,8 +150,10 @@ def test_the_summary_keeps_every_configuration_whole_at_80_columns(sweeps: Sweep
             assert sum(line.lstrip().startswith(f"{label} ") for line in lines) == 1, (label, table)
         assert "…" not in table, table
         assert max(len(line) for line in lines) <= 80, table
-    # The whole piped output is at most 80 columns wide (a CI log or a file), but for the paths, kept whole.
-    lines = [line for line in _table_lines(sweeps.first.stdout) if not line.startswith(("run directory:", "report:"))]
+    # The whole piped output is at most 80 columns wide (a CI log or a file), but for the paths and each error
+    # or warning finding with its advice, kept whole (one line each, for grep).
+    whole = ("run directory:", "report:", "error ", "warning ")
+    lines = [line for line in _table_lines(sweeps.first.stdout) if not line.startswith(whole)]
     assert max(len(line) for line in lines) <= 80
 
 
@@ -513,3 +515,25 @@ def test_a_dry_run_ends_with_the_restore_of_its_own_service(tmp_path: Path) -> N
     systemd = run_cli("sweep", str(write_experiment(tmp_path / "s.yaml", doc)), "--dry-run", env=narrow(home))
     assert systemd.returncode == 0, systemd.stderr
     assert "drop-in removed, daemon-reload" in systemd.stdout.strip().splitlines()[-1]
+
+
+def test_the_best_table_names_ties_and_the_beaten_piped_and_in_a_terminal_at_80_columns(sweeps: Sweeps) -> None:
+    """Issue 29: "tied with" and "over" are never dropped at 80 columns (the ratios to the baselines go first);
+    each row names every configuration the analysis ties with its winner and every one it beats."""
+    from orchestrator.analysis import analyse
+    from tests.integration.test_first_hour_cli import _best_rows, _names
+
+    for text, run in ((sweeps.first.stdout, sweeps.runs[0]), (sweeps.pty_text, sweeps.runs[1])):
+        analysis = analyse(run)
+        best, everyone = analysis.best, set(analysis.frame["label"])
+        section = text[text.rindex("best configuration at each load") :]
+        section = section[: section.index("how it was made")]
+        assert max(len(line.rstrip()) for line in section.splitlines() if not line.startswith(("error", "warn"))) <= 80
+        left_out = next((line for line in section.splitlines() if line.startswith("left out at this width")), "")
+        assert "tied with" not in left_out and "over" not in left_out, section
+        rows = _best_rows(text[text.rindex("best configuration at each load") :])
+        assert [r["best"] for r in rows] == list(best["label"]), section
+        for row, (_i, expected) in zip(rows, best.iterrows(), strict=True):
+            assert _names(row.get("tied with", "")) == list(expected["tied"]), (row, section)
+            others = everyone - {expected["label"], *expected["tied"]}
+            assert set(_names(row.get("over", ""))) == others, (row, section)

@@ -173,7 +173,11 @@ def test_host_check_fails_the_smoke_test_when_nothing_serves(run_playbook: Calla
     assert [o["title"] for o in data["outcomes"] if o["status"] == "fail"] == [smoke["title"]]
 
 
-def test_host_check_passes_against_a_running_server(tmp_path: Path, sim_experiment: tuple[Path, int]) -> None:
+def test_host_check_smokes_a_running_server_and_says_its_port_is_taken(
+    tmp_path: Path, sim_experiment: tuple[Path, int]
+) -> None:
+    """A server the experiment's process service did not start holds its port: the one request to it answers,
+    and the doctor fails the port (a sweep's own server could not listen there), naming the process."""
     experiment, port = sim_experiment
     server = subprocess.Popen(
         [sys.executable, "-m", "orchestrator.sim", "--profile", "tiny", "--host", "127.0.0.1", "--port", str(port)],
@@ -188,10 +192,12 @@ def test_host_check_passes_against_a_running_server(tmp_path: Path, sim_experime
             "playbook", PLAYBOOKS / "host-check.yaml", "-e", experiment, "--json", "--results", tmp_path / "r",
             cwd=tmp_path,
         )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.returncode == 1, proc.stdout + proc.stderr
         data = json.loads(proc.stdout)
         smoke = data["outcomes"][-1]
         assert smoke["status"] == "pass" and "1/1 answered" in smoke["detail"]
+        assert "1 of 9 checks failed (doctor: port)" in proc.stderr
+        assert f"port {port} is in use by" in proc.stdout and f"pid {server.pid}" in proc.stdout
         assert server.poll() is None  # the smoke test changed nothing
     finally:
         server.kill()

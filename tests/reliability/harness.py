@@ -437,7 +437,10 @@ def sweep_in_process(
         result = run_sweep(experiment, SweepOptions(results_root=results, resume=resume), observer=observer, stop=stop)
     except SpecsweepError as exc:
         dirs = run_dirs(results, experiment.name)
-        return SweepRun(None, exc, Path(resume) if resume and resume != "latest" else dirs[-1])
+        if resume and resume != "latest":
+            return SweepRun(None, exc, Path(resume))
+        # A sweep refused before it measured anything leaves no run directory: the path names none.
+        return SweepRun(None, exc, dirs[-1] if dirs else results / experiment.name / "no-run-directory")
     return SweepRun(result, None, result.run_dir)
 
 

@@ -91,6 +91,8 @@ SERVER_FAULTS = {
     "http-500": ("--fault http-500-rate=1", "failed", "all_requests_failed"),
     "stall": ("--fault stall", "failed", "all_requests_failed"),
     "bad-metrics": ("--algorithm linear --fault bad-metrics", "ok", None),
+    # A slow-loris /metrics: each scrape is given up at its deadline, the point keeps its other figures.
+    "dribble-metrics": ("--algorithm linear --fault dribble-metrics", "ok", None),
 }
 
 
@@ -132,6 +134,9 @@ def test_server_fault(server_faults_sweep: dict[str, Any], outcome: Outcome, fau
         assert any("Traceback" in line for line in faulty[0]["error"]["evidence"])
     if fault == "bad-metrics":
         assert all(r["server"]["lines_skipped"] > 0 and r["server"]["accept_len"] for r in faulty)
+    if fault == "dribble-metrics":
+        assert all(r["server"]["accept_len"] for r in faulty)  # the journal's figures stand
+        assert not any((r["server"].get("prometheus") or {}).get("accept_len") for r in faulty[1:])
     if fault == "crash-after":
         deployment = faulty[0]["deployment_id"]
         attempts = [
@@ -241,11 +246,48 @@ def test_second_run_against_a_held_host_is_refused(sim_unit: SimUnit, tmp_path: 
     assert isinstance(refused, HostLockedError), refused
     assert "driven by another specsweep run" in str(refused) and "first" in str(refused)
     assert second["run"].records == []
+    assert run_dirs(tmp_path / "results", "second") == []  # and no run directory for `--resume latest` to pick
     # The refused run neither restored nor restarted the unit under the first one: all its points are ok.
     assert first.error is None, first.error
     assert first.state == "done"
     assert {r["status"] for r in first.records} == {"ok"}
     assert not [e for e in events(first.run_dir) if e["kind"] == "recovered"]
+    _check_complete(first.run_dir, outcome)
+    _check_host(sim_unit, before, outcome)
+
+
+def test_second_controller_resuming_a_live_run_is_refused(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) -> None:
+    """While a first sweep drives a run, ``specsweep sweep --resume`` of that run by a second controller is
+    refused by the run's lock before it writes anything: the run's configuration stays byte for byte, and the
+    first run ends done with every planned point recorded once and nothing superseded."""
+    outcome.scenario = "second controller resumes a live run"
+    outcome.faults = 1
+    outcome.sweeps = 2
+    before = host_state(sim_unit.host, sim_unit.unit)
+    path = _experiment(tmp_path, sim_unit, "live", {"ar": "--algorithm ar", "linear": "--algorithm linear"}, itl_ms=20)
+    results = tmp_path / "results"
+    second: dict[str, Any] = {}
+
+    def second_run() -> None:
+        (run_dir,) = run_dirs(results, "live")
+        configuration = {name: (run_dir / name).read_bytes() for name in ("plan.json", "experiment.yaml")}
+        with started_cli(
+            "sweep", str(path), "--results", str(results), "--resume", str(run_dir), env=cli_env()
+        ) as proc:
+            out, err = proc.communicate(timeout=120)
+        second["said"], second["code"] = out + err, proc.returncode
+        second["unchanged"] = configuration == {name: (run_dir / name).read_bytes() for name in configuration}
+
+    trigger = Trigger(lambda e: isinstance(e, PointStarted), second_run)
+    first = sweep_in_process(path, results, observer=trigger)
+    trigger.join()
+    assert second["code"] != 0 and "being written by another specsweep" in second["said"], second["said"]
+    assert "Traceback" not in second["said"]
+    assert second["unchanged"]
+    assert first.error is None, first.error
+    assert first.state == "done"
+    assert {r["status"] for r in first.records} == {"ok"}
+    assert not (first.run_dir / "superseded.jsonl").exists()
     _check_complete(first.run_dir, outcome)
     _check_host(sim_unit, before, outcome)
 

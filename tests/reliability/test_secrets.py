@@ -109,6 +109,47 @@ def test_api_key_never_leaks(tmp_path: Path, outcome: Outcome) -> None:
     assert '"status": "ok"' in outputs[0].stdout and '"status": "failed"' in outputs[0].stdout
 
 
+def test_inline_secrets_are_warned_of_and_never_written(tmp_path: Path, outcome: Outcome) -> None:
+    """Secrets written inline (issue 28): an environment value named like a token and a password in the server
+    URL's userinfo. ``validate`` warns with file:line and the key; the sweep measures (the server gets what the
+    file says), and no file of the run directory, nor anything the CLI printed, holds either value."""
+    outcome.scenario = "secrets: written inline (environment, URL userinfo)"
+    outcome.kind = "secret"
+    token, password = f"hf_{secrets.token_hex(10)}", f"pw-{secrets.token_hex(8)}"
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    doc: dict[str, Any] = local_experiment("inline", port, {"linear": "--algorithm linear"})
+    doc["service"]["environment"] = {"HF_TOKEN": token, "TOKENIZERS_PARALLELISM": "false"}
+    doc["server"]["url"] = f"http://bench:{password}@127.0.0.1:{port}"
+    path = write_experiment(tmp_path / "inline.yaml", doc)
+    env = cli_env(home)
+    results = tmp_path / "results"
+    with local_leftovers_restored(home, path):
+        outputs = [run_cli("validate", str(path), env=env)]
+        said = outputs[0].stdout + outputs[0].stderr
+        assert outputs[0].returncode == 0, said
+        assert f"{path}:" in said and "service.environment.HF_TOKEN: a secret written inline" in said, said
+        assert "server.url: a URL's password written inline" in said, said
+        assert "TOKENIZERS_PARALLELISM" not in said
+        outputs.append(run_cli("sweep", str(path), "--results", str(results), env=env))
+        assert outputs[-1].returncode == 0, outputs[-1].stderr + outputs[-1].stdout
+        assert "written inline" in outputs[-1].stdout + outputs[-1].stderr
+        outputs += [run_cli("plan", str(path), "--json", env=env), run_cli("sweep", str(path), "--dry-run", env=env)]
+    outcome.sweeps = 1
+    run_dir = only_run_dir(results, "inline")
+    assert "HF_TOKEN: '[redacted]'" in (run_dir / "experiment.yaml").read_text()
+    assert f"http://bench:redacted@127.0.0.1:{port}" in (run_dir / "experiment.yaml").read_text()
+    leaks = []
+    for value in (token, password):
+        leaks += _files_containing(results, value.encode()) + _files_containing(home, value.encode())
+        leaks += [f"output of {' '.join(o.args[3:5])}" for o in outputs if value in o.stdout + o.stderr]
+    outcome.secret_checks = sum(1 for p in [*results.rglob("*"), *home.rglob("*")] if p.is_file()) + len(outputs)
+    outcome.secret_leaks = len(leaks)
+    outcome.detail = "; ".join(leaks)
+    assert not leaks, leaks
+
+
 @pytest.mark.parametrize("value", [pytest.param("list", id="as a list"), pytest.param("mapping", id="as a mapping")])
 def test_a_mistyped_api_key_is_not_quoted_in_the_error(tmp_path: Path, value: str) -> None:
     from orchestrator.errors import ConfigError

@@ -189,6 +189,37 @@ def test_tidy_frame_flattens_figures_and_keeps_params_as_columns() -> None:
         pytest.param({"accept_len": 0.0, "prometheus": {"accept_len": 0.0}}, {}, None, None, id="idle-gauge"),
         pytest.param({"avg_commit_len": 2.0}, {}, 2.0, "ddtree_commit", id="commit"),
         pytest.param({}, {}, None, None, id="none"),
+        # The most exact source first (issue 27): an SGLang log window only bounds its accept length, the
+        # responses' integer counts give it exactly; a /metrics gauge comes after a bounded log figure.
+        pytest.param(
+            {"accept_len": 3.5, "exactness": {"accept_len": {"kind": "bounded", "bounds": [3.0, 4.0]}}},
+            {"spec": {"accept_len": 3.2, "exactness": {"accept_len": {"kind": "exact"}}}},
+            3.2,
+            "client",
+            id="exact-client-over-bounded-server",
+        ),
+        pytest.param(
+            {
+                "accept_len": 3.5,
+                "exactness": {"accept_len": {"kind": "bounded"}},
+                "prometheus": {"accept_len": 3.3, "exactness": {"accept_len": {"kind": "gauge"}}},
+            },
+            {},
+            3.5,
+            "server",
+            id="bounded-over-gauge",
+        ),
+        pytest.param(
+            {
+                "accept_len": 3.5,
+                "exactness": {"accept_len": {"kind": "rounded"}},
+                "prometheus": {"accept_len": 3.4, "exactness": {"accept_len": {"kind": "exact"}}},
+            },
+            {},
+            3.4,
+            "prometheus",
+            id="exact-counters-over-rounded-log",
+        ),
     ],
 )
 def test_accept_len_precedence(
@@ -200,6 +231,14 @@ def test_accept_len_precedence(
     assert frame.iloc[0]["accept_len_source"] == source or (
         source is None and pd.isna(frame.iloc[0]["accept_len_source"])
     )
+    said = (server.get("exactness") or {}) if source == "server" else {}
+    if source == "client":
+        said = client["spec"].get("exactness") or {}
+    if source == "prometheus":
+        said = server["prometheus"].get("exactness") or {}
+    kind = (said.get("accept_len") or {}).get("kind")
+    shown = frame.iloc[0]["accept_len_exactness"]
+    assert shown == kind or (kind is None and (shown is None or pd.isna(shown)))
 
 
 def test_aliases_become_rows_of_their_own() -> None:

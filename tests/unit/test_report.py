@@ -131,6 +131,24 @@ def test_untrusted_text_is_escaped(tmp_path: Path) -> None:
     assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
 
 
+def test_the_accept_length_table_says_where_its_figures_come_from_and_how_exact(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, "demo", {"name": "demo", "baselines": ["autoregressive"]}, {})
+    store.append(_record("autoregressive"))
+    bounded = {"accept_len": 3.5, "exactness": {"accept_len": {"kind": "bounded", "bounds": [3.0, 4.0]}}}
+    exact = {"requests": 32, "output_tok_s": 180.0, "per_user_tok_s": 180.0}
+    exact["spec"] = {"accept_len": 3.2, "exactness": {"accept_len": {"kind": "exact"}}}
+    store.append(_record("linear", concurrency=1, server=bounded, client=exact))
+    store.append(_record("linear", concurrency=2, server=bounded))
+    store.release()
+    analysis = analyse(store.path)
+    assert tables.accept_sources_note(analysis) == "from client (exact) 1 point; server (bounded) 1 point"
+    markdown = to_markdown(report_blocks(analysis, {}, store.path))
+    assert "Accept length (tokens per verify step, bonus included), from client (exact) 1 point" in markdown
+    summary = tables.summary_table(analysis)
+    linear = summary[summary["variant"] == "linear"].set_index("load")["accept_len_exactness"]
+    assert linear.to_dict() == {1.0: "exact", 2.0: "bounded"}
+
+
 def test_a_run_without_records_still_reports(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "demo", {"name": "demo", "baselines": ["autoregressive", "linear"]}, {})
     markdown = to_markdown(report_blocks(analyse(store.path), {}, store.path))

@@ -53,7 +53,11 @@ def test_unusable_text_is_refused_with_its_line(tmp_path: Path, value: str) -> N
 def test_report_of_a_run_with_a_bomb_is_one_line_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from orchestrator.cli.app import main
 
+    from tests.unit.test_store import make_record
+
     store = _store(tmp_path, BOMB)
+    store.append(make_record("p-1"))  # a run with a record: `report` reads its experiment (an empty one it refuses)
+    store.release()
     started = time.monotonic()
     with pytest.raises(SystemExit) as info:
         main(["report", str(store.path)])

@@ -1,8 +1,10 @@
 """`specsweep load --url URL --concurrency 1,8,64 [...]`: fire load at a server and print what it measured.
 
-One run per level (each concurrency, then each rate), a progress bar on stderr while it runs, then a table;
+One run per level (each concurrency, then each rate), a progress bar on stderr while it runs (outside a
+terminal: a line when a level starts, every ten seconds, and when it ends), then a table fitted to the width;
 with ``--json``, one JSON object per level on stdout instead. Ctrl-C stops the level in flight, prints what
-finished (marked partial) and exits 130.
+finished (marked partial) and exits 130. A server whose ``/health`` answers 503 is still loading: the command
+says what to wait for and sends nothing.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import functools
 import json
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich import box
-from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.cli.console import console, err_console
+from orchestrator.cli.textfit import Column, fit_table
 from orchestrator.engines.registry import engine_names
 from orchestrator.errors import Interrupted, LoadError
 from orchestrator.experiment.durations import parse_duration
@@ -67,10 +71,22 @@ def _label(settings: LoadSettings) -> str:
     return f"rate={settings.rate:g}/s" if settings.rate is not None else f"C={settings.concurrency}"
 
 
-def render_results(results: list[LoadResult]) -> Table:
-    table = Table(title="load", title_justify="left", box=box.SIMPLE_HEAD)
-    for name in ("level", "req", "err", "tok/s", "steady", "user", "TTFT ms", "ITL ms", "TPOT", "accept"):
-        table.add_column(name, justify="left" if name == "level" else "right")
+def render_results(results: list[LoadResult], width: int = 80) -> Table:
+    """The figures of each level, fitted to ``width`` (:func:`orchestrator.cli.textfit.fit_table`): the level,
+    its requests, errors and throughput always; the latencies and the rest as the width allows."""
+    columns = [
+        Column("level", "left", required=True),
+        Column("req", required=True),
+        Column("err", required=True),
+        Column("tok/s", required=True),
+        Column("steady", priority=40),
+        Column("user", priority=50),
+        Column("TTFT ms", priority=70),
+        Column("ITL ms", priority=60),
+        Column("TPOT", priority=45),
+        Column("accept", priority=80),
+    ]
+    rows: list[list[Any]] = []
     notes: list[str] = []
     for result in results:
         d = result.to_dict()
@@ -83,31 +99,34 @@ def render_results(results: list[LoadResult]) -> Table:
             notes.append(f"{level}: errors: {kinds}")
         per_user = d["per_user_tok_s"]
         accept = d["spec"]["accept_len"]
-        table.add_row(
-            level,
-            str(d["requests"]),
-            str(d["errors"]),
-            f"{d['output_tok_s']:.0f}",
-            f"{d['steady_output_tok_s']:.0f}",
-            "-" if per_user is None else f"{per_user:.0f}",
-            f"{_ms(d['ttft_ms'], 'p50')}/{_ms(d['ttft_ms'], 'p99')}",
-            f"{_ms(d['itl_ms'], 'p50')}/{_ms(d['itl_ms'], 'p99')}",
-            _ms(d["tpot_ms"], "p50"),
-            "-" if accept is None else f"{accept:.2f}",
+        rows.append(
+            [
+                Text(level),
+                str(d["requests"]),
+                str(d["errors"]),
+                f"{d['output_tok_s']:,.0f}",
+                f"{d['steady_output_tok_s']:,.0f}",
+                "-" if per_user is None else f"{per_user:,.0f}",
+                f"{_ms(d['ttft_ms'], 'p50')}/{_ms(d['ttft_ms'], 'p99')}",
+                f"{_ms(d['itl_ms'], 'p50')}/{_ms(d['itl_ms'], 'p99')}",
+                _ms(d["tpot_ms"], "p50"),
+                "-" if accept is None else f"{accept:.2f}",
+            ]
         )
-    table.caption = "\n".join(
+    caption = "\n".join(
         [
             "tok/s: output tokens per second (steady: without ramp-up and drain); user: decode tok/s per request;",
             "TTFT and ITL: p50/p99 in ms; TPOT: p50 in ms; accept: accept length from response metadata",
             *notes,
         ]
     )
-    table.caption_justify = "left"
-    return table
+    return fit_table(columns, rows, width, title="load", caption=caption)
 
 
 async def _run_levels(
-    levels: list[LoadSettings], on_progress: Callable[[int, LoadProgress], None]
+    levels: list[LoadSettings],
+    on_progress: Callable[[int, LoadProgress], None],
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[list[LoadResult], bool]:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -118,6 +137,8 @@ async def _run_levels(
         for number, settings in enumerate(levels):
             from orchestrator.load import run_load
 
+            if on_start is not None:
+                on_start(number)
             result = await run_load(settings, progress=functools.partial(on_progress, number), stop=stop)
             results.append(result)
             if stop.is_set():
@@ -173,7 +194,9 @@ def load(
         "(SGLang's return_spec_tokens_details on chat and completions; see docs/engines.md).",
     ),
 ) -> None:
-    """Fire load at a server (closed loop per concurrency, open loop per rate) and show what it measured."""
+    """Fire load at a server (closed loop per concurrency, open loop per rate) and show what it measured.
+
+    A server still loading (HTTP 503 on /health) is not loaded: the command says to wait until it is ready."""
     if engine is not None and engine not in engine_names():
         raise typer.BadParameter(f"choose one of {', '.join(engine_names())}", param_hint="--engine")
     if api not in API_PATHS:
@@ -210,7 +233,9 @@ def load(
     levels = [LoadSettings(concurrency=c, **common) for c in levels_c]
     levels += [LoadSettings(rate=r, max_in_flight=max_in_flight, **common) for r in levels_r]
 
+    _refuse_loading_server(url, api_key)
     show_bar = not as_json and err_console.is_terminal
+    lines = _LevelLines(levels) if not as_json and not show_bar else None
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -223,7 +248,16 @@ def load(
     ) as bar:
         tasks: dict[int, TaskID] = {}
 
+        def on_start(number: int) -> None:
+            if lines is not None:
+                lines.start(number)
+            elif show_bar and number not in tasks:  # at once: the model lookup and warm-up come first
+                tasks[number] = bar.add_task(f"{_label(levels[number])} starting", total=None, of="?", rate="")
+
         def on_progress(number: int, report: LoadProgress) -> None:
+            if lines is not None:
+                lines.progress(number, report)
+                return
             label = _label(levels[number])
             if number not in tasks:
                 tasks[number] = bar.add_task(label, total=None, of="?", rate="")
@@ -247,22 +281,76 @@ def load(
 
         from orchestrator.load import eventloop
 
-        results, interrupted = eventloop.run(_run_levels(levels, on_progress))
+        results, interrupted = eventloop.run(_run_levels(levels, on_progress, on_start))
 
     if as_json:
         for result in results:
             typer.echo(json.dumps(result.to_dict()))
     else:
-        # Not a terminal (a pipe, a file): do not squeeze the table into rich's default of 80 columns.
-        out = console if console.is_terminal else Console(width=140, highlight=False)
-        out.print(render_results(results))
+        console.print(render_results(results, console.width))
     sys.stdout.flush()
+    if any("http_503" in r.figures.get("errors_by_kind", {}) for r in results):
+        err_console.print(f"[yellow]hint:[/yellow] {escape(_LOADING_HINT.format(url=url.rstrip('/')))}", soft_wrap=True)
     if interrupted:
         raise Interrupted("load: interrupted; the results above are partial")
     dead = [r for r in results if r.requests and not r.figures["completed"]]
     if dead:
         kinds = ", ".join(sorted({k for r in dead for k in r.figures["errors_by_kind"]}))
         raise LoadError(f"load: no request succeeded at {', '.join(_label(r.settings) for r in dead)} ({kinds})")
+
+
+_LOADING_HINT = (
+    "the server answered HTTP 503: it is still loading the model; wait until GET {url}/health answers 200 "
+    "(the engine logs that it is ready), then run specsweep load again (a sweep waits for this itself)"
+)
+
+
+def _refuse_loading_server(url: str, api_key: str | None) -> None:
+    """Before any load: a server whose health endpoint answers 503 is still loading, and every request would
+    fail at once; say so, with what to wait for, instead. Any other answer (or none) lets the load run."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        status = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers).status_code
+    except httpx.HTTPError:
+        return  # unreachable or slow: the load itself says what happened
+    if status == 503:
+        raise LoadError(f"load: {_LOADING_HINT.format(url=url.rstrip('/'))}; nothing was sent")
+
+
+class _LevelLines:
+    """Progress outside a terminal (a pipe, a CI log): a line when a level starts, one every ``EVERY``
+    seconds while it runs, and one when it ends, each naming its level."""
+
+    EVERY = 10.0
+
+    def __init__(self, levels: list[LoadSettings]) -> None:
+        self.levels = levels
+        self._said = 0.0
+
+    def _say(self, text: str) -> None:
+        err_console.print(escape(text), soft_wrap=True, highlight=False)
+
+    def start(self, number: int) -> None:
+        settings = self.levels[number]
+        size = f"{settings.requests} requests" if settings.requests else f"{settings.duration_s:g} s"
+        warm = f" after {settings.warmup} warm-up requests" if settings.warmup else ""
+        self._say(f"{_label(settings)}: {size}{warm} ({number + 1}/{len(self.levels)})")
+        self._said = time.monotonic()
+
+    def progress(self, number: int, report: LoadProgress) -> None:
+        label = _label(self.levels[number])
+        if report.phase == "done":
+            self._say(f"{label}: done, {report.done} requests, {report.errors} errors in {report.elapsed_s:.1f} s")
+            return
+        now = time.monotonic()
+        if now - self._said < self.EVERY:
+            return
+        self._said = now
+        of = f"/{report.total}" if report.total is not None else ""
+        phase = "warm-up " if report.phase == "warmup" else ""
+        self._say(f"{label}: {phase}{report.done}{of} requests, {report.errors} errors, {report.live_tok_s:,.0f} tok/s")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,5 +1,6 @@
-"""`specsweep ls [FILE|EXPERIMENT]`: the runs under a results root, newest last: experiment, run, hosts, state,
-points ok and failed, when it started and how long it took."""
+"""`specsweep ls [FILE|EXPERIMENT] [--kind KIND]`: the runs under a results root, newest last: experiment, run,
+kind, hosts, state (a playbook's PASS or FAIL), points ok and failed, when it started and how long it took. The
+sweeps and searches by default; `--kind playbook` (or `search`, `sweep`, several joined by commas, `all`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from orchestrator.cli.console import console
 from orchestrator.cli.textfit import Column, fit_table
 from orchestrator.experiment.durations import format_duration
 
-_STATE_STYLE = {"done": "green", "running": "cyan", "interrupted": "yellow", "stopped": "yellow", "failed": "red"}
+_STATE_STYLE = {
+    "done": "green",
+    "PASS": "green",
+    "running": "cyan",
+    "interrupted": "yellow",
+    "stopped": "yellow",
+    "failed": "red",
+    "FAIL": "bold red",
+}
 
 
 def _time(text: Any) -> datetime | None:
@@ -25,25 +34,6 @@ def _time(text: Any) -> datetime | None:
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def _counts(run_dir: Path) -> dict[str, int]:
-    """Points by the status of their last record, read from records.jsonl (a run that never ended has no
-    counts in run.json)."""
-    latest: dict[tuple[str, str], str] = {}
-    try:
-        with open(run_dir / "records.jsonl", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict):
-                    latest[(str(record.get("host")), str(record.get("point_id")))] = str(record.get("status"))
-    except OSError:
-        return {"ok": 0, "failed": 0}
-    statuses = list(latest.values())
-    return {"ok": statuses.count("ok"), "failed": statuses.count("failed")}
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
@@ -58,9 +48,13 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
             "state": "unreadable",
             "error": str(exc),
         }
+    from orchestrator.runs.identity import playbook_verdict, point_counts, run_kind
+
     info = info if isinstance(info, dict) else {}
     points = info.get("points") if isinstance(info.get("points"), dict) else None
-    counts = _counts(run_dir)
+    counts = point_counts(run_dir)
+    verdict = playbook_verdict(run_dir)
+    state = str(info.get("state", "?"))
     started, ended = _time(info.get("started_at")), _time(info.get("ended_at"))
     hosts: list[Any] = info["hosts"] if isinstance(info.get("hosts"), list) else []
     return {
@@ -68,11 +62,15 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "run_id": str(info.get("run_id", run_dir.name)),
         "experiment": str(info.get("experiment", run_dir.parent.name)),
         "experiment_file": info.get("experiment_file"),
+        "kind": run_kind(run_dir),
         "hosts": [str(h) for h in hosts],
-        "state": str(info.get("state", "?")),
+        # A playbook's run shows its verdict where a sweep shows how it ended: `FAIL`, not `done`.
+        "state": verdict.word if verdict is not None and state in ("done", "failed") else state,
+        "run_state": state,
+        "verdict": verdict.to_dict() if verdict is not None else None,
         "planned": points.get("planned") if points else None,
-        "ok": counts["ok"],
-        "failed": counts["failed"],
+        "ok": counts.ok,
+        "failed": counts.failed,
         "started_at": info.get("started_at"),
         "ended_at": info.get("ended_at"),
         "seconds": round((ended - started).total_seconds(), 1) if started and ended else None,
@@ -98,14 +96,27 @@ def ls(
         help="The results root (default: the experiment file's, else $SPECSWEEP_RESULTS, else ./results).",
         show_default=False,
     ),
+    kind: str | None = typer.Option(
+        None,
+        "--kind",
+        metavar="KIND",
+        help="Which runs: sweep, search, playbook (several joined by commas) or all (default: sweep,search, the "
+        "runs `latest` means).",
+        show_default=False,
+    ),
     limit: int = typer.Option(20, "--limit", "-n", help="Show the newest N runs (0: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON (every run, oldest first)."),
 ) -> None:
-    """List runs, newest last: experiment, run id, hosts, state, points ok and failed, when and how long."""
+    """List runs, newest last: experiment, run id, kind, state (a playbook's PASS or FAIL), points ok and failed,
+    when and how long, hosts. Sweeps and searches unless --kind says otherwise."""
     import difflib
+    from collections import Counter
 
     from orchestrator.errors import ConfigError
-    from orchestrator.runs.runref import all_runs, results_root, runs_of
+    from orchestrator.runs.identity import RUN_KINDS, parse_kinds, run_kind
+    from orchestrator.runs.runref import all_runs, kinds_text, of_kinds, results_root, runs_of
+
+    kinds = parse_kinds(kind)
 
     if what is not None and what.endswith((".yaml", ".yml")) and Path(what).is_file():
         from orchestrator.experiment.schema import load_experiment
@@ -127,17 +138,27 @@ def ls(
             )
             raise ConfigError(f"no experiment {what!r} has runs under {root}{hint}")
         runs = runs_of(root, what) if what is not None else all_runs(root)
+    if what is not None and kind is None:  # a name shows its runs whatever their kind, unless --kind narrows it
+        kinds = frozenset(RUN_KINDS)
+    every, runs = runs, of_kinds(runs, kinds)
     summaries = [run_summary(p) for p in runs]
     if as_json:
-        typer.echo(json.dumps({"results_root": str(root), "runs": summaries}, indent=2))
+        typer.echo(json.dumps({"results_root": str(root), "kinds": sorted(kinds), "runs": summaries}, indent=2))
         return
+    others = Counter(run_kind(p) for p in every if p not in runs)
     if not summaries:
-        console.print(f"no runs under {root}" + (f" of {what}" if what else ""), soft_wrap=True, markup=False)
+        what_runs = "runs" if kinds == frozenset(RUN_KINDS) else f"{kinds_text(kinds)} runs"
+        hint = "".join(f"; {n} {k} run{'s' if n != 1 else ''}: --kind {k} lists them" for k, n in others.items())
+        console.print(
+            f"no {what_runs} under {root}" + (f" of {what}" if what else "") + hint, soft_wrap=True, markup=False
+        )
         return
     shown = summaries[-limit:] if limit > 0 else summaries
+    several_kinds = len({run.get("kind") for run in shown}) > 1
     columns = [
         Column("experiment", "left", required=True, wrap=True),
         Column("run", "left", required=True),
+        *([Column("kind", "left", priority=80)] if several_kinds else []),
         Column("state", "left", required=True),
         Column("ok", required=True),
         Column("failed", required=True),
@@ -153,6 +174,7 @@ def ls(
             [
                 Text(str(run["experiment"])),
                 Text(str(run["run_id"])),
+                *([Text(str(run.get("kind", "?")))] if several_kinds else []),
                 Text(state, style=_STATE_STYLE.get(state, "")),
                 str(run.get("ok", "-")),
                 Text(str(run.get("failed", "-")), style="red" if run.get("failed") else ""),
@@ -162,7 +184,12 @@ def ls(
             ]
         )
     more = len(summaries) - len(shown)
-    caption = f"{len(summaries)} run(s) under {root}" + (f"; the {more} oldest not shown (--limit 0)" if more else "")
+    noun = "run(s)" if kinds == frozenset(RUN_KINDS) else f"{kinds_text(kinds)} run(s)"
+    caption = (
+        f"{len(summaries)} {noun} under {root}"
+        + (f"; the {more} oldest not shown (--limit 0)" if more else "")
+        + "".join(f"; {n} {k} run{'s' if n != 1 else ''} not shown (--kind {k})" for k, n in others.items())
+    )
     console.print(fit_table(columns, rows, console.width, caption=Text(caption).markup))
 
 

@@ -163,15 +163,48 @@ def _prom_summary(window: PromWindow) -> Table:
 def _parse_prometheus(engine: str, before: str, after: str, elapsed: float | None, as_json: bool) -> None:
     texts = [_read(path).decode("utf-8", errors="replace") for path in (before, after)]
     window = scrape_delta(texts[0], texts[1], engine, elapsed_s=elapsed)
-    warning = window.integrity.describe()
+    warnings = [w for w in (_prom_engine_warning(engine, window, texts, elapsed), window.integrity.describe()) if w]
     if as_json:
         out = window.to_dict()
-        if warning:
-            out["warnings"] = [warning]
+        if warnings:
+            out["warnings"] = warnings
         typer.echo(json.dumps(out, indent=2))
     else:
         console.print(_prom_summary(window))
-    _warn(warning)
+    for warning in warnings:
+        _warn(warning)
+
+
+def _read_figures(window: PromWindow) -> int:
+    """How many figures and counters a /metrics window read (0: the engine's series are not in the scrapes)."""
+    figures = [window.accept_len, window.acceptance_rate, window.gen_throughput, window.per_position]
+    figures += list(window.details.values()) + list(window.counters.values())
+    return sum(1 for v in figures if v is not None and v != [] and v != {})
+
+
+def _prom_engine_warning(engine: str, window: PromWindow, texts: list[str], elapsed: float | None) -> str | None:
+    """One line when ``engine`` read nothing from the scrapes, naming the engine that does (as the log path
+    warns, :func:`_engine_warning`)."""
+    if _read_figures(window) or not window.integrity.whole:
+        return None  # read, or read and then given up for a reason the integrity warning names
+    fits: dict[str, int] = {}
+    for other in engine_names():
+        if other == engine:
+            continue
+        try:
+            fits[other] = _read_figures(scrape_delta(texts[0], texts[1], other, elapsed_s=elapsed))
+        except MetricsError:
+            continue
+    likely = max(fits, key=lambda k: fits[k], default=None)
+    if likely is None or not fits[likely]:
+        return (
+            f"engine {engine} read none of the series in these /metrics scrapes, and no other engine reads "
+            "them either: check --engine and that the server exports its speculative metrics"
+        )
+    return (
+        f"engine {engine} read none of the series in these /metrics scrapes, but the {likely} parser reads "
+        f"{fits[likely]} figure(s): the server looks like {likely} (use --engine {likely})"
+    )
 
 
 def parse(

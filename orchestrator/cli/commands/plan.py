@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import RenderableType
@@ -33,8 +33,11 @@ def learned_eta(plan: Plan, history: EtaHistory) -> float:
     return total
 
 
-def render_plan(plan: Plan, history: EtaHistory | None = None, width: int = 80) -> RenderableType:
-    """One row per deployment (one restart each), fitted to ``width``: the configuration is never cut."""
+def render_plan(
+    plan: Plan, history: EtaHistory | None = None, width: int = 80, *, search: bool = False
+) -> RenderableType:
+    """One row per deployment (one restart each), fitted to ``width``: the configuration is never cut. With
+    ``search``, the plan is the grid a search draws from, and its totals say so (the search's own come first)."""
     columns = [
         Column("#", required=True),
         Column("configuration", "left", required=True, wrap=True),
@@ -62,10 +65,23 @@ def render_plan(plan: Plan, history: EtaHistory | None = None, width: int = 80) 
     if history is not None and history.known:
         eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the file's guesses: {eta})"
     caption = (
-        f"{totals['deployments']} deployments, {totals['load_points']} load points, {totals['restarts']} restarts, "
+        ("the whole grid: " if search else "")
+        + f"{totals['deployments']} deployments, {totals['load_points']} load points, {totals['restarts']} restarts, "
         f"{eta}; * baseline"
     )
     return fit_table(columns, rows, width, title=f"plan: {escape(plan.experiment)}", caption=caption)
+
+
+def _search_lead(cost: Any) -> str:
+    """The search's budget as the plan's first line: restarts, ETA and GPU-hours, then the grid's for scale."""
+    budget, grid = cost.budget_restarts, cost.grid_restarts
+    return (
+        f"search {cost.strategy}: at most {budget} restarts, ETA {format_duration(budget * cost.restart_seconds)} "
+        f"({cost.gpu_hours(budget):.1f} GPU-hours) over {cost.candidates} candidates and {cost.baselines} "
+        f"baseline(s), measured at the objective's load; the whole grid below: {grid} restarts, ETA "
+        f"{format_duration(grid * cost.restart_seconds)} ({cost.gpu_hours(grid):.1f} GPU-hours); a restart: "
+        f"{cost.restart_seconds:.0f} s on {cost.gpus} GPU(s)"
+    )
 
 
 def plan(
@@ -87,7 +103,9 @@ def plan(
     With baselines to reuse (``baselines_from`` in the file, or ``--baselines-from``), the reused points are
     left out, and each baseline that cannot be reused says why. With earlier runs of the experiment, the ETA is
     the one they teach (their time per deployment and per point). With a search, the candidates (measured at
-    the objective's load only) and the restarts and GPU-hours of the grid and of the budget.
+    the objective's load only) and the restarts and GPU-hours of the grid and of the budget. On hosts that
+    declare their GPUs, the GPU slots: each slot's GPUs, port and service instance, what runs where, and the
+    wall-clock and GPU-hours before and after packing.
     """
     from orchestrator.plan.eta import eta_history
     from orchestrator.runs.runref import results_root
@@ -125,11 +143,21 @@ def plan(
             }
         if cost is not None:
             data["search"] = cost.to_dict()
-        typer.echo(json.dumps(data, indent=2))
+        if experiment.gpu_slots:
+            from orchestrator.cli.slotview import slots_json
+
+            data["slots"] = slots_json(experiment, shown)
+        from orchestrator.redaction import redact
+
+        typer.echo(json.dumps(redact(data), indent=2))  # secrets written inline are not shown either
         return
-    console.print(render_plan(shown, history, console.width))
-    if cost is not None:
-        console.print(escape(cost.describe()), soft_wrap=True)
+    if cost is not None:  # a search: its own budget first, the grid it draws from second
+        console.print(escape(_search_lead(cost)), soft_wrap=True)
+    console.print(render_plan(shown, history, console.width, search=cost is not None))
+    if experiment.gpu_slots:  # GPU slots: what runs where, and the time before and after packing
+        from orchestrator.cli.slotview import render_slots
+
+        console.print(render_slots(experiment, shown, console.width))
     if reuse is not None:
         console.print(
             f"baselines from {source}: {len(reuse.records)} point(s) reused, "

@@ -13,8 +13,8 @@ def recommend(
     run: str = typer.Argument(
         ...,
         metavar="RUN",
-        help="A run directory (results/<experiment>/<run id>), latest, latest~N, EXPERIMENT/latest, or an "
-        "experiment file (its latest run).",
+        help="A run directory (results/<experiment>/<run id>), latest (the newest sweep or search), latest~N, "
+        "latest-search (or -sweep, -playbook), EXPERIMENT/latest, or an experiment file (its latest run).",
         show_default=False,
     ),
     results: Path | None = typer.Option(
@@ -23,12 +23,16 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print the recommendations as JSON instead of YAML."),
 ) -> None:
     """Print the best configuration per load level (interval, runner-up, margin, constraints, what was not
-    tried) as an experiment fragment: a `variants:` mapping with one variant per recommended configuration."""
+    tried) as an experiment fragment: a `variants:` mapping with one variant per recommended configuration.
+    A run without a point that succeeded is refused: there is nothing to recommend."""
+    from orchestrator.runs.identity import require_points
     from orchestrator.runs.runref import resolve_run
     from orchestrator.search.recommend import recommend as build
     from orchestrator.search.recommend import to_yaml
 
-    recs = build(resolve_run(run, results))
+    run_dir = resolve_run(run, results)
+    require_points(run_dir, "recommend", usable=True)
+    recs = build(run_dir)
     if as_json:
         typer.echo(json.dumps(recs.to_dict(), indent=2, default=str))
     else:

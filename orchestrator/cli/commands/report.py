@@ -49,8 +49,8 @@ def report(
     run: str = typer.Argument(
         ...,
         metavar="RUN",
-        help="A run directory (results/<experiment>/<run id>), latest, latest~N, EXPERIMENT/latest, or an "
-        "experiment file (its latest run).",
+        help="A run directory (results/<experiment>/<run id>), latest (the newest sweep or search), latest~N, "
+        "latest-playbook (or -search, -sweep), EXPERIMENT/latest, or an experiment file (its latest run).",
         show_default=False,
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the report here instead of into the run."),
@@ -59,14 +59,20 @@ def report(
         None, "--results", help="Where runs are looked up for latest (default: $SPECSWEEP_RESULTS, else ./results)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the files written and the findings as JSON."),
-    strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when any check reports an error."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit with code 1 when any check reports an error (or a playbook's run failed)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only where the report is."),
 ) -> None:
-    """Build the report of a run from its run directory alone: findings first, then winners, figures, tables."""
+    """Build the report of a run from its run directory alone: findings first, then winners, figures, tables.
+    A playbook's run leads with its verdict (PASS or FAIL, and each check that failed); an empty run is refused."""
     from orchestrator.report import build_report
+    from orchestrator.runs.identity import playbook_verdict, require_points
     from orchestrator.runs.runref import resolve_run
 
     run_dir = resolve_run(run, results)
+    require_points(run_dir, "report")
+    verdict = playbook_verdict(run_dir)
     result = build_report(run_dir, out_dir=out, progress=None if quiet or as_json else _progress)
     if open_it:
         _open(result.files["report.html"])
@@ -79,13 +85,19 @@ def report(
             "figures": {name: str(path) for name, path in result.figures.items()},
             "counts": result.counts,
             "findings": [f.model_dump() for f in result.analysis.findings],
+            "playbook": verdict.to_dict() if verdict is not None else None,
         }
         typer.echo(json.dumps(payload, indent=2))
     elif quiet:
         typer.echo(str(result.files["report.html"]))
     else:
+        if verdict is not None:
+            style = "green" if verdict.passed else "bold red"
+            console.print(Text(f"playbook {result.analysis.experiment_name}: {verdict.sentence()}", style=style))
         if result.analysis.findings:
             console.print(render_findings(result, console.width))
+        elif verdict is not None:
+            console.print("[green]no findings in the figures[/] (the analysis' checks; the playbook's are above)")
         else:
             console.print("[green]no findings: every check passed[/]")
         if not result.analysis.best.empty:
@@ -94,7 +106,7 @@ def report(
             f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)",
             soft_wrap=True,
         )
-    if strict and result.counts["error"]:
+    if strict and (result.counts["error"] or (verdict is not None and not verdict.passed)):
         raise typer.Exit(1)
 
 

@@ -16,7 +16,7 @@ import typer
 from orchestrator.cli.console import console, err_console
 from orchestrator.cli.progress import SweepProgress
 from orchestrator.cli.signals import stopping_signals
-from orchestrator.cli.summary import summary_renderables
+from orchestrator.cli.summary import OneLine, summary_renderables
 from orchestrator.experiment.schema import load_experiment
 
 EXIT_POINTS_FAILED = 3
@@ -45,7 +45,10 @@ def sweep(
         help="Exit 0 although points failed (a sweep the failure policy stopped still exits 4).",
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print each deployment's drop-in and commands; touch nothing."
+        False,
+        "--dry-run",
+        help="Print each deployment's drop-in and commands; touch nothing. With --resume: only what that run "
+        "has not finished.",
     ),
     results: Path | None = typer.Option(
         None,
@@ -88,9 +91,10 @@ def sweep(
     experiment = load_experiment(file)
     root = results_root(results, experiment)
     if dry_run:
-        from orchestrator.sweep.dryrun import describe_plan
+        from orchestrator.sweep.dryrun import describe_plan, resume_view
 
-        typer.echo(describe_plan(experiment))
+        view = resume_view(experiment, resume, root, retry_failed=retry_failed) if resume is not None else None
+        typer.echo(describe_plan(experiment, view))
         return
     stop = StopSignal()
 
@@ -126,11 +130,12 @@ def sweep(
         typer.echo(str(result.run_dir))
     else:
         for part in summary_renderables(result.run_dir, console.width):
-            console.print(part)
+            # A finding and its advice stays one line, for grep; tables and the rest fit the width.
+            console.print(part, soft_wrap=isinstance(part, OneLine))
         console.print(f"run directory: {result.run_dir}", soft_wrap=True)
         if report_path is not None:
             console.print(f"report: {report_path}", soft_wrap=True)
-    if problem:
+    if problem:  # whole, with the reason: the one line a script or a CI log reads (also after -q)
         typer.secho(f"specsweep: error: {problem}", err=True, fg=typer.colors.RED)
     if code:
         raise typer.Exit(code)

@@ -27,7 +27,8 @@ def validate(
     results = []
     for file in files:
         try:
-            plan = build_plan(load_experiment(file))
+            experiment = load_experiment(file)
+            plan = build_plan(experiment)
         except ConfigError as exc:
             failed += 1
             problems = sorted(problems_of(exc), key=lambda p: (p.line or 0, p.column or 0))
@@ -48,8 +49,10 @@ def validate(
                     err_console.print(f"{escape(str(file))}: {len(problems)} errors", highlight=False, soft_wrap=True)
             continue
         totals = plan.totals()
-        results.append({"file": str(file), "ok": True, "errors": [], **totals})
+        results.append({"file": str(file), "ok": True, "errors": [], "warnings": experiment.warnings, **totals})
         if not as_json:
+            for warning in experiment.warnings:
+                err_console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
             console.print(
                 f"[green]ok[/green] {escape(str(file))}: {totals['deployments']} deployments, "
                 f"{totals['load_points']} load points, {totals['restarts']} restarts",

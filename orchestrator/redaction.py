@@ -1,0 +1,174 @@
+"""Secrets written inline, kept out of what specsweep writes and shows: one redactor for every document.
+
+A secret given by reference (``{secret_env: NAME}``, ``{secret_file: PATH}``, a ``$NAME`` command word) never
+leaves the controller in clear (orchestrator/services/secrets.py). A secret written *inline* in an experiment
+file is caught here by where it stands, so plan.json, experiment.yaml, records.jsonl, events.jsonl and
+``specsweep plan --json`` hold ``[redacted]`` in its place:
+
+- a value of an ``environment`` mapping, or of an ``api_key``, whose name is a secret's name: a ``_``-separated
+  part of it is TOKEN, KEY, APIKEY, SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL(S) (``HF_TOKEN``,
+  ``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``; not ``MAX_TOKENS`` or ``TOKENIZERS_PARALLELISM``);
+- the password of a URL's userinfo (``https://user:PASSWORD@host``, written ``https://user:redacted@host`` so
+  the URL still parses), in any string;
+- the value after a command-line option a ``-``-separated part of whose name is token, key, apikey, secret,
+  password or passwd (``--api-key VALUE``, ``--hf-token=VALUE``; not ``--num-draft-tokens 5``), in any string;
+  a ``$NAME`` reference, a number and a following option are left as they are;
+- the value of an assignment ``NAME=VALUE`` whose NAME is a secret's name (an environment prefix of a command
+  line read back, ``Environment=HF_TOKEN=...`` of a unit), in any string.
+
+Each inline value found is then masked wherever else it appears in the same document. What is kept in memory
+to run the server is not changed: only what is written or shown passes :func:`redact`.
+:func:`inline_secrets` lists what was found, for a warning that names the key (the file still holds it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["REDACTED", "inline_secrets", "is_secret_name", "redact", "redact_json_line", "redact_text"]
+
+REDACTED = "[redacted]"
+#: In a URL's userinfo, where brackets would make it unparseable (an IPv6 literal's delimiters).
+REDACTED_IN_URL = "redacted"
+
+_SECRET_PARTS = frozenset(
+    {"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"}
+)
+# Each pattern starts only where a word does (a lookbehind) and a URL's scheme is at most 32 characters, so a
+# long text without a match is read once, not once per position (a 3 MB command: issue 28, item 6).
+_URL_PASSWORD = re.compile(
+    r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@'\"]*:)(?P<value>[^/\s@'\"]+)(?P<tail>@)"
+)
+_OPTION = re.compile(r"(?P<head>(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_-]*)(?:=|\s+))(?P<value>[^\s'\"]+)")
+_ASSIGNMENT = re.compile(r"(?P<head>(?<![\w$-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=)(?P<value>[^\s'\"]+)")
+_OPTION_PARTS = frozenset({"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD"})
+_NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]*)?")
+#: Shorter values are not masked elsewhere in a document (they would match ordinary words and numbers).
+_MIN_ELSEWHERE = 6
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's (or a key's) name says it holds a secret (module docstring)."""
+    parts = re.split(r"[_\-.]+", name.upper())
+    return any(part in _SECRET_PARTS for part in parts) or name.upper().endswith(("APIKEY", "TOKEN", "PASSWORD"))
+
+
+def _is_reference(value: str) -> bool:
+    """A ``$NAME`` reference, or a value already masked (ours, or pydantic's ``**********`` of a SecretStr)."""
+    return value.startswith("$") or value in (REDACTED, REDACTED_IN_URL) or set(value) == {"*"}
+
+
+def _secret_option(match: re.Match[str]) -> bool:
+    value = match.group("value")
+    if _is_reference(value) or value.startswith("-") or _NUMBER.fullmatch(value):
+        return False
+    return any(part in _OPTION_PARTS for part in re.split(r"[_-]+", match.group("name").strip("-").upper()))
+
+
+def _secret_assignment(match: re.Match[str]) -> bool:
+    return is_secret_name(match.group("name")) and not _is_reference(match.group("value"))
+
+
+def _found_in_text(text: str) -> Iterator[str]:
+    for match in _URL_PASSWORD.finditer(text):
+        if not _is_reference(match.group("value")):
+            yield match.group("value")
+    for match in _OPTION.finditer(text):
+        if _secret_option(match):
+            yield match.group("value")
+    for match in _ASSIGNMENT.finditer(text):
+        if _secret_assignment(match):
+            yield match.group("value")
+
+
+def _secret_entry(key: Any, value: Any, under: str | None) -> bool:
+    """Whether ``key: value`` of a mapping is a secret written inline: an environment entry with a secret's
+    name, or an ``api_key``, whose value is not a reference."""
+    if not isinstance(value, str) or not isinstance(key, str) or not value or _is_reference(value):
+        return False
+    return (under == "environment" and is_secret_name(key)) or key == "api_key"
+
+
+def _walk(doc: Any, path: tuple[Any, ...] = (), under: str | None = None) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """(key path, inline secret value) of every secret the document holds by where it stands."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            here = (*path, key)
+            if _secret_entry(key, value, under):
+                yield here, value
+                continue
+            yield from _walk(value, here, key if isinstance(key, str) else None)
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            yield from _walk(value, (*path, index), under)
+    elif isinstance(doc, str):
+        for value in _found_in_text(doc):
+            yield path, value
+
+
+def inline_secrets(doc: Any) -> list[tuple[tuple[Any, ...], str]]:
+    """(key path, what it is) of each secret written inline in ``doc`` (never the value itself)."""
+    out = []
+    for path, value in _walk(doc):
+        if path and path[-1] == "api_key":
+            continue  # a SecretStr: masked everywhere by its own model, and meant to be given this way too
+        what = "a URL's password" if "://" in _context(doc, path) and value in _context(doc, path) else "a secret"
+        out.append((path, what))
+    return out
+
+
+def _context(doc: Any, path: tuple[Any, ...]) -> str:
+    for key in path:
+        try:
+            doc = doc[key]
+        except (KeyError, IndexError, TypeError):
+            return ""
+    return doc if isinstance(doc, str) else ""
+
+
+def redact_text(text: str, values: tuple[str, ...] = ()) -> str:
+    """``text`` with URL passwords, secret options' values and the given ``values`` replaced by ``[redacted]``."""
+    text = _URL_PASSWORD.sub(
+        lambda m: (
+            m.group(0) if _is_reference(m.group("value")) else m.group("head") + REDACTED_IN_URL + m.group("tail")
+        ),
+        text,
+    )
+    text = _OPTION.sub(lambda m: m.group("head") + REDACTED if _secret_option(m) else m.group(0), text)
+    text = _ASSIGNMENT.sub(lambda m: m.group("head") + REDACTED if _secret_assignment(m) else m.group(0), text)
+    for value in values:
+        if len(value) >= _MIN_ELSEWHERE:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def redact(doc: Any) -> Any:
+    """A copy of ``doc`` (JSON-shaped: dicts, lists, strings, numbers) with every inline secret redacted."""
+    values = tuple(sorted({value for _path, value in _walk(doc)}, key=len, reverse=True))
+    return _redacted(doc, values, None)
+
+
+def _redacted(doc: Any, values: tuple[str, ...], under: str | None) -> Any:
+    if isinstance(doc, dict):
+        out = {}
+        for key, value in doc.items():
+            if _secret_entry(key, value, under):
+                out[key] = REDACTED
+                continue
+            out[key] = _redacted(value, values, key if isinstance(key, str) else None)
+        return out
+    if isinstance(doc, list):
+        return [_redacted(value, values, under) for value in doc]
+    if isinstance(doc, str):
+        return redact_text(doc, values)
+    return doc
+
+
+def redact_json_line(line: str) -> str:
+    """A JSON line (a record) with every inline secret redacted; the line itself when it holds none."""
+    data = json.loads(line)
+    shown = redact(data)
+    return line if shown == data else json.dumps(shown, ensure_ascii=False, separators=(",", ":"))

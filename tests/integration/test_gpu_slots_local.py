@@ -1,0 +1,100 @@
+"""GPU slots with the process service on this machine, through the CLI: two slots of eight fake GPUs, a process
+each, the records naming their slot and GPUs, the report's summary.csv too, and nothing left running."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.harness import cli_env, records, run_cli
+
+pytestmark = pytest.mark.timeout(240)
+
+STUB_DIR = Path(__file__).resolve().parents[1] / "data" / "fake-nvidia-smi"
+
+EXPERIMENT = """\
+name: local-slots
+host: {{kind: local, gpus: 8}}
+service:
+  kind: process
+  command: >-
+    {{python}} -m orchestrator.sim --host 127.0.0.1 --port {{slot_port}} --profile tiny --load-seconds 0.2
+    {{spec_args}}
+server: {{url: "http://127.0.0.1:{port}", ready_timeout: 30s, expected_load_time: 1s}}
+engine: sglang
+variants:
+  autoregressive: {{spec_args: "--algorithm ar"}}
+  linear: {{spec_args: "--algorithm linear --draft-tokens {{k}}", matrix: {{k: [2, 4]}}}}
+baselines: [autoregressive]
+load: {{concurrency: [1], requests: 2, max_tokens: 8, warmup: 0}}
+lossless: {{enabled: false}}
+"""
+
+
+def test_two_slots_of_process_servers_through_the_cli(tmp_path: Path, unused_tcp_port: int) -> None:
+    path = tmp_path / "slots.yaml"
+    path.write_text(EXPERIMENT.format(port=unused_tcp_port))
+    state = tmp_path / "gpus.json"
+    env = cli_env(
+        tmp_path,
+        FAKE_GPU_STATE=str(state),
+        FAKE_GPUS="8",
+        PATH=f"{STUB_DIR}{os.pathsep}{os.environ['PATH']}",
+    )
+    results = tmp_path / "results"
+    proc = run_cli("sweep", str(path), "--results", str(results), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["state"] == "done"
+    run_dir = next((results / "local-slots").iterdir())
+    recs = records(run_dir)
+    assert {r["host"] for r in recs} == {"local/gpu0", "local/gpu1"}
+    for r in recs:
+        placement = r["placement"]
+        assert r["host"] == placement["slot"] and placement["cuda_visible_devices"] == str(placement["gpus"][0])
+        assert placement["instance"] == f"local-slots-gpu{placement['gpus'][0]}"
+        assert placement["port"] == unused_tcp_port + placement["gpus"][0]
+        assert placement["gpu_check"]["clean"] is True
+        telemetry = r["telemetry"]  # the slot's own GPU: its power, not the host's eight
+        assert telemetry["gpus"] == 1 and telemetry["command"].endswith(f" -i {placement['gpus'][0]}"), telemetry
+    with (run_dir / "summary.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and all(row["slot"] == row["host"] and row["gpus"] in ("0", "1") for row in rows)
+    # Every simulator stopped with its deployment: no fake GPU is held any more.
+    assert json.loads(state.read_text())["holders"] == []
+
+
+def test_a_second_simulator_on_a_taken_gpu_fails_its_start_with_cudas_out_of_memory_error(
+    tmp_path: Path, unused_tcp_port_factory: Any
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.reliability.harness import wait_until
+
+    state = tmp_path / "gpus.json"
+    env = {**os.environ, "FAKE_GPU_STATE": str(state), "FAKE_GPUS": "8", "CUDA_VISIBLE_DEVICES": "3"}
+    command = [sys.executable, "-m", "orchestrator.sim", "--profile", "tiny", "--load-seconds", "0"]
+    first = subprocess.Popen([*command, "--port", str(unused_tcp_port_factory())], env=env, stdout=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: state.exists() and json.loads(state.read_text())["holders"], timeout=30)
+        second = subprocess.run(
+            [*command, "--port", str(unused_tcp_port_factory())],
+            env={**env, "CUDA_VISIBLE_DEVICES": "2,3"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 1
+        assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 58.59 GiB. GPU 1 has" in second.stdout
+        assert f"Process {first.pid} has 58.59 GiB memory in use." in second.stdout
+        holders = json.loads(state.read_text())["holders"]
+        assert [(h["pid"], h["gpu"]) for h in holders] == [(first.pid, 3)]
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+    assert json.loads(state.read_text())["holders"] == []  # its GPU freed when it stopped

@@ -1,0 +1,202 @@
+"""report.html in a real browser: Debian's headless Chromium (installed by scripts/test.sh as root) opens the report
+``specsweep report`` wrote, at a desktop's width (1280) and a phone's (390), and a script run in the page checks
+that every figure loaded (``naturalWidth > 0``), that nothing sticks out of the page's edge (the page does not
+scroll sideways, and no element reaches past the viewport unless a scrolling box of its own holds it) and that
+the winners' section is shown. A full-page screenshot of each width is kept for a person to look at; the test
+prints where.
+
+Chromium is driven over the DevTools protocol on a loopback websocket (aiohttp's client): the viewport is set
+exactly (the command line's ``--window-size`` has a floor of 500 px), the page is a ``file://`` one whose figures
+are embedded, and a proxy on a closed loopback port keeps the browser from reaching any network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.reliability.harness import ROOT, cli_env, run_cli
+
+pytestmark = pytest.mark.timeout(300)
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+RUNS = ROOT / "tests" / "data" / "runs"
+WIDTHS = {"desktop": (1280, 900), "narrow": (390, 844)}
+
+# Evaluated in the loaded page; returns what it found.
+_CHECK = r"""
+(() => {
+  const W = document.documentElement.clientWidth;
+  const images = [...document.images].map(i => ({
+    alt: i.alt.slice(0, 60), complete: i.complete, natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
+    right: i.getBoundingClientRect().right}));
+  // An element is held when an ancestor of its own scrolls or clips it and that box is inside the page.
+  const held = el => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX;
+      if (o === 'auto' || o === 'scroll' || o === 'hidden') {
+        const r = p.getBoundingClientRect();
+        if (r.left >= -1 && r.right <= W + 1) return true;
+      }
+    }
+    return false;
+  };
+  const over = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if ((r.right > W + 1 || r.left < -1) && !held(el))
+      over.push({tag: el.tagName, text: (el.textContent || '').trim().slice(0, 80), left: r.left, right: r.right});
+  }
+  const heading = [...document.querySelectorAll('h2')].find(h => h.textContent.trim() === 'Winners');
+  let winners = null;
+  if (heading) {
+    const r = heading.getBoundingClientRect(), s = getComputedStyle(heading);
+    const body = heading.nextElementSibling, b = body ? body.getBoundingClientRect() : {height: 0, right: 0};
+    const table = [...document.querySelectorAll('caption')].find(c => c.textContent.startsWith('Best configuration'));
+    winners = {shown: r.width > 0 && r.height > 0 && s.display !== 'none' && s.visibility !== 'hidden',
+               left: r.left, right: r.right, top: r.top + scrollY, body_height: b.height, body_right: b.right,
+               text: body ? body.textContent.trim().slice(0, 300) : '', table: !!table};
+  }
+  return {width: W, scroll_width: document.documentElement.scrollWidth,
+          height: document.documentElement.scrollHeight, images, overflowing: over.slice(0, 40), winners};
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Headless Chromium with its DevTools endpoint on loopback; yields the browser's websocket URL. Stopped (by
+    its PID) on the way out, whatever the tests did."""
+    if CHROMIUM is None:
+        pytest.skip("no chromium: scripts/test.sh installs Debian's chromium when run as root")
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    proc = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",  # as root, Chromium's sandbox will not start
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--proxy-server=http://127.0.0.1:9",  # nothing listens there: no request leaves this machine
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            found = re.search(r"DevTools listening on (ws://127\.0\.0\.1:\d+/\S+)", line)
+            if found:
+                break
+        else:
+            raise AssertionError("chromium did not start its DevTools endpoint: " + "".join(seen[-20:]))
+        yield found.group(1)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+class _DevTools:
+    """The few DevTools commands the test needs, on one page (a flat session of the browser's socket)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.session: str | None = None
+        self.events: list[dict[str, Any]] = []
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        message: dict[str, Any] = {"id": self.next_id, "method": method, "params": params}
+        if self.session is not None:
+            message["sessionId"] = self.session
+        await self.ws.send_json(message)
+        while True:
+            reply = json.loads((await self.ws.receive(timeout=60)).data)
+            if reply.get("id") == self.next_id:
+                assert "error" not in reply, (method, reply["error"])
+                return dict(reply.get("result", {}))
+            self.events.append(reply)
+
+    async def wait_for(self, event: str) -> None:
+        while not any(e.get("method") == event for e in self.events):
+            self.events.append(json.loads((await self.ws.receive(timeout=60)).data))
+
+
+async def _open(url: str, page: Path, width: int, height: int, shot: Path) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as client, client.ws_connect(url, max_msg_size=0) as ws:
+        tools = _DevTools(ws)
+        target = (await tools.call("Target.createTarget", url="about:blank"))["targetId"]
+        tools.session = (await tools.call("Target.attachToTarget", targetId=target, flatten=True))["sessionId"]
+        # A phone's width is a phone: the page's viewport meta applies, as it would on one.
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600}
+        await tools.call("Emulation.setDeviceMetricsOverride", **metrics)
+        await tools.call("Page.enable")
+        await tools.call("Page.navigate", url=page.as_uri())
+        await tools.wait_for("Page.loadEventFired")
+        found = await tools.call("Runtime.evaluate", expression=_CHECK, returnByValue=True)
+        result = dict(found["result"]["value"])
+        picture = await tools.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        shot.write_bytes(base64.b64decode(picture["data"]))
+        tools.session = None
+        await tools.call("Target.closeTarget", targetId=target)
+        return result
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The field report's run (44 points, every kind of figure and table) reported by the real CLI."""
+    run = shutil.copytree(RUNS / "field-report", tmp_path_factory.mktemp("browser") / "field-report")
+    proc = run_cli("report", str(run), "--quiet", env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    page = Path(proc.stdout.strip())
+    assert page == run / "report.html"
+    return page
+
+
+@pytest.mark.parametrize("name", list(WIDTHS))
+def test_the_report_in_chromium_loads_every_figure_fits_the_page_and_shows_the_winners(
+    browser: str, report: Path, name: str
+) -> None:
+    width, height = WIDTHS[name]
+    # Kept for a person to look at: the whole page at this width, beside the report.
+    shot = report.parent / f"screenshot-{name}-{width}.png"
+    result = asyncio.run(_open(browser, report, width, height, shot))
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    print(f"\nscreenshot of report.html at {width} px: {shot}")
+
+    assert result["width"] == width
+    images = result["images"]
+    assert len(images) == 6  # the field report's figures
+    broken = [i["alt"] for i in images if not i["complete"] or i["natural"] <= 0 or i["shown"] <= 0]
+    assert not broken, broken
+    assert all(i["right"] <= width + 1 for i in images)
+    assert result["scroll_width"] <= width, f"the page scrolls sideways: {result['scroll_width']} > {width}"
+    assert not result["overflowing"], result["overflowing"][:5]
+    winners = result["winners"]
+    assert winners is not None, "no Winners section"
+    assert winners["shown"] and winners["right"] <= width + 1 and winners["body_height"] > 0
+    assert winners["table"] and ("is fastest at" in winners["text"] or "indistinguishable" in winners["text"])

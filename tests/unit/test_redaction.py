@@ -1,0 +1,144 @@
+"""One redactor for what specsweep writes and shows (issue 28, item 2): secrets written inline, by name, in
+URLs and after secret options, and the run lock that keeps a second controller out (item 3)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.redaction import REDACTED, inline_secrets, is_secret_name, redact, redact_text
+from orchestrator.runs.runlock import RunLock, RunLockedError
+from orchestrator.runs.store import RunStore
+from tests.unit.test_store import PLAN, make_record
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("OPENAI_API_KEY", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("DB_PASSWORD", True),
+        ("WANDB_APIKEY", True),
+        ("MAX_TOKENS", False),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("CUDA_VISIBLE_DEVICES", False),
+        ("SGLANG_KEYS_DIR", False),
+    ],
+)
+def test_a_secret_is_known_by_a_part_of_its_name(name: str, secret: bool) -> None:
+    assert is_secret_name(name) is secret
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("serve --api-key sk-12345678 --port 1", "serve --api-key [redacted] --port 1"),
+        ("serve --hf-token=hf_abcdefgh", "serve --hf-token=[redacted]"),
+        ("serve --num-draft-tokens 5 --speculative-num-draft-tokens 8", None),
+        ("serve --api-key $API_KEY", None),  # a reference, resolved on the host
+        ("serve --api-key --port 1", None),  # no value: the next option
+        ("http://bob:hunter22@127.0.0.1:8000/v1", "http://bob:redacted@127.0.0.1:8000/v1"),
+        ("http://bob@127.0.0.1:8000", None),
+        ("HF_TOKEN=hf_abcdefgh MAX_TOKENS=5 python -m x", "HF_TOKEN=[redacted] MAX_TOKENS=5 python -m x"),
+        ("Environment=HF_TOKEN=$HF_TOKEN", None),
+    ],
+)
+def test_text_loses_its_secret_options_and_url_passwords(text: str, shown: str | None) -> None:
+    assert redact_text(text) == (shown if shown is not None else text)
+
+
+def test_a_redacted_url_still_parses_and_keeps_its_host_and_port() -> None:
+    url = redact_text("http://bob:p%40ss:w0rd@[::1]:8000/v1")
+    parts = urlsplit(url)
+    assert (parts.hostname, parts.port, parts.username) == ("::1", 8000, "bob")
+    assert "w0rd" not in url
+
+
+def test_a_document_loses_every_inline_secret_and_keeps_its_references() -> None:
+    doc = {
+        "service": {
+            "environment": {"HF_TOKEN": "hf_abcdefgh123", "MAX_TOKENS": "5", "OTHER": "$X"},
+            "secrets": {"API": {"secret_env": "API"}},
+            "command": "python -m sglang --api-key sk-12345678 --num-draft-tokens 5",
+        },
+        "server": {"url": "http://user:pa55word@127.0.0.1:8000", "api_key": "sekrit-key-1"},
+        "note": "the token hf_abcdefgh123 is echoed here",
+    }
+    shown = redact(doc)
+    text = json.dumps(shown)
+    for value in ("hf_abcdefgh123", "sk-12345678", "pa55word", "sekrit-key-1"):
+        assert value not in text
+    assert shown["service"]["environment"] == {"HF_TOKEN": REDACTED, "MAX_TOKENS": "5", "OTHER": "$X"}
+    assert shown["service"]["secrets"] == doc["service"]["secrets"]
+    assert "--num-draft-tokens 5" in shown["service"]["command"]
+    assert redact(shown) == shown  # once is enough
+    assert {".".join(map(str, path)) for path, _what in inline_secrets(doc)} == {
+        "service.environment.HF_TOKEN",
+        "service.command",
+        "server.url",
+    }  # the echo in "note" is masked as a value found elsewhere, not named as a place one is written
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.text(alphabet=st.characters(categories=("L", "N"), include_characters="-_./+"), min_size=8),
+    name=st.sampled_from(["HF_TOKEN", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD"]),
+)
+def test_no_inline_secret_value_survives_anywhere_in_a_document(value: str, name: str) -> None:
+    if value.startswith(("$", "-")) or value in ("redacted", REDACTED):
+        return
+    doc = {
+        "environment": {name: value},
+        "command": f"serve --model m --{name.lower().replace('_', '-')} {value}",
+        "url": f"https://u:{value.replace('/', '').replace('@', '') or 'x'}@example.invalid/x",
+        "events": [{"message": f"started with {value}"}],
+    }
+    assert value not in json.dumps(redact(doc), ensure_ascii=False)
+
+
+def test_the_run_files_hold_no_inline_secret(tmp_path: Path) -> None:
+    plan = {**PLAN, "deployments": [{"id": "d-1", "environment": {"HF_TOKEN": "hf_abcdefgh123"}, "load_points": []}]}
+    resolved = {"service": {"environment": {"HF_TOKEN": "hf_abcdefgh123"}}, "server": {"url": "http://a:pw123456@h:1"}}
+    store = RunStore.create(tmp_path, "demo", resolved, plan)
+    store.append(make_record("p-1", command="serve --api-key sk-abcdefgh12 --port 1"))
+    store.event("deploy", command="serve --api-key sk-abcdefgh12")
+    store.write_json("provenance.json", {"command": "serve --hf-token hf_abcdefgh123"})
+    store.release()
+    written = "".join(p.read_text() for p in store.path.rglob("*") if p.is_file())
+    for value in ("hf_abcdefgh123", "sk-abcdefgh12", "pw123456"):
+        assert value not in written
+    assert "[redacted]" in (store.path / "records.jsonl").read_text()
+
+
+_HOLD = (
+    "import sys\nfrom orchestrator.runs.runlock import RunLock\n"
+    "RunLock.take(sys.argv[1])\nprint('held', flush=True)\nsys.stdin.read()\n"
+)
+
+
+def test_the_run_lock_keeps_another_process_out_and_names_it(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        with pytest.raises(RunLockedError, match=f"pid {proc.pid} on .* since"):
+            RunLock.take(tmp_path)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+    lock = RunLock.take(tmp_path)  # the holder is gone, and with it its lock (no stale lock to break)
+    again = RunLock.take(tmp_path)  # the same process may take it twice (counted)
+    again.release()
+    assert lock.held and not again.held
+    lock.release()
+    lock.release()  # idempotent
