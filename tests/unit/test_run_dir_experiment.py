@@ -52,7 +52,6 @@ def test_unusable_text_is_refused_with_its_line(tmp_path: Path, value: str) -> N
 
 def test_report_of_a_run_with_a_bomb_is_one_line_not_a_hang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from orchestrator.cli.app import main
-
     from tests.unit.test_store import make_record
 
     store = _store(tmp_path, BOMB)
