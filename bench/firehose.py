@@ -21,6 +21,18 @@ every token is still its own HTTP chunk, framed as a real engine frames it, but 
 (its Python and a system call per write, about 4 µs here) falls K-fold, so that a fast client reading one
 token per chunk is not held back by the server (it then finds K chunks or more per read).
 
+``--writes-per-turn W`` gives each open stream W writes per turn of the pump instead of one, each its own
+``transport.write`` (so, on asyncio's own loop, its own ``send``: with ``--events-per-write 1`` every token is
+its own HTTP chunk in its own TCP segment, W of them per stream before the next stream's). This is the pattern
+of the simplest asyncio-protocol server that pre-encodes its chunks and writes a batch of them per loop turn
+(bench/load_capacity.py's mode ``outside``). uvloop would not keep it: it gathers a turn's writes to one
+socket into one ``writev`` at the end of the loop iteration, which makes W writes the same bytes on the wire as
+``--chunks-per-send W``; so run it without ``--uvloop``.
+
+``--dialect vllm`` renders plain OpenAI chunks as vLLM writes them (``delta`` with ``content`` only,
+``logprobs`` and ``finish_reason``; about half the bytes of the SGLang dialect) instead of the simulator's
+SGLang dialect.
+
 ``--itl-ms T`` paces it: every T ms each open stream gets its next chunk (no faster than that, never in a
 burst to catch up). With one event per write and a client that keeps up, every read then brings one token,
 as from a real engine; what the client costs per token there is what it costs against real engines.
@@ -128,12 +140,17 @@ def union_length(spans: list[tuple[float, float]]) -> float:
     return total + (end - start if end > start else 0.0)
 
 
-_RENDERED: dict[tuple[int, int, bool, bool, bytes, int], tuple[bytes, list[int], list[int]]] = {}
+_RENDERED: dict[tuple[int, int, bool, bool, bytes, int, str], tuple[bytes, list[int], list[int]]] = {}
 TIMELINE_S = 0.02  # how often, at most, the pump notes (time, tokens written) in Stats.timeline
 
 
 def render_stream(
-    body: dict, per_write: int, model: bytes, continuous_usage: bool = True, chunks_per_send: int = 1
+    body: dict,
+    per_write: int,
+    model: bytes,
+    continuous_usage: bool = True,
+    chunks_per_send: int = 1,
+    dialect: str = "sglang",
 ) -> tuple[bytes, list[int], list[int], int]:
     """The whole chunked response body of one streamed chat request: (bytes, write boundaries, the tokens
     written before each boundary, tokens).
@@ -147,9 +164,9 @@ def render_stream(
     options = body.get("stream_options") or {}
     include_usage = bool(options.get("include_usage"))
     continuous = continuous_usage and include_usage and bool(options.get("continuous_usage_stats"))
-    key = (n, per_write, include_usage, continuous, model, chunks_per_send)
+    key = (n, per_write, include_usage, continuous, model, chunks_per_send, dialect)
     if key not in _RENDERED:
-        data, bounds = _render(n, per_write, include_usage, continuous, model)
+        data, bounds = _render(n, per_write, include_usage, continuous, model, dialect)
         # Write j carries HTTP chunk j (its tokens: per_write, the last one the rest), the headers riding with
         # the first and the tail with the last.
         cum = [min(j * per_write, n) for j in range(len(bounds))]
@@ -161,13 +178,23 @@ def render_stream(
     return data, bounds, cum, n
 
 
-def _render(n: int, per_write: int, include_usage: bool, continuous: bool, model: bytes) -> tuple[bytes, list[int]]:
+def _render(
+    n: int, per_write: int, include_usage: bool, continuous: bool, model: bytes, dialect: str = "sglang"
+) -> tuple[bytes, list[int]]:
     prompt_tokens = 7
     rid = uuid.uuid4().hex.encode()
+    if dialect == "vllm":
+        rid = b"chatcmpl-" + rid
     head = b'data: {"id":"' + rid + b'","object":"chat.completion.chunk","created":%d,"model":"' % int(time.time())
     head += model + b'","choices":['
 
     def usage(completion: int) -> bytes:
+        if dialect == "vllm":
+            return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (
+                prompt_tokens,
+                prompt_tokens + completion,
+                completion,
+            )
         return (
             b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":null,'
             b'"reasoning_tokens":0,"completion_tokens_details":null}'
@@ -178,21 +205,25 @@ def _render(n: int, per_write: int, include_usage: bool, continuous: bool, model
         tail = b"]" if completion is None else b"]," + usage(completion)
         return head + choice + tail + b"}\n\n"
 
-    role = (
-        b'{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""},'
-        b'"logprobs":null,"finish_reason":null,"matched_stop":null}'
-    )
+    if dialect == "vllm":  # vLLM's OpenAI chat chunks: the delta, logprobs and finish_reason, nothing else
+        role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
+        token_head, token_tail = b'{"index":0,"delta":{"content":"', b'"},"logprobs":null,"finish_reason":null}'
+        finish = b'{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"length","stop_reason":null}'
+    else:
+        role = (
+            b'{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""},'
+            b'"logprobs":null,"finish_reason":null,"matched_stop":null}'
+        )
+        token_head = b'{"index":0,"delta":{"reasoning_content":null,"content":"'
+        token_tail = b'"},"logprobs":null,"finish_reason":null,"matched_stop":null}'
+        finish = (
+            b'{"index":0,"delta":{"reasoning_content":null},"logprobs":null,"finish_reason":"length",'
+            b'"matched_stop":null}'
+        )
     events = [event(role, 0 if continuous else None)]
     for k in range(n):
-        word = _WORDS[k % len(_WORDS)]
-        choice = (
-            b'{"index":0,"delta":{"reasoning_content":null,"content":"' + word
-            + b'"},"logprobs":null,"finish_reason":null,"matched_stop":null}'
-        )  # fmt: skip
+        choice = token_head + _WORDS[k % len(_WORDS)] + token_tail
         events.append(event(choice, k + 1 if continuous else None))
-    finish = (
-        b'{"index":0,"delta":{"reasoning_content":null},"logprobs":null,"finish_reason":"length","matched_stop":null}'
-    )
     events.append(event(finish, n if continuous else None))
     if include_usage:
         events.append(head + b"]," + usage(n) + b"}\n\n")
@@ -259,10 +290,19 @@ class Stream:
 
 class Server:
     def __init__(
-        self, per_write: int, model: str, itl_s: float = 0.0, continuous_usage: bool = True, chunks_per_send: int = 1
+        self,
+        per_write: int,
+        model: str,
+        itl_s: float = 0.0,
+        continuous_usage: bool = True,
+        chunks_per_send: int = 1,
+        writes_per_turn: int = 1,
+        dialect: str = "sglang",
     ) -> None:
         self.per_write = per_write
         self.chunks_per_send = chunks_per_send
+        self.writes_per_turn = writes_per_turn
+        self.dialect = dialect
         self.itl_s = itl_s
         self.continuous_usage = continuous_usage
         self.model = model.encode()
@@ -280,12 +320,14 @@ class Server:
             self._wake.set_result(None)
 
     async def pump(self) -> None:
-        """Write the next chunk of every open stream, in turn; then let the loop read, accept and write. When no
+        """Write the next chunk (``writes_per_turn`` chunks, each its own write) of every open stream, in turn;
+        then let the loop read, accept and write. When no
         stream could take a write (none open, or every one's socket buffer full), sleep until one can: a server
         that spun through paused streams would take the CPU its clients share with it."""
         loop = asyncio.get_running_loop()
         tick = loop.time()
         noted = 0.0
+        turn = range(self.writes_per_turn)
         while True:
             stats = self.stats  # /reset replaces it
             if not self.streams:
@@ -301,12 +343,17 @@ class Server:
                     keep.append(s)
                     continue
                 wrote = True
-                i = s.next
-                conn.transport.write(s.data[s.bounds[i] : s.bounds[i + 1]])
-                stats.writes += 1
-                stats.written += s.cum[i + 1] - s.cum[i]
-                s.next = i + 1
-                if s.next + 1 >= len(s.bounds):
+                last = len(s.bounds) - 1
+                write = conn.transport.write
+                for _ in turn:
+                    i = s.next
+                    write(s.data[s.bounds[i] : s.bounds[i + 1]])
+                    stats.writes += 1
+                    stats.written += s.cum[i + 1] - s.cum[i]
+                    s.next = i + 1
+                    if s.next >= last:
+                        break
+                if s.next >= last:
                     stats.tokens += s.tokens
                     conn.stream = None
                     conn.untaken = s.tokens
@@ -402,7 +449,12 @@ class Connection(asyncio.Protocol):
                 return
             if body.get("stream"):
                 data, bounds, cum, tokens = render_stream(
-                    body, server.per_write, server.model, server.continuous_usage, server.chunks_per_send
+                    body,
+                    server.per_write,
+                    server.model,
+                    server.continuous_usage,
+                    server.chunks_per_send,
+                    server.dialect,
                 )
                 self.stream = Stream(self, data, bounds, cum, tokens)
                 server.start_stream(self.stream)
@@ -436,6 +488,8 @@ async def serve(args: argparse.Namespace) -> None:
         args.itl_ms / 1000,
         args.continuous_usage == "honour",
         args.chunks_per_send,
+        args.writes_per_turn,
+        args.dialect,
     )
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -469,6 +523,10 @@ def main() -> int:
     parser.add_argument(
         "--chunks-per-send", type=int, default=1, help="HTTP chunks (each of --events-per-write events) per write"
     )
+    parser.add_argument(
+        "--writes-per-turn", type=int, default=1, help="writes (each its own transport.write) per stream per turn"
+    )
+    parser.add_argument("--dialect", choices=("sglang", "vllm"), default="sglang", help="the chunks' JSON")
     parser.add_argument("--model", default="sim")
     parser.add_argument("--itl-ms", type=float, default=0.0, help="pace: one chunk per stream every ITL ms")
     parser.add_argument(
@@ -481,8 +539,8 @@ def main() -> int:
     parser.add_argument("--control-port", type=int, default=0, help="this process's own port (0: any)")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop (when it is installed)")
     args = parser.parse_args()
-    if args.events_per_write < 1 or args.chunks_per_send < 1:
-        parser.error("--events-per-write and --chunks-per-send must be at least 1")
+    if args.events_per_write < 1 or args.chunks_per_send < 1 or args.writes_per_turn < 1:
+        parser.error("--events-per-write, --chunks-per-send and --writes-per-turn must be at least 1")
     if args.uvloop:
         import uvloop
 

@@ -11,8 +11,15 @@ every token as its own HTTP chunk with its own ``send`` (as a real engine's serv
 server's cost per write, about 4 µs here, can be the limit: then tokens/s is the server's and tokens per
 CPU-second the client's figure), ``1@5`` one token per stream every 5 ms (a client that keeps up reads one
 token per read, as from a real engine: there the figure is CPU per token, not tokens/s, which the pace
-sets). A mode is ``E[xK][@T]``: E events per HTTP chunk, K chunks per write, one write per stream every T
-ms. For each mode, concurrency and client there is a small and a big run (``--small`` and ``--big`` or
+sets), ``outside`` what an outside harness's server wrote (issue 31: an asyncio-protocol server on asyncio's own
+loop, plain vLLM-style chunks of one short word, usage only at the end, every token its own HTTP chunk and its
+own ``send``, 16 sends per stream per turn before the next stream's; so a read finds as many one-token TCP
+segments as arrived since the last one, and a stream's first read often the headers with all or most of the
+body). A mode is ``E[xK][/W][@T]``: E events per HTTP chunk, K chunks per write, W writes per stream per turn
+(each its own ``send``; then the firehose runs on asyncio's loop, since uvloop joins a turn's writes to one
+socket into one), one turn every T ms. ``--tree DIR`` adds the client ``specsweep.tree``: specsweep from
+another checkout (``git worktree add DIR COMMIT``), so that a change is measured against its parent in one
+run. For each mode, concurrency and client there is a small and a big run (``--small`` and ``--big`` or
 ``--big-unpaced`` requests per stream), and:
 
 - server tok/s: tokens the server counted as read by the client in the big run, over the time the client
@@ -42,7 +49,7 @@ the way ``vllm bench serve`` calls it: ``add_cli_args`` then ``main``). All run 
 they insist on one. Run from the repository root:
 
     .venv/bin/python bench/load_capacity.py --peer-venv PEER_VENV --vllm-venv VLLM_VENV \
-        [--levels 32,128] [--modes 16,1x8,1,1@5] [--tokens 256] [--repeat 3]
+        [--levels 32,128] [--modes 16,1x8,1,1@5,outside] [--tokens 256] [--input-tokens 32] [--repeat 3]
 
 Everything talks to 127.0.0.1 only.
 """
@@ -63,7 +70,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_common import ROOT, crossing, firehose, http_json, pinned, process_cpu_seconds, tree_cpu_ns, value_at
+from load_common import (
+    ROOT,
+    crossing,
+    http_json,
+    mode_firehose,
+    parse_mode,
+    pinned,
+    process_cpu_seconds,
+    tree_cpu_ns,
+    value_at,
+)
 
 # No peer may reach past loopback: the Hugging Face hub is pointed at a closed loopback port, and offline mode
 # is set for the tools that honour it. (AIPerf cannot load a tokenizer from a local path in offline mode, so
@@ -131,6 +148,8 @@ class Context:
     tokenizer: str
     workdir: Path
     tokens: int
+    input_tokens: int = 32
+    tree: Path | None = None  # another checkout of the project, for the client "specsweep.tree"
 
 
 Client = tuple[list[str], Callable[[str], float], int, dict[str, str]]
@@ -139,8 +158,8 @@ Client = tuple[list[str], Callable[[str], float], int, dict[str, str]]
 def specsweep(ctx: Context, c: int, n: int) -> Client:
     command = [
         ctx.python, "-m", "orchestrator", "load", "--url", ctx.url, "--model", "sim", "--concurrency", str(c),
-        "--requests", str(n), "--max-tokens", str(ctx.tokens), "--prompts", f"synthetic:in=32,out={ctx.tokens}",
-        "--warmup", str(c), "--json",
+        "--requests", str(n), "--max-tokens", str(ctx.tokens),
+        "--prompts", f"synthetic:in={ctx.input_tokens},out={ctx.tokens}", "--warmup", str(c), "--json",
     ]  # fmt: skip
 
     def parse(stdout: str) -> float:
@@ -150,6 +169,21 @@ def specsweep(ctx: Context, c: int, n: int) -> Client:
         return float(data["output_tok_s"])
 
     return command, parse, c, OFFLINE
+
+
+# ``python -m orchestrator`` from another checkout (its directory first on sys.path, before this one's).
+_TREE_DRIVER = (
+    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('orchestrator', run_name='__main__')"
+)
+
+
+def specsweep_tree(ctx: Context, c: int, n: int) -> Client:
+    """specsweep from ``--tree`` (another checkout, e.g. ``git worktree add DIR COMMIT``): the same command, so
+    that a change is measured against what it changed in one run."""
+    if ctx.tree is None:
+        raise SystemExit("specsweep.tree needs --tree")
+    command, parse, warmup, env = specsweep(ctx, c, n)
+    return [command[0], "-c", _TREE_DRIVER, str(ctx.tree), *command[3:]], parse, warmup, env
 
 
 def _peer(ctx: Context, name: str) -> Path:
@@ -172,7 +206,7 @@ def guidellm(ctx: Context, c: int, n: int) -> Client:
             },
             "profile": {"kind": "concurrent", "streams": c},
             "tokenizer": {"kind": "huggingface_auto", "model": ctx.tokenizer},
-            "data": [{"kind": "synthetic_text", "prompt_tokens": 32, "output_tokens": ctx.tokens}],
+            "data": [{"kind": "synthetic_text", "prompt_tokens": ctx.input_tokens, "output_tokens": ctx.tokens}],
             "constraints": [{"kind": "max_requests", "count": n}],
         },
     }
@@ -194,7 +228,7 @@ def aiperf(ctx: Context, c: int, n: int) -> Client:
     command = [
         str(_peer(ctx, "aiperf") / "aiperf"), "profile", "--model", "sim", "--url", ctx.url, "--endpoint-type",
         "chat", "--streaming", "--concurrency", str(c), "--request-count", str(n), "--warmup-request-count", str(c),
-        "--prompt-input-tokens-mean", "32", "--prompt-output-tokens-mean", str(ctx.tokens),
+        "--prompt-input-tokens-mean", str(ctx.input_tokens), "--prompt-output-tokens-mean", str(ctx.tokens),
         "--extra-inputs", "ignore_eos:true", "--tokenizer", ctx.tokenizer, "--use-server-token-count",
         "--output-artifact-dir", str(out), "--no-auto-plot",
     ]  # fmt: skip
@@ -211,7 +245,8 @@ def sglang(ctx: Context, c: int, n: int) -> Client:
     command = [
         str(_peer(ctx, "sglang") / "python"), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat",
         "--base-url", ctx.url, "--model", "sim", "--tokenizer", ctx.tokenizer, "--dataset-name", "random-ids",
-        "--random-input-len", "32", "--random-output-len", str(ctx.tokens), "--random-range-ratio", "1",
+        "--random-input-len", str(ctx.input_tokens), "--random-output-len", str(ctx.tokens),
+        "--random-range-ratio", "1",
         "--num-prompts", str(n), "--max-concurrency", str(c), "--disable-tqdm", "--output-file", str(out),
     ]  # fmt: skip
 
@@ -231,7 +266,7 @@ def vllm(ctx: Context, c: int, n: int) -> Client:
     command = [
         str(ctx.vllm_bin / "python"), "-c", _VLLM_DRIVER, "--backend", "openai-chat",
         "--endpoint", "/v1/chat/completions", "--base-url", ctx.url, "--model", "sim", "--tokenizer", ctx.tokenizer,
-        "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", str(ctx.tokens),
+        "--dataset-name", "random", "--random-input-len", str(ctx.input_tokens), "--random-output-len", str(ctx.tokens),
         "--num-prompts", str(n), "--max-concurrency", str(c), "--num-warmups", str(c), "--ignore-eos",
         "--disable-tqdm", "--save-result", "--result-dir", str(ctx.workdir), "--result-filename", name,
     ]  # fmt: skip
@@ -247,6 +282,7 @@ def vllm(ctx: Context, c: int, n: int) -> Client:
 
 CLIENTS = {
     "specsweep": specsweep,
+    "specsweep.tree": specsweep_tree,
     "vllm.bench_serve": vllm,
     "sglang.bench_serving": sglang,
     "guidellm": guidellm,
@@ -337,6 +373,8 @@ def main() -> int:
         "HTTP chunk, K chunks per write), E@T (paced: one write per stream every T ms)",
     )
     parser.add_argument("--tokens", type=int, default=256, help="output tokens per request")
+    parser.add_argument("--input-tokens", type=int, default=32, help="synthetic prompt tokens per request")
+    parser.add_argument("--tree", type=Path, help="another checkout of the project, run as client specsweep.tree")
     parser.add_argument("--small", type=float, default=2.0, help="small run: this many requests per stream")
     parser.add_argument("--big", type=float, default=8.0, help="big run, paced modes: this many requests per stream")
     parser.add_argument("--big-unpaced", type=float, default=32.0, help="big run, unpaced modes: requests per stream")
@@ -372,8 +410,9 @@ def main() -> int:
                 capture_output=True,
             )
         for mode in args.modes.split(","):
-            per_write, chunks, itl = parse_mode(mode)
-            with firehose(per_write, itl_ms=itl, core=0, chunks_per_send=chunks) as server:
+            spec = parse_mode(mode)
+            itl = spec.itl_ms
+            with mode_firehose(spec, core=0) as server:
                 ctx = Context(
                     server.url,
                     server.control,
@@ -385,6 +424,8 @@ def main() -> int:
                     str(tokenizer),
                     workdir,
                     args.tokens,
+                    args.input_tokens,
+                    args.tree.resolve() if args.tree else None,
                 )
                 for round_ in range(args.repeat):
                     for c in (int(x) for x in args.levels.split(",")):
@@ -409,17 +450,6 @@ def main() -> int:
         args.json.write_text(json.dumps([r.__dict__ for r in runs], indent=1))
     print(report(runs, clients))
     return 0
-
-
-def parse_mode(mode: str) -> tuple[int, int, float]:
-    """``E[xK][@T]``: E events per HTTP chunk, K chunks per write (1), one write per stream every T ms (0: as
-    fast as it can)."""
-    head, _, itl = mode.partition("@")
-    per_write, _, chunks = head.partition("x")
-    try:
-        return int(per_write), int(chunks or 1), float(itl or 0)
-    except ValueError:
-        raise SystemExit(f"bad mode {mode!r}: E, ExK, E@T or ExK@T (numbers)") from None
 
 
 def report(runs: list[Run], clients: list[str]) -> str:

@@ -149,12 +149,17 @@ def firehose(
     port: int | None = None,
     reuse_port: bool = False,
     chunks_per_send: int = 1,
+    writes_per_turn: int = 1,
+    dialect: str = "sglang",
+    uvloop: bool = True,
 ) -> Iterator[Firehose]:
-    """Run bench/firehose.py; yield its URLs and PID once it answers. ``port`` shared with ``reuse_port``."""
+    """Run bench/firehose.py; yield its URLs and PID once it answers. ``port`` shared with ``reuse_port``;
+    ``uvloop=False`` keeps it on asyncio's own loop (each write its own ``send``: see its ``--writes-per-turn``)."""
     command = [sys.executable, str(ROOT / "bench" / "firehose.py"), "--events-per-write", str(events_per_write)]
     command += ["--port", str(port if port is not None else free_port()), "--itl-ms", str(itl_ms)]
-    command += ["--chunks-per-send", str(chunks_per_send)]
-    if importlib.util.find_spec("uvloop") is not None:
+    command += ["--chunks-per-send", str(chunks_per_send), "--writes-per-turn", str(writes_per_turn)]
+    command += ["--dialect", dialect]
+    if uvloop and importlib.util.find_spec("uvloop") is not None:
         command.append("--uvloop")  # the server's own cost per write, the limit when it writes one token per send
     if reuse_port:
         command.append("--reuse-port")
@@ -177,3 +182,55 @@ def firehose(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@dataclass(frozen=True)
+class Mode:
+    per_write: int  # events per HTTP chunk
+    chunks: int = 1  # HTTP chunks per write
+    writes: int = 1  # writes per stream per turn of the server's pump, each its own send (then on asyncio's loop)
+    itl_ms: float = 0.0  # paced: a turn every T ms
+    dialect: str = "sglang"
+    continuous_usage: bool = True
+
+
+# What an outside harness wrote (issue 31): an asyncio-protocol server, plain OpenAI chunks of one short word,
+# one event per HTTP chunk and per write, 16 writes per stream per turn, usage only at the end.
+NAMED_MODES = {"outside": Mode(1, 1, 16, 0.0, "vllm", False)}
+
+
+def parse_mode(mode: str) -> Mode:
+    """``E[xK][/W][@T]``: E events per HTTP chunk, K chunks per write (1), W writes per stream per turn (1), one
+    turn every T ms (0: as fast as it can); or a name in NAMED_MODES."""
+    if mode in NAMED_MODES:
+        return NAMED_MODES[mode]
+    head, _, itl = mode.partition("@")
+    head, _, writes = head.partition("/")
+    per_write, _, chunks = head.partition("x")
+    try:
+        spec = Mode(int(per_write), int(chunks or 1), int(writes or 1), float(itl or 0))
+    except ValueError:
+        raise SystemExit(
+            f"bad mode {mode!r}: E, ExK, E/W, E@T, ExK/W@T (numbers) or {', '.join(NAMED_MODES)}"
+        ) from None
+    if min(spec.per_write, spec.chunks, spec.writes) < 1:
+        raise SystemExit(f"bad mode {mode!r}: every count at least 1")
+    return spec
+
+
+def mode_firehose(
+    spec: Mode, *, core: int | None = 0, port: int | None = None, reuse_port: bool = False
+) -> contextlib.AbstractContextManager[Firehose]:
+    """:func:`firehose` writing as ``spec`` says (asyncio's own loop when it writes several times per turn)."""
+    return firehose(
+        spec.per_write,
+        itl_ms=spec.itl_ms,
+        core=core,
+        port=port,
+        reuse_port=reuse_port,
+        chunks_per_send=spec.chunks,
+        writes_per_turn=spec.writes,
+        dialect=spec.dialect,
+        continuous_usage=spec.continuous_usage,
+        uvloop=spec.writes == 1,
+    )

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from firehose import union_length
-from load_common import ROOT, firehose, free_port, http_json, process_cpu_seconds
+from load_common import ROOT, Mode, firehose, free_port, http_json, mode_firehose, parse_mode, process_cpu_seconds
 
 
 def run(url: str, controls: list[str], pids: list[int], args: argparse.Namespace, workers: int) -> dict:
@@ -45,7 +45,8 @@ def run(url: str, controls: list[str], pids: list[int], args: argparse.Namespace
     n = c * args.per_stream
     command = [
         sys.executable, "-m", "orchestrator", "load", "--url", url, "--model", "sim", "-c", str(c), "-n", str(n),
-        "--max-tokens", str(args.tokens), "--prompts", f"synthetic:in=32,out={args.tokens}", "--warmup", str(c),
+        "--max-tokens", str(args.tokens), "--prompts", f"synthetic:in={args.input_tokens},out={args.tokens}",
+        "--warmup", str(c),
         "--workers", str(workers), "--json",
     ]  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -85,6 +86,12 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--events-per-write", type=int, default=256)
     parser.add_argument(
+        "--mode",
+        help="write as bench/load_capacity.py's mode (e.g. outside: one token per HTTP chunk and per send, 16 "
+        "sends per stream per turn) instead of --events-per-write",
+    )
+    parser.add_argument("--input-tokens", type=int, default=32, help="synthetic prompt tokens per request")
+    parser.add_argument(
         "--continuous-usage", choices=("honour", "ignore"), default="honour", help="the servers' (bench/firehose.py)"
     )
     parser.add_argument("--repeat", type=int, default=3, help="rounds (the order of W alternates)")
@@ -93,10 +100,13 @@ def main() -> int:
     levels = [int(w) for w in args.workers.split(",")]
     port = free_port()
     runs: list[dict] = []
+    spec = parse_mode(args.mode) if args.mode else None
     with contextlib.ExitStack() as stack:
         servers = [
             stack.enter_context(
-                firehose(
+                mode_firehose(spec, core=None, port=port, reuse_port=True)
+                if isinstance(spec, Mode)
+                else firehose(
                     args.events_per_write,
                     core=None,
                     port=port,

@@ -56,6 +56,9 @@ __all__ = ["LoadClient", "discover_model"]
 _DONE_GRACE_S = 2.0  # after the end marker, how long to wait for the server to close the body cleanly
 _STALE_ATTEMPTS = 16  # a request meets at most this many pooled connections the server had closed
 _ERROR_BODY_LIMIT = 65536
+#: The most of a non-streamed answer read (its deadline is the request's first-token one): far above any
+#: completion's JSON, and an endless body from a hostile server stops here, not at the controller's memory.
+_BODY_LIMIT = 64 * 1024 * 1024
 
 
 class LoadClient:
@@ -128,20 +131,26 @@ class LoadClient:
         start = loop.time()
         total_deadline = start + s.total_timeout
         timeout = asyncio.timeout_at(min(start + s.first_token_timeout, total_deadline))
+        # The stream's reader exists before the request goes out: a _Pipe can take the body over in the very read
+        # that brings the response's headers (see _Request.send).
+        sink = _Sink(self, decoder, record, timeout, total_deadline) if s.stream else None
         record.dispatched = record.sent = time.perf_counter()  # _Request moves ``sent`` to the body's write
         try:
-            async with timeout, await self._post(session, data, record) as resp:
+            async with timeout, await self._post(session, data, record, sink) as resp:
                 record.status = resp.status
-                _shrink_reads(resp)
+                _shrink_reads(resp.connection.transport if resp.connection is not None else None)
                 if resp.status != 200:
                     text = await resp.content.read(_ERROR_BODY_LIMIT)
                     record.fail(f"http_{resp.status}", _http_error_text(resp.status, text))
-                elif s.stream and "json" not in resp.headers.get("Content-Type", ""):
-                    await self._read_stream(resp, decoder, record, timeout, total_deadline)
+                elif sink is not None and "json" not in resp.headers.get("Content-Type", ""):
+                    await self._read_stream(resp, sink)
                 else:
                     record.streamed = False
-                    body = await resp.read()
-                    decoder.on_body(body, time.perf_counter())
+                    body = await _read_capped(resp, _BODY_LIMIT)
+                    if body is None:
+                        record.fail("too_large", f"the answer is larger than {_BODY_LIMIT} bytes (not read further)")
+                    else:
+                        decoder.on_body(body, time.perf_counter())
                     record.end = time.perf_counter()
         except StreamFault as fault:
             record.fail(fault.kind, str(fault))
@@ -178,7 +187,9 @@ class LoadClient:
             record.fail("truncated", "the response carried no tokens and no finish reason")
         return record
 
-    async def _post(self, session: aiohttp.ClientSession, data: bytes, record: RequestRecord) -> aiohttp.ClientResponse:
+    async def _post(
+        self, session: aiohttp.ClientSession, data: bytes, record: RequestRecord, sink: _Sink | None
+    ) -> aiohttp.ClientResponse:
         """POST the request and return the response once its headers arrived.
 
         A pooled connection can be one the server has closed without aiohttp having noticed yet; the request
@@ -186,7 +197,7 @@ class LoadClient:
         A fresh connection failing is the server's answer, and raises.
         """
         for _ in range(_STALE_ATTEMPTS - 1):
-            attempt = _Attempt(record)
+            attempt = _Attempt(record, sink)
             token = _ATTEMPT.set(attempt)
             try:
                 return await session.post(self._url, data=data)
@@ -196,40 +207,37 @@ class LoadClient:
                 record.sent = record.dispatched  # the next write is the send
             finally:
                 _ATTEMPT.reset(token)
-        token = _ATTEMPT.set(_Attempt(record))
+        token = _ATTEMPT.set(_Attempt(record, sink))
         try:
             return await session.post(self._url, data=data)
         finally:
             _ATTEMPT.reset(token)
 
-    async def _read_stream(
-        self,
-        resp: aiohttp.ClientResponse,
-        decoder: Decoder,
-        record: RequestRecord,
-        timeout: asyncio.Timeout,
-        total_deadline: float,
-    ) -> None:
-        sink = _Sink(self, decoder, record, timeout, total_deadline)
+    async def _read_stream(self, resp: aiohttp.ClientResponse, sink: _Sink) -> None:
         content = resp.content
-        connection = resp.connection
-        handler = connection.protocol if connection is not None else None
-        if (
-            type(content) is aiohttp.StreamReader
-            and _Pipe.fits(handler)
-            and not content.is_eof()
-            and handler._payload is content  # type: ignore[union-attr]
-        ):
+        pipe = sink.pipe
+        if pipe is None or pipe.reader is not content:
+            connection = resp.connection
+            handler = connection.protocol if connection is not None else None
+            pipe = None
+            if (
+                type(content) is aiohttp.StreamReader
+                and _Pipe.fits(handler)
+                and not content.is_eof()
+                and handler._payload is content  # type: ignore[union-attr]
+            ):
+                # No pipe took the body over with its headers (another protocol then): one does from here.
+                pipe = _Pipe(handler, content, sink)  # raises what broke the connection, if it did
+        if pipe is not None:
             # The body goes from aiohttp's parser straight into the sink, read by read (see _Pipe).
-            pending = content.read_nowait()  # what came with the headers (raises if the connection broke)
-            if pending:
-                sink.feed(pending)
-            if sink.error is None and not content.is_eof():
-                pipe = _Pipe(handler, content, sink)
-                try:
+            try:
+                if sink.error is None and content.exception() is None and not content.is_eof():
                     await content.wait_eof()
-                finally:
-                    pipe.restore()
+            finally:
+                pipe.restore()
+            broken = content.exception()
+            if sink.error is None and broken is not None:
+                raise broken  # the connection broke before this coroutine came to wait for the body
         else:  # another reader or loop than these: read it the ordinary way
             async for chunk in content.iter_any():
                 sink.feed(chunk)
@@ -240,12 +248,37 @@ class LoadClient:
         sink.close()
 
 
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The whole body of ``resp``, or None once it is larger than ``limit`` bytes."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        piece = await resp.content.read(1 << 20)
+        if not piece:
+            return b"".join(pieces)
+        size += len(piece)
+        if size > limit:
+            return None
+        pieces.append(piece)
+
+
 class _Sink:
     """Reads one streamed response as its bytes arrive: SSE framing, the decoder, the first-token and
     end-of-stream bookkeeping. Every read is stamped with ``time.perf_counter()`` when it arrives (before
     aiohttp's parser sees it); the events it completes share that time."""
 
-    __slots__ = ("client", "decoder", "error", "first", "on_event", "parser", "record", "timeout", "total_deadline")
+    __slots__ = (
+        "client",
+        "decoder",
+        "error",
+        "first",
+        "on_event",
+        "parser",
+        "pipe",
+        "record",
+        "timeout",
+        "total_deadline",
+    )
 
     def __init__(
         self,
@@ -264,6 +297,7 @@ class _Sink:
         self.parser = SSEParser()
         self.first = False
         self.error: BaseException | None = None  # what ended the stream early (raised by the reading coroutine)
+        self.pipe: _Pipe | None = None  # the pipe that took the body over, when one did
 
     def feed(self, data: bytes, now: float | None = None) -> None:
         """Take the next piece of the body, read at ``now`` (the general way; :meth:`take` has faster ones)."""
@@ -387,12 +421,15 @@ class _Pipe(asyncio.Protocol):
     aiohttp's ``ResponseHandler.data_received`` reschedules its read timer and checks for upgrades and
     websockets on every read; its ``StreamReader`` then buffers each HTTP chunk and wakes the coroutine
     reading it (Python calls, a future and a task switch per chunk). For a token stream, one token per chunk,
-    that is more than the parsing itself. While a response streams, the transport's protocol is this one
-    (``transport.set_protocol``): a read is stamped, given to the parser (its body pieces collect in a queue
-    at C speed: :class:`_PieceReader`), and the pieces go to the sink together (they share the read's time);
-    the coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection
-    back to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink
-    fails (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
+    that is more than the parsing itself. From the moment a streamed request goes out, the transport's protocol
+    is this one (``transport.set_protocol``); the reads that bring the response's headers are aiohttp's
+    (:meth:`head`), and from the one that completes them on, the body's are the pipe's: a read is stamped,
+    given to the parser (its body pieces collect in a queue at C speed: :class:`_PieceReader`), and the pieces
+    go to the sink together (they share the read's time). Taking the body over only when the reading coroutine
+    next ran left a stream's first tens of tokens, on a busy loop, to aiohttp's reader one read each. The
+    coroutine sleeps in ``wait_eof()`` until the body ends (``feed_eof``, which also hands the connection back
+    to the pool), the connection fails (``connection_lost``, delegated to aiohttp's handler) or the sink fails
+    (it sets the exception itself). Then the handler is the protocol again, at once. The read timeout
     (``sock_read``: no byte for that long) is one timer per timeout period instead of one per read.
     """
 
@@ -403,6 +440,7 @@ class _Pipe(asyncio.Protocol):
         "idle",
         "last",
         "next_piece",
+        "partial",
         "reader",
         "reader_class",
         "sink",
@@ -423,28 +461,104 @@ class _Pipe(asyncio.Protocol):
             and hasattr(getattr(handler, "transport", None), "set_protocol")
         )
 
-    def __init__(self, handler: Any, reader: aiohttp.StreamReader, sink: _Sink) -> None:
+    def __init__(self, handler: Any, reader: aiohttp.StreamReader | None, sink: _Sink) -> None:
+        """Become the connection's protocol; with ``reader`` (the response's body reader, its headers read) take
+        the body over now, else when the headers come (:meth:`head`)."""
         self.handler = handler
-        self.reader = reader
+        self.reader: aiohttp.StreamReader | None = None
         self.sink = sink
         self.feed = handler._parser.feed_data
         self.transport = handler.transport
         self.eof = False
+        self.partial = b""  # the last bytes of a read that did not complete the headers (head)
         self.last = _perf()
-        self.idle: float | None = handler.read_timeout or None
-        handler._drop_timeout()  # aiohttp's per-read timer; the watchdog below stands in for it
+        self.idle: float | None = None
         self.watchdog: asyncio.TimerHandle | None = None
-        if self.idle:
-            self.watchdog = asyncio.get_running_loop().call_later(self.idle, self.watch)
-        reader.on_eof(self.ended)
         self.reader_class = _piece_reader()
         self.waiting = self.reader_class.pieces.qsize
         self.next_piece = self.reader_class.pieces.get_nowait
-        reader.__class__ = self.reader_class
         self.transport.set_protocol(self)
+        if reader is not None:
+            try:
+                self.take_over(reader, _perf())
+            except BaseException:
+                self.restore()
+                raise
+
+    def head(self, data: bytes) -> None:
+        """A read before the response's headers were complete: aiohttp's handler reads the headers. Once they
+        are, the body is this pipe's if it is the stream the request waits for (status 200, not JSON, a body
+        still to come); else the handler is the protocol again, for the rest of this response. The handler is
+        given the headers alone: a body that came with them (all of it, when the loop came late to this
+        connection) then goes the pipe's way, not into aiohttp's reader one HTTP chunk at a time (each taken
+        out of it again with a Python call and a ``resume_reading``)."""
+        now = _perf()
+        handler = self.handler
+        partial = self.partial
+        probe = partial + data if partial else data
+        end = probe.find(b"\r\n\r\n")
+        if end < 0:
+            self.partial = probe[-3:]
+            handler.data_received(data)
+            return
+        split = end + 4 - len(partial)
+        self.partial = b""
+        rest = data[split:]
+        handler.data_received(data[:split] if rest else data)
+        queued = handler._buffer
+        if not queued:
+            if rest:
+                handler.data_received(rest)  # not the end of a response's headers after all: aiohttp decides
+            return
+        (message, reader), _ = queued[-1]
+        if (
+            message.code == 200
+            and type(reader) is aiohttp.StreamReader
+            and reader is handler._payload
+            and "json" not in message.headers.get("Content-Type", "")
+            and not reader.is_eof()
+            and reader.exception() is None
+            and not handler._upgraded
+            and self.transport.get_protocol() is self
+        ):
+            self.take_over(reader, now)
+            if rest and self.reader is not None and self.transport.get_protocol() is self:
+                self.body(rest, now)
+        else:
+            self.restore()
+            if rest:
+                handler.data_received(rest)
+
+    def take_over(self, reader: aiohttp.StreamReader, now: float) -> None:
+        """From here on the body's reads are this pipe's; what aiohttp's reader holds goes to the sink first,
+        read at ``now``."""
+        handler = self.handler
+        self.reader = reader
+        self.last = now
+        self.idle = handler.read_timeout or None
+        handler._drop_timeout()  # aiohttp's per-read timer; the watchdog below stands in for it
+        if self.idle:
+            self.watchdog = asyncio.get_running_loop().call_later(self.idle, self.watch)
+        pending = reader.read_nowait()  # what came with the headers (raises if the connection broke)
+        reader.on_eof(self.ended)
+        reader.__class__ = self.reader_class
+        sink = self.sink
+        sink.pipe = self
+        if pending and sink.error is None:
+            sink.feed(pending, now)
+            if sink.error is not None:
+                self.fail(sink.error)
+        if reader.is_eof():
+            self.restore()
 
     def data_received(self, data: bytes) -> None:
-        now = _perf()
+        if self.reader is None:
+            self.head(data)
+        else:
+            self.body(data, _perf())
+
+    def body(self, data: bytes, now: float) -> None:
+        """A read of the body, at ``now``."""
         self.last = now
         try:
             messages, upgraded, tail = self.feed(data)
@@ -484,7 +598,7 @@ class _Pipe(asyncio.Protocol):
 
     def fail(self, exc: BaseException) -> None:
         self.sink.error = exc
-        if self.reader.exception() is None:
+        if self.reader is not None and self.reader.exception() is None:
             self.reader.set_exception(exc)  # wakes wait_eof() with it
 
     def broken(self, exc: BaseException) -> None:
@@ -514,7 +628,7 @@ class _Pipe(asyncio.Protocol):
         if self.watchdog is not None:
             self.watchdog.cancel()
             self.watchdog = None
-        if type(self.reader) is self.reader_class:
+        if self.reader is not None and type(self.reader) is self.reader_class:
             self.reader.__class__ = aiohttp.StreamReader  # type: ignore[assignment]
         if self.transport.get_protocol() is self:
             self.transport.set_protocol(self.handler)
@@ -536,7 +650,16 @@ class _Pipe(asyncio.Protocol):
         self.handler.resume_writing()
 
 
-_HANDLER_PARTS = ("_parser", "_payload", "_drop_timeout", "_on_read_timeout", "read_timeout", "set_exception")
+_HANDLER_PARTS = (
+    "_parser",
+    "_payload",
+    "_buffer",
+    "_drop_timeout",
+    "_on_read_timeout",
+    "read_timeout",
+    "set_exception",
+    "data_received",
+)
 
 
 async def discover_model(settings: LoadSettings) -> str:
@@ -579,12 +702,14 @@ def _session(settings: LoadSettings, headers: dict[str, str]) -> aiohttp.ClientS
 
 
 class _Attempt:
-    """One try at sending a request: its record, and whether aiohttp gave it a pooled connection."""
+    """One try at sending a request: its record, its stream's sink (None when not streamed), and whether aiohttp
+    gave it a pooled connection."""
 
-    __slots__ = ("record", "reused")
+    __slots__ = ("record", "reused", "sink")
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, sink: _Sink | None = None) -> None:
         self.record = record
+        self.sink = sink
         self.reused = False
 
 
@@ -610,6 +735,12 @@ class _Request(aiohttp.ClientRequest):
             if attempt is not None and protocol in _USED:
                 attempt.reused = True
             _USED.add(protocol)
+            if attempt is not None and attempt.sink is not None and _Pipe.fits(protocol):
+                # Before the request goes out: the response's headers are aiohttp's, its body the pipe's from the
+                # read that completes them on (else the reads until this task next runs, a stream's first tens of
+                # tokens when the loop is busy, would each go through aiohttp's reader one by one).
+                _shrink_reads(protocol.transport)
+                _Pipe(protocol, None, attempt.sink)
         return await super().send(conn)
 
     async def write_bytes(self, writer: Any, conn: Any, content_length: int | None = None) -> None:
@@ -622,18 +753,16 @@ class _Request(aiohttp.ClientRequest):
 _READ_SIZE = 64 * 1024
 
 
-def _shrink_reads(resp: aiohttp.ClientResponse) -> None:
+def _shrink_reads(transport: Any) -> None:
     """Read at most 64 KiB per socket read instead of asyncio's 256 KiB.
 
     CPython allocates the whole read size for every ``recv`` before trimming it; above glibc's mmap threshold
     that is an mmap and a munmap per read, about 15 µs each time here. Streams that trickle one event per read
     (every real engine at C=512) pay it per token: it was a quarter of the client's CPU.
     """
-    connection = resp.connection
-    transport = connection.transport if connection is not None else None
     if transport is not None and getattr(transport, "max_size", 0) > _READ_SIZE:
         with contextlib.suppress(AttributeError, TypeError):  # another event loop's transport: leave it
-            transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
+            transport.max_size = _READ_SIZE
 
 
 def _http_error_text(status: int, body: bytes) -> str:

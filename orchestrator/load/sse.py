@@ -82,19 +82,25 @@ class SSEParser:
         return events
 
     def data_only(self, chunk: bytes) -> list[bytes] | None:
-        """The data of every event in ``chunk`` when the parser is clean and ``chunk`` is nothing but whole
+        """The data of every event in ``chunk`` when the parser is clean (or has been fed nothing yet: a stream's
+        first read, all of a short response when the loop came late to it) and ``chunk`` is nothing but whole
         ``data: ...`` events, one line each, with their blank lines (no ``\r``, no other line break): what
         :meth:`feed` would return for it, without the event types. Else None (then call :meth:`feed`).
 
         Checked with C-level searches instead of a loop over lines: ``chunk`` is ``data: `` + S + a blank line;
         S split at every ``\n\ndata: `` (a search that skips ahead) gives the payloads, and when no payload
         holds a line break (a ``memchr`` each), every line break of the chunk is one of those blank lines."""
-        if not self.clean or chunk[:6] != b"data: " or chunk[-2:] != b"\n\n" or chunk.find(b"\r") >= 0:
+        if not self.clean and self._started:
+            return None
+        if chunk[:6] != b"data: " or chunk[-2:] != b"\n\n" or chunk.find(b"\r") >= 0:
             return None
         payloads = chunk[6:-2].split(b"\n\ndata: ")
         for payload in payloads:
             if payload.find(b"\n") >= 0:
                 return None
+        if not self._started:  # a fresh parser: a chunk that starts with "data: " has no BOM to drop
+            self._started = True
+            self.clean = True
         return payloads
 
     def close(self) -> list[SSEEvent]:

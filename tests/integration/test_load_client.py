@@ -12,8 +12,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.client_proto import ResponseHandler
 
 from orchestrator.engines.llamacpp.responses import LLAMACPP_TIMINGS
 from orchestrator.engines.responses import SpecFigures
@@ -442,6 +444,70 @@ async def test_streams_go_through_the_pipe_and_leave_the_connection_as_aiohttp_h
     assert client_module._pieces_waiting() == 0
 
 
+def _count_aiohttp_body_feeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many pieces of a body went into aiohttp's own StreamReader (a pipe's reader feeds its queue)."""
+    fed = [0]
+    feed = aiohttp.StreamReader.feed_data
+
+    def counting(self: Any, data: bytes, size: int = 0) -> bool:
+        if isinstance(self._protocol, ResponseHandler):  # a response's body (not a fake server's request's)
+            fed[0] += 1
+        return feed(self, data, size)
+
+    monkeypatch.setattr(aiohttp.StreamReader, "feed_data", counting)
+    return fed
+
+
+async def test_a_whole_response_in_the_read_of_its_headers_goes_through_the_pipe(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fake server shares the client's loop and writes every event before the client reads: the headers
+    # and the whole body come in one read. The body goes the pipe's way, not into aiohttp's reader chunk by chunk.
+    fed = _count_aiohttp_body_feeds(monkeypatch)
+    tokens = [f" t{i}" for i in range(40)]
+    server.scripts.append(sse_script(chat_events(tokens)))
+    record = await send_one(settings_for(server.url))
+    assert record.ok, record.error
+    assert record.output_tokens == 40
+    assert fed[0] == 0
+    assert client_module._pieces_waiting() == 0
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4, 5])
+async def test_headers_split_across_reads_anywhere_in_their_end_still_hand_the_body_to_the_pipe(
+    cut: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A raw server: the headers' last bytes ("\r\n\r\n") cut ``cut`` bytes from the end of the first write,
+    # the rest (with two events) after a pause, then the remaining events, then the end of the body.
+    fed = _count_aiohttp_body_feeds(monkeypatch)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    events = chat_events(["a", "b", "c"])
+    body = [b"%x\r\n" % len(e) + e + b"\r\n" for e in events]
+
+    async def respond(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(head[:-cut])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(head[-cut:] + b"".join(body[:2]))
+        await asyncio.sleep(0.05)
+        writer.write(b"".join(body[2:]) + b"0\r\n\r\n")
+        await writer.drain()
+        await reader.read()  # until the client closes
+        writer.close()
+
+    raw = await asyncio.start_server(respond, "127.0.0.1", 0)
+    try:
+        port = raw.sockets[0].getsockname()[1]
+        record = await send_one(settings_for(f"http://127.0.0.1:{port}"))
+    finally:
+        raw.close()
+    assert record.ok, record.error
+    assert record.output_tokens == 3
+    assert fed[0] == 0
+    assert len(record.chunk_times) == 3 and record.chunk_times[0] < record.chunk_times[-1]
+
+
 # -- servers that misbehave ------------------------------------------------------------------------------
 
 _OPENAI_500 = {"object": "error", "message": "CUDA out of memory", "type": "InternalServerError", "code": 500}
@@ -618,3 +684,28 @@ async def test_model_discovery_failure_is_a_load_error() -> None:
 async def test_bad_prompts_file_is_a_load_error(server: FakeServer) -> None:
     with pytest.raises(LoadError, match="does not exist"):
         await run_load(settings_for(server.url, prompts="missing.jsonl"))
+
+
+async def test_an_endless_non_streamed_answer_is_cut_at_the_size_cap(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile server's non-streamed answer that never ends (issue 28, item 4): the request fails at the cap,
+    the controller keeps at most the cap of it, and the load goes on."""
+    monkeypatch.setattr(client_module, "_BODY_LIMIT", 1 << 20)
+    sent = {"bytes": 0}
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        piece = b" " * 65536
+        while sent["bytes"] < 64 << 20:  # far past the cap; the client must leave first
+            await response.write(piece)
+            sent["bytes"] += len(piece)
+        await response.write_eof()
+        return response
+
+    server.scripts.append(endless)
+    record = await send_one(settings_for(server.url, stream=False))
+    assert record.error_kind == "too_large", record.error
+    assert "larger than 1048576 bytes" in (record.error or "")
+    assert sent["bytes"] < 64 << 20  # the client went away: the server did not write it all

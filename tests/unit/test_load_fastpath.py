@@ -113,6 +113,8 @@ _event = st.one_of(
     _chunk.map(lambda c: json.dumps(c).encode()),
     _chunk.map(lambda c: json.dumps(c, separators=(",", ":")).encode()),
     st.sampled_from([b"[DONE]", b"{bad", b'{"choices": []} trailing', b"[1]", b'{"a": NaN}', b' {"choices": []}']),
+    # What would read as several values, or none, if a read's events were decoded together without care:
+    st.sampled_from([b"", b" ", b"{} {}", b'{"choices": []}{"choices": []}', b"{}\n{}", b"{}\n", b'{"a":\n1}']),
 )
 
 
@@ -213,6 +215,26 @@ def test_data_only_is_what_a_clean_parser_makes_of_the_chunk(prefix: list[bytes]
         assert clean
         assert parser.feed(data) == [(None, p) for p in payloads]
         assert parser.clean
+
+
+@settings(max_examples=400, deadline=None)
+@given(chunk=st.lists(_piece | st.just(b"\xef\xbb\xbf"), min_size=1, max_size=10))
+def test_data_only_at_the_start_is_what_a_fresh_parser_makes_of_the_chunk(chunk: list[bytes]) -> None:
+    # A stream's first read (with a late loop, the whole response) takes the fast path too.
+    data = b"".join(chunk)
+    fresh, reference = SSEParser(), SSEParser()
+    payloads = fresh.data_only(data)
+    events = reference.feed(data)
+    if payloads is not None:
+        assert events == [(None, p) for p in payloads]
+        assert fresh.clean and reference.clean
+        follow = b"\xef\xbb\xbfdata: x\n\n"  # a BOM is the start's only: later, it is data like any other
+        assert fresh.feed(follow) == reference.feed(follow)
+
+
+def test_data_only_takes_a_fresh_parser_s_first_read() -> None:
+    assert SSEParser().data_only(b"data: a\n\ndata: b\n\n") == [b"a", b"b"]
+    assert SSEParser().data_only(b"\xef\xbb\xbfdata: a\n\n") is None  # the parser drops the BOM
 
 
 def test_data_only_takes_several_events_and_refuses_anything_else() -> None:
