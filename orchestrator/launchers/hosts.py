@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from orchestrator.control import request
 from orchestrator.errors import ServiceError, SpecsweepError
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
@@ -123,12 +124,12 @@ class HostSlot:
         api_key = self.experiment.server.api_key_value
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         path = self.experiment.health_paths[0]
-        try:
-            response = httpx.get(self.url + path, timeout=2.0, headers=headers)
-        except httpx.HTTPError:
+        with httpx.Client(timeout=2.0, trust_env=False) as client:  # a total deadline (orchestrator/control.py)
+            answer = request(client, "GET", self.url + path, headers=headers, deadline_s=2.0)
+        if answer.status is None:
             return
         raise ServiceError(
-            f"{self.name}: {self.url}{path} already answers (HTTP {response.status_code}) although the service is "
+            f"{self.name}: {self.url}{path} already answers (HTTP {answer.status}) although the service is "
             "not running: another process serves that port; stop it or change the port in the experiment"
         )
 

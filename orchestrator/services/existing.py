@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from orchestrator.control import request
 from orchestrator.errors import StartFailed
 from orchestrator.services.base import Leftover, LogChunk, ServiceState
 from orchestrator.services.process import DEFAULT_STATE_DIR, ProcessService
@@ -88,14 +89,14 @@ class ExistingService:
 
     def _answer(self) -> tuple[bool, str]:
         """(whether the server answers at all, what happened)."""
-        try:
-            with httpx.Client(timeout=self.timeout, trust_env=False, headers=self._headers) as client:
-                response = client.get(self.url + self.health_path)
-        except httpx.TimeoutException as exc:
-            return True, f"GET {self.health_path}: {type(exc).__name__} (busy, not gone)"
-        except httpx.HTTPError as exc:
-            return False, f"GET {self.health_path}: {type(exc).__name__}: {exc}"
-        return True, f"GET {self.health_path}: HTTP {response.status_code}"
+        # Through the control plane's request: a total deadline and a size cap (orchestrator/control.py).
+        with httpx.Client(timeout=self.timeout, trust_env=False) as client:
+            answer = request(client, "GET", self.url + self.health_path, headers=self._headers, deadline_s=self.timeout)
+        if answer.status is not None:
+            return True, f"GET {self.health_path}: HTTP {answer.status}"
+        if isinstance(answer.error, httpx.TimeoutException) or answer.error is None:
+            return True, f"GET {self.health_path}: {answer.problem} (busy, not gone)"
+        return False, f"GET {self.health_path}: {type(answer.error).__name__}: {answer.error}"
 
     def apply(self, deployment: Deployment) -> None:
         """Deploy nothing: the server must already run. A server that does not answer fails at once."""

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from orchestrator.control import Answer
 from orchestrator.errors import HostLockedError, ServiceError, StartFailed
 from orchestrator.experiment.schema import load_experiment
 from orchestrator.launchers import (
@@ -136,7 +137,7 @@ def test_open_locks_recovers_and_checks_the_port(tmp_path: Path, fakes: dict[str
 def test_a_port_someone_else_serves_is_refused(
     tmp_path: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hosts_module.httpx, "get", lambda url, **kw: httpx.Response(200))
+    monkeypatch.setattr(hosts_module, "request", lambda client, method, url, **kw: Answer(200, ""))
     exp = make_experiment(tmp_path)
     slot = HostSlot(exp, exp.host_specs()[0], lock_label="x")
     with pytest.raises(ServiceError, match="already answers \\(HTTP 200\\) although the service is not running"):
@@ -148,7 +149,7 @@ def test_a_port_someone_else_serves_is_refused(
 def test_a_running_service_is_not_a_stranger_on_the_port(
     tmp_path: Path, fakes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hosts_module.httpx, "get", lambda url, **kw: httpx.Response(200))
+    monkeypatch.setattr(hosts_module, "request", lambda client, method, url, **kw: Answer(200, ""))
     fakes["service"].running = True
     exp = make_experiment(tmp_path)
     HostSlot(exp, exp.host_specs()[0], lock_label="x").open(lambda _: None)
