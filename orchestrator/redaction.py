@@ -57,8 +57,13 @@ def is_secret_name(name: str) -> bool:
 
 
 def _is_reference(value: str) -> bool:
-    """A ``$NAME`` reference, or a value already masked (ours, or pydantic's ``**********`` of a SecretStr)."""
-    return value.startswith("$") or value in (REDACTED, REDACTED_IN_URL) or set(value) == {"*"}
+    """A ``$NAME`` reference, or a value already masked (ours, a service's ``[secret NAME]``, pydantic's
+    ``**********`` of a SecretStr)."""
+    return (
+        value.startswith(("$", "[secret", "[redacted"))  # a reference, or masked by a service (secrets.Redactor)
+        or value == REDACTED_IN_URL
+        or set(value) == {"*"}
+    )
 
 
 def _secret_option(match: re.Match[str]) -> bool:

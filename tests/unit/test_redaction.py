@@ -49,6 +49,7 @@ def test_a_secret_is_known_by_a_part_of_its_name(name: str, secret: bool) -> Non
         ("http://bob@127.0.0.1:8000", None),
         ("HF_TOKEN=hf_abcdefgh MAX_TOKENS=5 python -m x", "HF_TOKEN=[redacted] MAX_TOKENS=5 python -m x"),
         ("Environment=HF_TOKEN=$HF_TOKEN", None),
+        ("server_args api_key=[secret API_KEY] hf_token=[secret HF_TOKEN]", None),  # a service's mask stays
     ],
 )
 def test_text_loses_its_secret_options_and_url_passwords(text: str, shown: str | None) -> None:
