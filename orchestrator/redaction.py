@@ -77,16 +77,17 @@ def _secret_assignment(match: re.Match[str]) -> bool:
     return is_secret_name(match.group("name")) and not _is_reference(match.group("value"))
 
 
-def _found_in_text(text: str) -> Iterator[str]:
+def _found_in_text(text: str) -> Iterator[tuple[str, str]]:
+    """(value, what it is) of each secret a text holds by where it stands."""
     for match in _URL_PASSWORD.finditer(text):
         if not _is_reference(match.group("value")):
-            yield match.group("value")
+            yield match.group("value"), "a URL's password"
     for match in _OPTION.finditer(text):
         if _secret_option(match):
-            yield match.group("value")
+            yield match.group("value"), "a secret"
     for match in _ASSIGNMENT.finditer(text):
         if _secret_assignment(match):
-            yield match.group("value")
+            yield match.group("value"), "a secret"
 
 
 def _secret_entry(key: Any, value: Any, under: str | None) -> bool:
@@ -97,41 +98,27 @@ def _secret_entry(key: Any, value: Any, under: str | None) -> bool:
     return (under == "environment" and is_secret_name(key)) or key == "api_key"
 
 
-def _walk(doc: Any, path: tuple[Any, ...] = (), under: str | None = None) -> Iterator[tuple[tuple[Any, ...], str]]:
-    """(key path, inline secret value) of every secret the document holds by where it stands."""
+def _walk(doc: Any, path: tuple[Any, ...] = (), under: str | None = None) -> Iterator[tuple[tuple[Any, ...], str, str]]:
+    """(key path, inline secret value, what it is) of every secret the document holds by where it stands."""
     if isinstance(doc, dict):
         for key, value in doc.items():
             here = (*path, key)
             if _secret_entry(key, value, under):
-                yield here, value
+                yield here, value, "a secret"
                 continue
             yield from _walk(value, here, key if isinstance(key, str) else None)
     elif isinstance(doc, list):
         for index, value in enumerate(doc):
             yield from _walk(value, (*path, index), under)
     elif isinstance(doc, str):
-        for value in _found_in_text(doc):
-            yield path, value
+        for value, what in _found_in_text(doc):
+            yield path, value, what
 
 
 def inline_secrets(doc: Any) -> list[tuple[tuple[Any, ...], str]]:
     """(key path, what it is) of each secret written inline in ``doc`` (never the value itself)."""
-    out = []
-    for path, value in _walk(doc):
-        if path and path[-1] == "api_key":
-            continue  # a SecretStr: masked everywhere by its own model, and meant to be given this way too
-        what = "a URL's password" if "://" in _context(doc, path) and value in _context(doc, path) else "a secret"
-        out.append((path, what))
-    return out
-
-
-def _context(doc: Any, path: tuple[Any, ...]) -> str:
-    for key in path:
-        try:
-            doc = doc[key]
-        except (KeyError, IndexError, TypeError):
-            return ""
-    return doc if isinstance(doc, str) else ""
+    # An api_key is a SecretStr: masked everywhere by its own model, and meant to be given this way too.
+    return [(path, what) for path, _value, what in _walk(doc) if not (path and path[-1] == "api_key")]
 
 
 def redact_text(text: str, values: tuple[str, ...] = ()) -> str:
@@ -152,7 +139,7 @@ def redact_text(text: str, values: tuple[str, ...] = ()) -> str:
 
 def redact(doc: Any) -> Any:
     """A copy of ``doc`` (JSON-shaped: dicts, lists, strings, numbers) with every inline secret redacted."""
-    values = tuple(sorted({value for _path, value in _walk(doc)}, key=len, reverse=True))
+    values = tuple(sorted({value for _path, value, _what in _walk(doc)}, key=len, reverse=True))
     return _redacted(doc, values, None)
 
 
