@@ -38,6 +38,7 @@ __all__ = [
     "pack",
     "packed_eta",
     "slot_sets",
+    "stage_deployments",
 ]
 
 
@@ -192,6 +193,20 @@ def deal(deployments: Sequence[Deployment], slots: int, round_: int = 1) -> list
     return hands
 
 
+def stage_deployments(
+    plan: Plan, layout: SlotLayout, round_: int, size: int, *, per_slot_baselines: bool
+) -> tuple[list[Deployment], list[Deployment]]:
+    """(baselines, the others) of one stage: the plan's deployments of restart round ``round_`` in the phase of
+    deployment size ``size``. The ETA (:func:`packed_eta`) and the sweep's schedule (orchestrator/sweep/slots.py)
+    both deal from it, so the ETA is of the deal the sweep makes."""
+    mine = [
+        d
+        for d in plan.deployments
+        if d.restart == round_ and size in layout.phase_of(d, per_slot_baselines=per_slot_baselines)
+    ]
+    return [d for d in mine if d.baseline], [d for d in mine if not d.baseline]
+
+
 @dataclass(frozen=True)
 class PackedEta:
     """The run's time and GPU-hours one deployment at a time per host (before) and in GPU slots (after)."""
@@ -239,13 +254,7 @@ def packed_eta(plan: Plan, layout: SlotLayout, *, per_slot_baselines: bool = Tru
         for slot in slots:
             assignment.setdefault(slot.name, [])
         for round_ in rounds:
-            mine = [
-                d
-                for d in plan.deployments
-                if d.restart == round_ and size in layout.phase_of(d, per_slot_baselines=per_slot_baselines)
-            ]
-            baselines = [d for d in mine if d.baseline]
-            others = [d for d in mine if not d.baseline]
+            baselines, others = stage_deployments(plan, layout, round_, size, per_slot_baselines=per_slot_baselines)
             if per_slot_baselines:
                 for slot in slots:
                     for d in baselines:

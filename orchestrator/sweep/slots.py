@@ -59,7 +59,7 @@ class SlotSchedule(Schedule):
     """The order of a sweep's deployments over GPU slots (see the module docstring)."""
 
     def __init__(self, plan: Plan, layout: SlotLayout, final: set[tuple[str, str]], *, per_slot: bool) -> None:
-        from orchestrator.plan.slots import deal
+        from orchestrator.plan.slots import deal, stage_deployments
 
         slots = layout.all_slots()
         if not slots:
@@ -82,13 +82,7 @@ class SlotSchedule(Schedule):
         for stage in self.stages:
             round_, size = stage
             phase_slots = layout.slots.get(size, [])
-            mine = [
-                d
-                for d in plan.deployments
-                if d.restart == round_ and size in layout.phase_of(d, per_slot_baselines=per_slot)
-            ]
-            baselines = [d for d in mine if d.baseline]
-            others = [d for d in mine if not d.baseline]
+            baselines, others = stage_deployments(plan, layout, round_, size, per_slot_baselines=per_slot)
             if per_slot:
                 for slot in phase_slots:
                     self._slot_baselines.setdefault((stage, slot.target), deque(baselines))
