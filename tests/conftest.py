@@ -35,3 +35,22 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 
 
 signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (scripts/test.sh runs ``-n N --dist loadgroup``), the tests that share a module- or
+    class-scoped fixture (one sweep, one started server) run in one worker, so the fixture is built once and
+    not once per worker; a test already in an ``xdist_group`` keeps it. The other tests are dealt freely.
+    (tryfirst: xdist's own hook, which reads the marks, runs after this one.)"""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        shared = sorted(
+            f"{defs[-1].baseid}::{name}"
+            for name, defs in info.name2fixturedefs.items()
+            if defs and defs[-1].scope in ("module", "class", "package")
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))

@@ -118,7 +118,11 @@ async def _scrapes(engine: str) -> tuple[str, str, list[str]]:
 def test_the_fault_resets_every_dialects_counters_and_keeps_the_process(engine: str, name: str) -> None:
     before, after, lines = asyncio.run(_scrapes(engine))
     window = scrape_delta(before, after, name, elapsed_s=1.0)
-    assert window.integrity.names() == ["counter_reset"], window.integrity.reasons  # every counter went down
+    # Every count went down. A seconds counter (llama.cpp's prompt_seconds_total) may not have: on a busy
+    # machine the one request after the reset can take longer than the four before it, and the window is then
+    # also called inconsistent (some counters down, others not), which is as true.
+    names = window.integrity.names()
+    assert "counter_reset" in names and set(names) <= {"counter_reset", "inconsistent"}, window.integrity.reasons
     assert window.accept_len is None and window.gen_throughput is None
     log = "\n".join(lines)
     starts = {"sglang": "server_args=", "vllm": "server version", "llamacpp": "initializing ..."}

@@ -79,6 +79,7 @@ def run_playbook(tmp_path: Path, sim_experiment: tuple[Path, int]) -> Iterator[C
         if as_json:
             data = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
         else:
+            assert "run directory: " in proc.stdout, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
             run_dir = proc.stdout.split("run directory: ", 1)[1].split()[0]
             data = {"run_dir": run_dir, **json.loads((Path(run_dir) / "expectations.json").read_text())}
         return proc, data
