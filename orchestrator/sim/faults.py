@@ -39,6 +39,12 @@ counter-reset=N     once N requests have completed, every counter the dialect ex
                     start time, the gauges as they were, no start-up lines): a difference of two scrapes across
                     it mixes counts from before and after; the series a new process makes only when it first
                     counts (SGLang's multiprocess families) are gone until then. Once per simulator process
+idle-window=N       once N requests have completed, every later generation request is answered from its prefill
+                    alone (one token, finish reason "length", as a request for max_tokens 1 is): no decode step,
+                    no verify call, no decode-log line, so the counters of finished requests grow while the
+                    verify counter does not, and SGLang's spec gauges (set only with a decode-log line:
+                    metrics_reporter.py report_decode_stats) keep the last interval before it; a window after
+                    it has no verify steps, whatever a gauge says
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
@@ -71,6 +77,7 @@ FAULT_NAMES = (
     "counter-reset",
     "orphan-worker",
     "dribble-metrics",
+    "idle-window",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -97,6 +104,7 @@ class Faults:
     counter_reset_after: int | None = None  # counter-reset: completed requests before /metrics counters go to 0
     orphan_worker_mib: float = 0.0  # orphan-worker: what the worker left behind holds on each GPU (0: off)
     dribble_metrics_after: int | None = None  # dribble-metrics: whole /metrics answers before the dribbling
+    idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -158,6 +166,8 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, counter_reset_after=int(_number(spec, arg, int, 1, 10**9)))
         elif name == "dribble-metrics":
             faults = replace(faults, dribble_metrics_after=1 if arg is None else int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "idle-window":
+            faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
         elif name == "orphan-worker":
             faults = replace(faults, orphan_worker_mib=2048.0 if arg is None else _number(spec, arg, float, 1, 10**7))
         else:

@@ -277,6 +277,9 @@ class SimServer:
         rule = profile.rule_for(params.prompt_key) if profile.content_rules else None
         if rule is not None:  # the text decides how well the drafter guesses (profiles.py ContentRule)
             drafter = Drafter(rule.top1_accuracy, rule.depth_decay, profile.rank_share)
+        idle = self.config.faults.idle_window_after
+        if faults and idle is not None and self._completed >= idle:
+            params = replace(params, max_tokens=1)  # faults.py idle-window: the prefill's token only
         return SimRequest(
             rid=uuid.uuid4().hex,  # SGLang's rid (io_struct.py: uuid.uuid4().hex)
             prompt_key=params.prompt_key,
