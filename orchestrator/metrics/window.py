@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from orchestrator.engines.ddtree import log as ddtree
 from orchestrator.engines.integrity import Integrity
 from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, ranks_info
+from orchestrator.engines.lost import LOST_LINES_DEFINITION, LostLines, lost_lines
 from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
 from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
 from orchestrator.engines.registry import engine_names, get_engine, is_engine
@@ -380,7 +381,12 @@ def parse_window(
     wm.exactness = {k: dict(v) for k, v in (figures.get("exactness") or {}).items()}
     for reason, detail in figures.get("integrity") or ():
         wm.integrity.broken(reason, detail)
+    lost = lost_lines(text)
+    if lost:
+        _lost_integrity(wm, lost)
     wm.definitions = {**_LINE_DEFINITIONS, **definitions, "ddtree": ddtree.DEFINITION}
+    if lost:
+        wm.definitions["lost_lines"] = LOST_LINES_DEFINITION
     if parsers:
         wm.definitions["user_parsers"] = USER_DEFINITION
     return wm
@@ -413,6 +419,24 @@ def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart],
     wm.integrity.broken("restart", f"{what}; {tail}")
     wm.integrity.part = "since_restart" if has else None
     wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
+
+
+def _lost_integrity(wm: WindowMetrics, lost: list[LostLines]) -> None:
+    """The log says it dropped lines in the window (orchestrator/engines/lost.py): what is left is not the
+    window's intervals, so no log figure; the record's figures come from a whole source."""
+    counts = [entry.count for entry in lost if entry.count is not None]
+    said = f"{sum(counts)} message(s) lost" if len(counts) == len(lost) else "lines lost"
+    where = "; ".join(f"line {entry.line}: {entry.detail}" for entry in lost[:4])
+    more = f" and {len(lost) - 4} more notice(s)" if len(lost) > 4 else ""
+    wm.integrity.broken("lost_lines", f"{said} ({where}{more}): the figures from what is left are not the window's")
+    wm.integrity.part = None
+    wm.accept_len = wm.acceptance_rate = wm.gen_throughput = None
+    wm.ddtree = dict.fromkeys(wm.ddtree)
+    wm.exactness = {}
+    wm.details["lost_lines"] = {
+        "messages": sum(counts) if len(counts) == len(lost) else None,
+        "notices": [{"line": e.line, "count": e.count, "detail": e.detail, "text": e.text} for e in lost],
+    }
 
 
 def _pair_integrity(wm: WindowMetrics, samples: Sequence[Sample]) -> None:

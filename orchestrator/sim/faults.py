@@ -45,6 +45,11 @@ idle-window=N       once N requests have completed, every later generation reque
                     verify counter does not, and SGLang's spec gauges (set only with a decode-log line:
                     metrics_reporter.py report_decode_stats) keep the last interval before it; a window after
                     it has no verify steps, whatever a gauge says
+journal-suppress=N[:K]
+                    once N requests have completed, the next K log lines (default 5) are dropped and the
+                    line after them comes with journald's notice before it, "Suppressed K messages from UNIT"
+                    (the unit from the process's cgroup), as journald's rate limit writes it (systemd 252
+                    journald-server.c dispatch_message) under the unit's match: a window holding it lost lines
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
@@ -78,6 +83,7 @@ FAULT_NAMES = (
     "orphan-worker",
     "dribble-metrics",
     "idle-window",
+    "journal-suppress",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -104,6 +110,8 @@ class Faults:
     counter_reset_after: int | None = None  # counter-reset: completed requests before /metrics counters go to 0
     orphan_worker_mib: float = 0.0  # orphan-worker: what the worker left behind holds on each GPU (0: off)
     dribble_metrics_after: int | None = None  # dribble-metrics: whole /metrics answers before the dribbling
+    journal_suppress_after: int | None = None  # journal-suppress: completed requests before lines are dropped
+    journal_suppress_lines: int = 0  # journal-suppress's K: lines dropped
     idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
     specs: tuple[str, ...] = field(default=())
 
@@ -168,6 +176,13 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, dribble_metrics_after=1 if arg is None else int(_number(spec, arg, int, 0, 10**9)))
         elif name == "idle-window":
             faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "journal-suppress":
+            after, colon, lines = (arg or "").partition(":")
+            faults = replace(
+                faults,
+                journal_suppress_after=int(_number(spec, after, int, 0, 10**9)),
+                journal_suppress_lines=int(_number(spec, lines, int, 1, 10**6)) if colon else 5,
+            )
         elif name == "orphan-worker":
             faults = replace(faults, orphan_worker_mib=2048.0 if arg is None else _number(spec, arg, float, 1, 10**7))
         else:

@@ -62,6 +62,14 @@ class SimServer:
     ) -> None:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
+        if config.faults.journal_suppress_after is not None:
+            self._log = logs.Suppressor(
+                self._log,
+                lambda: getattr(self, "_completed", 0),
+                config.faults.journal_suppress_after,
+                config.faults.journal_suppress_lines,
+                logs.unit_name(),
+            )
         self._exit_process = exit_process
         self._new_process(config)
         self._next_group = 0
