@@ -33,8 +33,7 @@ def test_journald_rate_limit_notice_is_in_the_units_window(testhost: TestHost) -
     unit = f"specsweep-chatty{next(_units)}.service"
     script = f'for i in $(seq 1 {BURST}); do echo "{LINE}"; done; sleep 2.5; echo "{LINE}"'
     text = (
-        f"[Unit]\nDescription=specsweep rate-limit test\n\n[Service]\nType=oneshot\n"
-        f"ExecStart=/bin/bash -c '{script}'\n"
+        f"[Unit]\nDescription=specsweep rate-limit test\n\n[Service]\nType=oneshot\nExecStart=/bin/bash -c '{script}'\n"
     )
     dropin = "[Service]\nLogRateLimitIntervalSec=2s\nLogRateLimitBurst=10\n"
     testhost.admin(
@@ -64,5 +63,38 @@ def test_journald_rate_limit_notice_is_in_the_units_window(testhost: TestHost) -
         testhost.admin(
             f"systemctl stop {unit}; rm -rf /etc/systemd/system/{unit} /etc/systemd/system/{unit}.d; "
             f"systemctl daemon-reload; systemctl reset-failed {unit} 2>/dev/null; true",
+            check=False,
+        )
+
+
+def test_a_window_whose_start_the_journal_vacuumed_says_so(testhost: TestHost) -> None:
+    # journalctl --cursor on a cursor whose entry was vacuumed away starts at the next entry it still holds and
+    # exits 0: the unit's lines of the window are gone without a word. journal_since sees it.
+    unit = f"specsweep-vacuum{next(_units)}.service"
+    text = (
+        "[Unit]\nDescription=specsweep vacuum test\n\n[Service]\nType=oneshot\n"
+        f"ExecStart=/bin/bash -c 'echo \"{LINE}\"'\n"
+    )
+    testhost.admin(f"cat > /etc/systemd/system/{unit} <<'EOF'\n{text}EOF\nsystemctl daemon-reload")
+    ssh = testhost.ssh()
+    try:
+        service = SystemdService(ssh, unit)
+        cursor = service.journal_cursor()
+        testhost.admin(f"systemctl start {unit}")
+        wait_for(lambda: "Decode batch" in service.journal_since(cursor))
+        whole = service.journal_since(cursor)
+        assert whole.lost is None  # the journal holds the cursor's entry: nothing removed
+        assert parse_window("sglang", whole, lost=whole.lost).integrity.whole
+        testhost.admin("journalctl --sync; journalctl --rotate; journalctl --vacuum-files=1 >/dev/null 2>&1")
+        gone = service.journal_since(cursor)
+        assert "Decode batch" not in gone  # the window's line went with the vacuumed file
+        assert gone.lost is not None and "no longer holds the window's" in gone.lost
+        wm = parse_window("sglang", gone, cut=True, lost=gone.lost)
+        assert wm.integrity.names() == ["lost_lines"] and wm.details["lost_lines"]["reader"] == gone.lost
+    finally:
+        ssh.close()
+        testhost.admin(
+            f"rm -f /etc/systemd/system/{unit}; systemctl daemon-reload; "
+            f"systemctl reset-failed {unit} 2>/dev/null; true",
             check=False,
         )

@@ -7,6 +7,8 @@ vacuuming, ignoring: %m``); tests/system/test_journal_rate_limit.py has real jou
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from orchestrator.engines.lost import lost_lines
@@ -72,3 +74,26 @@ def test_a_window_with_a_notice_gives_no_log_figure_for_every_engine(engine: str
     assert "lost_lines" in wm.definitions
     whole = parse_window("sglang", DECODE * 4)
     assert whole.integrity.whole and whole.accept_len is not None
+
+
+CURSOR = "s=a2f98433d91a4b7891736316868965e0;i=32;b=3e6086dd3a044029bcbf85b2218a9f98;m=3ff7f792;t=661bd2e85e3ed;x=ca"
+
+
+def _first(seqnum: str, space: str = "a2f98433d91a4b7891736316868965e0") -> str:
+    return json.dumps({"__CURSOR": f"s={space};i={seqnum};b=3e60;m=400d66db;t=661bd2e9b5337;x=c9"}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("first", "gone"),
+    [
+        pytest.param(_first("32"), None, id="the-cursors-entry-is-there"),
+        pytest.param(_first("38"), "first 6 entries", id="vacuumed-up-to-a-later-entry"),
+        pytest.param(_first("40", space="0" * 32), "another sequence-number space", id="files-replaced"),
+        pytest.param("", "nor any entry after it", id="nothing-left"),
+    ],
+)
+def test_journal_gap_from_the_first_entry_the_journal_holds_from_the_cursor(first: str, gone: str | None) -> None:
+    from orchestrator.services.systemd import journal_gap
+
+    said = journal_gap(CURSOR, first)
+    assert (said is None) if gone is None else (said is not None and gone in said)
