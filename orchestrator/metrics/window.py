@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.engines.ddtree import log as ddtree
 from orchestrator.engines.integrity import Integrity
-from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, ranks_info
+from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, plain_log, ranks_info
 from orchestrator.engines.lost import LOST_LINES_DEFINITION, LostLines, lost_lines
 from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
 from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
@@ -345,6 +345,7 @@ def parse_window(
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
+    text = plain_log(text)  # colour codes out, JSON log records back to LEVEL TIME MESSAGE
     spec = get_engine(engine)
     result = spec.parse_log(text)
     tree = ddtree.parse_ddtree(text)

@@ -227,6 +227,41 @@ def test_a_window_without_verify_steps_has_no_accept_length(tmp_path: Path) -> N
                 assert prom.exactness["gen_throughput"]["kind"] == "exact"
 
 
+# What a log shipper asks SGLang for: SGLANG_LOGGING_CONFIG_PATH (utils/common.py configure_logger applies the
+# file with logging.config.dictConfig instead of its own format) with python-json-logger's formatter.
+JSON_LOGGING = {
+    "version": 1,
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
+    "handlers": {"stdout": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"level": "INFO", "handlers": ["stdout"]},
+}
+
+
+def test_a_json_log_reads_as_the_plain_one(tmp_path: Path) -> None:
+    plan = steps(4, [6, 8, 7, 9], 0.05) + steps(4, [10, 12, 11, 9], 0.04)
+    base = {"decode_log_interval": 4, "ranks": [rank({}, plan)]}
+    plain = parse_window("sglang", journal(run_oracle(CURRENT, base, tmp_path)))
+    text = journal(run_oracle(CURRENT, {**base, "logging_config": JSON_LOGGING}, tmp_path))
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["message"].startswith("Decode batch") for r in records] == [True, True]
+    read = parse_window("sglang", text)
+    assert plain.accept_len is not None and plain.gen_throughput is not None
+    assert (read.lines_matched, read.lines_skipped) == (plain.lines_matched, plain.lines_skipped) == (2, 0)
+    assert (read.accept_len, read.acceptance_rate, read.gen_throughput) == (
+        plain.accept_len,
+        plain.acceptance_rate,
+        plain.gen_throughput,
+    )
+    assert [s.to_dict() | {"timestamp": None} for s in read.samples] == [
+        s.to_dict() | {"timestamp": None} for s in plain.samples
+    ]
+
+
 # ------------------------------------------------------------------------------------------- DP groups
 
 
