@@ -50,6 +50,10 @@ journal-suppress=N[:K]
                     line after them comes with journald's notice before it, "Suppressed K messages from UNIT"
                     (the unit from the process's cgroup), as journald's rate limit writes it (systemd 252
                     journald-server.c dispatch_message) under the unit's match: a window holding it lost lines
+coloured-log        the log as the engine's own formatter writes it under a terminal: the vllm dialect's lines
+                    as vllm/logging_utils/formatter.py ColoredFormatter colours them (escape codes between the
+                    level and the time), the llamacpp dialect's as common/log.cpp does with --log-colors on;
+                    SGLang's logger has no colours (utils/common.py configure_logger), so not for its dialect
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
@@ -84,6 +88,7 @@ FAULT_NAMES = (
     "dribble-metrics",
     "idle-window",
     "journal-suppress",
+    "coloured-log",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -112,6 +117,7 @@ class Faults:
     dribble_metrics_after: int | None = None  # dribble-metrics: whole /metrics answers before the dribbling
     journal_suppress_after: int | None = None  # journal-suppress: completed requests before lines are dropped
     journal_suppress_lines: int = 0  # journal-suppress's K: lines dropped
+    coloured_log: bool = False  # coloured-log: the engine's terminal colours in its lines
     idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
     specs: tuple[str, ...] = field(default=())
 
@@ -176,6 +182,8 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, dribble_metrics_after=1 if arg is None else int(_number(spec, arg, int, 0, 10**9)))
         elif name == "idle-window":
             faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "coloured-log":
+            faults = replace(faults, coloured_log=True)
         elif name == "journal-suppress":
             after, colon, lines = (arg or "").partition(":")
             faults = replace(

@@ -62,6 +62,8 @@ class SimServer:
     ) -> None:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
+        if config.faults.coloured_log:
+            self._log = logs.colourer(self._log, config.engine)
         if config.faults.journal_suppress_after is not None:
             self._log = logs.Suppressor(
                 self._log,

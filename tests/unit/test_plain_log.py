@@ -144,3 +144,16 @@ def test_vllm_rounds_only_the_time_stamps_count_are_counted_from_coloured_and_js
     assert wm.details["hidden_rounds"] == 2
     assert wm.gen_throughput == pytest.approx((90 + 0 + 0 + 0 + 60) / 5)
     assert wm.integrity.whole
+
+
+def test_the_simulators_coloured_log_fault_writes_what_log_cpp_writes() -> None:
+    from orchestrator.sim.logs import colourer
+
+    lines: list[str] = []
+    log = colourer(lines.append, "llamacpp")
+    for line in CAPTURE.read_text().splitlines():
+        log(line)
+    got, want = "".join(line + "\n" for line in lines), coloured(CAPTURE.read_text())
+    # A warning's reset is written before the next entry; after the last one it is still to come.
+    assert got in (want, want.removesuffix("\x1b[0m"))
+    assert "\x1b[32mI \x1b[0m" in got and "\x1b[35mW " in got
