@@ -5,12 +5,16 @@ loop over every line, each parser names the marker substrings its lines must con
 them with ``str.find`` (C speed) and cuts out only the lines that hold one. This is what keeps the SGLang
 parser well above half a million lines per second on one core (see bench/RESULTS-parse.md).
 
-Also here: the rank prefix SGLang puts before every message (``[2026-05-30 00:39:10 DP0 TP3]``) and the
-de-duplication of the copies of one DP group's line that several ranks print (``RANK_TAGS``).
+Also here: :func:`plain_log`, the log as the parsers read it, whatever wrote it: the colour codes a formatter
+puts in under a terminal taken out, and a JSON log record (one object a line, what log shippers and JSON
+formatters write) turned back into ``LEVEL TIME MESSAGE``; and the rank prefix SGLang puts before every
+message (``[2026-05-30 00:39:10 DP0 TP3]``) and the de-duplication of the copies of one DP group's line that
+several ranks print (``RANK_TAGS``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -22,6 +26,7 @@ __all__ = [
     "RankPrefix",
     "candidate_lines",
     "count_lines",
+    "plain_log",
     "rank_prefix",
     "ranks_info",
 ]
@@ -32,6 +37,58 @@ def count_lines(text: str) -> int:
     if not text:
         return 0
     return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+# ECMA-48 control sequences (CSI: ESC [ params intermediates final) and operating-system commands (OSC: ESC ]
+# ... BEL or ESC \\), and two-character escapes: what a formatter writes for colours, bold, links.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# The keys of one JSON log record: its message, level and time, in the names the writers use (python-json-logger,
+# vLLM's --logging-config formatter json: message/levelname/asctime; llama.cpp's --log-jsonl, common/log.cpp
+# common_log_entry::print: msg/level/time; Docker's json-file driver: log/time).
+_MESSAGE_KEYS = ("message", "msg", "log")
+_LEVEL_KEYS = ("levelname", "level")
+_TIME_KEYS = ("asctime", "time", "timestamp")
+
+
+def plain_log(text: str) -> str:
+    """``text`` as the parsers read it: escape sequences removed (a coloured formatter's codes: vLLM's
+    ``ColoredFormatter``, vllm/logging_utils/formatter.py; llama.cpp's ``--log-colors``, common/log.cpp), and each
+    line that is one JSON log record replaced by its ``LEVEL TIME MESSAGE`` (the parts it has); every other line
+    as it is. Cheap when there is nothing to do (two substring tests)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if '"' not in text or not any(f'"{key}"' in text for key in _MESSAGE_KEYS):
+        return text
+    lines = text.split("\n")
+    changed = False
+    for i, line in enumerate(lines):
+        record = _json_record(line)
+        if record is not None:
+            lines[i] = record
+            changed = True
+    return "\n".join(lines) if changed else text
+
+
+def _json_record(line: str) -> str | None:
+    stripped = line.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        obj = json.loads(stripped)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    message = next((obj[k] for k in _MESSAGE_KEYS if isinstance(obj.get(k), str)), None)
+    if message is None:
+        return None
+    level = next((obj[k] for k in _LEVEL_KEYS if obj.get(k) is not None), None)
+    when = next((obj[k] for k in _TIME_KEYS if obj.get(k) is not None), None)
+    parts = [str(v) for v in (level, when) if v is not None]
+    body = message.rstrip("\n")
+    if "\x1b" in body:
+        body = _ANSI.sub("", body)
+    return " ".join([*parts, body])
 
 
 def _scan(text: str, marker: str) -> list[tuple[int, str]]:

@@ -214,6 +214,19 @@ def _set(window: PromWindow, figure: str, value: None) -> None:
         setattr(window, figure, value)
 
 
+def _no_steps(prefix: str, drafts: float | None, draft_tokens: float | None) -> dict[str, str]:
+    """Why a figure is absent when its counter is there but did not move: a window with no verify step (no draft
+    proposed) has no accept length and no acceptance rate, and no gauge stands in for them (vLLM and llama.cpp
+    export none for these figures)."""
+    absent: dict[str, str] = {}
+    if drafts == 0:
+        why = f"no verify steps in the window: d({prefix}spec_decode_num_drafts_total) = 0"
+        absent["accept_len"] = absent["per_position_acceptance"] = why
+    if draft_tokens == 0:
+        absent["acceptance_rate"] = f"no draft tokens in the window: d({prefix}spec_decode_num_draft_tokens_total) = 0"
+    return absent
+
+
 def _derive(window: PromWindow, after: PromSnapshot, engine: Engine, version: str | None = None) -> None:
     names = after.names
     prefix = engine.prometheus_prefix or ""
@@ -242,4 +255,7 @@ def _derive(window: PromWindow, after: PromSnapshot, engine: Engine, version: st
     if generated is not None and window.elapsed_s and window.integrity.whole:
         window.gen_throughput = generated / window.elapsed_s
     window.details = {"drafts": drafts, "draft_tokens": draft_tokens, "accepted": accepted, "generated": generated}
+    absent = _no_steps(prefix, drafts, draft_tokens)
+    if absent:
+        window.details["no_figure"] = absent
     engine.derive_prometheus(window, after, generated, version)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.engines.ddtree import log as ddtree
 from orchestrator.engines.integrity import Integrity
-from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, ranks_info
+from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, plain_log, ranks_info
+from orchestrator.engines.lost import LOST_LINES_DEFINITION, LostLines, lost_lines
 from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
 from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
 from orchestrator.engines.registry import engine_names, get_engine, is_engine
@@ -321,6 +322,7 @@ def parse_window(
     *,
     cut: bool = False,
     version: str | None = None,
+    lost: str | None = None,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
 
@@ -331,7 +333,9 @@ def parse_window(
 
     A text that holds a restart (RESTART_DEFINITION) gives the figures of its part after the last process start
     only; a pair of lines the window cut gives none (the module docstring): ``integrity`` says so. The line
-    counts are the whole text's; ``samples`` are those of the part the figures come from.
+    counts are the whole text's; ``samples`` are those of the part the figures come from. A text that says it
+    lost lines (journald's notices, orchestrator/engines/lost.py), or whose reader says so (``lost``: the
+    journal removed the window's start, ``LogChunk.lost``), gives no figure (``lost_lines``).
 
     Never raises on the text (unreadable lines are skipped and counted); raises ``MetricsError`` for an
     unknown engine and ``ConfigError`` for an invalid user regex.
@@ -341,6 +345,7 @@ def parse_window(
     parsers = compile_user_parsers(user_parsers)
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
+    text = plain_log(text)  # colour codes out, JSON log records back to LEVEL TIME MESSAGE
     spec = get_engine(engine)
     result = spec.parse_log(text)
     tree = ddtree.parse_ddtree(text)
@@ -380,7 +385,12 @@ def parse_window(
     wm.exactness = {k: dict(v) for k, v in (figures.get("exactness") or {}).items()}
     for reason, detail in figures.get("integrity") or ():
         wm.integrity.broken(reason, detail)
+    notices = lost_lines(text)
+    if notices or lost:
+        _lost_integrity(wm, notices, lost)
     wm.definitions = {**_LINE_DEFINITIONS, **definitions, "ddtree": ddtree.DEFINITION}
+    if notices or lost:
+        wm.definitions["lost_lines"] = LOST_LINES_DEFINITION
     if parsers:
         wm.definitions["user_parsers"] = USER_DEFINITION
     return wm
@@ -413,6 +423,31 @@ def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart],
     wm.integrity.broken("restart", f"{what}; {tail}")
     wm.integrity.part = "since_restart" if has else None
     wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
+
+
+def _lost_integrity(wm: WindowMetrics, lost: list[LostLines], reader: str | None) -> None:
+    """The log says it dropped lines in the window (orchestrator/engines/lost.py), or its reader found the
+    window's start gone (``reader``): what is left is not the window's intervals, so no log figure; the record's
+    figures come from a whole source."""
+    counts = [entry.count for entry in lost if entry.count is not None]
+    parts: list[str] = []
+    if lost:
+        said = f"{sum(counts)} message(s) lost" if len(counts) == len(lost) else "lines lost"
+        where = "; ".join(f"line {entry.line}: {entry.detail}" for entry in lost[:4])
+        more = f" and {len(lost) - 4} more notice(s)" if len(lost) > 4 else ""
+        parts.append(f"{said} ({where}{more})")
+    if reader:
+        parts.append(reader)
+    wm.integrity.broken("lost_lines", "; ".join(parts) + ": the figures from what is left are not the window's")
+    wm.integrity.part = None
+    wm.accept_len = wm.acceptance_rate = wm.gen_throughput = None
+    wm.ddtree = dict.fromkeys(wm.ddtree)
+    wm.exactness = {}
+    wm.details["lost_lines"] = {
+        "messages": sum(counts) if lost and len(counts) == len(lost) else None,
+        "notices": [{"line": e.line, "count": e.count, "detail": e.detail, "text": e.text} for e in lost],
+        "reader": reader,
+    }
 
 
 def _pair_integrity(wm: WindowMetrics, samples: Sequence[Sample]) -> None:

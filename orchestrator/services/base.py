@@ -90,13 +90,17 @@ class ServiceState:
 
 
 class LogChunk(str):
-    """Log text after a cursor (it *is* that text, a ``str``) and, in ``.cursor``, the cursor that ends it."""
+    """Log text after a cursor (it *is* that text, a ``str``) and, in ``.cursor``, the cursor that ends it;
+    ``.lost`` says why the log no longer holds every line after the cursor (the journal removed the window's
+    start: rotated and vacuumed), None when nothing says so."""
 
     cursor: str
+    lost: str | None
 
-    def __new__(cls, text: str, cursor: str) -> LogChunk:
+    def __new__(cls, text: str, cursor: str, lost: str | None = None) -> LogChunk:
         chunk = super().__new__(cls, text)
         chunk.cursor = cursor
+        chunk.lost = lost
         return chunk
 
     @property
@@ -108,7 +112,7 @@ class LogChunk(str):
         return self.splitlines()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (LogChunk, (str(self), self.cursor))
+        return (LogChunk, (str(self), self.cursor, self.lost))
 
 
 @dataclass(frozen=True)

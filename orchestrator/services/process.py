@@ -289,7 +289,13 @@ class ProcessService:
             ) from exc
         # Only whole lines: a line still being written belongs to the next window.
         end = body.rfind(b"\n") + 1
-        return LogChunk(self._redact(body[:end].decode("utf-8", "replace")), str(begin + end))
+        lost = None
+        if begin < start:  # the file is shorter than the cursor: truncated or replaced (logrotate's copytruncate)
+            lost = (
+                f"the log file is {_size} bytes, shorter than the window's start at byte {start}: it was truncated "
+                "or replaced while the window was open, and the lines written before that are gone"
+            )
+        return LogChunk(self._redact(body[:end].decode("utf-8", "replace")), str(begin + end), lost)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value this service knows masked (``[secret NAME]``)."""

@@ -172,6 +172,51 @@ def render_unit(template: str | None, deployment: Deployment, *, environment_fil
     return _header(deployment) + text.rstrip("\n") + "\n"
 
 
+_GAP_MARK = "-- specsweep: first entry from the cursor --"
+
+
+def _cursor_fields(cursor: str) -> dict[str, str]:
+    """A journald cursor's fields (sd-journal.c ``sd_journal_get_cursor``: ``s=`` seqnum id, ``i=`` seqnum in hex,
+    ``b=`` boot id, ``m=``, ``t=``, ``x=``)."""
+    return dict(part.split("=", 1) for part in cursor.split(";") if "=" in part)
+
+
+def journal_gap(cursor: str, first: str) -> str | None:
+    """Why the journal no longer holds every entry after ``cursor``, given ``first``: the first entry it holds
+    from the cursor on (``journalctl -o json --cursor``, unfiltered), or None when it holds the cursor's own.
+
+    The cursor was the journal's last entry when the window opened (``journal_cursor``), and journald removes
+    entries only whole files at a time, oldest first (rotation, then vacuuming by size, files or time), so while
+    the cursor's entry is there every later one is. A first entry with a later sequence number of the same
+    sequence-number space means the entries from the cursor's up to it were removed; another space, or none, that
+    the files holding the cursor's were removed or replaced."""
+    try:
+        entry = json.loads(first.strip().splitlines()[0]) if first.strip() else {}
+    except (json.JSONDecodeError, IndexError):
+        entry = {}
+    found = str(entry.get("__CURSOR") or "") if isinstance(entry, dict) else ""
+    ours, theirs = _cursor_fields(cursor), _cursor_fields(found)
+    if not ours.get("s") or not ours.get("i"):
+        return None  # not a cursor whose place can be checked
+    if not found:
+        return "the journal no longer holds the window's start, nor any entry after it (its files were removed)"
+    if theirs.get("s") != ours.get("s"):
+        return (
+            "the journal no longer holds the window's start: its first entry from the cursor on is of another "
+            "sequence-number space (the files holding the window's start were removed or replaced)"
+        )
+    try:
+        gap = int(theirs.get("i", ""), 16) - int(ours["i"], 16)
+    except ValueError:
+        return None
+    if gap <= 0:
+        return None
+    return (
+        f"the journal no longer holds the window's first {gap} entr{'y' if gap == 1 else 'ies'} (of every unit): "
+        "its files were rotated and vacuumed while the window was open, so the unit's lines among them are gone"
+    )
+
+
 def _message(value: object) -> str:
     """A journal MESSAGE as text: journalctl gives non-UTF-8 or control-laden messages as byte arrays."""
     if isinstance(value, list):
@@ -349,20 +394,32 @@ class SystemdService:
         # own entry does not match -u (it assumes it sits on the cursor entry). --cursor is inclusive, and
         # the cursor's entry, when it is one of ours, is dropped below by comparing cursors.
         start = f" --cursor={shell_quote(cursor)}" if cursor else ""
+        # Then, unfiltered, the first entry the journal holds from the cursor on: the cursor's own entry unless
+        # the journal removed it (rotated and vacuumed), taking the window's start with it (journal_gap).
+        probe = (
+            f"; rc=$?; echo {_GAP_MARK}; journalctl -q -o json --output-fields=__CURSOR --no-pager{start} "
+            "2>/dev/null | head -n 1; exit $rc"
+            if cursor
+            else ""
+        )
         result = self.host.run(
             "journalctl --sync 2>/dev/null; "
-            f"journalctl -q -u {shell_quote(self.unit)} -o json --output-fields=MESSAGE --no-pager{start}"
+            f"journalctl -q -u {shell_quote(self.unit)} -o json --output-fields=MESSAGE --no-pager{start}{probe}"
         )
-        if result.exit_code != 0 and not result.stdout:
+        stdout, _, first = result.stdout.partition(f"\n{_GAP_MARK}\n")
+        if not first and stdout.startswith(f"{_GAP_MARK}\n"):
+            stdout, first = "", stdout[len(_GAP_MARK) + 1 :]
+        lost = journal_gap(cursor, first) if cursor else None
+        if result.exit_code != 0 and not stdout:
             if result.stderr.strip():
                 raise ServiceError(
                     f"{self.host.name}: cannot read the journal of {self.unit} from cursor {cursor!r}: "
                     f"{result.stderr.strip().splitlines()[-1]}"
                 )
-            return LogChunk("", cursor)  # exit 1 and silence: nothing new
+            return LogChunk("", cursor, lost)  # exit 1 and silence: nothing new
         lines: list[str] = []
         new_cursor = cursor
-        for raw in result.stdout.splitlines():
+        for raw in stdout.splitlines():
             try:
                 entry = json.loads(raw)
             except json.JSONDecodeError:
@@ -372,7 +429,7 @@ class SystemdService:
                 continue
             new_cursor = entry_cursor or new_cursor
             lines.append(_message(entry.get("MESSAGE")))
-        return LogChunk(self._redact("".join(line + "\n" for line in lines)), new_cursor)
+        return LogChunk(self._redact("".join(line + "\n" for line in lines)), new_cursor, lost)
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value this service knows masked (``[secret NAME]``)."""

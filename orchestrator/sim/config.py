@@ -62,6 +62,10 @@ class SimConfig:
             raise ConfigError("--log-stats-interval must be positive")
         if self.dp_size > 1 and self.engine != "sglang":
             raise ConfigError("--dp-size is simulated for the sglang dialect only")
+        if self.faults.coloured_log and self.engine not in ("vllm", "llamacpp"):
+            raise ConfigError(
+                "the coloured-log fault is the vllm and llamacpp dialects' (SGLang's logger has no colours)"
+            )
         if self.faults.idle_debug_engines and self.engine != "vllm":
             raise ConfigError("the idle-debug-intervals fault is the vllm dialect's (--engine vllm)")
         if self.tp_size % self.dp_size:

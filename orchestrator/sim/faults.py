@@ -39,6 +39,21 @@ counter-reset=N     once N requests have completed, every counter the dialect ex
                     start time, the gauges as they were, no start-up lines): a difference of two scrapes across
                     it mixes counts from before and after; the series a new process makes only when it first
                     counts (SGLang's multiprocess families) are gone until then. Once per simulator process
+idle-window=N       once N requests have completed, every later generation request is answered from its prefill
+                    alone (one token, finish reason "length", as a request for max_tokens 1 is): no decode step,
+                    no verify call, no decode-log line, so the counters of finished requests grow while the
+                    verify counter does not, and SGLang's spec gauges (set only with a decode-log line:
+                    metrics_reporter.py report_decode_stats) keep the last interval before it; a window after
+                    it has no verify steps, whatever a gauge says
+journal-suppress=N[:K]
+                    once N requests have completed, the next K log lines (default 5) are dropped and the
+                    line after them comes with journald's notice before it, "Suppressed K messages from UNIT"
+                    (the unit from the process's cgroup), as journald's rate limit writes it (systemd 252
+                    journald-server.c dispatch_message) under the unit's match: a window holding it lost lines
+coloured-log        the log as the engine's own formatter writes it under a terminal: the vllm dialect's lines
+                    as vllm/logging_utils/formatter.py ColoredFormatter colours them (escape codes between the
+                    level and the time), the llamacpp dialect's as common/log.cpp does with --log-colors on;
+                    SGLang's logger has no colours (utils/common.py configure_logger), so not for its dialect
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
@@ -71,6 +86,9 @@ FAULT_NAMES = (
     "counter-reset",
     "orphan-worker",
     "dribble-metrics",
+    "idle-window",
+    "journal-suppress",
+    "coloured-log",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -97,6 +115,10 @@ class Faults:
     counter_reset_after: int | None = None  # counter-reset: completed requests before /metrics counters go to 0
     orphan_worker_mib: float = 0.0  # orphan-worker: what the worker left behind holds on each GPU (0: off)
     dribble_metrics_after: int | None = None  # dribble-metrics: whole /metrics answers before the dribbling
+    journal_suppress_after: int | None = None  # journal-suppress: completed requests before lines are dropped
+    journal_suppress_lines: int = 0  # journal-suppress's K: lines dropped
+    coloured_log: bool = False  # coloured-log: the engine's terminal colours in its lines
+    idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -158,6 +180,17 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, counter_reset_after=int(_number(spec, arg, int, 1, 10**9)))
         elif name == "dribble-metrics":
             faults = replace(faults, dribble_metrics_after=1 if arg is None else int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "idle-window":
+            faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
+        elif name == "coloured-log":
+            faults = replace(faults, coloured_log=True)
+        elif name == "journal-suppress":
+            after, colon, lines = (arg or "").partition(":")
+            faults = replace(
+                faults,
+                journal_suppress_after=int(_number(spec, after, int, 0, 10**9)),
+                journal_suppress_lines=int(_number(spec, lines, int, 1, 10**6)) if colon else 5,
+            )
         elif name == "orphan-worker":
             faults = replace(faults, orphan_worker_mib=2048.0 if arg is None else _number(spec, arg, float, 1, 10**7))
         else:

@@ -62,6 +62,16 @@ class SimServer:
     ) -> None:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
+        if config.faults.coloured_log:
+            self._log = logs.colourer(self._log, config.engine)
+        if config.faults.journal_suppress_after is not None:
+            self._log = logs.Suppressor(
+                self._log,
+                lambda: getattr(self, "_completed", 0),
+                config.faults.journal_suppress_after,
+                config.faults.journal_suppress_lines,
+                logs.unit_name(),
+            )
         self._exit_process = exit_process
         self._new_process(config)
         self._next_group = 0
@@ -277,6 +287,9 @@ class SimServer:
         rule = profile.rule_for(params.prompt_key) if profile.content_rules else None
         if rule is not None:  # the text decides how well the drafter guesses (profiles.py ContentRule)
             drafter = Drafter(rule.top1_accuracy, rule.depth_decay, profile.rank_share)
+        idle = self.config.faults.idle_window_after
+        if faults and idle is not None and self._completed >= idle:
+            params = replace(params, max_tokens=1)  # faults.py idle-window: the prefill's token only
         return SimRequest(
             rid=uuid.uuid4().hex,  # SGLang's rid (io_struct.py: uuid.uuid4().hex)
             prompt_key=params.prompt_key,

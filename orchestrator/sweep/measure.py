@@ -213,7 +213,12 @@ def server_metrics(
     own parsers), the ``/metrics`` delta between ``before`` and ``after`` (gauges sampled ``during``), and
     every source of the speculative figures compared (``sources``: journal, prometheus, responses, client)."""
     window = parse_window(
-        experiment.engine, text, [(p.name, p.regex) for p in experiment.parsers], cut=True, version=version
+        experiment.engine,
+        text,
+        [(p.name, p.regex) for p in experiment.parsers],
+        cut=True,
+        version=version,
+        lost=getattr(text, "lost", None),  # a LogChunk whose journal removed the window's start
     )
     server = window.to_dict()
     sources: dict[str, Any] = {"journal": window}

@@ -46,6 +46,7 @@ import importlib.abc
 import importlib.machinery
 import json
 import logging
+import logging.config  # utils/common.py configure_logger: dictConfig of SGLANG_LOGGING_CONFIG_PATH
 import os
 import sys
 import tempfile
@@ -301,6 +302,8 @@ def install(root: Path) -> dict[str, Any]:
             "logging": logging,
             "envs": envs,
             "configure_hf_hub_logger": lambda: None,
+            # SGLANG_LOGGING_CONFIG_PATH's file is read with orjson.loads: the same JSON document as json.loads.
+            "orjson": types.SimpleNamespace(loads=json.loads),
             "parent_process": lambda: None,
             "is_flashinfer_available": lambda: False,
         },
@@ -604,6 +607,10 @@ def meta_infos(root: Path, scenario: dict[str, Any]) -> list[dict[str, Any]]:
 def main() -> None:
     root, scenario = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
     work = Path(tempfile.mkdtemp(prefix="sglang-oracle-"))
+    if scenario.get("logging_config"):  # a user's dictConfig: configure_logger applies it instead of its format
+        config_path = work / "logging.json"
+        config_path.write_text(json.dumps(scenario["logging_config"]))
+        os.environ["SGLANG_LOGGING_CONFIG_PATH"] = str(config_path)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(work / "prom")  # before prometheus_client is imported
     (work / "prom").mkdir()
     helpers = install(root)

@@ -16,6 +16,7 @@ hold the true one.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from orchestrator.metrics.prometheus import process_start
 from tests.contract.llamacpp_metrics import compile_metrics, metrics_text
 from tests.contract.llamacpp_timings import LLAMA_CPP
 from tests.contract.test_vllm_contract import CURRENT, Interval, Truth, run, vllm_sources
+from tests.reliability.harness import cli_env, run_cli
 
 K = 4
 
@@ -143,6 +145,40 @@ def test_llamacpp_counts_of_a_million_are_rounded_and_bounded(to_metrics: Path) 
     )  # fmt: skip
     assert {e["kind"] for e in small.exactness.values()} == {"exact"}
     assert small.accept_len == pytest.approx(1 + 800 / 400)
+
+
+@needs_llamacpp
+def test_llamacpp_accepted_total_is_read_whole_from_the_per_position_counters(to_metrics: Path, tmp_path: Path) -> None:
+    # As llama-server counts them (server-context.cpp update_slots): every accepted position once, so the
+    # per-position counts (n_max 3 here) sum to the accepted total, and to_metrics writes them whole while the
+    # total of a million or more loses its last digits. The drafts stay below 10^6: accept length is exact.
+    early, late = (3_000_000, 2_000_000, 1_234_567, 500_000), (3_400_000, 2_300_003, 1_494_950, 600_001)
+    before = llama(to_metrics, early, [450_000, 420_000, 364_567])
+    after = llama(to_metrics, late, [540_000, 505_000, 449_950])
+    assert "llamacpp:spec_decode_num_accepted_tokens_total 1.23457e+06" in before  # llama.cpp's own digits
+    window = scrape_delta(before, after, "llamacpp", elapsed_s=20.0)
+    accepted, drafts, draft_tokens = 1_494_950 - 1_234_567, 600_001 - 500_000, 2_300_003 - 2_000_000
+    assert window.accept_len == 1 + accepted / drafts  # 3.603804, not 3.603774 from the printed total
+    entry = window.exactness["accept_len"]
+    assert entry["kind"] == "exact" and "per-position counters' sum" in entry["note"]
+    assert window.details["accepted_source"] == "per_position_sum"
+    assert window.details["accepted"] == accepted and window.details["accepted_printed"] == 1_494_950 - 1_234_570
+    # The draft-token total is rounded: the rate is too, its step and bounds from that count alone.
+    rate = window.exactness["acceptance_rate"]
+    assert rate["kind"] == "rounded" and rate["resolution"] == 10
+    assert rate["bounds"][0] <= accepted / draft_tokens <= rate["bounds"][1]
+    assert window.acceptance_rate == pytest.approx(accepted / (2_300_000 - 2_000_000), rel=1e-12)
+    # specsweep parse of the two saved scrapes says the same, and where the exact count came from.
+    (tmp_path / "before.txt").write_text(before)
+    (tmp_path / "after.txt").write_text(after)
+    proc = run_cli(
+        "parse", "--engine", "llamacpp", "--prometheus", str(tmp_path / "before.txt"), str(tmp_path / "after.txt"),
+        "--elapsed", "20", "--json", env=cli_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["accept_len"] == 1 + accepted / drafts and data["exactness"]["accept_len"]["kind"] == "exact"
+    assert data["details"]["accepted_source"] == "per_position_sum"
 
 
 @needs_llamacpp

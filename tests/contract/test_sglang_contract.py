@@ -193,6 +193,75 @@ def test_metrics_counters_give_sglangs_request_accept_length(tmp_path: Path) -> 
     assert prom.details["gauge_gen_throughput"] == pytest.approx(want["tokens"] / want["seconds"])
 
 
+def test_a_window_without_verify_steps_has_no_accept_length(tmp_path: Path) -> None:
+    # SGLang sets its spec gauges only with a Decode batch line (report_decode_stats) and adds a request's verify
+    # calls when it finishes (observe_one_finished_request, only when > 0). Two scrapes with nothing between, and
+    # two across a request answered from prefill alone (1 token, 0 verify calls): the verify counter does not
+    # move, the gauges still hold the last interval before the window.
+    requests = [{"completion_tokens": 120, "spec_verify_ct": 40, "correct_drafts": 79}]
+    plan = steps(2, [3, 4], 0.1)
+    first = run_oracle(CURRENT, {"decode_log_interval": 2, "ranks": [rank({}, plan)], "requests": requests}, tmp_path)
+    prefill_only = [*requests, {"completion_tokens": 1, "spec_verify_ct": 0, "correct_drafts": 0}]
+    second = run_oracle(
+        CURRENT, {"decode_log_interval": 2, "ranks": [rank({}, plan)], "requests": prefill_only}, tmp_path
+    )
+    assert series(first["metrics"], "sglang:spec_accept_length")  # the gauge holds a figure: 2.75 accepted
+    assert series(first["metrics"], "sglang:spec_verify_calls_total") == series(
+        second["metrics"], "sglang:spec_verify_calls_total"
+    )
+    for before, after, tokens in ((first, first, 0), (first, second, 1)):
+        for elapsed in (2.0, None):
+            prom = scrape_delta(before["metrics"], after["metrics"], "sglang", elapsed_s=elapsed)
+            assert prom.integrity.whole
+            assert (prom.accept_len, prom.acceptance_rate) == (None, None)
+            assert prom.details["verify_calls"] == 0 and prom.details["accept_len_source"] is None
+            for figure in ("accept_len", "acceptance_rate"):
+                assert prom.details["no_figure"][figure].startswith("no verify steps in the window")
+                assert figure not in prom.exactness
+            assert prom.details["gauge_accept_len"] == pytest.approx(formula(plan, 2)[-1]["accept_len"])
+            # Tokens counted over known seconds; 0 over any seconds; never the gen_throughput gauge (55 tok/s).
+            if elapsed is None and tokens:
+                assert prom.gen_throughput is None
+            else:
+                assert prom.gen_throughput == pytest.approx(tokens / elapsed if elapsed else 0.0)
+                assert prom.exactness["gen_throughput"]["kind"] == "exact"
+
+
+# What a log shipper asks SGLang for: SGLANG_LOGGING_CONFIG_PATH (utils/common.py configure_logger applies the
+# file with logging.config.dictConfig instead of its own format) with python-json-logger's formatter.
+JSON_LOGGING = {
+    "version": 1,
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        }
+    },
+    "handlers": {"stdout": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"level": "INFO", "handlers": ["stdout"]},
+}
+
+
+def test_a_json_log_reads_as_the_plain_one(tmp_path: Path) -> None:
+    plan = steps(4, [6, 8, 7, 9], 0.05) + steps(4, [10, 12, 11, 9], 0.04)
+    base = {"decode_log_interval": 4, "ranks": [rank({}, plan)]}
+    plain = parse_window("sglang", journal(run_oracle(CURRENT, base, tmp_path)))
+    text = journal(run_oracle(CURRENT, {**base, "logging_config": JSON_LOGGING}, tmp_path))
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["message"].startswith("Decode batch") for r in records] == [True, True]
+    read = parse_window("sglang", text)
+    assert plain.accept_len is not None and plain.gen_throughput is not None
+    assert (read.lines_matched, read.lines_skipped) == (plain.lines_matched, plain.lines_skipped) == (2, 0)
+    assert (read.accept_len, read.acceptance_rate, read.gen_throughput) == (
+        plain.accept_len,
+        plain.acceptance_rate,
+        plain.gen_throughput,
+    )
+    assert [s.to_dict() | {"timestamp": None} for s in read.samples] == [
+        s.to_dict() | {"timestamp": None} for s in plain.samples
+    ]
+
+
 # ------------------------------------------------------------------------------------------- DP groups
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engines.samples import VllmSpecSample
+from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.metrics import parse_window, scrape_delta
 from tests.contract.wheels import engine_sources
 
@@ -224,6 +225,38 @@ def test_data_parallel_log_lines_belong_to_their_engines(current: Path) -> None:
     assert cut.accept_len == pytest.approx(inner["accept_len"], rel=1e-12)  # each engine's first line left out
     assert cut.acceptance_rate == pytest.approx(inner["acceptance_rate"], rel=1e-12)
     assert cut.details["edge_lines_dropped"] == 4
+
+
+@pytest.mark.parametrize("log_format", ["color", "json"])
+def test_coloured_and_json_logs_read_as_the_plain_one(current: Path, log_format: str) -> None:
+    # vLLM's own formatters: ColoredFormatter (logging_utils/formatter.py, chosen by logger.py _use_color under a
+    # terminal or VLLM_LOGGING_COLOR=1) wraps the level and the time in escape codes; --logging-config formatter
+    # json writes pythonjsonlogger records (JSON_FORMAT, asctime "%Y-%m-%d %H:%M:%S,mmm"). Either read gives the
+    # plain log's figures, the rounds' throughput included (it needs each engine line's time stamp).
+    rng = random.Random(11)
+    k = 3
+    per_engine = {
+        e: [make_interval(rng, k, alpha, full=True, steps=40, batch=4) for alpha in alphas]
+        for e, alphas in {0: (0.9, 0.8, 0.7), 1: (0.3, 0.4, 0.5)}.items()
+    }
+    plain = parse_window("vllm", log_text(run("vllm_oracle.py", current, scenario(k, per_engine))), cut=True)
+    text = log_text(run("vllm_oracle.py", current, {**scenario(k, per_engine), "log_format": log_format}))
+    if log_format == "color":
+        assert "\x1b[32mINFO\x1b[0m \x1b[90m" in text  # the level green, the time grey: between them, codes
+    else:
+        first = json.loads(text.splitlines()[0])
+        # JSON_FORMAT's fields, and the extra vllm_process_name (logger.py _VllmLogRecordFactory) it adds.
+        assert set(first) >= {"asctime", "levelname", "name", "processName", "process", "message"}
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", first["asctime"])
+    read = parse_window("vllm", text, cut=True)
+    assert plain.gen_throughput is not None and plain.accept_len is not None
+    assert (read.lines_matched, read.lines_skipped) == (plain.lines_matched, plain.lines_skipped)
+    assert read.accept_len == pytest.approx(plain.accept_len, rel=1e-12)
+    assert read.acceptance_rate == pytest.approx(plain.acceptance_rate, rel=1e-12)
+    assert read.gen_throughput == pytest.approx(plain.gen_throughput, rel=1e-12)
+    assert read.integrity.whole
+    engines = [s for s in read.samples if isinstance(s, VllmEngineSample)]
+    assert engines and all(s.timestamp for s in engines)
 
 
 def test_first_line_after_an_idle_gap_includes_the_gap(current: Path) -> None:

@@ -40,6 +40,7 @@ import inspect
 import io
 import json
 import logging
+import os
 import re
 import sys
 import types
@@ -107,7 +108,19 @@ def main() -> int:
 
     # vLLM's logger writes to stdout through its own handler and formatter (configured at start-up as the API
     # server does, process named as entry.py's decorate_logs("APIServer") names it); capture that stream.
-    vllm_logger._configure_vllm_root_logger()  # older releases ran it at import; running it again is harmless
+    # "log_format": "color" is a terminal's output (VLLM_LOGGING_COLOR=1 picks ColoredFormatter, as a tty does:
+    # logger.py _use_color), "json" the --logging-config formatter json (a LoggingConfig with formatter "json":
+    # pythonjsonlogger's JsonFormatter with logging_utils/formatter.py JSON_FORMAT); "text" (default) vLLM's own.
+    log_format = scenario.get("log_format", "text")
+    if log_format == "color":
+        os.environ["VLLM_LOGGING_COLOR"] = "1"
+    if log_format == "json":
+        config = types.SimpleNamespace(
+            configure_logging=True, log_level="INFO", pylogging_config_file=None, formatter="json"
+        )
+        vllm_logger._configure_vllm_root_logger(config)
+    else:
+        vllm_logger._configure_vllm_root_logger()  # older releases ran it at import; running it again is harmless
     if hasattr(vllm_logger, "set_vllm_process_name"):
         vllm_logger.set_vllm_process_name("APIServer")
     captured = io.StringIO()

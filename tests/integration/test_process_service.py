@@ -113,6 +113,24 @@ def test_log_windows_only_return_whole_lines(tmp_path: Path) -> None:
         service.restore()
 
 
+def test_a_log_truncated_under_an_open_window_says_its_lines_are_gone(tmp_path: Path) -> None:
+    # logrotate's copytruncate empties the file the server writes to: a window read after it starts over at byte
+    # 0, and what was written between its start and the truncation is gone; the chunk says so (LogChunk.lost).
+    service = ProcessService(LocalHost(), "printer", state_dir=str(tmp_path))
+    try:
+        service.apply(dep("/bin/sh -c 'echo one; echo two; sleep 60'"))
+        deadline = time.monotonic() + 10
+        while "two" not in (chunk := service.journal_since("0")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert chunk.lost is None
+        cursor = service.journal_cursor()
+        Path(service.log_path).write_bytes(b"")  # copytruncate, as logrotate does it
+        gone = service.journal_since(cursor)
+        assert gone == "" and gone.lost is not None and "truncated or replaced" in gone.lost
+    finally:
+        service.restore()
+
+
 _KILLED = """
 import os, signal, sys
 from orchestrator.hosts import LocalHost

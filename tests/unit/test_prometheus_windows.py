@@ -271,3 +271,47 @@ def test_llamacpp_counters_of_a_million_or_more_are_rounded_with_bounds() -> Non
     small = scrape_delta(llamacpp(10, 40, 20, 100), llamacpp(30, 120, 70, 400), "llamacpp", elapsed_s=2.0)
     assert {v["kind"] for v in small.exactness.values()} == {"exact"}
     assert small.accept_len == pytest.approx(1 + 50 / 20)
+
+
+# -- windows without a verify step -------------------------------------------------------------------------
+
+
+def test_a_vllm_window_without_drafts_says_why_it_has_no_accept_length() -> None:
+    # A window in which the counters did not move: no verify step, so no accept length, no rate, no positions;
+    # vLLM exports no gauge for them, so nothing stands in; the throughput is 0 over the known seconds.
+    same = vllm(40, 160, 90, 300)
+    prom = scrape_delta(same, same, "vllm", elapsed_s=3.0)
+    assert (prom.accept_len, prom.acceptance_rate, prom.per_position) == (None, None, None)
+    assert prom.gen_throughput == 0.0
+    why = prom.details["no_figure"]
+    assert why["accept_len"].startswith("no verify steps in the window: d(vllm:spec_decode_num_drafts_total) = 0")
+    assert why["acceptance_rate"].startswith("no draft tokens in the window")
+    assert set(prom.exactness) == {"gen_throughput"}
+
+
+def test_a_llamacpp_window_without_drafts_says_why_it_has_no_accept_length() -> None:
+    text = "llamacpp:spec_decode_num_drafts_total 50\nllamacpp:spec_decode_num_accepted_tokens_total 80\n"
+    prom = scrape_delta(text, text, "llamacpp")
+    assert prom.accept_len is None
+    assert prom.details["no_figure"]["accept_len"].startswith("no verify steps in the window")
+
+
+def test_an_sglang_window_without_verify_steps_does_not_read_the_gauges() -> None:
+    # The case: no request finished, the gauges hold the interval before the window (2.99, 0.66).
+    text = (
+        f"sglang:spec_verify_calls_total{SG} 200\nsglang:generation_tokens_total{SG} 600\n"
+        f"sglang:num_requests_total{SG} 20\n" + sglang_gauges(2.99, 0.66, 80.0)
+    )
+    prom = scrape_delta(text, text, "sglang")
+    assert (prom.accept_len, prom.acceptance_rate) == (None, None)
+    assert prom.gen_throughput == 0.0 and prom.exactness["gen_throughput"]["kind"] == "exact"
+    assert prom.details["no_figure"]["accept_len"].startswith("no verify steps in the window")
+    assert "counter" not in prom.exactness.get("accept_len", {}).get("note", "")
+
+
+def test_an_sglang_window_before_the_verify_counter_in_which_no_request_finished() -> None:
+    # SGLang < 0.5.13: no verify counter; a window with no finished request does not read the stale gauges.
+    text = 'sglang:generation_tokens_total{model_name="m"} 500\nsglang:num_requests_total{model_name="m"} 9\n'
+    prom = scrape_delta(text + sglang_gauges(2.5, 0.5, 80.0), text + sglang_gauges(2.5, 0.5, 80.0), "sglang")
+    assert prom.accept_len is None and prom.acceptance_rate is None
+    assert prom.details["no_figure"]["accept_len"].startswith("no request finished in the window")

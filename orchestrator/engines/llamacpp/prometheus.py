@@ -12,6 +12,15 @@ is written in full; one of 10^6 or more is rounded to a step of 10^(e-5) for a v
 So a long-running server's figures are ``rounded`` (orchestrator/engines/integrity.py): each difference of two
 scrapes is known to half the step of each, ``resolution`` is the largest step that entered the figure, and
 ``bounds`` hold every value the printed digits allow. Below 10^6 every figure is ``exact``.
+
+Where an exact reading is among llama.cpp's own outputs, it is taken: the accepted-token total is also the sum
+of the per-position counters (tools/server/server-context.cpp ``update_slots`` adds a verified draft's
+``n_accepted`` to ``n_draft_accepted`` and 1 to ``n_accepted_per_pos[i]`` for each ``i < n_accepted``, the
+vector sized ``common_speculative_n_max``, which bounds every draft; the slot's counts enter ``server_metrics``
+together when it is released), and those are written whole. So when the printed total is rounded and the
+per-position differences sum to a value its digits allow, d(accepted) is that sum (``details.accepted_source``
+``per_position_sum``, the printed difference in ``details.accepted_printed``), and a figure whose other counts
+are below 10^6 is ``exact``.
 """
 
 from __future__ import annotations
@@ -68,7 +77,16 @@ def _ratio(
     return offset + max(num[0] - num[1], 0.0) / high_den, offset + (num[0] + num[1]) / low_den
 
 
-def _entry(note: str, step: float, bounds: tuple[float, float] | None) -> dict[str, Any]:
+_SUMMED = (
+    "d(accepted) is the per-position counters' sum, streamed as integers in full, which is the accepted total "
+    "(tools/server/server-context.cpp update_slots counts each accepted position once; the printed total "
+    "d(spec_decode_num_accepted_tokens_total) is rounded, details.accepted_printed)"
+)
+
+
+def _entry(note: str, step: float, bounds: tuple[float, float] | None, *, summed: bool = False) -> dict[str, Any]:
+    if step == 0 and summed:
+        return exactness("exact", f"{note}: {_SUMMED}; the other counts below 10^6, so written in full ({_WRITER})")
     if step == 0:
         return exactness("exact", f"{note}: every count below 10^6, so written in full ({_WRITER})")
     return exactness(
@@ -88,17 +106,22 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     draft_tokens = _delta(window, after, "spec_decode_num_draft_tokens_total")
     accepted = _delta(window, after, "spec_decode_num_accepted_tokens_total")
     predicted = _delta(window, after, "tokens_predicted_total")
+    accepted = _exact_accepted(window, after, accepted, drafts, draft_tokens)
+    summed = window.details.get("accepted_source") == "per_position_sum"
+    accepted_note = "the per-position counters' sum" if summed else "spec_decode_num_accepted_tokens_total"
     if window.accept_len is not None and drafts is not None and accepted is not None:
         window.exactness["accept_len"] = _entry(
-            "1 + d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_drafts_total)",
+            f"1 + d({accepted_note}) / d(spec_decode_num_drafts_total)",
             max(drafts[2], accepted[2]),
             _ratio(accepted, drafts, 1.0),
+            summed=summed,
         )
     if window.acceptance_rate is not None and draft_tokens is not None and accepted is not None:
         window.exactness["acceptance_rate"] = _entry(
-            "d(spec_decode_num_accepted_tokens_total) / d(spec_decode_num_draft_tokens_total)",
+            f"d({accepted_note}) / d(spec_decode_num_draft_tokens_total)",
             max(draft_tokens[2], accepted[2]),
             _ratio(accepted, draft_tokens, 0.0),
+            summed=summed,
         )
     if window.per_position is not None and drafts is not None:
         window.exactness["per_position_acceptance"] = _entry(
@@ -114,3 +137,29 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
             predicted[2],
             (max(predicted[0] - predicted[1], 0.0) / seconds, (predicted[0] + predicted[1]) / seconds),
         )
+
+
+def _exact_accepted(
+    window: PromWindow,
+    after: PromSnapshot,
+    accepted: tuple[float, float, float] | None,
+    drafts: tuple[float, float, float] | None,
+    draft_tokens: tuple[float, float, float] | None,
+) -> tuple[float, float, float] | None:
+    """d(accepted) from the per-position counters (written whole) when the printed total is rounded and their sum
+    is a value its digits allow (the module docstring); the figures that use it are computed again from it."""
+    keys = [
+        k for k in window.counters if after.names.get(k) == PREFIX + "spec_decode_num_accepted_tokens_per_pos_total"
+    ]
+    if accepted is None or accepted[2] == 0 or not keys:
+        return accepted
+    total = sum(window.counters[k] for k in keys)
+    if abs(total - accepted[0]) > accepted[1] or not float(total).is_integer():
+        window.details["accepted_per_position_sum"] = total  # not the total's: kept aside, the rounded total read
+        return accepted
+    window.details.update({"accepted": total, "accepted_printed": accepted[0], "accepted_source": "per_position_sum"})
+    if drafts is not None and drafts[0] > 0 and window.accept_len is not None:
+        window.accept_len = 1.0 + total / drafts[0]
+    if draft_tokens is not None and draft_tokens[0] > 0 and window.acceptance_rate is not None:
+        window.acceptance_rate = total / draft_tokens[0]
+    return total, 0.0, 0.0

@@ -133,19 +133,28 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     else:  # no HELP (or prometheus_client's "Multiprocess metric"): the version decides, if given
         rate_definition = accept_rate_definition(version)
     engine_len = generated / verifies if verifies and generated is not None else None
+    idle = _idle(verifies, generated, finished)
     source = None
-    if verifies and generated is not None and finished is not None:
+    if idle is not None:
+        # The counters are there and say no verify step (or no request) entered the window: no accept length
+        # or rate, whatever the gauges hold (the last decode-log interval before the window).
+        window.details["no_figure"] = {"accept_len": idle, "acceptance_rate": idle}
+    elif verifies and generated is not None and finished is not None:
         window.accept_len = (generated - finished) / verifies
         source = "counters"
     elif gauge_len is not None:
         window.accept_len = gauge_len
         source = "gauges"
-    if gauge_rate is not None and rate_definition == "drafts_only":
+    if idle is None and gauge_rate is not None and rate_definition == "drafts_only":
         window.acceptance_rate = gauge_rate
     throughput_source = "counters" if window.gen_throughput is not None else None
-    if window.gen_throughput is None and gauge_throughput is not None:
+    if window.gen_throughput is None and generated == 0:
+        window.gen_throughput = 0.0  # no token counted: 0 tok/s over any seconds, not the last interval's gauge
+        throughput_source = "counters"
+    elif window.gen_throughput is None and gauge_throughput is not None and idle is None:
         window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
         throughput_source = "gauges"
+    window.details["verify_calls"] = verifies
     _exactness(window, after, source, throughput_source)
     window.details.update(
         {
@@ -165,6 +174,27 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
 
 
 _EXACT = "integer counts of prometheus_client counters (written losslessly by floatToGoString)"
+_MISSING = object()
+
+
+def _idle(verifies: float | None, generated: float | None, finished: float | None) -> str | None:
+    """Why the window has no accept length although a counter is there, or None when it may have one.
+
+    ``observe_one_finished_request`` adds a request's verify calls when it finishes, so a difference of 0 is a
+    window with no verify step among the requests that finished in it: an answer, not a missing counter. Without
+    the verify counter (< 0.5.13), a window in which no request finished (``generation_tokens`` and
+    ``num_requests`` unchanged) is idle too: its gauges still hold the interval before it."""
+    if verifies == 0:
+        return (
+            "no verify steps in the window: d(sglang:spec_verify_calls_total) = 0 (no request with verify calls "
+            "finished between the scrapes); the spec gauges hold the last decode-log interval before it, not read"
+        )
+    if verifies is None and generated == 0 and finished in (0, None):
+        return (
+            "no request finished in the window: d(sglang:generation_tokens_total) = 0 (no verify counter, "
+            "SGLang < 0.5.13); the spec gauges hold the last decode-log interval before it, not read"
+        )
+    return None
 
 
 def _samples(window: PromWindow, after: PromSnapshot, name: str) -> int:
@@ -192,7 +222,17 @@ def _exactness(window: PromWindow, after: PromSnapshot, length_source: str | Non
                 f"between the scrapes: {_EXACT}",
             )
             if length_source == "counters"
-            else exactness("gauge", _gauge_note(window, after, "spec_accept_length", "no verify counter (< 0.5.13)"))
+            else exactness(
+                "gauge",
+                _gauge_note(
+                    window,
+                    after,
+                    "spec_accept_length",
+                    "no verify counter (< 0.5.13)"
+                    if window.details.get("verify_calls", _MISSING) is None
+                    else "no sglang:generation_tokens_total or sglang:num_requests_total counter",
+                ),
+            )
         )
     if window.acceptance_rate is not None:
         window.exactness["acceptance_rate"] = exactness(
@@ -202,7 +242,8 @@ def _exactness(window: PromWindow, after: PromSnapshot, length_source: str | Non
         window.exactness["gen_throughput"] = (
             exactness(
                 "exact",
-                f"d(sglang:generation_tokens_total) / the seconds between the scrapes (specsweep's clock): {_EXACT}",
+                f"d(sglang:generation_tokens_total) / the seconds between the scrapes (specsweep's clock): {_EXACT}"
+                + ("; no token counted in the window, so 0 over any seconds" if window.gen_throughput == 0 else ""),
             )
             if rate_source == "counters"
             else exactness(

@@ -103,7 +103,9 @@ _WAITING = re.compile(r"(?:Waiting|Pending):\s*(\d+)\s*reqs")
 _KV = re.compile(rf"(?:GPU|[A-Z]+) KV cache usage:\s*({_NUM})\s*%")
 _PREFIX_HIT = re.compile(rf"(?<!External )Prefix cache (?:token )?hit rate:\s*({_NUM})\s*%")
 # vllm/logger.py _FORMAT: "... %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"
-_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(\d{2}-\d{2} \d{2}:\d{2}:\d{2})\b")
+# A JSON record (vLLM's --logging-config formatter json: pythonjsonlogger, asctime's default form
+# "%Y-%m-%d %H:%M:%S,mmm") reads "LEVEL YYYY-MM-DD HH:MM:SS,mmm MESSAGE" once lines.py plain_log unwrapped it.
+_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+(?:\d{4}-)?(\d{2}-\d{2} \d{2}:\d{2}:\d{2})\b")
 
 _MEAN_HALF = 0.005  # the mean is printed with 2 decimals
 _RATE_HALF = 0.0005  # per-position rates with 3

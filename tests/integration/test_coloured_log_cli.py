@@ -1,0 +1,64 @@
+"""A coloured vLLM log, through the real CLI and the simulator's ``coloured-log`` fault.
+
+``specsweep sweep`` of the simulator's vLLM dialect whose lines carry the escape codes vLLM's ColoredFormatter
+writes under a terminal (between the level and the time stamp), with idle data-parallel engines whose intervals
+only the time stamps and the spec lines' seconds can count: the record's figures are those of the same window
+without the codes, and ``specsweep parse`` of the stored window gives them too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from orchestrator.engines.samples import VllmEngineSample
+from orchestrator.metrics import parse_window
+from tests.reliability.harness import (
+    cli_env,
+    free_port,
+    local_experiment,
+    only_run_dir,
+    records,
+    run_cli,
+    write_experiment,
+)
+
+pytestmark = pytest.mark.timeout(240)
+
+ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def test_a_coloured_vllm_log_gives_the_plain_logs_figures(tmp_path: Path, home: Path) -> None:
+    port = free_port()
+    spec = (
+        "--engine vllm --algorithm linear --draft-tokens 3 --fault idle-debug-intervals=2 --fault coloured-log "
+        "--log-stats-interval 0.15"
+    )
+    load = {"concurrency": [1], "warmup": 1, "requests": 12, "max_tokens": 48, "temperature": 0}
+    doc = local_experiment("colour", port, {"linear": spec}, load=load, itl_ms=12.0)
+    doc["engine"] = "vllm"
+    doc["lossless"] = {"enabled": False}
+    path = write_experiment(tmp_path / "colour.yaml", doc)
+    results = tmp_path / "results"
+    proc = run_cli("sweep", str(path), "--results", str(results), env=cli_env(home))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    run_dir = only_run_dir(results, "colour")
+    (record,) = [r for r in records(run_dir) if r["status"] == "ok"]
+    window_file = run_dir / record["window_file"]
+    text = window_file.read_text()
+    assert "\x1b[32mINFO\x1b[0m \x1b[90m" in text  # the codes vLLM's ColoredFormatter puts between them
+    plain = parse_window("vllm", ESCAPES.sub("", text), cut=True)
+    engines = [s for s in plain.samples if isinstance(s, VllmEngineSample)]
+    assert engines and all(s.timestamp for s in engines)
+    server = record["server"]
+    assert server["accept_len"] == plain.accept_len and server["accept_len"] is not None
+    assert server["gen_throughput"] == plain.gen_throughput
+    assert server["integrity"] == plain.integrity.to_dict()
+    assert server["details"].get("hidden_intervals") == plain.details.get("hidden_intervals")
+    parsed = run_cli("parse", "--engine", "vllm", "--window", str(window_file), "--json", env=cli_env(home))
+    assert parsed.returncode == 0, parsed.stderr
+    data = json.loads(parsed.stdout)
+    assert (data["accept_len"], data["gen_throughput"]) == (plain.accept_len, plain.gen_throughput)
