@@ -15,6 +15,7 @@ import pandas as pd
 
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
+from orchestrator.analysis.statuses import MEASURED
 from orchestrator.experiment.slots import as_fields
 
 __all__ = [
@@ -332,7 +333,7 @@ def _measured(analysis: Analysis) -> pd.DataFrame:
 def _pivot(analysis: Analysis, value: str, *, ok_only: bool = True) -> pd.DataFrame:
     rows = _measured(analysis)
     if ok_only:
-        rows = rows[rows["status"] == "ok"]
+        rows = rows[rows["status"].isin(MEASURED)]  # a degraded point keeps its figures (it is not ranked)
     if value not in rows.columns or rows.empty:
         return pd.DataFrame()
     rows = rows.assign(_v=pd.to_numeric(rows[value], errors="coerce"))
@@ -460,7 +461,7 @@ def summary_table(analysis: Analysis) -> pd.DataFrame:
 def failed_points(analysis: Analysis) -> pd.DataFrame:
     """Points that failed or were skipped, with their reason and evidence lines."""
     rows = _measured(analysis)
-    rows = rows[rows["status"] != "ok"]
+    rows = rows[rows["status"] != "ok"]  # failed, skipped and degraded (its why is in error_message)
     columns = [
         "label",
         "load_label",
