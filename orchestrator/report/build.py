@@ -341,7 +341,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
     if skipped:
         notes.append(f"{len(skipped)} unreadable line(s) of records.jsonl were left out.")
     blocks += [Paragraph(n, "muted") for n in notes]
-    blocks += search_blocks(analysis.path)  # the report ends with the recommendations (orchestrator/search)
+    blocks += search_blocks(analysis.path, analysis)  # the report ends with the recommendations (orchestrator/search)
     return blocks
 
 

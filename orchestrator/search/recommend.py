@@ -235,8 +235,9 @@ def _levels(experiment: Experiment) -> list[tuple[str, float, str | None]]:
     return [(m, v, w) for w in workloads for m, v in levels]
 
 
-def recommend(run_dir: str | Path) -> Recommendations:
-    """The recommendations of one run directory (see the module docstring)."""
+def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
+    """The recommendations of one run directory (see the module docstring); ``analysis``: the run's, when the
+    caller has it (the report), so its answer is not made twice."""
     from orchestrator.analysis.roles import baseline_roles
     from orchestrator.experiment.search import ObjectiveSpec
     from orchestrator.plan.deployments import build_plan
@@ -257,7 +258,7 @@ def recommend(run_dir: str | Path) -> Recommendations:
     # its interval made the one way every output shows; the objective only chooses among them.
     from orchestrator.analysis.answer import answer as run_answer
 
-    the_answer = run_answer(run_dir)
+    the_answer = run_answer(run_dir, analysis=analysis)
     analysis = the_answer.analysis
     frame = analysis.frame
     frame = frame[frame["alias_of"].isna() & frame["status"].isin(analysis.ranked_statuses)]
