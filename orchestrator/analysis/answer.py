@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.statuses import STATUSES
@@ -388,8 +386,3 @@ def cached_counts(run_dir: str | Path) -> dict[str, int] | None:
         return None
     counts = stored.get("counts")
     return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None
-
-
-def frame_of(result: Answer) -> pd.DataFrame:
-    """The analysed frame the answer was made from (the notebook's and Parquet's rows)."""
-    return result.analysis.frame
