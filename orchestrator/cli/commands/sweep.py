@@ -1,7 +1,8 @@
 """`specsweep sweep FILE`: run the whole experiment, resumable, restoring every host on every way out.
 
 Exit codes: 0 every point succeeded (or ``--allow-failures``), 1 an error ended the run, 2 a bad experiment
-file, 3 the plan ran to its end but points failed, 4 the experiment's ``failure_policy`` stopped the sweep,
+file, 3 the plan ran to its end but points failed or were degraded (lost more than ``checks.degraded_requests``
+of their requests), 4 the experiment's ``failure_policy`` stopped the sweep,
 130 interrupted.
 """
 
@@ -80,8 +81,9 @@ def sweep(
     stops at its budget; --dry-run shows its first round, --resume continues it without repeating a restart
     (docs/search.md).
 
-    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed
-    (run state done, or failed when none succeeded); 4 the experiment's failure_policy stopped the sweep (a
+    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed,
+    or lost more than checks.degraded_requests of their requests (run state done, or failed when none
+    succeeded); 4 the experiment's failure_policy stopped the sweep (a
     baseline that cannot start, or N deployments in a row that cannot; state stopped); 1 an error ended the
     run; 2 a bad experiment file; 130 interrupted.
     """
