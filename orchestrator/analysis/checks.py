@@ -24,6 +24,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
+from orchestrator.analysis.statuses import MEASURED
 from orchestrator.errors import ConfigError, StoreError
 from orchestrator.runs.reading import confined, parse_json
 from orchestrator.runs.store import SkippedLine
@@ -85,6 +86,10 @@ class CheckSettings(BaseModel):
     linear_chain_length: int | None = Field(None, ge=1)
     # The level of every interval and of the significance of a winner.
     confidence: float = Field(0.95, gt=0.5, lt=1)
+    # A point whose failed or cancelled requests exceed this share of its requests is ``degraded``
+    # (orchestrator/analysis/answer.py); ``rank_degraded`` lets such points into winners and ties.
+    degraded_requests: float = Field(0.10, ge=0, lt=1)
+    rank_degraded: bool = False
 
     @classmethod
     def from_experiment(cls, experiment: dict[str, Any], *, source: str = "experiment.yaml") -> CheckSettings:
@@ -116,7 +121,7 @@ class CheckContext:
     @property
     def ok(self) -> pd.DataFrame:
         measured = self.measured
-        return measured[measured["status"] == "ok"]
+        return measured[measured["status"].isin(MEASURED)]
 
     def window_text(self, row: dict[str, Any]) -> str | None:
         """The point's raw window (None when the run directory or the file is not there)."""
@@ -179,7 +184,7 @@ def _f(value: float) -> str:
 def failed_points(ctx: CheckContext) -> list[Finding]:
     """A failed point is an error with its reason and the lines that explain it; a skipped one is noted."""
     out: list[Finding] = []
-    for row in _rows(ctx.measured[ctx.measured["status"] != "ok"]):
+    for row in _rows(ctx.measured[~ctx.measured["status"].isin(MEASURED)]):
         kind = row.get("error_kind") or "unknown"
         message = row.get("error_message") or "no reason recorded"
         evidence = list(row.get("error_evidence") or [])
@@ -207,7 +212,14 @@ def request_errors(ctx: CheckContext) -> list[Finding]:
                 detail = f" ({by_kind})"
         total = f" of {requests:.0f}" if requests is not None else ""
         severity: Severity = "error" if requests is not None and errors >= requests else "warning"
-        out.append(_finding("request_errors", row, severity, f"{errors:.0f}{total} requests errored{detail}", []))
+        message = f"{errors:.0f}{total} requests errored{detail}"
+        if row.get("status") == "degraded":
+            severity = "error"
+            message += (
+                f"; the point is degraded (more than {ctx.settings.degraded_requests:.0%} of its requests lost): "
+                + ("ranked, as checks.rank_degraded asks" if ctx.settings.rank_degraded else "left out of winners")
+            )
+        out.append(_finding("request_errors", row, severity, message, []))
     return out
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from orchestrator.analysis.intervals import difference
 from orchestrator.analysis.roles import BaselineRoles
+from orchestrator.analysis.statuses import MEASURED
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -49,8 +50,8 @@ JOIN_KEYS = ["host", "workload", "mode", "load"]
 COMPARISON_COLUMNS = ["speedup_vs_ar", "speedup_vs_linear", "accept_len_vs_linear"]
 
 
-def _ok(frame: pd.DataFrame) -> pd.Series:
-    return frame["status"] == "ok"
+def _ok(frame: pd.DataFrame, statuses: tuple[str, ...] = ("ok",)) -> pd.Series:
+    return frame["status"].isin(statuses)
 
 
 def with_workload(frame: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +86,7 @@ def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metri
             if column not in out.columns:
                 out[column] = float("nan")
     value = pd.to_numeric(out[metric], errors="coerce")
-    ok = _ok(out)
+    ok = _ok(out, MEASURED)
     out["speedup_vs_ar"] = (value / pd.to_numeric(out[f"ar_{metric}"], errors="coerce")).where(ok)
     out["speedup_vs_linear"] = (value / pd.to_numeric(out[f"linear_{metric}"], errors="coerce")).where(ok)
     accept = pd.to_numeric(out["accept_len"], errors="coerce")
@@ -134,12 +135,19 @@ def significance(level: float = 0.95) -> WinnerRule:
     return rule
 
 
-def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: WinnerRule = point_estimate) -> pd.DataFrame:
+def best_per_load(
+    frame: pd.DataFrame,
+    *,
+    metric: str = THROUGHPUT,
+    rule: WinnerRule = point_estimate,
+    statuses: tuple[str, ...] = ("ok",),
+) -> pd.DataFrame:
     """The configuration with the highest ``metric`` at each (host, mode, load), baselines included, with
     the runner-up, the margin (best / runner-up - 1) and what ``rule`` says of them: ``decided`` (True: told
     apart, False: within noise, None: not judged), its ``basis`` and the margin's interval (``margin_lo``,
     ``margin_hi``), and ``tied``: the configurations the rule cannot tell from the best one (each judged
-    against it). The ranking is by point estimate."""
+    against it), and ``beats``: the others measured there, fastest first. The ranking is by point estimate.
+    Only points of ``statuses`` are ranked (a ``degraded`` point only when the caller asks for it)."""
     shown = ["host", "workload", "mode", "load", "load_label", "label", "variant", metric]
     shown += ["per_user_tok_s", "accept_len"]
     intervals = [f"{metric}_lo", f"{metric}_hi", f"{metric}_se", "ci_method"]
@@ -154,9 +162,10 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
         "decided",
         "basis",
         "tied",
+        "beats",
     ]
     frame = with_workload(frame)
-    candidates = frame[_ok(frame) & frame["alias_of"].isna()].copy()
+    candidates = frame[_ok(frame, statuses) & frame["alias_of"].isna()].copy()
     if metric not in candidates.columns:
         return pd.DataFrame(columns=columns)
     candidates[metric] = pd.to_numeric(candidates[metric], errors="coerce")
@@ -167,7 +176,7 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
         best = ranked.iloc[0]
         row = {c: best.get(c) for c in [*shown, *intervals, *COMPARISON_COLUMNS]}
         row["runner_up"], row["margin"], row["decided"], row["basis"] = None, float("nan"), None, "only one point"
-        row["margin_lo"], row["margin_hi"], row["tied"] = float("nan"), float("nan"), []
+        row["margin_lo"], row["margin_hi"], row["tied"], row["beats"] = float("nan"), float("nan"), [], []
         if len(ranked) > 1:
             second = ranked.iloc[1]
             row["runner_up"] = second["label"]
@@ -181,6 +190,12 @@ def best_per_load(frame: pd.DataFrame, *, metric: str = THROUGHPUT, rule: Winner
                 str(other["label"])
                 for _index, other in ranked.iloc[1:].iterrows()
                 if rule(best, other, metric).decided is False
+            ]
+            tied = {str(x) for x in row["tied"] or []}
+            row["beats"] = [
+                label
+                for label in dict.fromkeys(str(x) for x in ranked.iloc[1:]["label"])
+                if label != best["label"] and label not in tied
             ]
         rows.append(row)
     out = pd.DataFrame(rows, columns=columns)
@@ -196,6 +211,7 @@ def pareto_front(
     y: str = THROUGHPUT,
     by: list[str] | None = None,
     level: float | None = None,
+    statuses: tuple[str, ...] = ("ok",),
 ) -> pd.DataFrame:
     """The points no other point beats on both ``x`` and ``y`` (higher is better on both), per host.
 
@@ -207,7 +223,7 @@ def pareto_front(
     """
     if by is None:
         by = ["host", "workload"] if "workload" in frame.columns else ["host"]
-    points = frame[_ok(frame) & frame["alias_of"].isna()].copy()
+    points = frame[_ok(frame, statuses) & frame["alias_of"].isna()].copy()
     points[x] = pd.to_numeric(points[x], errors="coerce")
     points[y] = pd.to_numeric(points[y], errors="coerce")
     points = points.dropna(subset=[x, y])

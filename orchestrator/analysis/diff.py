@@ -86,12 +86,18 @@ class RunComparison:
 
 
 def compare_frames(
-    a: pd.DataFrame, b: pd.DataFrame, *, threshold: float = 0.05, figures: list[str] | None = None
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    threshold: float = 0.05,
+    figures: list[str] | None = None,
+    level: float = 0.95,
 ) -> pd.DataFrame:
     """Pure arithmetic on two analysed frames: ``<fig>_a``, ``<fig>_b``, ``<fig>_delta`` (b - a) and
     ``<fig>_change`` (b / a - 1) per figure, ``status_a``/``status_b``, ``presence`` (both/only_a/only_b),
     ``changed`` and ``changed_figures`` (the figures that moved by at least ``threshold``, in ``figures``
-    order)."""
+    order). ``level``: the confidence of the change's interval (run B's ``checks.confidence``, the level of its
+    answer)."""
     figures = figures or DIFF_FIGURES
 
     def pick(frame: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +127,7 @@ def compare_frames(
         merged[f"{fig}_change"] = (right / left - 1).where(left != 0)
         lows, highs, significant = [], [], []
         for value_b, se_b, value_a, se_a in zip(right, merged[f"{fig}_se_b"], left, merged[f"{fig}_se_a"], strict=True):
-            diff = difference(value_b, se_b, value_a, se_a)
+            diff = difference(value_b, se_b, value_a, se_a, level=level)
             lows.append(diff.lo if diff is not None and diff.lo is not None else float("nan"))
             highs.append(diff.hi if diff is not None and diff.hi is not None else float("nan"))
             significant.append(diff.significant if diff is not None else None)
@@ -179,7 +185,7 @@ def compare_runs(a: Analysis, b: Analysis, *, threshold: float = 0.05) -> RunCom
     from orchestrator.runs.provenance import provenance_differences
 
     notes += [f"provenance differs: {line}" for line in provenance_differences(a.run.provenance, b.run.provenance)]
-    table = compare_frames(a.frame, b.frame, threshold=threshold)
+    table = compare_frames(a.frame, b.frame, threshold=threshold, level=b.settings.confidence)
     keys_a = {_finding_key(f) for f in a.findings}
     keys_b = {_finding_key(f) for f in b.findings}
     return RunComparison(

@@ -72,6 +72,7 @@ __all__ = [
     "config_label",
     "load_run",
     "open_run",
+    "record_accept_len",
     "tidy_frame",
 ]
 
@@ -147,7 +148,19 @@ class RunData:
 
     @property
     def planned_points(self) -> int:
-        return sum(len(d.get("load_points", [])) for d in self.plan.get("deployments", []))
+        """Points the plan holds, counted as the frame counts them: a configuration at a load (its repeats and
+        restarts are windows of one point)."""
+        keys = set()
+        for deployment in self.plan.get("deployments", []):
+            if not isinstance(deployment, dict):
+                continue
+            config = deployment.get("config_hash") or deployment.get("id")
+            for point in deployment.get("load_points", []):
+                if isinstance(point, dict):
+                    keys.add(
+                        (config, point.get("mode"), point.get("concurrency"), point.get("rate"), point.get("workload"))
+                    )
+        return len(keys)
 
 
 def config_label(variant: str, params: dict[str, Any]) -> str:
@@ -359,6 +372,13 @@ def _headline_accept_len(record: Record, row: dict[str, Any]) -> tuple[float | N
     if best is None:
         return None, None, None
     return best[2], best[3], best[4]
+
+
+def record_accept_len(record: Record) -> tuple[float | None, str | None, str | None]:
+    """(accept length, source, exactness) of one record as the analysis and every output show it (the live
+    progress line too): the same choice as the frame's ``accept_len`` columns."""
+    row = {**flatten_client(record.client), **flatten_server(record.server)}
+    return _headline_accept_len(record, row)
 
 
 def _placement(record: Record) -> dict[str, Any]:

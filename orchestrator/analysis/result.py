@@ -18,6 +18,7 @@ from orchestrator.analysis.compare import (
 )
 from orchestrator.analysis.frame import RunData, open_run
 from orchestrator.analysis.roles import BaselineRoles, annotate, baseline_roles
+from orchestrator.analysis.statuses import STATUSES
 
 __all__ = ["Analysis", "analyse", "analyse_run_data"]
 
@@ -56,10 +57,16 @@ class Analysis:
         counter = Counter(f.severity for f in self.findings)
         return {s: counter.get(s, 0) for s in ("error", "warning", "info")}
 
+    @property
+    def ranked_statuses(self) -> tuple[str, ...]:
+        """The statuses a winner, a tie or the front is chosen among (``degraded`` only with rank_degraded)."""
+        return ("ok", "degraded") if self.settings.rank_degraded else ("ok",)
+
     def status_counts(self) -> dict[str, int]:
+        """Points (not windows: repeats of one load are one point) by status."""
         measured = self.frame[self.frame["alias_of"].isna()]
         counter = Counter(measured["status"])
-        return {s: int(counter.get(s, 0)) for s in ("ok", "failed", "skipped")}
+        return {s: int(counter.get(s, 0)) for s in STATUSES}
 
 
 def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
@@ -74,7 +81,9 @@ def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
     roles = baseline_roles([str(b) for b in baselines])
     settings = CheckSettings.from_experiment(run.experiment, source=str(run.path / "experiment.yaml"))
     frame = annotate(run.frame, roles, run.param_columns, settings.linear_chain_length)
+    frame = mark_degraded(frame, settings.degraded_requests)
     frame = add_baseline_comparisons(frame, roles, metric=metric)
+    ranked = ("ok", "degraded") if settings.rank_degraded else ("ok",)
     context = CheckContext(
         frame=frame, roles=roles, settings=settings, run_path=run.path, skipped_lines=run.skipped_lines
     )
@@ -84,10 +93,61 @@ def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
         settings=settings,
         frame=frame,
         findings=run_checks(context),
-        best=best_per_load(frame, metric=metric, rule=significance(settings.confidence)),
-        pareto=pareto_front(frame, y=metric, level=settings.confidence),
+        best=best_per_load(frame, metric=metric, rule=significance(settings.confidence), statuses=ranked),
+        pareto=pareto_front(frame, y=metric, level=settings.confidence, statuses=ranked),
         metric=metric,
     )
+
+
+def _number(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return number if number == number else 0.0
+
+
+def lost_requests(row: dict[str, object]) -> tuple[int, int]:
+    """(requests lost, requests sent) of one point: failed plus cancelled, of every request it sent."""
+    errors, cancelled, requests = (_number(row.get(k)) for k in ("errors", "cancelled", "requests"))
+    return int(errors + cancelled), int(requests + cancelled)
+
+
+def mark_degraded(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """``frame`` with ``status`` ``degraded`` for each ok point that lost more than ``threshold`` of its
+    requests (failed or cancelled), and ``lost_requests`` (how many) and ``error_kind`` / ``error_message``
+    saying why; its figures stay (they are over the requests that completed, which the message says)."""
+    if frame.empty:
+        return frame.assign(lost_requests=pd.Series(dtype=float))
+    out = frame.copy()
+    lost_column: list[float] = []
+    for index, row in out.iterrows():
+        lost, sent = lost_requests({str(k): v for k, v in row.to_dict().items()})
+        lost_column.append(float(lost) if row.get("status") in ("ok", "degraded") else float("nan"))
+        if row.get("status") != "ok" or not sent or lost / sent <= threshold:
+            continue
+        out.at[index, "status"] = "degraded"
+        out.at[index, "error_kind"] = "degraded"
+        out.at[index, "error_message"] = (
+            f"{lost} of {sent} requests lost{_kinds(row.get('errors_by_kind'))}, more than the "
+            f"{threshold:.0%} checks.degraded_requests allows; its figures are over the {sent - lost} that completed"
+        )
+    out["lost_requests"] = lost_column
+    return out
+
+
+def _kinds(text: object) -> str:
+    import json
+
+    if not isinstance(text, str) or not text:
+        return ""
+    try:
+        kinds = json.loads(text)
+    except json.JSONDecodeError:
+        return f" ({text})"
+    if not isinstance(kinds, dict) or not kinds:
+        return ""
+    return " (" + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items(), key=lambda kv: str(kv[0]))) + ")"
 
 
 def analyse(path: str | Path, *, metric: str = THROUGHPUT, all_attempts: bool = False) -> Analysis:

@@ -148,8 +148,13 @@ class SweepProgress:
         elif isinstance(event, LoadProgress):
             task = self._point.get(event.host)
             if task is not None:
+                # Tokens per second (each request's tokens settled when it ends); the accept length the record
+                # will hold is known only when the window closes.
                 self.progress.update(
-                    task, completed=event.done, total=event.total, detail=f"{event.live_tok_s:,.0f} tok/s"
+                    task,
+                    completed=event.done,
+                    total=event.total,
+                    detail=f"{event.live_tok_s:,.0f} tok/s, accept len pending",
                 )
         elif isinstance(event, PointFinished):
             point_task = self._point.get(event.host)
@@ -182,7 +187,11 @@ class SweepProgress:
         if tok_s is not None:
             figures.append(f"{tok_s:,.1f} tok/s")
         if accept is not None:
-            figures.append(f"accept len {accept:.2f}")
+            source = event.summary.get("accept_len_source")
+            figures.append(f"accept len {accept:.2f}" + (f" ({source})" if source else ""))
+        errors, requests = event.summary.get("errors"), event.summary.get("requests")
+        if event.status == "ok" and errors:
+            figures.append(f"[yellow]{errors} of {requests} requests failed[/yellow]")
         if event.status != "ok":
             figures.append(f"[red]{escape(self._cause(event))}[/red]")
         return f"{escape(label)} {escape(event.label)}: " + (", ".join(figures) or "no figures")

@@ -65,7 +65,8 @@ def points_table(analysis: Analysis, width: int) -> RenderableType:
     pooled = bool(frame["host"].nunique() > 1) if len(frame) else False
     counts = analysis.counts()
     statuses = analysis.status_counts()
-    all_ok = statuses["failed"] == 0 and statuses["skipped"] == 0
+    all_ok = statuses["failed"] == 0 and statuses["skipped"] == 0 and statuses["degraded"] == 0
+    ranked = "degraded" in analysis.ranked_statuses
     columns: list[Column] = []
     if pooled:
         columns.append(Column("host", "left", required=True))
@@ -89,12 +90,22 @@ def points_table(analysis: Analysis, width: int) -> RenderableType:
             if not all_ok:
                 status = str(row.get("status"))
                 cells.append(Text(status) if status == "ok" else Text(status, style="red"))
+                if status == "degraded":
+                    lost = row.get("lost_requests")
+                    cells[-1] = Text(
+                        f"degraded ({_fmt(lost, '{:.0f}')} of {_fmt(row.get('requests'), '{:.0f}')} lost)", style="red"
+                    )
             cells += [Text(_fmt(row.get(col), fmt)) for _h, col, fmt, _p in present]
             rows.append(cells)
         ends.append(len(rows) - 1)
     caption = (
         f"{statuses['ok']} points ok"
-        + (f", {statuses['failed']} failed, {statuses['skipped']} skipped" if not all_ok else "")
+        + (
+            f", {statuses['degraded']} degraded, {statuses['failed']} failed, {statuses['skipped']} skipped"
+            if not all_ok
+            else ""
+        )
+        + (" (degraded: too many requests lost; not ranked)" if statuses["degraded"] and not ranked else "")
         + ("; * baseline" if bool(frame["baseline"].astype(bool).any()) else "")
         + "; findings: "
         f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes (report.md, checks.json)"
@@ -128,7 +139,7 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
                     errors.setdefault((row["host"], config, row["load_label"]), []).extend(checks)
     flagged = any(errors.get((r["host"], r["label"], r["load_label"])) for r in best.to_dict("records"))
     records = best.to_dict("records")
-    beaten = [_beaten(analysis, row) for row in records]
+    beaten = [[str(x) for x in (row.get("beats") or [])] for row in records]
     # What the winner is tied with and what it beats are the answer itself: never dropped, only wrapped (one
     # configuration a line); the ratios to the baselines go first when the width runs short.
     columns = [Column("host", "left", required=True)] if pooled else []
@@ -184,25 +195,6 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
         title=f"best configuration at each load (by {analysis.metric}{basis})",
         caption=caption,
     )
-
-
-def _beaten(analysis: Analysis, best: dict[Any, Any]) -> list[str]:
-    """The configurations the winner of one load beats (measured there, not tied with it), fastest first."""
-    from orchestrator.analysis.compare import JOIN_KEYS, with_workload
-
-    frame = with_workload(analysis.frame)
-    if analysis.metric not in frame.columns:
-        return []
-    same = frame["status"] == "ok"
-    if "alias_of" in frame.columns:
-        same &= frame["alias_of"].isna()
-    for key in JOIN_KEYS:
-        if key in frame.columns and key in best:
-            same &= frame[key] == best[key]
-    group = frame[same].assign(_value=lambda f: f[analysis.metric].astype(float)).dropna(subset=["_value"])
-    tied = set(best.get("tied") or [])
-    ordered = group.sort_values("_value", ascending=False, kind="stable")["label"].astype(str)
-    return [label for label in dict.fromkeys(ordered) if label != best["label"] and label not in tied]
 
 
 def how_made_lines(analysis: Analysis) -> list[str]:

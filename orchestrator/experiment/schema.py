@@ -56,7 +56,9 @@ BUILTIN_FIELDS = {
 
 class ChecksSpec(_Strict):
     """Tolerances of the consistency checks the analysis runs on every point, and the confidence level of
-    every interval and of the significance of a winner (``confidence``)."""
+    every interval and of the significance of a winner (``confidence``). ``degraded_requests``: the share of a
+    point's requests that may fail or be cancelled before the point is ``degraded`` (kept with its figures, left
+    out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -65,6 +67,8 @@ class ChecksSpec(_Strict):
     linear_chain_length: int | None = Field(None, ge=1)
     disabled: list[str] = Field(default_factory=list)
     confidence: float = Field(0.95, gt=0.5, lt=1)
+    degraded_requests: float = Field(0.10, ge=0, lt=1)
+    rank_degraded: bool = False
 
 
 class FailurePolicySpec(_Strict):

@@ -183,6 +183,9 @@ class LoadClient:
         if record.end is None:
             record.end = time.perf_counter()
         decoder.finish()
+        # The live count is settled to the request's tokens: a speculative stream's chunk carries several tokens
+        # that only the final usage counts, and a body read whole was not counted at all.
+        self.tokens_seen += (record.output_tokens or 0) - (sink.counted if sink is not None else 0)
         if record.ok and record.output_tokens == 0 and record.finish_reason is None:
             record.fail("truncated", "the response carried no tokens and no finish reason")
         return record
@@ -269,6 +272,7 @@ class _Sink:
 
     __slots__ = (
         "client",
+        "counted",
         "decoder",
         "error",
         "first",
@@ -296,6 +300,7 @@ class _Sink:
         self.total_deadline = total_deadline
         self.parser = SSEParser()
         self.first = False
+        self.counted = 0  # what this stream added to the client's tokens_seen while it came
         self.error: BaseException | None = None  # what ended the stream early (raised by the reading coroutine)
         self.pipe: _Pipe | None = None  # the pipe that took the body over, when one did
 
@@ -342,6 +347,7 @@ class _Sink:
     def settle(self, tokens: int, now: float) -> None:
         if tokens:
             self.client.tokens_seen += tokens
+            self.counted += tokens
             if not self.first:
                 self.first_token(now)
         if self.decoder.done and self.record.end is None:
@@ -366,7 +372,9 @@ class _Sink:
             if event_type == "error":
                 decoder.on_error_event(data)
             elif event_type is None or event_type == "message":
-                self.client.tokens_seen += self.on_event(data, now)
+                tokens = self.on_event(data, now)
+                self.client.tokens_seen += tokens
+                self.counted += tokens
         if not decoder.done:
             self.record.end = now
             if self.record.finish_reason is None:

@@ -41,6 +41,8 @@ class ReportResult:
     files: dict[str, Path]
     analysis: Analysis
     figures: dict[str, Path] = field(default_factory=dict)
+    #: The run's answer (orchestrator/analysis/answer.py), made from ``analysis``.
+    answer: Any = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -142,7 +144,8 @@ def _run_lines(analysis: Analysis) -> list[str]:
     lines = [
         f"Run {info.run_id} of experiment {info.experiment} ({engine}), state {info.state}; "
         f"started {info.started_at}, ended {info.ended_at or '(not ended)'}; host(s): {hosts}.",
-        f"{statuses['ok']} points ok, {statuses['failed']} failed, {statuses['skipped']} skipped; "
+        f"{statuses['ok']} points ok, {statuses['degraded']} degraded, {statuses['failed']} failed, "
+        f"{statuses['skipped']} skipped; "
         f"{analysis.run.planned_points} points planned per host.",
     ]
     if info.state != "done":
@@ -311,7 +314,12 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
                 "point_id": "point",
             }
         )
-        blocks.append(Table(tables.formatted(shown), "Points that failed or were skipped"))
+        blocks.append(
+            Table(
+                tables.formatted(shown),
+                "Points that failed, were skipped, or lost too many requests (degraded: figures kept, not ranked)",
+            )
+        )
         for row in failed.to_dict("records"):
             evidence = row.get("error_evidence") or []
             if len(evidence):
@@ -333,7 +341,7 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
     if skipped:
         notes.append(f"{len(skipped)} unreadable line(s) of records.jsonl were left out.")
     blocks += [Paragraph(n, "muted") for n in notes]
-    blocks += search_blocks(analysis.path)  # the report ends with the recommendations (orchestrator/search)
+    blocks += search_blocks(analysis.path, analysis)  # the report ends with the recommendations (orchestrator/search)
     return blocks
 
 
@@ -399,6 +407,13 @@ def build_report(
         parquet = target / "records.parquet"
         _parquet_ready(analysis.frame).to_parquet(parquet, index=False)
         files["records.parquet"] = parquet
+        from orchestrator.analysis.answer import answer as make_answer
+
+        # The run's answer, from this very analysis: answer.json in the run directory (ls and --json read it).
+        made = make_answer(run_dir, analysis=analysis, save=target == run_dir)
+        if target != run_dir:
+            _write_text(target / "answer.json", json.dumps(made.to_dict(), indent=1, default=str) + "\n")
+        files["answer.json"] = target / "answer.json"
         checks = target / "checks.json"
         _write_text(checks, json.dumps(_checks_json(analysis), indent=2) + "\n")
         files["checks.json"] = checks
@@ -413,4 +428,6 @@ def build_report(
             progress("done")
     except OSError as exc:
         raise StoreError(f"cannot write the report into {target}: {exc.strerror or exc}") from exc
-    return ReportResult(directory=target, files=files, analysis=analysis, figures={k: v[0] for k, v in figures.items()})
+    return ReportResult(
+        directory=target, files=files, analysis=analysis, figures={k: v[0] for k, v in figures.items()}, answer=made
+    )

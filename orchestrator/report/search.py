@@ -93,14 +93,14 @@ def search_figures(run_dir: Path, directory: Path) -> dict[str, tuple[Path, str]
     return {FIGURE_NAME: (path, CAPTION)}
 
 
-def search_blocks(run_dir: Path) -> list[Block]:
+def search_blocks(run_dir: Path, analysis: Any = None) -> list[Block]:
     """The report's closing section: the recommendations (only for a run with an objective or a search)."""
     from orchestrator.errors import SpecsweepError
     from orchestrator.report.render import Heading, Items, Paragraph
     from orchestrator.search.recommend import recommend
 
     try:
-        recs = recommend(run_dir)
+        recs = recommend(run_dir, analysis=analysis)
     except SpecsweepError as exc:
         return [Heading("Recommendations"), Paragraph(f"No recommendation: {exc}", "warning")]
     if recs.objective is None and not read_history(run_dir):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
+from orchestrator.analysis.statuses import MEASURED
 from orchestrator.experiment.slots import as_fields
 
 __all__ = [
@@ -93,22 +94,24 @@ def group_findings(findings: list[Finding]) -> list[FindingGroup]:
 
 
 def findings_by_check(findings: list[Finding]) -> pd.DataFrame:
-    """One row per (check, severity): how many points and which configurations it concerns."""
+    """One row per (check, severity): how many points and which configurations it concerns. A point is a
+    (host, configuration, load) a finding names (with or without its point id); a finding about the whole run
+    names none, and its row says ``-``, not 0 beside a message that counts points itself."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for finding in findings:
         row = rows.setdefault(
             (finding.severity, finding.check),
-            {"severity": finding.severity, "check": finding.check, "points": 0, "configurations": []},
+            {"severity": finding.severity, "check": finding.check, "points": set(), "configurations": []},
         )
-        if finding.point:
-            row["points"] += 1
+        if finding.point or (finding.config and finding.load):
+            row["points"].add((finding.host, finding.config, finding.load, finding.point if not finding.load else None))
         if finding.config and finding.config not in row["configurations"]:
             row["configurations"].append(finding.config)
     out = []
     for row in rows.values():
         configs = row["configurations"]
         shown = ", ".join(configs[:4]) + (f", … ({len(configs)} in all)" if len(configs) > 4 else "")
-        out.append({**row, "configurations": shown or "(whole run)"})
+        out.append({**row, "points": len(row["points"]) or "-", "configurations": shown or "(whole run)"})
     return pd.DataFrame(out, columns=["severity", "check", "points", "configurations"])
 
 
@@ -332,7 +335,7 @@ def _measured(analysis: Analysis) -> pd.DataFrame:
 def _pivot(analysis: Analysis, value: str, *, ok_only: bool = True) -> pd.DataFrame:
     rows = _measured(analysis)
     if ok_only:
-        rows = rows[rows["status"] == "ok"]
+        rows = rows[rows["status"].isin(MEASURED)]  # a degraded point keeps its figures (it is not ranked)
     if value not in rows.columns or rows.empty:
         return pd.DataFrame()
     rows = rows.assign(_v=pd.to_numeric(rows[value], errors="coerce"))
@@ -460,7 +463,7 @@ def summary_table(analysis: Analysis) -> pd.DataFrame:
 def failed_points(analysis: Analysis) -> pd.DataFrame:
     """Points that failed or were skipped, with their reason and evidence lines."""
     rows = _measured(analysis)
-    rows = rows[rows["status"] != "ok"]
+    rows = rows[rows["status"] != "ok"]  # failed, skipped and degraded (its why is in error_message)
     columns = [
         "label",
         "load_label",

@@ -28,7 +28,17 @@ if TYPE_CHECKING:
     from orchestrator.experiment.search import LimitSpec, ObjectiveSpec
     from orchestrator.runs.store import Record
 
-__all__ = ["ConstraintCheck", "LevelScore", "Score", "load_key", "score_records", "window_figure"]
+__all__ = [
+    "ConstraintCheck",
+    "LevelScore",
+    "Measured",
+    "Score",
+    "check_constraint",
+    "load_key",
+    "lossless_check",
+    "score_records",
+    "window_figure",
+]
 
 
 def load_key(mode: str, value: float | None) -> str:
@@ -277,7 +287,22 @@ def _pool(values: Sequence[Measured]) -> Measured | None:
     return Measured(mean, values[0].se)
 
 
-def _check(figure: str, limit: LimitSpec, measured: Measured | None, z: float) -> ConstraintCheck:
+def lossless_check(verdicts: Sequence[bool | None]) -> ConstraintCheck:
+    """The lossless constraint from each window's verdict (None: unknown)."""
+    known = [v for v in verdicts if v is not None]
+    ok = None if not known else all(known)
+    return ConstraintCheck(
+        "lossless",
+        None if ok is None else float(ok),
+        None,
+        None,
+        None,
+        1.0,
+        "unknown" if ok is None else ("holds" if ok else "fails"),
+    )
+
+
+def check_constraint(figure: str, limit: LimitSpec, measured: Measured | None, z: float) -> ConstraintCheck:
     if measured is None:
         return ConstraintCheck(figure, None, None, None, limit.max, limit.min, "unknown")
     lo = hi = None
@@ -334,23 +359,10 @@ def score_records(
         for name, limit in objective.constraints.items():
             if name == "lossless":
                 if limit is True:
-                    verdicts = [(lossless or {}).get(r.deployment_id) for r in windows]
-                    known = [v for v in verdicts if v is not None]
-                    ok = None if not known else all(known)
-                    checks.append(
-                        ConstraintCheck(
-                            "lossless",
-                            None if ok is None else float(ok),
-                            None,
-                            None,
-                            None,
-                            1.0,
-                            "unknown" if ok is None else ("holds" if ok else "fails"),
-                        )
-                    )
+                    checks.append(lossless_check([(lossless or {}).get(r.deployment_id) for r in windows]))
                 continue
             assert isinstance(limit, LimitSpec)
-            checks.append(_check(name, limit, pooled(name), z))
+            checks.append(check_constraint(name, limit, pooled(name), z))
         if main is None:
             missing = True
         else:

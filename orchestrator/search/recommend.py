@@ -19,16 +19,18 @@ ready to paste into an experiment file.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from orchestrator.analysis.intervals import Difference, difference
+from orchestrator.analysis.frame import config_label
+from orchestrator.analysis.intervals import Difference, difference, z_value
 from orchestrator.errors import StoreError
 from orchestrator.search.history import read_history
-from orchestrator.search.objective import Score, load_key, score_records
+from orchestrator.search.objective import ConstraintCheck, LevelScore, Measured, Score, load_key, score_records
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -233,8 +235,9 @@ def _levels(experiment: Experiment) -> list[tuple[str, float, str | None]]:
     return [(m, v, w) for w in workloads for m, v in levels]
 
 
-def recommend(run_dir: str | Path) -> Recommendations:
-    """The recommendations of one run directory (see the module docstring)."""
+def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
+    """The recommendations of one run directory (see the module docstring); ``analysis``: the run's, when the
+    caller has it (the report), so its answer is not made twice."""
     from orchestrator.analysis.roles import baseline_roles
     from orchestrator.experiment.search import ObjectiveSpec
     from orchestrator.plan.deployments import build_plan
@@ -251,37 +254,49 @@ def recommend(run_dir: str | Path) -> Recommendations:
     ar = baseline_roles(list(experiment.baselines)).ar
     lossless = lossless_verdicts(run_dir, plan, ar) if objective.constraints.get("lossless") is True else None
 
+    # The rows are the run's answer (orchestrator/analysis/answer.py): one per point, its windows combined and
+    # its interval made the one way every output shows; the objective only chooses among them.
+    from orchestrator.analysis.answer import answer as run_answer
+
+    the_answer = run_answer(run_dir, analysis=analysis)
+    analysis = the_answer.analysis
+    frame = analysis.frame
+    frame = frame[frame["alias_of"].isna() & frame["status"].isin(analysis.ranked_statuses)]
+    level = analysis.settings.confidence
+    from_rows = _row_figures(objective, frame)
     by_config: dict[str, list[Record]] = {}
     for record in records:
         by_config.setdefault(record.config_hash, []).append(record)
     levels: list[LevelRecommendation] = []
-    intervals = _report_intervals(run_dir)
     for mode, value, workload in _levels(experiment):
         entries: list[Entry] = []
         load = load_key(mode, value)
         key = f"{workload} {load}" if workload else load
         for records_of in by_config.values():
+            first = records_of[0]
             at_level = [
                 r
                 for r in records_of
                 if load_key(r.mode, r.concurrency if r.mode == "concurrency" else r.rate) == load
                 and getattr(r, "workload", None) == workload
             ]
-            if not at_level:
+            label = config_label(first.variant, dict(first.params))
+            rows = frame[
+                (frame["label"] == label)
+                & (frame["mode"] == mode)
+                & (frame["load"].astype(float) == float(value))
+                & (frame["workload"].fillna("").astype(str) == (workload or ""))
+            ]
+            if not at_level or rows.empty:
                 continue
-            score = score_records(
-                at_level,
-                objective,
-                [(mode, value, 1.0)],
-                run_dir=run_dir,
-                level=experiment.checks.confidence,
-                lossless=lossless,
-            )
-            first = at_level[0]
-            label = first.variant + (
-                "(" + ", ".join(f"{k}={v}" for k, v in first.params.items()) + ")" if first.params else ""
-            )
-            interval = _report_interval(intervals, label, mode, value, workload, score.figure)
+            point = rows.iloc[0]
+            if from_rows:
+                score = score_row(point, objective, load, level, lossless, [r.deployment_id for r in at_level])
+            else:  # a figure the answer has no column for (goodput): the objective's own, from the windows
+                score = score_records(
+                    at_level, objective, [(mode, value, 1.0)], run_dir=run_dir, level=level, lossless=lossless
+                )
+            interval = _row_interval(point, score.figure)
             entries.append(Entry(label, first.variant, dict(first.params), first.baseline, score, interval))
         ranked = sorted(entries, key=lambda e: e.score.rank_key())
         feasible = [e for e in ranked if e.score.feasible]
@@ -291,7 +306,8 @@ def recommend(run_dir: str | Path) -> Recommendations:
             margin = None
             if runner is not None:
                 a, b = best.score, runner.score
-                margin = difference(a.value, a.se, b.value, b.se, level=experiment.checks.confidence)
+                # The answer's rule (orchestrator/analysis/compare.py, significance): the same difference.
+                margin = difference(a.value, a.se, b.value, b.se, level=level)
             levels.append(LevelRecommendation(key, best, runner, margin, (), len(entries)))
         else:
             nearest = tuple(sorted(ranked, key=lambda e: (e.score.violation, -e.score.gain()))[:NEAREST])
@@ -325,38 +341,59 @@ def recommend(run_dir: str | Path) -> Recommendations:
     )
 
 
-def _report_intervals(run_dir: Path) -> Any:
-    """The run's frame as the report reads it (its points' bootstrap intervals), or None if unreadable."""
-    from orchestrator.analysis.frame import open_run
+def _row_figures(objective: ObjectiveSpec, frame: Any) -> bool:
+    """Whether the answer's rows hold the objective's figure and every constrained one (goodput they do not)."""
+    names = [objective.figure, *(n for n in objective.constraints if n != "lossless")]
+    return all(name in frame.columns for name in names)
 
+
+def _row_value(row: Any, figure: str) -> Measured | None:
+    value, se = _finite(row.get(figure)), _finite(row.get(f"{figure}_se"))
+    return None if value is None else Measured(value, se)
+
+
+def _finite(value: Any) -> float | None:
     try:
-        frame = open_run(run_dir).frame
-    except (StoreError, OSError, ValueError):
-        return None
-    if frame.empty or "status" not in frame.columns:
-        return None
-    frame = frame[frame["status"] == "ok"]
-    return frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
-
-
-def _report_interval(
-    frame: Any, label: str, mode: str, value: float, workload: str | None, figure: str
-) -> tuple[float, float] | None:
-    """The interval the report gives ``figure`` of ``label`` at one load (``<figure>_lo`` … ``_hi``)."""
-    lo, hi = f"{figure}_lo", f"{figure}_hi"
-    if frame is None or lo not in frame.columns or hi not in frame.columns:
-        return None
-    rows = frame[(frame["label"] == label) & (frame["mode"] == mode) & (frame["load"].astype(float) == float(value))]
-    if "workload" in rows.columns:
-        rows = rows[rows["workload"].fillna("").astype(str) == (workload or "")]
-    if len(rows) != 1:
-        return None
-    low, high = rows.iloc[0][lo], rows.iloc[0][hi]
-    try:
-        low, high = float(low), float(high)
+        number = float(value)
     except (TypeError, ValueError):
         return None
-    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+    return number if math.isfinite(number) else None
+
+
+def score_row(
+    row: Any,
+    objective: ObjectiveSpec,
+    load: str,
+    level: float,
+    lossless: Mapping[str, bool | None] | None,
+    deployments: list[str],
+) -> Score:
+    """The objective's score of one point of the answer: its figure and standard error as the answer has them
+    (no pooling of its own), each constraint judged on the point's own interval."""
+    from orchestrator.experiment.search import LimitSpec
+    from orchestrator.search.objective import check_constraint, lossless_check
+
+    z = z_value(level)
+    main = _row_value(row, objective.figure)
+    checks: list[ConstraintCheck] = []
+    for name, limit in objective.constraints.items():
+        if name == "lossless":
+            if limit is True:
+                checks.append(lossless_check([(lossless or {}).get(d) for d in deployments]))
+            continue
+        assert isinstance(limit, LimitSpec)
+        checks.append(check_constraint(name, limit, _row_value(row, name), z))
+    windows = _finite(row.get("windows"))
+    lv = LevelScore(load, main.value if main else None, main.se if main else None, int(windows or 1), tuple(checks))
+    return Score(
+        objective.figure, objective.sense, main.value if main else None, main.se if main else None, level, (lv,)
+    )
+
+
+def _row_interval(row: Any, figure: str) -> tuple[float, float] | None:
+    """The interval the answer gives ``figure`` of one point (``<figure>_lo`` … ``_hi``)."""
+    low, high = _finite(row.get(f"{figure}_lo")), _finite(row.get(f"{figure}_hi"))
+    return (low, high) if low is not None and high is not None else None
 
 
 def _variant_name(entry: Entry, loads: list[str]) -> str:

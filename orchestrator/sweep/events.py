@@ -107,12 +107,17 @@ class PointFinished(SweepEvent):
 
 def point_summary(record: Any) -> dict[str, Any]:
     """A finished point's :attr:`PointFinished.summary`, from its record (orchestrator/runs/store.py)."""
+    from orchestrator.analysis.frame import record_accept_len
+
     client = record.client or {}
-    server = record.server or {}
     error = record.error or {}
+    # The accept length the record holds as the analysis reads it (the most exact source), not the log's own.
+    accept, source, _exactness = record_accept_len(record)
     return {
         "output_tok_s": client.get("output_tok_s"),
-        "accept_len": server.get("accept_len"),
+        "accept_len": accept,
+        "accept_len_source": source,
+        "requests": client.get("requests"),
         "errors": client.get("errors"),
         "error": error.get("message"),
         # What the console line of a failed point names: the cause as the record has it.

@@ -275,6 +275,18 @@ async def test_usage_spreads_tokens_over_chunks(server: FakeServer) -> None:
     assert record.input_tokens == 5
 
 
+async def test_the_live_count_is_of_tokens_not_chunks(server: FakeServer) -> None:
+    """A speculative stream's chunk carries several tokens that only the final usage counts: the count the live
+    progress line reads (``tokens_seen``) settles to the request's tokens when it ends (it counted chunks: 3)."""
+    events = chat_events(["a", "bbb", "c"])
+    events[-2] = b'data: {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 5}}\n\n'
+    server.scripts.append(sse_script([*events]))
+    async with LoadClient(settings_for(server.url), "m") as client:
+        record = await client.send(0, Prompt(text="p"))
+        assert record.output_tokens == 5
+        assert client.tokens_seen == 5
+
+
 async def test_generate_and_llamacpp_streams(server: FakeServer) -> None:
     llamacpp = [
         b'data: {"content": " a", "stop": false}\n\n',

@@ -94,7 +94,7 @@ def test_field_report_run_is_flagged_by_depth_and_chain_checks() -> None:
 def test_clean_run_has_no_findings() -> None:
     analysis = analyse(RUNS / "clean")
     assert analysis.findings == []
-    assert analysis.status_counts() == {"ok": 44, "failed": 0, "skipped": 0}
+    assert analysis.status_counts() == {"ok": 44, "degraded": 0, "failed": 0, "skipped": 0}
 
 
 def test_simulator_commit_bug_run_is_flagged_and_its_clean_twin_is_not() -> None:

@@ -46,7 +46,8 @@ def field_run(tmp_path: Path) -> Path:
 
 def test_report_builds_from_a_copied_run_directory_without_network(built: ReportResult) -> None:
     run = built.directory
-    assert set(built.files) == {"report.html", "report.md", "summary.csv", "records.parquet", "checks.json"}
+    written = {"report.html", "report.md", "summary.csv", "records.parquet", "checks.json", "answer.json"}
+    assert set(built.files) == written
     expected = {
         "throughput_vs_concurrency",
         "accept_len_heatmap",

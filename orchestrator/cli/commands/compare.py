@@ -132,12 +132,14 @@ def compare(
 
     Each changed point names the figures that moved by at least the threshold, with both values.
     """
-    from orchestrator.analysis import analyse, compare_runs
+    from orchestrator.analysis import compare_runs
+    from orchestrator.analysis.answer import answer
     from orchestrator.runs.runref import previous_run, resolve_run
 
     path_b = resolve_run(run_b if run_b is not None else run_a, results)
     path_a = resolve_run(run_a, results) if run_b is not None else previous_run(path_b)
-    comparison = compare_runs(analyse(path_a), analyse(path_b), threshold=threshold)
+    # Each run's answer (orchestrator/analysis/answer.py): the figures and statuses every other output shows.
+    comparison = compare_runs(answer(path_a).analysis, answer(path_b).analysis, threshold=threshold)
     if as_json:
         table = comparison.table.astype(object).where(comparison.table.notna(), None)
         payload = {

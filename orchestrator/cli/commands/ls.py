@@ -48,13 +48,16 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
             "state": "unreadable",
             "error": str(exc),
         }
-    from orchestrator.runs.identity import playbook_verdict, point_counts, run_kind
+    from orchestrator.runs.identity import playbook_verdict, run_kind
 
     info = info if isinstance(info, dict) else {}
     points = info.get("points") if isinstance(info.get("points"), dict) else None
-    counts = point_counts(run_dir)
+    counts = _counts(run_dir)
     verdict = playbook_verdict(run_dir)
-    state = str(info.get("state", "?"))
+    from orchestrator.runs.liveness import effective_state, resume_hint
+
+    # A run killed (kill -9) still says running in run.json; no controller holds its lock: it is interrupted.
+    state = effective_state(run_dir, str(info.get("state", "?")))
     started, ended = _time(info.get("started_at")), _time(info.get("ended_at"))
     hosts: list[Any] = info["hosts"] if isinstance(info.get("hosts"), list) else []
     return {
@@ -69,13 +72,35 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "run_state": state,
         "verdict": verdict.to_dict() if verdict is not None else None,
         "planned": points.get("planned") if points else None,
-        "ok": counts.ok,
-        "failed": counts.failed,
+        "ok": counts["ok"],
+        "degraded": counts["degraded"],
+        "failed": counts["failed"],
         "started_at": info.get("started_at"),
         "ended_at": info.get("ended_at"),
         "seconds": round((ended - started).total_seconds(), 1) if started and ended else None,
         "stop_reason": info.get("stop_reason"),
+        "resume": resume_hint(run_dir, info.get("experiment_file")) if state in ("interrupted", "stopped") else None,
     }
+
+
+def _counts(run_dir: Path) -> dict[str, int]:
+    """The run's points by status as its answer counts them (answer.json when it is current, else the answer
+    made now and kept): the same counts as the ending and the report."""
+    from orchestrator.analysis.answer import answer, cached_counts
+    from orchestrator.errors import SpecsweepError
+
+    cached = cached_counts(run_dir)
+    if cached is not None:
+        return cached
+    try:
+        if (run_dir / "records.jsonl").exists():
+            return answer(run_dir).counts.to_dict()
+    except (SpecsweepError, OSError, ValueError):
+        pass
+    from orchestrator.runs.identity import point_counts
+
+    old = point_counts(run_dir)  # an unreadable run: its records' statuses as they are
+    return {"ok": old.ok, "degraded": 0, "failed": old.failed, "skipped": old.skipped}
 
 
 def _host_names(hosts: list[str]) -> str:
@@ -161,6 +186,7 @@ def ls(
         *([Column("kind", "left", priority=80)] if several_kinds else []),
         Column("state", "left", required=True),
         Column("ok", required=True),
+        *([Column("degraded", required=True)] if any(run.get("degraded") for run in shown) else []),
         Column("failed", required=True),
         Column("started (UTC)", "left", priority=70),
         Column("took", priority=40),
@@ -177,6 +203,11 @@ def ls(
                 *([Text(str(run.get("kind", "?")))] if several_kinds else []),
                 Text(state, style=_STATE_STYLE.get(state, "")),
                 str(run.get("ok", "-")),
+                *(
+                    [Text(str(run.get("degraded", 0)), style="red" if run.get("degraded") else "")]
+                    if any(r.get("degraded") for r in shown)
+                    else []
+                ),
                 Text(str(run.get("failed", "-")), style="red" if run.get("failed") else ""),
                 started.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if started else "-",
                 format_duration(run["seconds"]) if run.get("seconds") is not None else "-",
@@ -191,6 +222,11 @@ def ls(
         + "".join(f"; {n} {k} run{'s' if n != 1 else ''} not shown (--kind {k})" for k, n in others.items())
     )
     console.print(fit_table(columns, rows, console.width, caption=Text(caption).markup))
+    for run in shown:
+        if run.get("resume"):
+            console.print(
+                f"{run['run_id']} is {run['state']}; resume it: {run['resume']}", soft_wrap=True, markup=False
+            )
 
 
 def register(app: typer.Typer) -> None:

@@ -86,8 +86,10 @@ def report(
             "counts": result.counts,
             "findings": [f.model_dump() for f in result.analysis.findings],
             "playbook": verdict.to_dict() if verdict is not None else None,
+            # The run's answer: every point's figures (source, exactness, interval), winners, counts.
+            "answer": result.answer.to_dict() if result.answer is not None else None,
         }
-        typer.echo(json.dumps(payload, indent=2))
+        typer.echo(json.dumps(payload, indent=2, default=str))
     elif quiet:
         typer.echo(str(result.files["report.html"]))
     else:

@@ -1,7 +1,8 @@
 """`specsweep sweep FILE`: run the whole experiment, resumable, restoring every host on every way out.
 
 Exit codes: 0 every point succeeded (or ``--allow-failures``), 1 an error ended the run, 2 a bad experiment
-file, 3 the plan ran to its end but points failed, 4 the experiment's ``failure_policy`` stopped the sweep,
+file, 3 the plan ran to its end but points failed or were degraded (lost more than ``checks.degraded_requests``
+of their requests), 4 the experiment's ``failure_policy`` stopped the sweep,
 130 interrupted.
 """
 
@@ -80,8 +81,9 @@ def sweep(
     stops at its budget; --dry-run shows its first round, --resume continues it without repeating a restart
     (docs/search.md).
 
-    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed
-    (run state done, or failed when none succeeded); 4 the experiment's failure_policy stopped the sweep (a
+    Exit codes: 0 every point succeeded (or --allow-failures); 3 the plan ran to its end but points failed,
+    or lost more than checks.degraded_requests of their requests (run state done, or failed when none
+    succeeded); 4 the experiment's failure_policy stopped the sweep (a
     baseline that cannot start, or N deployments in a row that cannot; state stopped); 1 an error ended the
     run; 2 a bad experiment file; 130 interrupted.
     """
@@ -118,18 +120,25 @@ def sweep(
             observer=progress.observe if progress is not None else None,
             stop=stop,
         )
+    from orchestrator.analysis.answer import answer as make_answer
+
+    # The run's answer, made once: the ending, the report, --json and the exit code all render it.
+    the_answer = make_answer(result.run_dir, save=True) if result.records else None
     report_path = None
     if report:
         from orchestrator.report import build_report
 
-        report_path = build_report(result.run_dir).files.get("report.html")
-    code, problem = outcome(result, allow_failures)
+        built = build_report(result.run_dir, analysis=the_answer.analysis if the_answer is not None else None)
+        report_path = built.files.get("report.html")
+    code, problem = outcome(result, allow_failures, the_answer)
     if as_json:
-        typer.echo(json.dumps({**_json_summary(result, report_path), "exit_code": code}, indent=2, default=str))
+        summary = {**_json_summary(result, report_path, the_answer), "exit_code": code}
+        typer.echo(json.dumps(summary, indent=2, default=str))
     elif quiet:
         typer.echo(str(result.run_dir))
     else:
-        for part in summary_renderables(result.run_dir, console.width):
+        shown = the_answer.analysis if the_answer is not None else None
+        for part in summary_renderables(result.run_dir, console.width, analysis=shown):
             # A finding and its advice stays one line, for grep; tables and the rest fit the width.
             console.print(part, soft_wrap=isinstance(part, OneLine))
         console.print(f"run directory: {result.run_dir}", soft_wrap=True)
@@ -141,24 +150,38 @@ def sweep(
         raise typer.Exit(code)
 
 
-def outcome(result: Any, allow_failures: bool = False) -> tuple[int, str | None]:
-    """(exit code, the one line that says why it is not 0) for a finished sweep (see the module docstring)."""
+def outcome(result: Any, allow_failures: bool = False, answer: Any = None) -> tuple[int, str | None]:
+    """(exit code, the one line that says why it is not 0) for a finished sweep (see the module docstring).
+    With the run's ``answer``, its counts are the ones said (points, not windows; degraded points count as
+    failed points for the exit code)."""
     points = result.points or {}
     planned, failed = int(points.get("planned", 0)), int(points.get("failed", 0))
+    degraded = 0
+    if answer is not None:
+        planned, failed, degraded = answer.counts.planned, answer.counts.failed, answer.counts.degraded
     if result.state == "stopped":
         missing = max(0, planned - int(points.get("ok", 0)) - failed)
         return EXIT_STOPPED, (
             f"stopped by the failure policy: {result.stop_reason}; hosts restored; {failed} point(s) failed, "
             f"{missing} of {planned} not measured (run directory: {result.run_dir})"
         )
-    if failed:
+    if failed or degraded:
         kinds: dict[str, int] = {}
-        for record in result.records:
-            if record.status == "failed":
-                kind = (record.error or {}).get("kind") or "unknown"
-                kinds[kind] = kinds.get(kind, 0) + 1
+        if answer is not None:
+            for point in answer.points:
+                if point.status == "failed":
+                    kind = (point.why or "unknown").split(":")[0]
+                    kinds[kind] = kinds.get(kind, 0) + 1
+        else:
+            for record in result.records:
+                if record.status == "failed":
+                    kind = (record.error or {}).get("kind") or "unknown"
+                    kinds[kind] = kinds.get(kind, 0) + 1
         why = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-        line = f"{failed} of {planned} point(s) failed" + (f" ({why})" if why else "")
+        parts = [f"{failed} of {planned} point(s) failed" + (f" ({why})" if why else "")] if failed else []
+        if degraded:
+            parts.append(f"{degraded} of {planned} point(s) degraded (too many requests lost; not ranked)")
+        line = "; ".join(parts)
         if allow_failures:
             return 0, None
         return EXIT_POINTS_FAILED, f"{line}; --allow-failures exits 0 (run directory: {result.run_dir})"
@@ -173,12 +196,17 @@ class _nothing:
         return None
 
 
-def _json_summary(result: Any, report_path: Path | None) -> dict[str, Any]:
+def _json_summary(result: Any, report_path: Path | None, answer: Any = None) -> dict[str, Any]:
+    """What ``sweep --json`` prints: how the sweep ended and the run's answer (every point's figures with their
+    intervals and sources, the winners, the counts, the findings); ``records`` keeps one line per window."""
+    from orchestrator.analysis.frame import record_accept_len
+
     return {
         "run_dir": str(result.run_dir),
         "state": result.state,
-        "points": len(result.records),
-        "failed": result.failed,
+        "points": answer.counts.measured if answer is not None else len(result.records),
+        "failed": answer.counts.failed if answer is not None else result.failed,
+        "degraded": answer.counts.degraded if answer is not None else 0,
         "run_points": result.points,
         "stop_reason": result.stop_reason,
         "report": str(report_path) if report_path else None,
@@ -191,10 +219,12 @@ def _json_summary(result: Any, report_path: Path | None) -> dict[str, Any]:
                 "rate": r.rate,
                 "status": r.status,
                 "output_tok_s": (r.client or {}).get("output_tok_s"),
-                "accept_len": (r.server or {}).get("accept_len"),
+                # The accept length the answer shows for this window (its most exact source), not the log's.
+                "accept_len": record_accept_len(r)[0],
             }
             for r in result.records
         ],
+        "answer": answer.to_dict() if answer is not None else None,
     }
 
 

@@ -1,0 +1,388 @@
+"""A run directory's answer: computed once, by :func:`answer`, and rendered by every output.
+
+The answer holds, from :func:`orchestrator.analysis.result.analyse` (one frame, one significance rule, one way
+of combining repeats: ``orchestrator/analysis/intervals.py``):
+
+- per point (one configuration at one load, its repeats and restarts combined): its status (``ok``,
+  ``degraded``, ``failed``, ``skipped``), how many requests it lost and why, and each figure (:data:`FIGURES`)
+  with its source, its exactness and its interval (``lo``, ``hi`` and the ``se`` the interval comes from);
+- per load: the winner, those tied with it (the rule cannot tell them apart) and those it beats, with the
+  margin over the runner-up and its interval;
+- the counts of points (planned, ok, degraded, failed, skipped) and of findings;
+- the findings.
+
+The sweep's ending, ``report`` (HTML, Markdown, CSV, Parquet, ``--json``), ``recommend`` (an objective's choice
+on top of the same rows), ``compare``, ``ls``, every ``--json`` and the notebook render it; where one shows
+less it leaves figures out, it never computes its own. The sweep's ending and ``report`` (which write into the
+run directory anyway) also keep it there as ``answer.json``, keyed by the files it was made from, so ``ls``
+reads the counts without analysing again; reading commands (``ls``, ``recommend``) write nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.checks import Finding
+from orchestrator.analysis.result import Analysis, analyse
+from orchestrator.analysis.statuses import STATUSES
+
+__all__ = [
+    "ANSWER_FILE",
+    "FIGURES",
+    "Answer",
+    "Counts",
+    "LoadAnswer",
+    "PointAnswer",
+    "answer",
+    "answer_of",
+    "cached_counts",
+]
+
+ANSWER_FILE = "answer.json"
+ANSWER_SCHEMA = 1
+
+#: The figures of a point the answer carries, with where each comes from when the frame does not say.
+FIGURES: dict[str, str] = {
+    "output_tok_s": "client",
+    "per_user_tok_s": "client",
+    "accept_len": "",  # the frame's accept_len_source
+    "ttft_ms_p50": "client",
+    "ttft_ms_p99": "client",
+    "itl_ms_p50": "client",
+    "tpot_ms_p50": "client",
+    "e2e_ms_p50": "client",
+    "speedup_vs_ar": "analysis",
+    "speedup_vs_linear": "analysis",
+    "tokens_per_joule": "telemetry",
+}
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of one point: value, interval (None where the point has none) and where it comes from."""
+
+    value: float
+    lo: float | None
+    hi: float | None
+    se: float | None
+    source: str
+    exactness: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "lo": self.lo,
+            "hi": self.hi,
+            "se": self.se,
+            "source": self.source,
+            "exactness": self.exactness,
+        }
+
+
+@dataclass(frozen=True)
+class PointAnswer:
+    host: str
+    workload: str
+    label: str
+    variant: str
+    params: dict[str, Any]
+    baseline: bool
+    mode: str
+    load: float
+    load_label: str
+    status: str
+    windows: int
+    requests: int | None
+    lost_requests: int | None
+    why: str | None
+    ci_method: str | None
+    figures: dict[str, Figure]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        """(host, workload, configuration, load): what names a point in every output."""
+        return (self.host, self.workload, self.label, self.load_label)
+
+    def value(self, figure: str) -> float | None:
+        found = self.figures.get(figure)
+        return None if found is None else found.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "workload": self.workload,
+            "label": self.label,
+            "variant": self.variant,
+            "params": self.params,
+            "baseline": self.baseline,
+            "mode": self.mode,
+            "load": self.load,
+            "load_label": self.load_label,
+            "status": self.status,
+            "windows": self.windows,
+            "requests": self.requests,
+            "lost_requests": self.lost_requests,
+            "why": self.why,
+            "ci_method": self.ci_method,
+            "figures": {name: f.to_dict() for name, f in self.figures.items()},
+        }
+
+
+@dataclass(frozen=True)
+class LoadAnswer:
+    """The winner at one (host, workload, load), those tied with it and those it beats."""
+
+    host: str
+    workload: str
+    mode: str
+    load: float
+    load_label: str
+    metric: str
+    winner: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    se: float | None
+    tied: list[str]
+    beats: list[str]
+    runner_up: str | None
+    margin: float | None
+    margin_lo: float | None
+    margin_hi: float | None
+    #: True: the winner is told apart from the runner-up; False: not beyond noise; None: not judged.
+    decided: bool | None
+    basis: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Points (a configuration at a load, repeats combined) by status, and how many were planned."""
+
+    planned: int
+    ok: int = 0
+    degraded: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    @property
+    def measured(self) -> int:
+        return self.ok + self.degraded + self.failed + self.skipped
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "planned": self.planned,
+            "ok": self.ok,
+            "degraded": self.degraded,
+            "failed": self.failed,
+            "skipped": self.skipped,
+        }
+
+    def text(self) -> str:
+        """``18 points ok, 1 degraded, 2 failed, 0 skipped (of 21 planned)`` (zero kinds left out but ok)."""
+        parts = [f"{self.ok} points ok"]
+        parts += [
+            f"{n} {s}"
+            for s, n in (("degraded", self.degraded), ("failed", self.failed), ("skipped", self.skipped))
+            if n
+        ]
+        return ", ".join(parts) + (f" (of {self.planned} planned)" if self.planned else "")
+
+
+@dataclass
+class Answer:
+    """A run directory's answer (see the module docstring); ``analysis`` is what it was computed from."""
+
+    analysis: Analysis
+    points: list[PointAnswer]
+    loads: list[LoadAnswer]
+    counts: Counts
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return self.analysis.path
+
+    @property
+    def metric(self) -> str:
+        return self.analysis.metric
+
+    def finding_counts(self) -> dict[str, int]:
+        return self.analysis.counts()
+
+    def point(self, host: str, workload: str, label: str, load_label: str) -> PointAnswer | None:
+        for p in self.points:
+            if p.key == (host, workload, label, load_label):
+                return p
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        info = self.analysis.run.info
+        return {
+            "schema": ANSWER_SCHEMA,
+            "run_dir": str(self.path),
+            "run_id": info.run_id,
+            "experiment": info.experiment,
+            "state": info.state,
+            "metric": self.metric,
+            "confidence": self.analysis.settings.confidence,
+            "degraded_requests": self.analysis.settings.degraded_requests,
+            "rank_degraded": self.analysis.settings.rank_degraded,
+            "counts": self.counts.to_dict(),
+            "finding_counts": self.finding_counts(),
+            "points": [p.to_dict() for p in self.points],
+            "loads": [lv.to_dict() for lv in self.loads],
+            "findings": [f.model_dump() for f in self.findings],
+        }
+
+
+def _figures(row: dict[str, Any]) -> dict[str, Figure]:
+    out: dict[str, Figure] = {}
+    for name, source in FIGURES.items():
+        value = _num(row.get(name))
+        if value is None:
+            continue
+        exactness: str | None = None
+        if name == "accept_len":
+            source = str(row.get("accept_len_source") or "unknown")
+            exactness = row.get("accept_len_exactness") or "exact"
+        elif source == "client":
+            exactness = "exact"
+        out[name] = Figure(
+            value=value,
+            lo=_num(row.get(f"{name}_lo")),
+            hi=_num(row.get(f"{name}_hi")),
+            se=_num(row.get(f"{name}_se")),
+            source=source,
+            exactness=exactness,
+        )
+    return out
+
+
+def _point(row: dict[str, Any], params: list[str]) -> PointAnswer:
+    status = str(row.get("status"))
+    why = None
+    if status != "ok":
+        kind, message = row.get("error_kind"), row.get("error_message")
+        why = f"{kind}: {message}" if kind and message else (message or kind)
+    requests, lost = _num(row.get("requests")), _num(row.get("lost_requests"))
+    windows = _num(row.get("windows"))
+    return PointAnswer(
+        host=str(row.get("host")),
+        workload=str(row.get("workload") or ""),
+        label=str(row.get("label")),
+        variant=str(row.get("variant")),
+        params={p: row.get(p) for p in params if row.get(p) is not None and not _isnan(row.get(p))},
+        baseline=bool(row.get("baseline")),
+        mode=str(row.get("mode")),
+        load=float(row.get("load") or 0),
+        load_label=str(row.get("load_label")),
+        status=status,
+        windows=int(windows) if windows is not None else 1,
+        requests=int(requests) if requests is not None else None,
+        lost_requests=int(lost) if lost is not None else None,
+        why=why,
+        ci_method=row.get("ci_method") if isinstance(row.get("ci_method"), str) else None,
+        figures=_figures(row) if status in ("ok", "degraded") else {},
+    )
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _load(row: dict[str, Any], metric: str) -> LoadAnswer:
+    decided = row.get("decided")
+    return LoadAnswer(
+        host=str(row.get("host")),
+        workload=str(row.get("workload") or ""),
+        mode=str(row.get("mode")),
+        load=float(row.get("load") or 0),
+        load_label=str(row.get("load_label")),
+        metric=metric,
+        winner=str(row.get("label")),
+        value=_num(row.get(metric)),
+        lo=_num(row.get(f"{metric}_lo")),
+        hi=_num(row.get(f"{metric}_hi")),
+        se=_num(row.get(f"{metric}_se")),
+        tied=[str(t) for t in (row.get("tied") or [])],
+        beats=[str(t) for t in (row.get("beats") or [])],
+        runner_up=str(row["runner_up"]) if isinstance(row.get("runner_up"), str) else None,
+        margin=_num(row.get("margin")),
+        margin_lo=_num(row.get("margin_lo")),
+        margin_hi=_num(row.get("margin_hi")),
+        decided=decided if isinstance(decided, bool) else None,
+        basis=str(row.get("basis") or ""),
+    )
+
+
+def answer_of(analysis: Analysis) -> Answer:
+    """The answer of an analysed run (the one computation every output renders)."""
+    frame = analysis.frame
+    measured = frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
+    points = [_point({str(k): v for k, v in r.items()}, analysis.param_columns) for r in measured.to_dict("records")]
+    loads = [_load({str(k): v for k, v in r.items()}, analysis.metric) for r in analysis.best.to_dict("records")]
+    by_status = analysis.status_counts()
+    counts = Counts(planned=analysis.run.planned_points, **{s: by_status.get(s, 0) for s in STATUSES})
+    return Answer(analysis=analysis, points=points, loads=loads, counts=counts, findings=list(analysis.findings))
+
+
+def _fingerprint(run_dir: Path) -> list[Any]:
+    """What the answer was made from: each input file's size and modification time."""
+    out: list[Any] = []
+    for name in ("records.jsonl", "experiment.yaml", "plan.json", "run.json"):
+        try:
+            stat = (run_dir / name).stat()
+        except OSError:
+            out.append([name, None])
+            continue
+        out.append([name, stat.st_size, stat.st_mtime_ns])
+    return out
+
+
+def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool = False) -> Answer:
+    """Analyse ``run_dir`` (or take its ``analysis``) and make its answer; with ``save``, write ``answer.json``
+    into it (a run directory that cannot be written keeps no copy; the answer is returned all the same)."""
+    analysis = analysis or analyse(run_dir)
+    result = answer_of(analysis)
+    if save:
+        path = Path(run_dir)
+        payload = {**result.to_dict(), "made_from": _fingerprint(path)}
+        tmp = path / f".{ANSWER_FILE}.tmp"
+        try:
+            tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
+            tmp.replace(path / ANSWER_FILE)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return result
+
+
+def cached_counts(run_dir: str | Path) -> dict[str, int] | None:
+    """The point counts of ``answer.json`` when it was made from the run's files as they are now, else None."""
+    path = Path(run_dir)
+    try:
+        stored = json.loads((path / ANSWER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("schema") != ANSWER_SCHEMA:
+        return None
+    if stored.get("made_from") != json.loads(json.dumps(_fingerprint(path))):
+        return None
+    counts = stored.get("counts")
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None
