@@ -39,6 +39,7 @@ REASONS: dict[str, str] = {
     "cut_pair": "a line that belongs with another one lost its partner at the window's edge",
     "missing_intervals": "the log does not show every interval of the window (some are logged below its level)",
     "inconsistent": "the source's figures contradict each other",
+    "open_interval": "the window ended before the engine logged its last stats interval (the log is short by it)",
 }
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "WindowMetrics",
     "drop_first_lines",
     "drop_window_edges",
+    "mark_open_end",
     "parse_window",
     "process_starts",
 ]
@@ -413,6 +414,32 @@ def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart],
     wm.integrity.broken("restart", f"{what}; {tail}")
     wm.integrity.part = "since_restart" if has else None
     wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
+
+
+#: What the log figures of a window whose last stats interval is missing are (mark_open_end).
+OPEN_END_DEFINITION = (
+    "An engine that logs per stats interval (vLLM: v1/metrics/loggers.py LoggingStatLogger.log, called every "
+    "VLLM_LOG_STATS_INTERVAL seconds) prints a load's last seconds only at its next tick; the sweep waits for "
+    "that tick after the load (orchestrator/sweep/closing.py). When none came in time, the log's figures are "
+    "short by the last interval: they are withheld (details.open_end_figures keeps them) and integrity says "
+    "'open_interval', so the record's figures come from a whole source (the counters, the responses)."
+)
+
+
+def mark_open_end(wm: WindowMetrics, detail: str) -> None:
+    """The window ended before the engine's last stats tick (OPEN_END_DEFINITION): its log figures are not the
+    window's; they move to ``details.open_end_figures`` and integrity says ``open_interval``."""
+    kept = {name: value for name, value in wm.figures().items() if value is not None}
+    wm.integrity.broken("open_interval", detail)
+    wm.integrity.part = None
+    wm.accept_len = wm.acceptance_rate = wm.gen_throughput = None
+    for key in wm.ddtree:
+        wm.ddtree[key] = None
+    wm.exactness = {}
+    wm.details["open_end_figures"] = kept
+    if isinstance(wm.details.get("per_position_acceptance"), list):
+        wm.details["open_end_figures"]["per_position_acceptance"] = wm.details.pop("per_position_acceptance")
+    wm.definitions["open_end"] = OPEN_END_DEFINITION
 
 
 def _pair_integrity(wm: WindowMetrics, samples: Sequence[Sample]) -> None:
