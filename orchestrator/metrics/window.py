@@ -322,13 +322,17 @@ def parse_window(
     *,
     cut: bool = False,
     version: str | None = None,
+    aligned: bool = False,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
 
     ``cut``: the text was cut out of a longer log at the window's start (the runner's windows), so each
     group's first interval line began before the window and is left out (``EDGE_DEFINITION``). A whole
     saved log is read as it is. ``version``: the engine version the server reported (``engine_info``), which
-    decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md).
+    decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md). ``aligned``: a cut
+    window opened right after the engine's stats tick (orchestrator/sweep/closing.py ``open_window``), so every
+    interval line in it began inside it: no edge line is left out (ALIGNED_DEFINITION); a process start in it is
+    still a restart.
 
     A text that holds a restart (RESTART_DEFINITION) gives the figures of its part after the last process start
     only; a pair of lines the window cut gives none (the module docstring): ``integrity`` says so. The line
@@ -352,8 +356,11 @@ def parse_window(
     if restart:
         part = text[starts[-1].offset :]
         part_result, part_tree = spec.parse_log(part), ddtree.parse_ddtree(part)
-    edges = drop_first_lines if restart else drop_window_edges if cut else _keep_edges
-    figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut)
+    edges = drop_first_lines if restart else drop_window_edges if cut and not aligned else _keep_edges
+    figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut and not aligned)
+    if cut and aligned and not restart:
+        figures["details"] = {**figures.get("details", {}), "window_aligned": True}
+        definitions["window_edge"] = ALIGNED_DEFINITION
     tree_samples = edges([s for s in part_tree.samples if isinstance(s, DDTreeSample)])[0]
     samples = part_result.samples + part_tree.samples
     result.extend(tree)
@@ -415,6 +422,15 @@ def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart],
     wm.integrity.part = "since_restart" if has else None
     wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
 
+
+#: How a window opened on the engine's stats tick is read (parse_window ``aligned``).
+ALIGNED_DEFINITION = (
+    "The window opened right after the engine's stats tick (or after a whole interval without one: everything "
+    "before was logged), so each interval line in it covers time inside the window only and every line counts; "
+    "it was closed by the first tick after the load (orchestrator/sweep/closing.py; vLLM: v1/metrics/loggers.py "
+    "LoggingStatLogger.log every VLLM_LOG_STATS_INTERVAL seconds, v1/spec_decode/metrics.py resetting its counts "
+    "when it prints)."
+)
 
 #: What the log figures of a window whose last stats interval is missing are (mark_open_end).
 OPEN_END_DEFINITION = (

@@ -1,8 +1,9 @@
 """Measuring one load point on a running server: window, load, scrape, parse, classify, record.
 
     flush the prefix cache (load.flush_cache)  what the server answered goes into the record
-    cursor = server.logs.journal_cursor()      the window opens (and /metrics is scraped, then sampled; GPU
-                                               telemetry starts where the host has nvidia-smi)
+    cursor = server.logs.journal_cursor()      the window opens (after the engine's next stats tick when it logs
+                                               per interval: orchestrator/sweep/closing.py), /metrics is scraped,
+                                               then sampled; GPU telemetry starts where the host has nvidia-smi
     client = load(point settings)              the load generator; a stop request cancels it promptly
     text   = server.logs.journal_since(cursor) the window closes (and /metrics is scraped again); an engine that
                                                logs per stats interval is waited for until its next tick is in
@@ -43,7 +44,7 @@ from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.metrics.scrape import GaugeSampler, get, scrape
 from orchestrator.metrics.window import mark_open_end
 from orchestrator.runs.store import Record, utc_now_iso
-from orchestrator.sweep.closing import close_window
+from orchestrator.sweep.closing import close_window, open_window
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -214,14 +215,21 @@ def server_metrics(
     elapsed_s: float,
     version: str | None,
     open_end: str | None = None,
+    aligned: bool = False,
 ) -> dict[str, Any]:
     """The record's ``server`` field: the window's log ``text`` parsed by the experiment's engine (and its
     own parsers), the ``/metrics`` delta between ``before`` and ``after`` (gauges sampled ``during``), and
     every source of the speculative figures compared (``sources``: journal, prometheus, responses, client).
     ``open_end``: why the window ended before the engine's last stats tick (its log figures are then withheld:
-    :func:`orchestrator.metrics.window.mark_open_end`)."""
+    :func:`orchestrator.metrics.window.mark_open_end`). ``aligned``: the window opened on the engine's stats
+    tick (orchestrator/sweep/closing.py), so no edge line is left out."""
     window = parse_window(
-        experiment.engine, text, [(p.name, p.regex) for p in experiment.parsers], cut=True, version=version
+        experiment.engine,
+        text,
+        [(p.name, p.regex) for p in experiment.parsers],
+        cut=True,
+        version=version,
+        aligned=aligned,
     )
     if open_end is not None:
         mark_open_end(window, open_end)
@@ -484,7 +492,10 @@ class PointMeasurer:
         api_key = exp.server.api_key_value
         metrics_path = exp.server.metrics_path
         cache_flush = tools.flush(server.url, exp.engine, api_key) if exp.load.flush_cache else None
-        cursor = server.logs.journal_cursor()
+        opened = open_window(
+            exp.engine, server.logs, command=deployment.command, environment=deployment.environment, stop=stop
+        )
+        cursor = opened.cursor
         before = tools.scrape(server.url, metrics_path, api_key)
         scraped_at = tools.clock()
         sampler = tools.sampler(server.url, metrics_path, api_key) if before is not None else None
@@ -492,6 +503,7 @@ class PointMeasurer:
         try:
             client = tools.load(point_settings(exp, server.url, point), stop, progress)
         finally:
+            ended_at = time.monotonic()  # close_window's clock
             during = sampler.finish() if sampler is not None else []
             telemetry = gpu.finish() if gpu is not None else None
         requests = client.pop(REQUEST_RECORDS, None)
@@ -517,6 +529,8 @@ class PointMeasurer:
             command=deployment.command,
             environment=deployment.environment,
             stop=stop,
+            expect_tick=opened.tick_seen,
+            ended_at=ended_at,
         )
         text = closed.text
         window_file = write_window(text)
@@ -531,11 +545,14 @@ class PointMeasurer:
             elapsed_s=elapsed,
             version=version,
             open_end=closed.open_detail(),
+            aligned=opened.aligned and closed.closed is not False,
         )
-        if closed.closed is not None:
-            server_fields["window_close"] = {
+        if closed.closed is not None or opened.aligned:
+            server_fields["window_ticks"] = {
+                "opened_after_tick": opened.tick_seen,
+                "open_wait_s": round(opened.waited_s, 3),
                 "closed_by_tick": closed.closed,
-                "waited_s": round(closed.waited_s, 3),
+                "close_wait_s": round(closed.waited_s, 3),
                 "interval_s": closed.interval_s,
             }
         alive = server.alive()

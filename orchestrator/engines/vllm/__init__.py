@@ -28,6 +28,8 @@ __all__ = ["DEFAULT_STATS_INTERVAL", "ENGINE", "VLLM", "stats_interval"]
 DEFAULT_STATS_INTERVAL = 10.0
 _INTERVAL_VAR = "VLLM_LOG_STATS_INTERVAL"
 _ASSIGNED = re.compile(r"(?:^|[\s'\"])" + _INTERVAL_VAR + r"=([^\s'\";]+)")
+# The simulator's spelling of the same setting for its vLLM dialect (orchestrator/sim/config.py).
+_SIM_FLAG = re.compile(r"--log-stats-interval[= ]([0-9.]+)")
 
 
 def stats_interval(command: str | None, environment: Mapping[str, str]) -> float | None:
@@ -41,7 +43,7 @@ def stats_interval(command: str | None, environment: Mapping[str, str]) -> float
         words = text.split()
     if "--disable-log-stats" in words or "--disable-log-stats" in text:
         return None
-    found = _ASSIGNED.findall(text)
+    found = _ASSIGNED.findall(text) or _SIM_FLAG.findall(text)
     raw = found[-1] if found else environment.get(_INTERVAL_VAR)
     try:
         value = float(raw) if raw is not None else DEFAULT_STATS_INTERVAL
