@@ -244,3 +244,13 @@ def test_the_simulators_per_request_metrics_have_the_real_engines_fields() -> No
     # the stream's final chunk: no nulls (the capture's stream)
     final = [json.loads(line[6:]) for line in read("ngram.stream.sse").splitlines() if line.startswith("data: {")]
     assert d._spec_metrics(req) == final[-1]["metrics"]
+
+
+def test_the_real_start_banner_and_listening_line_are_recognised() -> None:
+    from orchestrator.metrics.window import process_starts
+
+    text = read("ngram.log")
+    starts = process_starts(ENGINE, text)
+    assert len(starts) == 1 and "version 0.32.0" in starts[0].lines[0]  # the logo (api_utils.py line 347)
+    listening = [p.search(text) for _who, p in ENGINE.listening_patterns]
+    assert any(m is not None and m["host"] == "127.0.0.1" for m in listening)  # entry.py line 140
