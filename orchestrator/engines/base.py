@@ -17,6 +17,9 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
   ``info_settings_object`` (what the server says about itself), and the lines it prints when listening or
   ready (``listening_patterns``, ``ready_patterns``), and the lines it prints once per process start
   (``start_patterns``: a window holding one holds two processes, see ``orchestrator.metrics.window``);
+- the stats tick: ``tick_patterns`` (a line the engine prints once per stats interval) and
+  :meth:`stats_interval` (seconds between them for a server started with a given command and environment): a
+  window is closed by the first tick after its load ends (``orchestrator.sweep.closing``);
 - per-response figures: ``response_sources`` and :meth:`request_extras` (the body fields that ask for them);
 - ``init_flags``: what ``specsweep init`` writes for this engine.
 
@@ -82,6 +85,9 @@ class Engine(Protocol):
     ready_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     start_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     init_flags: Mapping[str, str]
+    tick_patterns: tuple[re.Pattern[str], ...]
+
+    def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None: ...
 
     def parse_log(self, text: str) -> ParseResult: ...
 
@@ -121,10 +127,18 @@ class EngineBase:
     start_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
     init_flags: Mapping[str, str] = field(default_factory=dict)
     aliases: Sequence[str] = ()
+    #: Lines the engine prints once per stats interval (searched line by line, ``re.MULTILINE``): an interval
+    #: line covers what happened since the previous tick, so the tick after a load ends closes its window.
+    tick_patterns: tuple[re.Pattern[str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.family:
             object.__setattr__(self, "family", self.name)
+
+    def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None:
+        """Seconds between the engine's stats ticks for a server started with ``command`` (the rendered command
+        line or ExecStart) and ``environment``; None when the engine prints no ticks (``tick_patterns``)."""
+        return None
 
     def parse_log(self, text: str) -> ParseResult:
         from orchestrator.engines.samples import ParseResult

@@ -40,6 +40,7 @@ REASONS: dict[str, str] = {
     "missing_intervals": "the log does not show every interval of the window (some are logged below its level)",
     "inconsistent": "the source's figures contradict each other",
     "lost_lines": "the log says it dropped lines inside the window (journald's rate limit, a full journal, syslog)",
+    "open_interval": "the window ended before the engine logged its last stats interval (the log is short by it)",
 }
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "WindowMetrics",
     "drop_first_lines",
     "drop_window_edges",
+    "mark_open_end",
     "parse_window",
     "process_starts",
 ]
@@ -323,13 +324,17 @@ def parse_window(
     cut: bool = False,
     version: str | None = None,
     lost: str | None = None,
+    aligned: bool = False,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
 
     ``cut``: the text was cut out of a longer log at the window's start (the runner's windows), so each
     group's first interval line began before the window and is left out (``EDGE_DEFINITION``). A whole
     saved log is read as it is. ``version``: the engine version the server reported (``engine_info``), which
-    decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md).
+    decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md). ``aligned``: a cut
+    window opened right after the engine's stats tick (orchestrator/sweep/closing.py ``open_window``), so every
+    interval line in it began inside it: no edge line is left out (ALIGNED_DEFINITION); a process start in it is
+    still a restart.
 
     A text that holds a restart (RESTART_DEFINITION) gives the figures of its part after the last process start
     only; a pair of lines the window cut gives none (the module docstring): ``integrity`` says so. The line
@@ -356,8 +361,11 @@ def parse_window(
     if restart:
         part = text[starts[-1].offset :]
         part_result, part_tree = spec.parse_log(part), ddtree.parse_ddtree(part)
-    edges = drop_first_lines if restart else drop_window_edges if cut else _keep_edges
-    figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut)
+    edges = drop_first_lines if restart else drop_window_edges if cut and not aligned else _keep_edges
+    figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut and not aligned)
+    if cut and aligned and not restart:
+        figures["details"] = {**figures.get("details", {}), "window_aligned": True}
+        definitions["window_edge"] = ALIGNED_DEFINITION
     tree_samples = edges([s for s in part_tree.samples if isinstance(s, DDTreeSample)])[0]
     samples = part_result.samples + part_tree.samples
     result.extend(tree)
@@ -448,6 +456,41 @@ def _lost_integrity(wm: WindowMetrics, lost: list[LostLines], reader: str | None
         "notices": [{"line": e.line, "count": e.count, "detail": e.detail, "text": e.text} for e in lost],
         "reader": reader,
     }
+
+
+#: How a window opened on the engine's stats tick is read (parse_window ``aligned``).
+ALIGNED_DEFINITION = (
+    "The window opened right after the engine's stats tick (or after a whole interval without one: everything "
+    "before was logged), so each interval line in it covers time inside the window only and every line counts; "
+    "it was closed by the first tick after the load (orchestrator/sweep/closing.py; vLLM: v1/metrics/loggers.py "
+    "LoggingStatLogger.log every VLLM_LOG_STATS_INTERVAL seconds, v1/spec_decode/metrics.py resetting its counts "
+    "when it prints)."
+)
+
+#: What the log figures of a window whose last stats interval is missing are (mark_open_end).
+OPEN_END_DEFINITION = (
+    "An engine that logs per stats interval (vLLM: v1/metrics/loggers.py LoggingStatLogger.log, called every "
+    "VLLM_LOG_STATS_INTERVAL seconds) prints a load's last seconds only at its next tick; the sweep waits for "
+    "that tick after the load (orchestrator/sweep/closing.py). When none came in time, the log's figures are "
+    "short by the last interval: they are withheld (details.open_end_figures keeps them) and integrity says "
+    "'open_interval', so the record's figures come from a whole source (the counters, the responses)."
+)
+
+
+def mark_open_end(wm: WindowMetrics, detail: str) -> None:
+    """The window ended before the engine's last stats tick (OPEN_END_DEFINITION): its log figures are not the
+    window's; they move to ``details.open_end_figures`` and integrity says ``open_interval``."""
+    kept = {name: value for name, value in wm.figures().items() if value is not None}
+    wm.integrity.broken("open_interval", detail)
+    wm.integrity.part = None
+    wm.accept_len = wm.acceptance_rate = wm.gen_throughput = None
+    for key in wm.ddtree:
+        wm.ddtree[key] = None
+    wm.exactness = {}
+    wm.details["open_end_figures"] = kept
+    if isinstance(wm.details.get("per_position_acceptance"), list):
+        wm.details["open_end_figures"]["per_position_acceptance"] = wm.details.pop("per_position_acceptance")
+    wm.definitions["open_end"] = OPEN_END_DEFINITION
 
 
 def _pair_integrity(wm: WindowMetrics, samples: Sequence[Sample]) -> None:

@@ -1,10 +1,14 @@
 """Measuring one load point on a running server: window, load, scrape, parse, classify, record.
 
     flush the prefix cache (load.flush_cache)  what the server answered goes into the record
-    cursor = server.logs.journal_cursor()      the window opens (and /metrics is scraped, then sampled; GPU
-                                               telemetry starts where the host has nvidia-smi)
+    cursor = server.logs.journal_cursor()      the window opens (after the engine's next stats tick when it logs
+                                               per interval: orchestrator/sweep/closing.py), /metrics is scraped,
+                                               then sampled; GPU telemetry starts where the host has nvidia-smi
     client = load(point settings)              the load generator; a stop request cancels it promptly
-    text   = server.logs.journal_since(cursor) the window closes (and /metrics is scraped again)
+    text   = server.logs.journal_since(cursor) the window closes (and /metrics is scraped again); an engine that
+                                               logs per stats interval is waited for until its next tick is in
+                                               the text (orchestrator/sweep/closing.py), else its log figures are
+                                               marked partial ('open_interval')
     server metrics = parse(text) + the /metrics delta + every source compared (a window the server restarted in
                                                gives the journal's since-restart part only, and no /metrics
                                                figure: :func:`window_restart` says so, and the runner measures
@@ -38,7 +42,9 @@ from orchestrator.load import LoadSettings, run_load
 from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.metrics.scrape import GaugeSampler, get, scrape
+from orchestrator.metrics.window import mark_open_end
 from orchestrator.runs.store import Record, utc_now_iso
+from orchestrator.sweep.closing import close_window, open_window
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -208,10 +214,15 @@ def server_metrics(
     during: list[str],
     elapsed_s: float,
     version: str | None,
+    open_end: str | None = None,
+    aligned: bool = False,
 ) -> dict[str, Any]:
     """The record's ``server`` field: the window's log ``text`` parsed by the experiment's engine (and its
     own parsers), the ``/metrics`` delta between ``before`` and ``after`` (gauges sampled ``during``), and
-    every source of the speculative figures compared (``sources``: journal, prometheus, responses, client)."""
+    every source of the speculative figures compared (``sources``: journal, prometheus, responses, client).
+    ``open_end``: why the window ended before the engine's last stats tick (its log figures are then withheld:
+    :func:`orchestrator.metrics.window.mark_open_end`). ``aligned``: the window opened on the engine's stats
+    tick (orchestrator/sweep/closing.py), so no edge line is left out."""
     window = parse_window(
         experiment.engine,
         text,
@@ -219,7 +230,10 @@ def server_metrics(
         cut=True,
         version=version,
         lost=getattr(text, "lost", None),  # a LogChunk whose journal removed the window's start
+        aligned=aligned,
     )
+    if open_end is not None:
+        mark_open_end(window, open_end)
     server = window.to_dict()
     sources: dict[str, Any] = {"journal": window}
     if before is not None and after is not None:
@@ -479,7 +493,10 @@ class PointMeasurer:
         api_key = exp.server.api_key_value
         metrics_path = exp.server.metrics_path
         cache_flush = tools.flush(server.url, exp.engine, api_key) if exp.load.flush_cache else None
-        cursor = server.logs.journal_cursor()
+        opened = open_window(
+            exp.engine, server.logs, command=deployment.command, environment=deployment.environment, stop=stop
+        )
+        cursor = opened.cursor
         before = tools.scrape(server.url, metrics_path, api_key)
         scraped_at = tools.clock()
         sampler = tools.sampler(server.url, metrics_path, api_key) if before is not None else None
@@ -487,6 +504,7 @@ class PointMeasurer:
         try:
             client = tools.load(point_settings(exp, server.url, point), stop, progress)
         finally:
+            ended_at = time.monotonic()  # close_window's clock
             during = sampler.finish() if sampler is not None else []
             telemetry = gpu.finish() if gpu is not None else None
         requests = client.pop(REQUEST_RECORDS, None)
@@ -505,12 +523,39 @@ class PointMeasurer:
             telemetry["tokens_per_joule"] = round(float(client.get("output_tokens") or 0) / telemetry["energy_j"], 5)
         after = tools.scrape(server.url, metrics_path, api_key)
         elapsed = tools.clock() - scraped_at
-        text = server.logs.journal_since(cursor)
+        closed = close_window(
+            exp.engine,
+            server.logs.journal_since(cursor),
+            lambda: server.logs.journal_since(cursor),
+            command=deployment.command,
+            environment=deployment.environment,
+            stop=stop,
+            expect_tick=opened.tick_seen,
+            ended_at=ended_at,
+        )
+        text = closed.text
         window_file = write_window(text)
         version = (engine_info or {}).get("version")
         server_fields = server_metrics(
-            exp, text, client, before=before, after=after, during=during, elapsed_s=elapsed, version=version
+            exp,
+            text,
+            client,
+            before=before,
+            after=after,
+            during=during,
+            elapsed_s=elapsed,
+            version=version,
+            open_end=closed.open_detail(),
+            aligned=opened.aligned and closed.closed is not False,
         )
+        if closed.closed is not None or opened.aligned:
+            server_fields["window_ticks"] = {
+                "opened_after_tick": opened.tick_seen,
+                "open_wait_s": round(opened.waited_s, 3),
+                "closed_by_tick": closed.closed,
+                "close_wait_s": round(closed.waited_s, 3),
+                "interval_s": closed.interval_s,
+            }
         alive = server.alive()
         verdict = classify_point(client, alive=alive, stopped=stop.is_set())
         record = new_record(

@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,38 @@ from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFi
 if TYPE_CHECKING:
     from orchestrator.engines.samples import ParseResult
 
-__all__ = ["ENGINE", "VLLM"]
+__all__ = ["DEFAULT_STATS_INTERVAL", "ENGINE", "VLLM", "stats_interval"]
+
+#: vllm/envs.py (0.32.0, line 48 and 866): ``VLLM_LOG_STATS_INTERVAL`` is 10.0 unless the environment sets a
+#: number above 0 (0 or less falls back to 10.0). The API server's lifespan task logs every engine's stats that
+#: often: vllm/entrypoints/launchers/utils/server_utils.py ``_force_log`` (``asyncio.sleep`` then
+#: ``engine_client.do_log_stats()``), only when log stats are on (``--disable-log-stats`` turns them off,
+#: vllm/engine/arg_utils.py).
+DEFAULT_STATS_INTERVAL = 10.0
+_INTERVAL_VAR = "VLLM_LOG_STATS_INTERVAL"
+_ASSIGNED = re.compile(r"(?:^|[\s'\"])" + _INTERVAL_VAR + r"=([^\s'\";]+)")
+# The simulator's spelling of the same setting for its vLLM dialect (orchestrator/sim/config.py).
+_SIM_FLAG = re.compile(r"--log-stats-interval[= ]([0-9.]+)")
+
+
+def stats_interval(command: str | None, environment: Mapping[str, str]) -> float | None:
+    """Seconds between vLLM's stats ticks for a server started with ``command`` and ``environment`` (see
+    DEFAULT_STATS_INTERVAL); None when the command turns log stats off. A ``VLLM_LOG_STATS_INTERVAL=N`` in the
+    command (``sh -c 'VAR=N exec ...'``, ``env VAR=N ...``) wins over the environment, as the shell does."""
+    text = command or ""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    if "--disable-log-stats" in words or "--disable-log-stats" in text:
+        return None
+    found = _ASSIGNED.findall(text) or _SIM_FLAG.findall(text)
+    raw = found[-1] if found else environment.get(_INTERVAL_VAR)
+    try:
+        value = float(raw) if raw is not None else DEFAULT_STATS_INTERVAL
+    except ValueError:
+        value = DEFAULT_STATS_INTERVAL
+    return value if value > 0 else DEFAULT_STATS_INTERVAL
 
 
 @dataclass(frozen=True)
@@ -25,6 +58,9 @@ class VLLM(EngineBase):
         from orchestrator.engines.vllm.control import flush_cache
 
         return flush_cache(call)
+
+    def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None:
+        return stats_interval(command, environment)
 
     def parse_log(self, text: str) -> ParseResult:
         from orchestrator.engines.vllm.log import parse_vllm
@@ -66,6 +102,11 @@ def _engine() -> VLLM:
         version_key="version",
         # vllm/entrypoints/openai/api_server.py: "Starting vLLM API server %d on %s" before serve_http listens
         listening_patterns=(("vllm", re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on " + ADDRESS)),),
+        # The tick: LoggingStatLogger.log prints "Engine %03d: Avg prompt throughput: ..." every interval
+        # (vllm/v1/metrics/loggers.py line 335 in 0.32.0; at DEBUG when this and the previous interval were idle),
+        # and SpecDecodingLogging.log the interval's spec line right after it (vllm/v1/spec_decode/metrics.py line
+        # 120). "Avg prompt throughput" alone: V0 and aggregated logging print no engine index.
+        tick_patterns=(re.compile(r"^.*\bAvg prompt throughput: ", re.MULTILINE),),
         start_patterns=(
             # Once per API server start: 0.33.0 entrypoints/launchers/launcher.py setup_server ->
             # entrypoints/common/startup.py log_version_and_model, "vLLM server version %s, serving model %s"

