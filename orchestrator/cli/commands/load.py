@@ -334,7 +334,13 @@ class _LevelLines:
 
     def start(self, number: int) -> None:
         settings = self.levels[number]
-        size = f"{settings.requests} requests" if settings.requests else f"{settings.duration_s:g} s"
+        budget = settings.request_budget
+        if budget is not None and settings.duration_s is not None:
+            size = f"up to {budget} requests or {settings.duration_s:g} s"
+        elif budget is not None:
+            size = f"{budget} requests"
+        else:
+            size = f"{settings.duration_s:g} s"
         warm = f" after {settings.warmup} warm-up requests" if settings.warmup else ""
         self._say(f"{_label(settings)}: {size}{warm} ({number + 1}/{len(self.levels)})")
         self._said = time.monotonic()
