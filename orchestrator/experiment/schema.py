@@ -22,6 +22,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 
 from orchestrator.engines.registry import engine_names, get_engine
 from orchestrator.errors import ConfigError
+from orchestrator.experiment.advice import advice_warnings
 from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems
 from orchestrator.experiment.common import _NAME, Scalar, _no_control, _Strict
 from orchestrator.experiment.hosts import HostSpec, LauncherSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
@@ -272,5 +273,5 @@ def load_experiment(path: str | Path, *, read_secrets: bool = True) -> Experimen
     data, positions = load_yaml_with_positions(path)
     exp = parse_experiment(data, positions, str(path), read_secrets=read_secrets)
     exp._source = path
-    exp._warnings = inline_secret_warnings(data, positions, path)
+    exp._warnings = inline_secret_warnings(data, positions, path) + advice_warnings(exp, positions, path)
     return exp

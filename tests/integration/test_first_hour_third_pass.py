@@ -27,3 +27,70 @@ def test_load_piped_without_requests_or_duration_says_its_default_budget(tmp_pat
     assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
     assert "C=1: 16 requests after 3 warm-up requests (1/1)" in proc.stderr.splitlines(), proc.stderr
     assert re.search(r"^ C=1 +16 +0 ", proc.stdout, re.M), proc.stdout
+
+
+# -- 2. slot settings that cannot act ---------------------------------------------------------------------------
+
+NO_GPUS = """\
+name: nogpus
+host: {ssh: root@gpu-box}
+service:
+  kind: systemd
+  unit: sglang@.service
+  exec_start: "/opt/venv/bin/python -m sglang.launch_server --port 30001 {spec_args}"
+server: {url: "http://gpu-box:30001", expected_load_time: 10s}
+engine: sglang
+variants:
+  autoregressive: {spec_args: ""}
+  linear: {spec_args: "--speculative-algorithm EAGLE", gpus_per_deployment: 2}
+baselines: [autoregressive]
+load: {concurrency: [1], requests: 8, max_tokens: 16}
+"""
+
+
+def test_a_template_unit_without_gpu_slots_is_an_error_and_gpus_per_deployment_a_warning(tmp_path: Path) -> None:
+    env = narrow(tmp_path)
+    path = tmp_path / "nogpus.yaml"
+    path.write_text(NO_GPUS)
+    proc = run_cli("validate", str(path), env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{path}:5:3: service.unit: sglang@.service is a template unit" in proc.stderr, proc.stderr
+    assert "declare the host's gpus" in proc.stderr, proc.stderr
+    dry = run_cli("sweep", "--dry-run", str(path), env=env)
+    assert dry.returncode == 2 and "systemctl restart sglang@.service" not in dry.stdout, dry.stdout
+
+    path.write_text(NO_GPUS.replace("sglang@.service", "sglang.service"))
+    proc = run_cli("validate", str(path), env=env)
+    assert proc.returncode == 0, proc.stderr
+    warning = f"warning {path}:11:56: variants.linear.gpus_per_deployment: 2 GPUs per deployment changes nothing"
+    assert any(line.startswith(warning) for line in proc.stderr.splitlines()), proc.stderr
+    assert "declare the host's GPUs (host.gpus: N, or auto)" in proc.stderr, proc.stderr
+
+
+SLOTS = """\
+name: slots
+host: {kind: local, gpus: 4}
+service:
+  kind: process
+  command: "{python} -m orchestrator.sim --port {slot_port} {spec_args}"
+server: {url: "http://127.0.0.1:19000", expected_load_time: 10s}
+engine: sglang
+variants:
+  autoregressive: {spec_args: "--algorithm ar"}
+  linear: {spec_args: "--algorithm linear --draft-tokens {k}", matrix: {k: [1, 2, 3, 4]}}
+baselines: [autoregressive]
+load: {concurrency: [1], requests: 4, max_tokens: 16}
+"""
+
+
+def test_the_plans_headline_counts_the_restarts_its_slot_table_schedules(tmp_path: Path) -> None:
+    path = tmp_path / "slots.yaml"
+    path.write_text(SLOTS)
+    proc = run_cli("plan", str(path), env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    slot_rows = [line for line in lines if line.startswith(" local/gpu")]
+    scheduled = sum(len(re.findall(r"autoregressive|linear\(k=\d\)", row)) for row in slot_rows)
+    assert len(slot_rows) == 4 and scheduled == 8, proc.stdout  # each slot restarts for its own baseline
+    text = " ".join(proc.stdout.split())
+    assert f"5 deployments, 5 load points, {scheduled} restarts on 4 GPU slot(s)" in text, proc.stdout
