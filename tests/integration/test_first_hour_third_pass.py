@@ -94,3 +94,29 @@ def test_the_plans_headline_counts_the_restarts_its_slot_table_schedules(tmp_pat
     assert len(slot_rows) == 4 and scheduled == 8, proc.stdout  # each slot restarts for its own baseline
     text = " ".join(proc.stdout.split())
     assert f"5 deployments, 5 load points, {scheduled} restarts on 4 GPU slot(s)" in text, proc.stdout
+
+
+# -- 4. the wrong kind of file for the command ------------------------------------------------------------------
+
+
+def test_validate_checks_playbooks_and_each_command_names_the_one_that_takes_the_other_kind(tmp_path: Path) -> None:
+    from tests.reliability.harness import ROOT
+
+    env = narrow(tmp_path)
+    playbooks = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "playbooks").glob("*.yaml"))
+    proc = run_cli("validate", *playbooks, "sweeps/demo.yaml", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "invalid" not in proc.stderr and "did you mean" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stdout.split())
+    for playbook in playbooks:
+        assert f"ok {playbook}: playbook " in said and f"run it with specsweep playbook {playbook}" in said, said
+    assert "ok sweeps/demo.yaml: 6 deployments" in said, said
+
+    swept = run_cli("sweep", "playbooks/host-check.yaml", env=env)
+    assert swept.returncode == 2, swept.stderr
+    assert "this is a playbook (it has steps:), not an experiment: run it with `specsweep playbook " in swept.stderr
+    assert "did you mean" not in swept.stderr and "Traceback" not in swept.stderr, swept.stderr
+    played = run_cli("playbook", "sweeps/demo.yaml", env=env)
+    assert played.returncode == 2, played.stderr
+    assert "this is an experiment (it has variants, service, server, load), not a playbook" in played.stderr
+    assert "`specsweep sweep sweeps/demo.yaml`" in played.stderr, played.stderr
