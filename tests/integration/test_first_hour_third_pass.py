@@ -120,3 +120,61 @@ def test_validate_checks_playbooks_and_each_command_names_the_one_that_takes_the
     assert played.returncode == 2, played.stderr
     assert "this is an experiment (it has variants, service, server, load), not a playbook" in played.stderr
     assert "`specsweep sweep sweeps/demo.yaml`" in played.stderr, played.stderr
+
+
+# -- 5. a placeholder typo --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "said"),
+    [
+        pytest.param(
+            "budget {budget}",
+            "budget {budgt}",
+            23,
+            "variants.ddtree.spec_args: unknown placeholder {budgt} in variant 'ddtree': no matrix key, var or "
+            "built-in has that name; did you mean {budget} (matrix key 'budget')?",
+            id="placeholder-typo",
+        ),
+        pytest.param(
+            "budget: [7",
+            "budegt: [7",
+            24,
+            "variants.ddtree.matrix.budegt: matrix key 'budegt' is used by no template; did you mean 'budget' "
+            "(the placeholder {budget} in variants.ddtree.spec_args)?",
+            id="matrix-key-typo",
+        ),
+    ],
+)
+def test_a_name_typo_is_reported_where_it_is_with_the_name_it_meant(
+    tmp_path: Path, old: str, new: str, line: int, said: str
+) -> None:
+    from tests.reliability.harness import ROOT
+
+    text = (ROOT / "sweeps" / "k26-ddtree.yaml").read_text()
+    assert old in text
+    path = tmp_path / "typo.yaml"
+    path.write_text(text.replace(old, new))
+    proc = run_cli("validate", str(path), env=narrow(tmp_path))
+    assert proc.returncode == 2, proc.stdout
+    found = [line for line in proc.stderr.splitlines() if line.startswith("invalid ")]
+    assert len(found) == 1 and re.fullmatch(
+        rf"invalid {re.escape(str(path))}:{line}:\d+: {re.escape(said)}", found[0]
+    ), proc.stderr
+
+
+# -- 3. a starter sized to answer its question ------------------------------------------------------------------
+
+
+def test_a_level_above_the_request_count_is_a_warning_at_its_line(tmp_path: Path) -> None:
+    from tests.reliability.harness import ROOT
+
+    text = (ROOT / "sweeps" / "demo.yaml").read_text()
+    path = tmp_path / "few.yaml"
+    path.write_text(text.replace("requests: 16,", "requests: 12,"))
+    proc = run_cli("validate", str(path), env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning ")]
+    assert len(warnings) == 1, proc.stderr
+    assert warnings[0].startswith(f"warning {path}:25:"), warnings
+    assert "load.concurrency.2: C=16 is never reached: load.requests is 12" in warnings[0], warnings
