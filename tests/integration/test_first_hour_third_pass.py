@@ -196,3 +196,41 @@ def test_the_sim_starter_reaches_every_level_it_asks_for_in_minutes(tmp_path: Pa
     requests = {p.get("requests") for p in points}
     assert requests == {32} and max(p["concurrency"] for p in points) <= 32, requests
     assert plan["totals"]["eta_seconds"] < 8 * 60, plan["totals"]
+
+
+# -- 8. help at 80 columns ----------------------------------------------------------------------------------------
+
+
+def _help_words(command: str) -> set[str]:
+    """The words of ``command``'s option help texts, names and types (those short enough for a help column)."""
+    import typer
+
+    from orchestrator.cli.app import app
+
+    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    options = [p for p in params if p.param_type_name == "option"]  # an argument's name is its metavar's
+    text = " ".join(f"{getattr(p, 'help', None) or ''} {' '.join(p.opts)} {p.metavar or ''}" for p in options)
+    return {w for w in re.findall(r"[A-Za-z][\w.:/=,|+-]*\w", text) if len(w) <= 22}
+
+
+def test_help_at_80_columns_keeps_every_word_whole_shows_no_rest_markup_and_sim_help_is_a_page(tmp_path: Path) -> None:
+    from orchestrator.cli.app import COMMANDS
+    from orchestrator.sim.config import build_parser
+    from tests.reliability.harness import ROOT
+
+    env = narrow(tmp_path)
+    for command in COMMANDS:
+        out = run_cli(command, "--help", env=env).stdout
+        assert "``" not in out, (command, [line for line in out.splitlines() if "``" in line])
+        if command != "sim":  # sim's options are the simulator parser's, checked below
+            cut = sorted(w for w in _help_words(command) if w not in out and w.upper() not in out)
+            assert not cut, (command, cut)
+    assert "`baselines_from` in the file" in " ".join(run_cli("plan", "--help", env=env).stdout.split())
+
+    sim = run_cli("sim", "--help", env=env).stdout
+    assert len(sim.splitlines()) <= 50, len(sim.splitlines())
+    for word in ("sglang, vllm, llamacpp", "acceptance", "k26, tiny, firehose, metronome", "docs/simulator.md"):
+        assert word in sim, (word, sim)
+    docs = (ROOT / "docs" / "simulator.md").read_text()
+    flags = [o for a in build_parser("sim")._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert flags and all(f"`{flag}`" in docs for flag in flags), [f for f in flags if f"`{f}`" not in docs]
