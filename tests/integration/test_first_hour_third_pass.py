@@ -234,3 +234,38 @@ def test_help_at_80_columns_keeps_every_word_whole_shows_no_rest_markup_and_sim_
     docs = (ROOT / "docs" / "simulator.md").read_text()
     flags = [o for a in build_parser("sim")._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
     assert flags and all(f"`{flag}`" in docs for flag in flags), [f for f in flags if f"`{f}`" not in docs]
+
+
+# -- 9. the small things ------------------------------------------------------------------------------------------
+
+
+def test_load_at_a_port_where_nothing_listens_names_the_url_and_sends_nothing(tmp_path: Path) -> None:
+    from tests.reliability.harness import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = run_cli("load", "--url", url, "--model", "sim", "-c", "1", "-n", "2", env=narrow(tmp_path))
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"specsweep: error: load: cannot connect to {url} ("), proc.stderr
+    assert "check the URL's host and port" in last and "nothing was sent" in last, last
+    assert proc.stdout == "", proc.stdout  # no table of failed requests: none was sent
+
+
+def test_parse_flags_a_ddtree_line_whose_accepted_depth_exceeds_its_commit_length(tmp_path: Path) -> None:
+    """The README: specsweep flags impossible metrics (an accepted depth above the commit length); parse does
+    too, per line, with the line's number (line 4 of this log says depth 5.00 over commit 2.00; line 6 is sound)."""
+    from tests.reliability.harness import ROOT
+
+    log = ROOT / "tests" / "data" / "logs" / "sim_ddtree_cat.log"
+    proc = run_cli("parse", "--engine", "sglang", str(log), env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    flagged = [line for line in proc.stderr.splitlines() if "depth_vs_commit" in line]
+    assert flagged == [
+        "warning: depth_vs_commit: line 4: accepted depth 5.00 exceeds commit length 2.00: impossible in a "
+        "well-formed chain (commit = accepted drafts + 1 bonus token). Verification accepted tokens that were "
+        "never committed: look for a bug in the commit path; throughput follows the commit length"
+    ], proc.stderr
+    import json
+
+    as_json = json.loads(run_cli("parse", "--engine", "sglang", str(log), "--json", env=narrow(tmp_path)).stdout)
+    assert any(w.startswith("depth_vs_commit: line 4: ") for w in as_json["warnings"]), as_json.get("warnings")

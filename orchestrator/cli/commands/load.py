@@ -307,14 +307,20 @@ _LOADING_HINT = (
 
 def _refuse_loading_server(url: str, api_key: str | None) -> None:
     """Before any load: a server whose health endpoint answers 503 is still loading, and every request would
-    fail at once; say so, with what to wait for, instead. Any other answer (or none) lets the load run."""
+    fail at once; say so, with what to wait for, instead. Nothing listening at the URL (connection refused, an
+    unknown host) is said with the URL. Any other answer (or a slow one) lets the load run."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         status = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers).status_code
+    except httpx.ConnectError as exc:  # refused, or no such host: every request would fail the same way
+        raise LoadError(
+            f"load: cannot connect to {url} ({exc or 'no answer'}): check the URL's host and port (is the server "
+            "running and listening there?); nothing was sent"
+        ) from None
     except httpx.HTTPError:
-        return  # unreachable or slow: the load itself says what happened
+        return  # slow, or another failure: the load itself says what happened
     if status == 503:
         raise LoadError(f"load: {_LOADING_HINT.format(url=url.rstrip('/'))}; nothing was sent")
 
