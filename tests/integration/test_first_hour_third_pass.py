@@ -269,3 +269,35 @@ def test_parse_flags_a_ddtree_line_whose_accepted_depth_exceeds_its_commit_lengt
 
     as_json = json.loads(run_cli("parse", "--engine", "sglang", str(log), "--json", env=narrow(tmp_path)).stdout)
     assert any(w.startswith("depth_vs_commit: line 4: ") for w in as_json["warnings"]), as_json.get("warnings")
+
+
+def test_a_sweep_refused_by_the_hosts_lock_names_no_run_directory(tmp_path: Path) -> None:
+    """A second sweep of an experiment while the first one runs is refused by the host's lock and removes the
+    run directory it had opened: it must not have printed that directory's path (nor a resumable one)."""
+    from tests.reliability.harness import (
+        cli_env,
+        free_port,
+        local_experiment,
+        local_leftovers_restored,
+        records,
+        run_dirs,
+        started_cli,
+        wait_until,
+        write_experiment,
+    )
+
+    home = tmp_path / "home"
+    home.mkdir()
+    load = {"concurrency": [1], "warmup": 1, "requests": 40, "max_tokens": 48, "ignore_eos": True}
+    doc = local_experiment("held", free_port(), {"ar": "--algorithm ar", "linear": "--algorithm linear"}, load=load,
+                           itl_ms=10)  # fmt: skip
+    path = write_experiment(tmp_path / "held.yaml", doc)
+    results = tmp_path / "results"
+    env = cli_env(home)
+    with local_leftovers_restored(home, path), started_cli("sweep", str(path), "--results", str(results), env=env):
+        run_dir = wait_until(lambda: (run_dirs(results, "held") or [None])[0], timeout=60)
+        wait_until(lambda: records(run_dir), timeout=120)  # it is measuring
+        refused = run_cli("sweep", str(path), "--results", str(results), env=env)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "lock" in said, said
+    assert "run directory:" not in said, said
