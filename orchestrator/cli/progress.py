@@ -83,6 +83,9 @@ class SweepProgress:
     ) -> None:
         if not self.lines:
             self.progress.stop()
+        if self._unsaid_dir is not None and Path(self._unsaid_dir).is_dir():  # ended early, and kept: say where
+            self.console.print(f"run directory: {escape(self._unsaid_dir)}", soft_wrap=True)
+            self._unsaid_dir = None
 
     def _task(self, table: dict[str, TaskID], host: str, description: str, total: float | None) -> TaskID:
         task = table.get(host)

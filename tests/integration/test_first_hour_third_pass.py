@@ -301,3 +301,24 @@ def test_a_sweep_refused_by_the_hosts_lock_names_no_run_directory(tmp_path: Path
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "lock" in said, said
     assert "run directory:" not in said, said
+
+
+def test_report_of_a_run_an_unreachable_host_ended_names_the_reason(tmp_path: Path) -> None:
+    """An SSH host where nothing listens: the sweep fails before its first point and keeps its run (it says
+    where); `report latest` names what ended it, not only the events file."""
+    from tests.reliability.harness import free_port
+
+    port = free_port()
+    path = tmp_path / "unreachable.yaml"
+    path.write_text(NO_GPUS.replace("sglang@.service", "sglang.service").replace("root@gpu-box", f"root@127.0.0.1:{port}")
+                    .replace(", gpus_per_deployment: 2", ""))  # fmt: skip
+    env = narrow(tmp_path)
+    results = tmp_path / "results"
+    swept = run_cli("sweep", str(path), "--results", str(results), env=env)
+    assert swept.returncode != 0, swept.stderr
+    (run,) = list((results / "nogpus").iterdir())
+    assert f"run directory: {run}" in swept.stderr.splitlines(), swept.stderr
+    report = run_cli("report", "latest", "--results", str(results), env=env)
+    assert report.returncode != 0, report.stdout
+    line = " ".join(report.stderr.split())
+    assert f"ended before its first point: root@127.0.0.1:{port}: cannot connect to 127.0.0.1:{port}" in line, line
