@@ -310,8 +310,8 @@ def test_report_of_a_run_an_unreachable_host_ended_names_the_reason(tmp_path: Pa
 
     port = free_port()
     path = tmp_path / "unreachable.yaml"
-    path.write_text(NO_GPUS.replace("sglang@.service", "sglang.service").replace("root@gpu-box", f"root@127.0.0.1:{port}")
-                    .replace(", gpus_per_deployment: 2", ""))  # fmt: skip
+    text = NO_GPUS.replace("sglang@.service", "sglang.service").replace(", gpus_per_deployment: 2", "")
+    path.write_text(text.replace("root@gpu-box", f"root@127.0.0.1:{port}"))
     env = narrow(tmp_path)
     results = tmp_path / "results"
     swept = run_cli("sweep", str(path), "--results", str(results), env=env)
