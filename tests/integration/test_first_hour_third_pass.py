@@ -322,3 +322,46 @@ def test_report_of_a_run_an_unreachable_host_ended_names_the_reason(tmp_path: Pa
     assert report.returncode != 0, report.stdout
     line = " ".join(report.stderr.split())
     assert f"ended before its first point: root@127.0.0.1:{port}: cannot connect to 127.0.0.1:{port}" in line, line
+
+
+def test_the_notebook_says_a_run_has_no_workloads_instead_of_printing_empty_tables(tmp_path: Path) -> None:
+    pytest.importorskip("nbclient")
+    import shutil
+
+    from tests.integration.test_notebook import RUNS, _text, run_notebook
+
+    run = shutil.copytree(RUNS / "sim-demo", tmp_path / "sim-demo")  # a run without load.workloads
+    text = _text(run_notebook(run, tmp_path))
+    assert "Empty DataFrame" not in text, text
+    assert text.count("this run has no load.workloads") == 2, text
+
+
+def test_latest_is_the_same_run_for_the_cli_and_the_notebook_from_a_project_subdirectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule (orchestrator/runs/runref.py): without an experiment file, the nearest results/ from the current
+    directory up to the project's root; the CLI from notebooks/ and the notebook's kernel (which nbconvert
+    starts in notebooks/) both find the project's results/."""
+    import shutil
+    import subprocess
+
+    from orchestrator.report.notebook import choose_run
+    from tests.integration.test_notebook import RUNS
+    from tests.reliability.harness import cli_command
+
+    project = tmp_path / "project"
+    (project / "notebooks").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    run = shutil.copytree(RUNS / "sim-demo", project / "results" / "demo" / "20260101T000000Z-000001")
+    env = narrow(tmp_path)
+    env.pop("SPECSWEEP_RESULTS", None)
+    env.pop("SPECSWEEP_RUN", None)
+    proc = subprocess.run(cli_command("ls"), cwd=project / "notebooks", env=env, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    said = "".join(proc.stdout.split())  # the path may be wrapped at 80 columns
+    assert "".join(f"1 sweep or search run(s) under {project / 'results'}".split()) in said, proc.stdout
+    monkeypatch.delenv("SPECSWEEP_RESULTS", raising=False)
+    monkeypatch.delenv("SPECSWEEP_RUN", raising=False)
+    monkeypatch.chdir(project / "notebooks")
+    assert choose_run("latest") == run.resolve()
