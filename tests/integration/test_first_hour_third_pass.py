@@ -365,3 +365,24 @@ def test_latest_is_the_same_run_for_the_cli_and_the_notebook_from_a_project_subd
     monkeypatch.delenv("SPECSWEEP_RUN", raising=False)
     monkeypatch.chdir(project / "notebooks")
     assert choose_run("latest") == run.resolve()
+
+
+# -- 6. waits that say something ----------------------------------------------------------------------------------
+
+
+def test_a_sweep_says_it_builds_the_report_after_the_host_is_restored(tmp_path: Path) -> None:
+    from tests.reliability.harness import free_port, local_experiment, local_leftovers_restored, write_experiment
+
+    home = tmp_path / "home"
+    home.mkdir()
+    load = {"concurrency": [1], "warmup": 0, "requests": 4, "max_tokens": 8}
+    path = write_experiment(tmp_path / "rep.yaml", local_experiment("rep", free_port(), {"ar": "--algorithm ar"},
+                                                                    load=load))  # fmt: skip
+    with local_leftovers_restored(home, path):
+        proc = run_cli("sweep", str(path), "--results", str(tmp_path / "results"), env=narrow(home))
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.splitlines()
+    restored = next(i for i, line in enumerate(err) if "restored" in line)
+    building = err.index("building the report (analysis, figures, tables) ...")
+    assert restored < building, err
+    assert any(line.startswith("report: figure ") for line in err[building:]), err

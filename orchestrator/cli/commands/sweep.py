@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from orchestrator.cli.console import console, err_console
 from orchestrator.cli.progress import SweepProgress
@@ -122,7 +123,10 @@ def sweep(
     if report:
         from orchestrator.report import build_report
 
-        report_path = build_report(result.run_dir).files.get("report.html")
+        talk = not (quiet or as_json)
+        if talk:  # the analysis and the figures take seconds: say what is happening after "host restored"
+            err_console.print("building the report (analysis, figures, tables) ...", highlight=False)
+        report_path = build_report(result.run_dir, progress=_report_step if talk else None).files.get("report.html")
     code, problem = outcome(result, allow_failures)
     if as_json:
         typer.echo(json.dumps({**_json_summary(result, report_path), "exit_code": code}, indent=2, default=str))
@@ -196,6 +200,10 @@ def _json_summary(result: Any, report_path: Path | None) -> dict[str, Any]:
             for r in result.records
         ],
     }
+
+
+def _report_step(message: str) -> None:
+    err_console.print(f"report: {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
