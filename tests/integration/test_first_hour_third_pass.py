@@ -386,3 +386,23 @@ def test_a_sweep_says_it_builds_the_report_after_the_host_is_restored(tmp_path: 
     building = err.index("building the report (analysis, figures, tables) ...")
     assert restored < building, err
     assert any(line.startswith("report: figure ") for line in err[building:]), err
+
+
+# -- 10. a README of one page ---------------------------------------------------------------------------------------
+
+
+def test_the_readme_is_one_page_with_the_two_commands_and_every_link_resolves() -> None:
+    from tests.reliability.harness import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 100, len(readme.splitlines())
+    assert "bash scripts/test.sh     # set up everything" in readme and "bash scripts/demo.sh     # set up" in readme
+    broken = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)", path.read_text()):
+            if not target.startswith(("http://", "https://")) and not (path.parent / target).exists():
+                broken.append((path.name, target))
+    assert not broken, broken
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    for fact in ("## Reliability", "<!-- reliability-figures:", "## Playbooks", "## On a Slurm cluster"):
+        assert fact in guide, fact
