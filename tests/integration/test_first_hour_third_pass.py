@@ -406,3 +406,26 @@ def test_the_readme_is_one_page_with_the_two_commands_and_every_link_resolves() 
     guide = (ROOT / "docs" / "guide.md").read_text()
     for fact in ("## Reliability", "<!-- reliability-figures:", "## Playbooks", "## On a Slurm cluster"):
         assert fact in guide, fact
+
+
+def test_a_search_ends_with_the_commands_it_ran_and_one_line_for_the_candidates_it_never_did(tmp_path: Path) -> None:
+    """A successive-halving search of 16 candidates in 8 restarts: the ending's "how it was made" lists the
+    server commands of the configurations it measured, and the rest in one line (it listed every candidate of
+    the grid, below the winner). Its first line's ETA is of its own budget (8 deployments), not the grid's."""
+    from tests.integration.test_search_cli import BUDGET, _experiment
+    from tests.reliability.harness import free_port, local_leftovers_restored, write_experiment
+
+    home = tmp_path / "home"
+    home.mkdir()
+    path = write_experiment(tmp_path / "search.yaml", _experiment(free_port(), "successive-halving"))
+    with local_leftovers_restored(home, path):
+        proc = run_cli("sweep", str(path), "--results", str(tmp_path / "results"), "--no-report", env=narrow(home))
+    assert proc.returncode == 0, proc.stderr
+    assert re.match(rf"\d+ of \d+ points to measure in {BUDGET} deployment\(s\), ETA ", proc.stderr), proc.stderr
+    lines = proc.stdout.splitlines()
+    made = next(i for i, line in enumerate(lines) if line.startswith("how it was made"))
+    listed = [line for line in lines[made:] if re.match(r"^    (autoregressive|linear|ddtree\()", line)]
+    assert 2 <= len(listed) <= BUDGET, lines[made:]
+    (never,) = [line for line in lines[made:] if "never run" in line]
+    assert re.fullmatch(r"  and \d+ more in the plan, never run \(`specsweep plan` lists them\)", never), never
+    assert len(listed) + int(never.split()[1]) == 18, (listed, never)  # the grid: 16 candidates and 2 baselines
