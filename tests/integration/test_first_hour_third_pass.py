@@ -429,3 +429,28 @@ def test_a_search_ends_with_the_commands_it_ran_and_one_line_for_the_candidates_
     (never,) = [line for line in lines[made:] if "never run" in line]
     assert re.fullmatch(r"  and \d+ more in the plan, never run \(`specsweep plan` lists them\)", never), never
     assert len(listed) + int(never.split()[1]) == 18, (listed, never)  # the grid: 16 candidates and 2 baselines
+
+
+# -- 7. the report's plots have numbers on their axes ---------------------------------------------------------------
+
+
+def test_the_latency_distributions_have_numbers_on_their_x_axes_within_a_decade() -> None:
+    """TTFT between 20 and 60 ms (less than a decade, no power of ten in view): the axis still has numbers."""
+    import pandas as pd
+
+    from orchestrator.analysis import analyse
+    from orchestrator.report import workloads
+    from tests.integration.test_notebook import RUNS
+
+    analysis = analyse(RUNS / "sim-demo")
+    label, load = str(analysis.frame["label"].iloc[0]), str(analysis.frame["load_label"].iloc[0])
+    rows = [{"load_label": load, "label": label, "figure": f, "value": v}
+            for f in ("ttft_ms", "itl_ms") for v in (20.0, 25.0, 33.0, 41.0, 58.0)]  # fmt: skip
+    figure = workloads.latency_cdfs(analysis, pd.DataFrame(rows), load)
+    assert figure is not None
+    figure.canvas.draw()
+    for ax in figure.axes[:2]:
+        low, high = ax.get_xlim()
+        shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
+        assert len(shown) >= 2, (ax.get_xlabel(), shown)
+        assert ax.get_xlabel() and ax.get_ylabel()
