@@ -4,7 +4,7 @@ Runs the reliability suite (``tests/reliability``: real sweeps against the syste
 on a machine that can boot it) with every test's phases and every scenario's outcome logged, then the
 bad-input campaign at full size (``bench/reliability_bad_inputs.py``: 10,000 changed documents, a sample
 through ``sweep --dry-run``, valid ones applied on a test host), and writes the table to
-``bench/RESULTS-reliability.md`` and into the README's Reliability section.
+``bench/RESULTS-reliability.md`` and into the Reliability section of docs/guide.md.
 
     sudo .venv/bin/python bench/reliability_figures.py                  # the suite, the campaign, write
     sudo .venv/bin/python bench/reliability_figures.py --examples 1000 --no-write
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from bench.reliability_bad_inputs import CampaignHost, campaign  # noqa: E402
 
 RESULTS = ROOT / "bench" / "RESULTS-reliability.md"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "guide.md"  # its Reliability section (moved from the README)
 COMMAND = "sudo .venv/bin/python bench/reliability_figures.py"
 MARK_BEGIN = "<!-- reliability-figures: written by bench/reliability_figures.py -->"
 MARK_END = "<!-- /reliability-figures -->"

@@ -243,20 +243,27 @@ def too_few_requests(ctx: CheckContext) -> list[Finding]:
     return out
 
 
+def impossible_depth(depth: Any, commit: Any) -> str | None:
+    """The message when an accepted depth exceeds its commit length (beyond the log's rounding), else None:
+    the depth_vs_commit check's physics, which ``specsweep parse`` applies to each DDTree line too."""
+    depth_value, commit_value = finite(depth), finite(commit)
+    if depth_value is None or commit_value is None or depth_value <= commit_value + _PRINT_SLACK:
+        return None
+    return (
+        f"accepted depth {_f(depth_value)} exceeds commit length {_f(commit_value)}: impossible in a well-formed "
+        "chain (commit = accepted drafts + 1 bonus token). Verification accepted tokens that were "
+        "never committed: look for a bug in the commit path; throughput follows the commit length"
+    )
+
+
 def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
     """Accepted depth can never exceed the commit length: commit = accepted drafts + 1 bonus token."""
     out: list[Finding] = []
     for row in _rows(ctx.ok):
         depth = finite(row.get("ddtree_avg_accepted_depth"))
         commit = finite(row.get("ddtree_avg_commit_len"))
-        if depth is None or commit is None:
-            continue
-        if depth > commit + _PRINT_SLACK:
-            message = (
-                f"accepted depth {_f(depth)} exceeds commit length {_f(commit)}: impossible in a well-formed "
-                "chain (commit = accepted drafts + 1 bonus token). Verification accepted tokens that were "
-                "never committed: look for a bug in the commit path; throughput follows the commit length"
-            )
+        message = impossible_depth(depth, commit)
+        if message is not None and depth is not None and commit is not None:
             evidence = [f"avg_accepted_depth={_f(depth)} avg_commit_len={_f(commit)}"]
             evidence += ctx.window_lines(row, r"DDTREE metrics", limit=1)
             out.append(_finding("depth_vs_commit", row, "error", message, evidence))

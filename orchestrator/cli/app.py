@@ -55,7 +55,8 @@ def _unwrap(text: str | None) -> str | None:
     of a list or one marked ``\b`` keeps its lines."""
     if not text:
         return text
-    paragraphs = inspect.cleandoc(text).split("\n\n")
+    # A docstring's reST literals (``name``) are shown as the help's own (`name`), not as literal double quotes.
+    paragraphs = inspect.cleandoc(text).replace("``", "`").split("\n\n")
     kept = [
         p
         if p.startswith("\b") or any(line.lstrip().startswith(("- ", "* ")) for line in p.splitlines())

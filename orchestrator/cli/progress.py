@@ -53,6 +53,9 @@ class SweepProgress:
         self._total = 0
         self._done = 0
         self._run_dir: str | None = None
+        # A new run's directory, said once the run holds its host (its first event after the start and the
+        # notices): a sweep the host's lock refuses removes its empty directory, which it must not have named.
+        self._unsaid_dir: str | None = None
         self._start_failed: dict[str, str] = {}  # deployment id -> why it did not start (printed once)
         self.progress = Progress(
             TextColumn("{task.description}"),
@@ -80,6 +83,9 @@ class SweepProgress:
     ) -> None:
         if not self.lines:
             self.progress.stop()
+        if self._unsaid_dir is not None and Path(self._unsaid_dir).is_dir():  # ended early, and kept: say where
+            self.console.print(f"run directory: {escape(self._unsaid_dir)}", soft_wrap=True)
+            self._unsaid_dir = None
 
     def _task(self, table: dict[str, TaskID], host: str, description: str, total: float | None) -> TaskID:
         task = table.get(host)
@@ -108,12 +114,18 @@ class SweepProgress:
             self._start_failed[event.deployment_id] = reason.removeprefix(f"{event.host}: ")
         if isinstance(event, Notice):  # "stopping the sweep: <a reason already printed>": said once
             event = Notice(host=event.host, message=self.once(event.message), level=event.level)
+        if self._unsaid_dir is not None and not isinstance(event, SweepStarted | Notice):
+            self.console.print(f"run directory: {escape(self._unsaid_dir)}", soft_wrap=True)
+            self._unsaid_dir = None
         if self.lines:
             self._line(event)
             return
         prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
         if isinstance(event, SweepStarted):
-            self.console.print(f"run directory: {escape(event.run_dir)}" + (" (resumed)" if event.resumed else ""))
+            if event.resumed:
+                self.console.print(f"run directory: {escape(event.run_dir)} (resumed)")
+            else:
+                self._unsaid_dir = event.run_dir
             if event.resumed:
                 self.console.print(_started_text(event))
             self._overall = self.progress.add_task(
@@ -238,8 +250,10 @@ class SweepProgress:
         # Whole lines, never wrapped by us: a log is read with grep as often as with eyes.
         say = functools.partial(self.console.print, soft_wrap=True)
         if isinstance(event, SweepStarted):
-            resumed = " (resumed)" if event.resumed else ""
-            say(f"run directory: {escape(event.run_dir)}{resumed}")
+            if event.resumed:
+                say(f"run directory: {escape(event.run_dir)} (resumed)")
+            else:
+                self._unsaid_dir = event.run_dir
             say(_started_text(event))
         elif isinstance(event, DeploymentStarted):
             attempt = f" (attempt {event.attempt})" if event.attempt > 1 else ""

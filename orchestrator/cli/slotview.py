@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
     from orchestrator.plan.deployments import Plan
 
-__all__ = ["render_slots", "slots_json"]
+__all__ = ["render_slots", "slot_totals", "slots_json"]
 
 
 def _packed(experiment: Experiment, plan: Plan) -> tuple[Any, Any]:
@@ -31,6 +31,13 @@ def slots_json(experiment: Experiment, plan: Plan) -> dict[str, Any]:
     """The layout and its ETA (``specsweep plan --json``'s ``slots``)."""
     layout, eta = _packed(experiment, plan)
     return {**layout.to_dict(), "baselines": experiment.slots.baselines, "eta": eta.to_dict()}
+
+
+def slot_totals(experiment: Experiment, plan: Plan) -> tuple[int, int, float]:
+    """(restarts, slots, wall-clock seconds) of ``plan`` in GPU slots: what the slot table schedules (a baseline
+    measured per slot is one restart on each slot), for the plan's headline."""
+    layout, eta = _packed(experiment, plan)
+    return sum(len(runs) for runs in eta.assignment.values()), len(layout.all_slots()), eta.packed_seconds
 
 
 def render_slots(experiment: Experiment, plan: Plan, width: int = 80) -> RenderableType:

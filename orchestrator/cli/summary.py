@@ -212,6 +212,11 @@ def how_made_lines(analysis: Analysis) -> list[str]:
     if not commands:
         lines.append("  server commands: none (the server is not started by specsweep)")
         return lines
+    # Only what ran: a search's plan holds every candidate of the grid, most of which it never deployed.
+    measured = set(analysis.frame["label"]) if "label" in analysis.frame else set()
+    ran = [(label, c) for label, c in commands if not measured or label.split(" = ")[0] in measured]
+    never = len(commands) - len(ran)
+    commands = ran or commands
     head, middles, tail = tables.command_parts([c for _l, c in commands])
     if head or tail:
         lines.append(f"  server command: {escape(head)} [dim]…[/dim] {escape(tail)}".rstrip())
@@ -221,6 +226,8 @@ def how_made_lines(analysis: Analysis) -> list[str]:
         ]
     else:
         lines += [f"  {escape(label)}: {escape(command)}" for label, command in commands]
+    if never:
+        lines.append(f"  and {never} more in the plan, never run (`specsweep plan` lists them)")
     return lines
 
 

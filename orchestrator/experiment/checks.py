@@ -123,6 +123,14 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
                 raise _Problem((*vpath, fname), f"template field {fname!r} must be a name (letters, digits, _)")
         available = builtins | set(exp.vars) | matrix_keys
         referenced = set(used_by_service) | _all_fields(field_templates, vpath)
+        # An unknown placeholder first: a typo ({budgt}) leaves the matrix key it meant unused too, and the
+        # advice is to fix the placeholder, not to rename the key to the typo.
+        used_by_fields: set[str] = set()
+        for fname, template in field_templates.items():
+            for name in _fields_or_problem((*vpath, fname), template):
+                if name not in available:
+                    raise _unknown_placeholder((*vpath, fname), name, template, matrix_keys, available)
+                used_by_fields.add(name)
         for key in variant.matrix:
             if key not in referenced:
                 options = sorted(referenced - matrix_keys - builtins - set(exp.vars) - set(field_templates))
@@ -130,16 +138,6 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
                     (*vpath, "matrix", key),
                     f"matrix key {key!r} is used by no template" + suggest(key, options or sorted(referenced)),
                 )
-        used_by_fields: set[str] = set()
-        for fname, template in field_templates.items():
-            for name in _fields_or_problem((*vpath, fname), template):
-                if name not in available:
-                    raise _Problem(
-                        (*vpath, fname),
-                        f"placeholder {{{name}}} has no value in variant {vname!r}"
-                        + suggest(name, sorted(available)).replace("did you mean", "did you mean placeholder"),
-                    )
-                used_by_fields.add(name)
         for fname in field_templates:
             if fname not in used_by_service:
                 options = reserved + sorted(used_by_service)
@@ -161,6 +159,42 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
             variant_problems(vname, variant)
         except _Problem as problem:
             problems.append(problem)
+
+
+def _unknown_placeholder(
+    path: tuple[Any, ...], name: str, template: str, matrix_keys: set[str], available: set[str]
+) -> _Problem:
+    """An unknown placeholder of a variant's template field, with the nearest matrix key. Which of the two names
+    is the typo, the flag before the placeholder tells when it spells one of them (``--budget {budgt}``: the
+    placeholder; ``--budget {budget}`` with a key ``budegt``: the key); otherwise the advice names both ways."""
+    import difflib
+    import re
+
+    vname = path[1]
+    message = f"unknown placeholder {{{name}}} in variant {vname!r}: no matrix key, var or built-in has that name"
+    close = difflib.get_close_matches(name, sorted(matrix_keys), n=1, cutoff=0.6)
+    if close:
+        key = close[0]
+        before = template.split("{" + name + "}", 1)[0].split()
+        flag = re.sub(r"[^a-z0-9]", "", before[-1].lower()) if before else ""
+        spelled = lambda word: flag.endswith(re.sub(r"[^a-z0-9]", "", word.lower()))  # noqa: E731
+        if spelled(key) and not spelled(name):
+            return _Problem(path, message + f"; did you mean {{{key}}} (matrix key {key!r})?")
+        if spelled(name) and not spelled(key):
+            return _Problem(
+                (*path[:2], "matrix", key),
+                f"matrix key {key!r} is used by no template; did you mean {name!r} (the placeholder {{{name}}} in "
+                f"{'.'.join(str(p) for p in path)})?",
+            )
+        return _Problem(
+            path,
+            message + f"; the nearest matrix key is {key!r}: write {{{key}}}, or rename the matrix key to {name!r}",
+        )
+    close = difflib.get_close_matches(name, sorted(available), n=1, cutoff=0.6)
+    if close:
+        return _Problem(path, message + f"; did you mean {{{close[0]}}}?")
+    keys = ", ".join(sorted(matrix_keys))
+    return _Problem(path, message + (f" (matrix keys: {keys})" if keys else ""))
 
 
 def _all_fields(templates: dict[str, str], prefix: tuple[Any, ...]) -> set[str]:

@@ -22,10 +22,12 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 
 from orchestrator.engines.registry import engine_names, get_engine
 from orchestrator.errors import ConfigError
+from orchestrator.experiment.advice import advice_warnings
 from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems
 from orchestrator.experiment.common import _NAME, Scalar, _no_control, _Strict
 from orchestrator.experiment.hosts import HostSpec, LauncherSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
 from orchestrator.experiment.inline import inline_secret_warnings
+from orchestrator.experiment.kind import file_kind, wrong_kind_message
 from orchestrator.experiment.load import LoadSpec, LosslessSpec, TelemetrySpec
 from orchestrator.experiment.search import ObjectiveSpec, SearchSpec
 from orchestrator.experiment.service import EXISTING_VARIANT, RegexParserSpec, ServerSpec, ServiceSpec
@@ -241,6 +243,9 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
         if not isinstance(key, str):
             line, column = locate(positions, (key,))
             raise ConfigError(f"keys must be strings, got {key!r}", file=file, line=line, column=column)
+    if file_kind(data) == "playbook":
+        line, column = locate(positions, ("steps",))
+        raise ConfigError(wrong_kind_message("playbook", file), file=file, line=line, column=column, key="steps")
     try:
         exp = Experiment.model_validate(data)
     except ValidationError as exc:
@@ -276,5 +281,5 @@ def load_experiment(path: str | Path, *, read_secrets: bool = True) -> Experimen
     data, positions = load_yaml_with_positions(path)
     exp = parse_experiment(data, positions, str(path), read_secrets=read_secrets)
     exp._source = path
-    exp._warnings = inline_secret_warnings(data, positions, path)
+    exp._warnings = inline_secret_warnings(data, positions, path) + advice_warnings(exp, positions, path)
     return exp

@@ -160,6 +160,15 @@ def slot_problems(exp: _ExperimentLike) -> list[tuple[tuple[Any, ...], str]]:
         if own is not None:
             sizes[f"variants.{name}.gpus_per_deployment"] = own
     if not declared:
+        if getattr(exp.service, "kind", None) == "systemd" and str(exp.service.unit).endswith("@.service"):
+            problems.append(
+                (
+                    ("service", "unit"),
+                    f"{exp.service.unit} is a template unit: systemd starts only its instances "
+                    "(NAME@INSTANCE.service), which GPU slots name; declare the host's gpus (gpus: N, or auto) "
+                    "to run one instance per slot, or name a plain unit",
+                )
+            )
         return problems
     if len(declared) != len(specs):
         index = next(i for i, s in enumerate(specs) if getattr(s, "gpus", None) is None)

@@ -46,6 +46,7 @@ from pydantic import (
 
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.durations import parse_duration
+from orchestrator.experiment.kind import EXPERIMENT_KEYS, file_kind, wrong_kind_message
 from orchestrator.experiment.validation import error_from_validation, suggest
 from orchestrator.experiment.yamlsource import Positions, load_yaml_with_positions, locate
 
@@ -457,6 +458,10 @@ def parse_playbook(data: Any, positions: Positions, file: str) -> Playbook:
         raise ConfigError("the file is empty; a playbook needs name and steps", file=file)
     if not isinstance(data, dict):
         raise ConfigError(f"a playbook is a mapping of keys, got a {type(data).__name__}", file=file, line=1)
+    if file_kind(data) == "experiment":
+        key = next(k for k in EXPERIMENT_KEYS if k in data)
+        line, column = locate(positions, (key,))
+        raise ConfigError(wrong_kind_message("experiment", file), file=file, line=line, column=column, key=key)
     data = dict(data)
     if isinstance(data.get("steps"), list):
         data["steps"] = list(data["steps"])

@@ -213,7 +213,12 @@ def _how_made_blocks(analysis: Analysis) -> list[Block]:
     if made.workload:
         blocks.append(Table(tables.workload_table(analysis), "Workload (every load point)"))
     if made.commands:
-        blocks.append(Table(tables.commands_table(analysis), "Server command of each configuration"))
+        shared, table = tables.command_differences(analysis)
+        if shared is not None:  # the long shared words once; the part each configuration changes in a row
+            blocks.append(Paragraph(f"Every configuration's server command is: {shared}", "muted"))
+            blocks.append(Table(table, "What each configuration puts in place of … in the server command"))
+        else:
+            blocks.append(Table(table, "Server command of each configuration"))
     return blocks
 
 

@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import StoreError
 
-__all__ = ["RUN_ENV", "NotebookRunError", "choose_run", "project_results", "setup"]
+__all__ = ["RUN_ENV", "Note", "NotebookRunError", "choose_run", "or_note", "project_results", "setup"]
 
 RUN_ENV = "SPECSWEEP_RUN"
 _EXAMPLE = Path("tests") / "data" / "runs" / "field-report"
 _CHECKOUT = Path(__file__).resolve().parents[2]
-_PROJECT_MARKERS = ("pyproject.toml", ".git")
 
 
 class NotebookRunError(StoreError):
@@ -45,27 +45,16 @@ class NotebookRunError(StoreError):
         return [f"specsweep: {self}"]
 
 
-def _project_root(start: Path) -> Path | None:
-    for base in (start, *start.parents):
-        if any((base / marker).exists() for marker in _PROJECT_MARKERS):
-            return base
-    return None
-
-
 def project_results() -> Path:
-    """The project's results directory (module docstring); it may not exist yet."""
-    from orchestrator.runs.runref import RESULTS_ENV
+    """The project's results directory (module docstring): the CLI's rule for a command without an experiment
+    file (``$SPECSWEEP_RESULTS``, else the nearest ``results/`` up to the project's root:
+    ``orchestrator.runs.runref.nearest_results``), else the checkout's own; it may not exist yet."""
+    from orchestrator.runs.runref import RESULTS_ENV, nearest_results
 
     if os.environ.get(RESULTS_ENV):
         return Path(os.environ[RESULTS_ENV]).expanduser()
-    here = Path.cwd()
-    top = _project_root(here)
-    for base in (here, *here.parents):
-        if (base / "results").is_dir():
-            return base / "results"
-        if base == top:
-            break
-    return _CHECKOUT / "results"
+    found = nearest_results()
+    return found.resolve() if found is not None else _CHECKOUT / "results"
 
 
 def _reference(text: str, root: Path) -> str:
@@ -116,3 +105,19 @@ def setup(run_dir: str | Path | None = None, *, precision: int = 2) -> Path:
     pd.set_option("display.precision", precision)
     pd.set_option("display.max_columns", 200)
     return choose_run(run_dir)
+
+
+class Note(str):
+    """A sentence a notebook cell shows in place of an empty table (plain text, and as Markdown in Jupyter)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_markdown_(self) -> str:
+        return f"*{self}*"
+
+
+def or_note(table: Any, note: str) -> Any:
+    """``table`` (a DataFrame), or ``note`` when it has no rows: a cell of a run without, say, workloads shows
+    a sentence, not ``Empty DataFrame``."""
+    return Note(note) if getattr(table, "empty", False) or table is None else table

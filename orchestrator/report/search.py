@@ -97,9 +97,11 @@ def search_blocks(run_dir: Path, analysis: Any = None) -> list[Block]:
     """The report's closing section: the recommendations (only for a run with an objective or a search)."""
     from orchestrator.errors import SpecsweepError
     from orchestrator.report.render import Heading, Items, Paragraph
-    from orchestrator.search.recommend import recommend
+    from orchestrator.search.recommend import _run_experiment, recommend
 
     try:
+        if not read_history(run_dir) and _run_experiment(run_dir).objective is None:
+            return []  # no objective and no search: no recommendations to make
         recs = recommend(run_dir, analysis=analysis)
     except SpecsweepError as exc:
         return [Heading("Recommendations"), Paragraph(f"No recommendation: {exc}", "warning")]

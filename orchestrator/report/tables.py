@@ -22,6 +22,7 @@ __all__ = [
     "FindingGroup",
     "HowMade",
     "accept_table",
+    "command_differences",
     "commands_table",
     "failed_points",
     "findings_by_check",
@@ -641,6 +642,27 @@ def commands_table(analysis: Analysis) -> pd.DataFrame:
     ]
     frame = pd.DataFrame(rows, columns=["configuration", "server command", "environment"])
     return frame.drop(columns=["environment"]) if not frame["environment"].any() else frame
+
+
+def command_differences(analysis: Analysis) -> tuple[str | None, pd.DataFrame]:
+    """(the words every server command shares, with ``…`` where each differs; a row per configuration with what
+    it puts there), or (None, :func:`commands_table`) when the commands share nothing or there is one: the
+    report shows the differing (speculative) part of each command without a scrollbar."""
+    made = how_made(analysis)
+    commands = [(label, command, env) for label, command, env in made.commands if command is not None]
+    if len(commands) < 2 or len(commands) != len(made.commands):
+        return None, commands_table(analysis)
+    head, middles, tail = command_parts([c for _l, c, _e in commands])
+    if not head and not tail:
+        return None, commands_table(analysis)
+    rows = [
+        {"configuration": label, "in place of …": middle or "(nothing)", "environment": " ".join(
+            f"{k}={v}" for k, v in env.items())}
+        for (label, _c, env), middle in zip(commands, middles, strict=True)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["configuration", "in place of …", "environment"])
+    frame = frame.drop(columns=["environment"]) if not frame["environment"].any() else frame
+    return " ".join(part for part in (head, "…", tail) if part), frame
 
 
 def command_parts(commands: list[str]) -> tuple[str, list[str], str]:

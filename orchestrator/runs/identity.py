@@ -221,6 +221,23 @@ def playbook_verdict(run_dir: str | Path) -> PlaybookVerdict | None:
     )
 
 
+def _ending_error(run_dir: Path) -> str | None:
+    """``ended before its first point: <the error>`` from the run's last ``end`` event, when it names one."""
+    try:
+        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("kind") == "end":
+            error = event.get("error")
+            return f"ended before its first point: {error}" if isinstance(error, str) and error else None
+    return None
+
+
 def require_points(run_dir: str | Path, doing: str, *, usable: bool = False) -> PointCounts:
     """The run's :class:`PointCounts`, or a StoreError (one clear line) when it has no record at all, or, with
     ``usable``, when none of its points succeeded: ``doing`` says what cannot be done (``report``,
@@ -234,7 +251,7 @@ def require_points(run_dir: str | Path, doing: str, *, usable: bool = False) -> 
         why = {
             "running": "still running, or killed before its first point",
             "interrupted": "interrupted before its first point",
-            "failed": "ended before its first point; its events.jsonl says why",
+            "failed": _ending_error(run_dir) or "ended before its first point; its events.jsonl says why",
         }.get(state, "no point measured")
         if kind == "playbook":
             why = "its steps measured nothing: doctor, smoke or shell steps only"

@@ -6,7 +6,10 @@ Where run directories are created (and looked up), first match wins:
 2. ``results_dir:`` in the experiment file (relative to that file);
 3. ``$SPECSWEEP_RESULTS``;
 4. ``results/`` beside the experiment file;
-5. without an experiment file (``report``, ``compare``, ``ls``): ``./results``.
+5. without an experiment file (``report``, ``compare``, ``ls``, and the notebook): the nearest ``results/``
+   from the current directory up to the project's root (the first directory with a ``pyproject.toml`` or
+   ``.git``), so ``./results`` in the project's root, and ``../results`` from ``notebooks/`` or ``sweeps/``;
+   ``./results`` when there is none (:func:`nearest_results`).
 
 So a sweep's results never depend on the directory the shell happens to be in, and the commands that read runs
 find them with the same rule when given the experiment file.
@@ -40,6 +43,7 @@ __all__ = [
     "RESULTS_ENV",
     "all_runs",
     "kinds_text",
+    "nearest_results",
     "of_kinds",
     "previous_run",
     "resolve_run",
@@ -66,7 +70,23 @@ def results_root(option: str | Path | None = None, experiment: Experiment | None
         return Path(env).expanduser()
     if source is not None:
         return source.parent / "results"
-    return Path("results")
+    return nearest_results() or Path("results")
+
+
+_PROJECT_MARKERS = ("pyproject.toml", ".git")
+
+
+def nearest_results(start: Path | None = None) -> Path | None:
+    """The nearest ``results/`` directory from ``start`` (the current directory) up to the project's root (the
+    first directory holding a ``pyproject.toml`` or ``.git``), or None: ``results`` itself when it is in
+    ``start``, else its absolute path."""
+    here = Path.cwd() if start is None else start
+    for base in (here, *here.resolve().parents):
+        if (base / "results").is_dir():
+            return Path("results") if base == here and start is None else base / "results"
+        if any((base / marker).exists() for marker in _PROJECT_MARKERS):
+            break
+    return None
 
 
 def _is_run(path: Path) -> bool:

@@ -84,6 +84,8 @@ class RunFrame:
         finally:
             end.restore_errors = list(restore())
             fields = closing(end) if closing is not None else {}
+            if end.error is not None:  # what ended the run, for `report` of a run that measured nothing
+                fields = {**fields, "error": " ".join(str(end.error).split())[:500] or type(end.error).__name__}
             with contextlib.suppress(StoreError):
                 self.store.event("end", state=end.state, restore_errors=end.restore_errors, **fields)
             with contextlib.suppress(StoreError):

@@ -68,8 +68,21 @@ _CHECK = r"""
                left: r.left, right: r.right, top: r.top + scrollY, body_height: b.height, body_right: b.right,
                text: body ? body.textContent.trim().slice(0, 300) : '', table: !!table};
   }
+  // The server-command table: the part of each command that differs, each cell whole and inside the page (not
+  // behind a scrollbar of the table's box).
+  const cap = [...document.querySelectorAll('caption')].find(c => c.textContent.startsWith('What each configuration'));
+  let differs = null;
+  if (cap) {
+    const table = cap.closest('table'), box = table.parentElement.getBoundingClientRect();
+    const column = [...table.querySelectorAll('th')].findIndex(th => th.textContent.trim() === 'in place of …');
+    differs = [...table.querySelectorAll('tbody tr')].map(tr => {
+      const td = tr.children[column], r = td.getBoundingClientRect();
+      return {text: td.textContent.trim(), right: r.right, box_right: Math.min(box.right, W),
+              whole: td.scrollWidth <= td.clientWidth + 1};
+    });
+  }
   return {width: W, scroll_width: document.documentElement.scrollWidth,
-          height: document.documentElement.scrollHeight, images, overflowing: over.slice(0, 40), winners};
+          height: document.documentElement.scrollHeight, images, overflowing: over.slice(0, 40), winners, differs};
 })()
 """
 
@@ -200,3 +213,10 @@ def test_the_report_in_chromium_loads_every_figure_fits_the_page_and_shows_the_w
     assert winners is not None, "no Winners section"
     assert winners["shown"] and winners["right"] <= width + 1 and winners["body_height"] > 0
     assert winners["table"] and ("is fastest at" in winners["text"] or "indistinguishable" in winners["text"])
+    # The server commands: the shared words once, and the speculative part of each configuration visible whole.
+    differs = result["differs"]
+    assert differs, "no table of what each configuration changes in the server command"
+    assert all(d["text"].startswith("--") for d in differs if d["text"] != "(nothing)"), differs
+    hidden = [d for d in differs if not d["whole"] or d["right"] > d["box_right"] + 1]
+    if name == "desktop":
+        assert not hidden, hidden[:3]

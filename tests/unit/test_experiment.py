@@ -95,7 +95,7 @@ def test_good_file_loads(tmp_path: Path) -> None:
             id="variant-field-typo",
         ),
         pytest.param('{topk}"', '{topk"', 12, "variants.tree.spec_args", "expected '}'", id="unbalanced-brace"),
-        pytest.param('{topk}"', '{top}"', 13, "variants.tree", "'top'", id="placeholder-without-value"),
+        pytest.param('{topk}"', '{top}"', 12, "variants.tree.spec_args", "did you mean {topk}", id="placeholder-typo"),
         pytest.param("[7, 16], topk", "[], topk", 13, "variants.tree.matrix", "empty list", id="empty-matrix"),
         pytest.param(
             "concurrency: [1, 8]",

@@ -307,14 +307,20 @@ _LOADING_HINT = (
 
 def _refuse_loading_server(url: str, api_key: str | None) -> None:
     """Before any load: a server whose health endpoint answers 503 is still loading, and every request would
-    fail at once; say so, with what to wait for, instead. Any other answer (or none) lets the load run."""
+    fail at once; say so, with what to wait for, instead. Nothing listening at the URL (connection refused, an
+    unknown host) is said with the URL. Any other answer (or a slow one) lets the load run."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         status = httpx.get(url.rstrip("/") + "/health", timeout=5.0, headers=headers).status_code
+    except httpx.ConnectError as exc:  # refused, or no such host: every request would fail the same way
+        raise LoadError(
+            f"load: cannot connect to {url} ({exc or 'no answer'}): check the URL's host and port (is the server "
+            "running and listening there?); nothing was sent"
+        ) from None
     except httpx.HTTPError:
-        return  # unreachable or slow: the load itself says what happened
+        return  # slow, or another failure: the load itself says what happened
     if status == 503:
         raise LoadError(f"load: {_LOADING_HINT.format(url=url.rstrip('/'))}; nothing was sent")
 
@@ -334,7 +340,13 @@ class _LevelLines:
 
     def start(self, number: int) -> None:
         settings = self.levels[number]
-        size = f"{settings.requests} requests" if settings.requests else f"{settings.duration_s:g} s"
+        budget = settings.request_budget
+        if budget is not None and settings.duration_s is not None:
+            size = f"up to {budget} requests or {settings.duration_s:g} s"
+        elif budget is not None:
+            size = f"{budget} requests"
+        else:
+            size = f"{settings.duration_s:g} s"
         warm = f" after {settings.warmup} warm-up requests" if settings.warmup else ""
         self._say(f"{_label(settings)}: {size}{warm} ({number + 1}/{len(self.levels)})")
         self._said = time.monotonic()

@@ -252,6 +252,7 @@ def parse(
     data = _read(source)
     wm = parse_window(engine, data, _user_parsers(regex), cut=window)
     warnings = [w for w in (_engine_warning(engine, data), wm.integrity.describe()) if w]
+    warnings += _impossible_lines(wm, data)
     if as_json:
         out = wm.to_dict()
         if warnings:
@@ -263,6 +264,23 @@ def parse(
             console.print(table)
     for warning in warnings:
         _warn(warning)
+
+
+def _impossible_lines(wm: WindowMetrics, data: bytes) -> list[str]:
+    """One warning per DDTree line whose accepted depth exceeds its commit length (the depth_vs_commit check of
+    a sweep's analysis, orchestrator/analysis/checks.py), naming the line of the log it is on."""
+    from orchestrator.analysis.checks import impossible_depth
+
+    ddtree = [s for s in wm.samples if s.kind == "ddtree"]
+    numbers = [n for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1) if "DDTREE metrics" in line]
+    out = []
+    for index, sample in enumerate(ddtree):
+        values = getattr(sample, "values", {})
+        message = impossible_depth(values.get("avg_accepted_depth"), values.get("avg_commit_len"))
+        if message is not None:
+            where = f"line {numbers[index]}" if len(numbers) == len(ddtree) else f"DDTree line {index + 1}"
+            out.append(f"depth_vs_commit: {where}: {message}")
+    return out
 
 
 def _warn(warning: str | None) -> None:

@@ -34,10 +34,17 @@ def learned_eta(plan: Plan, history: EtaHistory) -> float:
 
 
 def render_plan(
-    plan: Plan, history: EtaHistory | None = None, width: int = 80, *, search: bool = False
+    plan: Plan,
+    history: EtaHistory | None = None,
+    width: int = 80,
+    *,
+    search: bool = False,
+    in_slots: tuple[int, int, float] | None = None,
 ) -> RenderableType:
     """One row per deployment (one restart each), fitted to ``width``: the configuration is never cut. With
-    ``search``, the plan is the grid a search draws from, and its totals say so (the search's own come first)."""
+    ``search``, the plan is the grid a search draws from, and its totals say so (the search's own come first).
+    ``in_slots`` (restarts, slots, seconds: :func:`orchestrator.cli.slotview.slot_totals`): the hosts run GPU
+    slots, and the totals are the slot table's (each slot restarting for its own baselines)."""
     columns = [
         Column("#", required=True),
         Column("configuration", "left", required=True, wrap=True),
@@ -64,11 +71,14 @@ def render_plan(
     eta = f"ETA {format_duration(totals['eta_seconds'])}"
     if history is not None and history.known:
         eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the file's guesses: {eta})"
+    restarts = f"{totals['restarts']} restarts"
+    if in_slots is not None:
+        count, slots, seconds = in_slots
+        restarts = f"{count} restarts on {slots} GPU slot(s) (the slot table below)"
+        eta = f"ETA {format_duration(seconds)} in slots"
     caption = (
-        ("the whole grid: " if search else "")
-        + f"{totals['deployments']} deployments, {totals['load_points']} load points, {totals['restarts']} restarts, "
-        f"{eta}; * baseline"
-    )
+        "the whole grid: " if search else ""
+    ) + f"{totals['deployments']} deployments, {totals['load_points']} load points, {restarts}, {eta}; * baseline"
     return fit_table(columns, rows, width, title=f"plan: {escape(plan.experiment)}", caption=caption)
 
 
@@ -153,7 +163,12 @@ def plan(
         return
     if cost is not None:  # a search: its own budget first, the grid it draws from second
         console.print(escape(_search_lead(cost)), soft_wrap=True)
-    console.print(render_plan(shown, history, console.width, search=cost is not None))
+    in_slots = None
+    if experiment.gpu_slots:
+        from orchestrator.cli.slotview import slot_totals
+
+        in_slots = slot_totals(experiment, shown)
+    console.print(render_plan(shown, history, console.width, search=cost is not None, in_slots=in_slots))
     if experiment.gpu_slots:  # GPU slots: what runs where, and the time before and after packing
         from orchestrator.cli.slotview import render_slots
 

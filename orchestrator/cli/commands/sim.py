@@ -21,22 +21,48 @@ HELP = (
 )
 
 
+#: The flags ``specsweep sim --help`` shows: what a first run needs. The others (dialect details, timing noise,
+#: fake GPUs, llama.cpp slot files) are in docs/simulator.md and ``python -m orchestrator.sim --help``.
+ESSENTIAL = (
+    "--engine",
+    "--host",
+    "--port",
+    "--model",
+    "--algorithm",
+    "--draft-tokens",
+    "--budget",
+    "--topk",
+    "--profile",
+    "--seed",
+    "--load-seconds",
+    "--fault",
+)
+
+
 def _help_app(parser: argparse.ArgumentParser) -> typer.Typer:
-    """A typer command with the simulator's flags, only to print them in typer's help style: the parsing stays
-    the simulator's own parser's (so the two entry points cannot drift apart)."""
+    """A typer command with the simulator's essential flags (:data:`ESSENTIAL`), only to print them in typer's
+    help style: the parsing stays the simulator's own parser's (so the two entry points cannot drift apart).
+    A flag's choices are listed in its help, as words (a type column of ``sglang|vllm|llamacpp`` was cut
+    mid-word at 80 columns)."""
     parameters = []
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction) or not action.option_strings:
             continue
+        if not set(action.option_strings) & set(ESSENTIAL):
+            continue
         flag = isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction)
+        text = action.help or ""
         if action.choices:
-            metavar = "|".join(str(c) for c in action.choices)
+            metavar = "NAME"
+            if not all(str(c) in text for c in action.choices):
+                text += f"; one of: {', '.join(str(c) for c in action.choices)}"
         elif flag:
             metavar = ""
         else:
-            metavar = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
-        text = action.help or ""
-        if isinstance(action, argparse._AppendAction):
+            metavar = action.metavar if isinstance(action.metavar, str) else "VALUE"
+        if action.option_strings == ["--fault"]:
+            text = "inject a fault (repeatable), e.g. fail-start, http-500-rate=0.1, stall; the list: docs/simulator.md"
+        elif isinstance(action, argparse._AppendAction):
             text += " (repeatable)"
         if action.default not in (None, "", [], False, argparse.SUPPRESS) and "default" not in text:
             text += f" [default: {action.default}]"
@@ -52,7 +78,9 @@ def _help_app(parser: argparse.ArgumentParser) -> typer.Typer:
 
     sim.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     sim.__doc__ = (parser.description or "") + (
-        "\n\nStops on SIGTERM or Ctrl-C; `specsweep sim` and `python -m orchestrator.sim` take the same flags."
+        "\n\nStops on SIGTERM or Ctrl-C. The flags a first run needs are below; every flag (dialect details, "
+        "timing noise, fake GPUs, faults) is in docs/simulator.md, and `python -m orchestrator.sim --help` lists "
+        "them all (both entry points take the same flags)."
     )
     helper = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
     helper.command()(sim)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from orchestrator.cli.console import console, err_console
 from orchestrator.cli.progress import SweepProgress
@@ -128,7 +129,14 @@ def sweep(
     if report:
         from orchestrator.report import build_report
 
-        built = build_report(result.run_dir, analysis=the_answer.analysis if the_answer is not None else None)
+        talk = not (quiet or as_json)
+        if talk:  # the analysis and the figures take seconds: say what is happening after "host restored"
+            err_console.print("building the report (analysis, figures, tables) ...", highlight=False)
+        built = build_report(
+            result.run_dir,
+            analysis=the_answer.analysis if the_answer is not None else None,
+            progress=_report_step if talk else None,
+        )
         report_path = built.files.get("report.html")
     code, problem = outcome(result, allow_failures, the_answer)
     if as_json:
@@ -226,6 +234,10 @@ def _json_summary(result: Any, report_path: Path | None, answer: Any = None) -> 
         ],
         "answer": answer.to_dict() if answer is not None else None,
     }
+
+
+def _report_step(message: str) -> None:
+    err_console.print(f"report: {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
