@@ -230,3 +230,37 @@ def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp
     wait_until(lambda: not host.admin(running).stdout.strip(), timeout=30)
     assert changed_files(host) == before_files
     assert _instances(host) == before_units
+
+
+def test_a_stranger_on_a_slots_port_fails_its_deployments_naming_it_never_measured_as_ours(
+    gpu_host: TestHost, tmp_path: Path
+) -> None:
+    """Another server already answers the slot's port: our instance would fail to bind while the stranger
+    answers every health check and its figures would be recorded as our configurations. Every deployment of
+    the slot fails instead (``start_port_taken``), naming the process that holds the port."""
+    host = gpu_host
+    stranger = "specsweep-stranger.service"
+    host.admin(
+        f"systemd-run --unit={stranger} {PYTHON} -m orchestrator.sim --host 0.0.0.0 --port {PORT} --profile tiny"
+    )
+    try:
+        assert wait_until(
+            lambda: host.admin(f"ss -Hltn 'sport = :{PORT}'", check=False).stdout.strip() != "", timeout=30
+        )
+        pid = host.admin(f"systemctl show -p MainPID --value {stranger}").stdout.strip()
+        variants = {
+            "autoregressive": {"spec_args": "--algorithm ar"},
+            "linear": {"spec_args": "--algorithm linear --draft-tokens 3"},
+        }
+        path = write_experiment(tmp_path / "taken.yaml", _experiment(host, "taken", variants, gpus=1))
+        results = tmp_path / "results"
+        proc = run_cli("sweep", str(path), "--results", str(results), "--json", "--no-report", env=cli_env(tmp_path))
+        assert proc.returncode != 0
+        recs = records(next((results / "taken").iterdir()))
+        assert recs and all(r["status"] == "failed" for r in recs), [(r["status"], r.get("error")) for r in recs]
+        assert {r["error"]["kind"] for r in recs} == {"start_port_taken"}
+        assert all(f"pid {pid}" in r["error"]["message"] for r in recs), recs[0]["error"]["message"]
+        # The stranger is left as it was: serving.
+        assert host.admin(f"systemctl is-active {stranger}", check=False).stdout.strip() == "active"
+    finally:
+        host.admin(f"systemctl stop {stranger}; systemctl reset-failed {stranger} 2>/dev/null; true", check=False)
