@@ -77,7 +77,9 @@ def gpu_host(testhost: TestHost) -> Iterator[TestHost]:
         )
 
 
-def _experiment(host: TestHost, name: str, variants: dict[str, Any], *, gpus: int, **extra: Any) -> dict[str, Any]:
+def _experiment(
+    host: TestHost, name: str, variants: dict[str, Any], *, gpus: int | str, **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "host": ssh_host_spec(host, gpus=gpus),
@@ -205,9 +207,12 @@ def test_a_worker_left_on_a_gpu_fails_the_next_deployment_of_its_slot_naming_it(
     assert changed_files(host) == before_files
 
 
-def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp_path: Path) -> None:
+@pytest.mark.parametrize("edited", [False, True], ids=["as-run", "edited-and-driver-failing"])
+def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp_path: Path, edited: bool) -> None:
     """kill -9 mid-run: the instances' drop-ins, markers and the run's lock stay; ``specsweep restore FILE``
-    undoes them all, and the host is as found."""
+    undoes them all, and the host is as found. Also after the file was edited to drop the configurations
+    those instances ran, with ``gpus: auto`` and nvidia-smi failing (a driver fault): restore reads what the
+    host holds and asks no GPU query."""
     host = gpu_host
     before_files, before_units = changed_files(host), _instances(host)
     variants = {
@@ -224,6 +229,13 @@ def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp
         proc.kill()
         proc.wait()
     assert changed_files(host) != before_files  # the killed run's drop-ins, markers and lock
+    if edited:
+        doc = _experiment(host, "killed", {"autoregressive": variants["autoregressive"]}, gpus="auto")
+        write_experiment(path, doc)
+        host.admin(
+            "printf '#!/bin/sh\\necho NVIDIA-SMI has failed >&2\\nexit 9\\n' > /usr/local/bin/nvidia-smi; "
+            "cat /usr/local/bin/nvidia-smi"
+        )
     restored = run_cli("restore", str(path), env=env)
     assert restored.returncode == 0, restored.stderr + restored.stdout
     running = "systemctl list-units 'specsweep-gpu@*' --state=active,activating,deactivating --no-legend; true"
