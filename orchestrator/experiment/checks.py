@@ -307,6 +307,31 @@ def _check_local_log(exp: ExperimentLike, problems: list[_Problem]) -> None:
         )
 
 
+def log_file_problems(exp: ExperimentLike, file: str) -> list[_Problem]:
+    """A ``log_file`` on this machine that names the experiment file itself: the server's log would be appended
+    to the YAML the run reads (refused, at the key's line). A relative path is taken from the service's
+    ``workdir`` (or the current directory), ``~`` from this user's home."""
+    import os
+
+    log_file = getattr(exp.service, "log_file", None)
+    if not isinstance(log_file, str) or not all(h.kind == "local" for h in exp.host_specs()):
+        return []
+    base = getattr(exp.service, "workdir", None) or os.getcwd()
+    target = os.path.join(os.path.expanduser(base), os.path.expanduser(log_file))
+    try:
+        same = os.path.samefile(target, file)
+    except OSError:
+        same = os.path.realpath(target) == os.path.realpath(file)
+    if not same:
+        return []
+    return [
+        _Problem(
+            ("service", "log_file"),
+            f"{log_file} is this experiment file: the server's log would be written into it; name another file",
+        )
+    ]
+
+
 def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
     """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
     problems: list[_Problem] = []
