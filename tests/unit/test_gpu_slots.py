@@ -489,3 +489,28 @@ def test_restore_undoes_the_slot_instances_the_host_holds_and_the_run_lock(
     assert not (state / f"slots-gpu{instance}.lock").exists()
     assert not (state / "slots-gpu.lock").exists()
     assert {f"slots-gpu{instance}", "slots-gpu"} <= {o.service for o in outcomes if o.leftover is not None}
+
+
+def test_a_resume_with_fewer_gpus_measures_no_finished_point_again(tmp_path: Path) -> None:
+    """Four slots measured every point, then a GPU dropped out (``gpus: auto`` gives 2): the resumed run's
+    slots are others, yet nothing is left to measure (resume is by point, never by slot)."""
+    from orchestrator.sweep.slots import SlotSchedule
+
+    four = load(tmp_path, BASE.replace("gpus: 8", "gpus: 4"))
+    plan = build_plan(four)
+    targets = [slot.target for slot in pack(four, plan).all_slots()]
+    assert len(targets) == 4
+    final = {(t, p.id) for d in plan.deployments if d.baseline for t in targets for p in d.load_points}
+    others = [d for d in plan.deployments if not d.baseline]
+    final |= {(targets[i % 4], p.id) for i, d in enumerate(others) for p in d.load_points}  # dealt over 4 slots
+    two = load(tmp_path, BASE.replace("gpus: 8", "gpus: 2"))
+    layout = pack(two, build_plan(two))
+    resumed = SlotSchedule(plan, layout, final, per_slot=True)
+    assert resumed.pending_count() == 0
+    again = [
+        (slot.target, d.label)
+        for slot in layout.all_slots()
+        for d in resumed.deployments_for_slot(_Slot(slot), going=lambda: True, skipped=lambda: None)
+        if resumed.pending_points(slot.target, d)
+    ]
+    assert again == []
