@@ -491,6 +491,12 @@ class RunStore:
         if self._run_lock is not None:
             self._run_lock.release()
 
+    def _still_ours(self) -> None:
+        """Before a write of a held run: StoreError when its directory was moved or removed meanwhile
+        (:meth:`orchestrator.runs.runlock.RunLock.check`: nothing is written into a new copy at the old path)."""
+        if self._run_lock is not None:
+            self._run_lock.check()
+
     # ---- what the run is -------------------------------------------------------------------------
 
     @property
@@ -536,6 +542,7 @@ class RunStore:
 
     def append(self, record: Record) -> None:
         """Append one record as one line, flushed and fsynced before returning."""
+        self._still_ours()
         line = redact_json_line(record.model_dump_json()) + "\n"
         target = self.path / "records.jsonl"
         with self._lock:
@@ -547,6 +554,7 @@ class RunStore:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
+        self._still_ours()
         entry = redact({"time": utc_now_iso(), "kind": kind, **fields})
         target = self.path / "events.jsonl"
         data = (json.dumps(entry, default=str) + "\n").encode("utf-8")
@@ -562,6 +570,7 @@ class RunStore:
         ``windows/<point id>.log``; with ``host`` (a pool, where baselines run on every host)
         ``windows/<host>/<point id>.log``; a retry's window gets ``.attempt<N>`` so it never hides the first.
         """
+        self._still_ours()
         rel = Path("windows")
         if host is not None:
             rel = rel / _safe_name(host)
@@ -580,6 +589,7 @@ class RunStore:
     ) -> str:
         """Keep ``rows`` as ``<folder>/[<host>/]<name>[.attemptN].jsonl`` (one JSON object a line, written
         atomically); returns the path relative to the run directory (``requests/``, ``lossless/``)."""
+        self._still_ours()
         rel = Path(folder)
         if host is not None:
             rel = rel / _safe_name(host)
@@ -599,6 +609,7 @@ class RunStore:
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""
+        self._still_ours()
         target = self.path / name
         with self._lock:
             try:
@@ -621,6 +632,7 @@ class RunStore:
 
         ``stop_reason`` (state ``stopped``) and ``points`` (the plan's points by status) are kept with a final
         state; ``running`` clears them."""
+        self._still_ours()
         with self._lock:
             info = self._info.model_copy(deep=True)
             if state == "running":
@@ -640,6 +652,7 @@ class RunStore:
 
     def set_origin(self, experiment_file: str | None, hosts: list[str]) -> None:
         """Record which experiment file and hosts this run is made with (a resume of an older run fills it)."""
+        self._still_ours()
         with self._lock:
             info = self._info.model_copy(update={"experiment_file": experiment_file, "hosts": list(hosts)})
             self._info = info
@@ -648,6 +661,7 @@ class RunStore:
     def replace_configuration(self, resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> None:
         """Write a changed experiment and plan over the stored ones (``--resume --redo-changed``; the
         ``resume_changed`` event keeps what changed)."""
+        self._still_ours()
         text, plan_text = _configuration_texts(resolved_experiment, plan_json)
         with self._lock:
             try:
@@ -660,6 +674,7 @@ class RunStore:
         """Move every record of the (host, point id) ``keys`` out of ``records.jsonl`` into
         ``superseded.jsonl`` (with ``superseded_reason``), so the run's figures never mix two configurations
         and nothing measured is lost. ``records.jsonl`` is rewritten atomically; returns the records moved."""
+        self._still_ours()
         if not keys:
             return 0
         target = self.path / "records.jsonl"
