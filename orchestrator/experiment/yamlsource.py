@@ -13,6 +13,7 @@ directories alike.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import ConfigError
+from orchestrator.files import NotReadable, read_bounded
 
 __all__ = ["MAX_BYTES", "MAX_EXPANDED_NODES", "Positions", "load_yaml_with_positions", "locate", "text_problem"]
 
@@ -162,11 +164,17 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
     """Parse ``path``; raise ``ConfigError`` (with line and column) for anything that is not well-formed YAML."""
     file = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError("no such file", file=file) from None
     except IsADirectoryError:
         raise ConfigError("is a directory, not an experiment file", file=file) from None
+    except NotReadable as exc:
+        if exc.errno == errno.EFBIG:
+            raise ConfigError(
+                f"file is larger than {MAX_BYTES} bytes, the most specsweep reads of a YAML file", file=file
+            ) from None
+        raise ConfigError(f"cannot read: {exc.strerror}", file=file) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=file) from None
     if len(raw) > MAX_BYTES:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.errors import StoreError
+from orchestrator.files import read_bounded
 from orchestrator.redaction import redact
 from orchestrator.runs.reading import parse_json
 
@@ -84,7 +85,7 @@ def host_identities(resolved: dict[str, Any]) -> list[str]:
 
 def _json_object(path: Path) -> dict[str, Any] | None:
     try:
-        value = parse_json(path.read_text(encoding="utf-8"))
+        value = parse_json(read_bounded(path, 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -100,7 +101,7 @@ def run_kind(run_dir: str | Path) -> str:
     if (run_dir / "playbook.json").is_file():
         return "playbook"
     try:
-        experiment = (run_dir / "experiment.yaml").read_text(encoding="utf-8", errors="replace")
+        experiment = read_bounded(run_dir / "experiment.yaml", 64 * 1024 * 1024).decode("utf-8", errors="replace")
     except OSError:
         experiment = ""
     return "search" if _SEARCH_KEY.search(experiment) or (run_dir / "search").is_dir() else "sweep"

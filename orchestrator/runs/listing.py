@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import StoreError
+from orchestrator.files import read_bounded
 from orchestrator.runs.reading import parse_json
 
 __all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_sequence"]
@@ -13,7 +14,7 @@ __all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_
 def run_sequence(run_dir: Path) -> int | None:
     """The ``sequence`` of a run directory's run.json, None when it has none (or cannot be read)."""
     try:
-        raw = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
+        raw = parse_json(read_bounded(run_dir / "run.json", 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return None
     value = raw.get("sequence") if isinstance(raw, dict) else None

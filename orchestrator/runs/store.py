@@ -38,6 +38,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError, StoreError
+from orchestrator.files import NotReadable, bounded_lines, read_bounded
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
@@ -74,6 +76,10 @@ __all__ = [
 # One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
 # would misread the new one (adding an optional field does not need a bump).
 RUN_SCHEMA_VERSION = 1
+
+#: The most of run.json, plan.json, experiment.yaml or another JSON file of a run read whole (a plan of 20,000
+#: points is tens of megabytes); more is refused, as is anything that is not a regular file.
+MAX_JSON_BYTES = 256 * 1024 * 1024
 
 RunState = Literal["running", "done", "interrupted", "failed", "stopped"]
 _FINAL_STATES = ("done", "interrupted", "failed", "stopped")
@@ -308,11 +314,10 @@ def _append_bytes(path: Path, data: bytes) -> None:
 def _lines(target: Path) -> Iterator[tuple[int, str]]:
     """The non-blank lines of ``target`` with their numbers; none when it is missing."""
     try:
-        with open(target, encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, start=1):
-                text = line.strip()
-                if text:
-                    yield number, text
+        for number, line in enumerate(bounded_lines(target), start=1):
+            text = line.decode("utf-8", errors="replace").strip().strip("\x00").strip()
+            if text:  # a crash's NUL-filled tail is blank, not a line
+                yield number, text
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -373,7 +378,9 @@ def _safe_name(text: str) -> str:
 
 def _read_json(path: Path) -> Any:
     try:
-        return parse_json(path.read_text(encoding="utf-8"))
+        return parse_json(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except FileNotFoundError as exc:
         raise StoreError(f"{path.parent}: not a run directory (no {path.name})") from exc
     except OSError as exc:
@@ -509,7 +516,7 @@ class RunStore:
 
     def experiment_text(self) -> str:
         try:
-            return (self.path / "experiment.yaml").read_text(encoding="utf-8")
+            return read_bounded(self.path / "experiment.yaml", MAX_JSON_BYTES).decode("utf-8", errors="replace")
         except OSError as exc:
             raise _store_error("read", self.path / "experiment.yaml", exc) from exc
 
@@ -620,8 +627,8 @@ class RunStore:
     def read_json(self, name: str) -> dict[str, Any] | None:
         """A JSON object file of the run directory, or None when it is missing or unreadable."""
         try:
-            value = parse_json((self.path / name).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            value = parse_json(read_bounded(self.path / name, MAX_JSON_BYTES).decode("utf-8"))
+        except (OSError, ValueError):
             return None
         return value if isinstance(value, dict) else None
 
@@ -730,6 +737,8 @@ class RunStore:
         if self._tail_checked:
             return
         try:
+            if not stat.S_ISREG(os.stat(target).st_mode):
+                raise NotReadable(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)", str(target))
             with open(target, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
                 if fh.tell() > 0:
