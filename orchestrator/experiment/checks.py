@@ -24,6 +24,7 @@ from orchestrator.experiment.service import (
 )
 from orchestrator.experiment.validation import suggest
 from orchestrator.experiment.variants import Variant
+from orchestrator.redaction import redact, remember
 from orchestrator.templates import TemplateSyntaxError, fields
 
 __all__ = ["MAX_DEPLOYMENTS", "MAX_LOAD_POINTS", "RUNTIME_FIELDS", "ExperimentLike"]
@@ -403,15 +404,21 @@ def _read_secrets(exp: ExperimentLike, data: dict[str, Any], base: Path) -> None
         env = written.get("environment")
         where = "environment" if isinstance(env, dict) and name in env else "secrets"
         try:
-            source.read(base)
+            read = source.read(base)
         except ValueError as exc:
             raise _Problem(("service", where, name), str(exc)) from None
+        if hasattr(read, "get_secret_value"):
+            remember(read.get_secret_value())  # masked by value wherever it shows up (a server's log echoing it)
+    redact(data)  # every secret written inline is remembered: masked by value wherever it shows up later
     key = exp.server.api_key
+    if not isinstance(key, SecretSource) and key is not None:
+        remember(key.get_secret_value())
     if isinstance(key, SecretSource):
         try:
             value = key.read(base)
         except ValueError as exc:
             raise _Problem(("server", "api_key"), str(exc)) from None
+        remember(value.get_secret_value())
         if not _header_text(value.get_secret_value()):
             raise _Problem(
                 ("server", "api_key"),

@@ -586,7 +586,7 @@ class RunStore:
         target = self.path / rel
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, text)
+            _write_atomic(target, redact_text(text))
         except OSError as exc:
             raise _store_error("write the window", target, exc) from exc
         return rel.as_posix()
@@ -602,7 +602,8 @@ class RunStore:
             rel = rel / _safe_name(host)
         rel = rel / (_safe_name(name) + (f".attempt{attempt}" if attempt > 1 else "") + ".jsonl")
         target = self.path / rel
-        text = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows)
+        # A server's answer may echo what it was sent (a 401 body quoting the Authorization header).
+        text = "".join(json.dumps(redact(row), default=str, separators=(",", ":")) + "\n" for row in rows)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(target, text)
