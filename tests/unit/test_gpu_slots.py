@@ -152,6 +152,7 @@ def test_plan_json_shows_the_slots(tmp_path: Path) -> None:
             id="too-big",
         ),
         pytest.param('19000"', '"', "server.url", "give the port", id="url-without-port"),
+        pytest.param("127.0.0.1:19000", "127.0.0.1:65530", "server.url", "above 65535", id="slot-port-over-65535"),
         pytest.param("slots: {}", "slots: {baselines: some}", "slots.baselines", "per-slot", id="bad-baselines"),
     ],
 )
