@@ -97,11 +97,20 @@ def _walk(
             _walk(item, (*path, index), positions, file, depth + 1, seen_nodes)
 
 
+#: Embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069): they reorder what follows on screen.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def text_problem(value: str) -> str | None:
     """Why ``value`` cannot be used as text anywhere (a NUL, a lone surrogate), or ``None``."""
     if "\0" in value:
         return 'a NUL character (a YAML "\\0" escape?) cannot be passed to a command, an environment or a file'
     for ch in value:
+        if ch in _BIDI_CONTROLS:
+            return (
+                f"U+{ord(ch):04X}, a bidirectional control character, would make the console, the report and the "
+                "CSV show this text other than it is (the characters reordered); write it without"
+            )
         if "\ud800" <= ch <= "\udfff":
             return (
                 f'{ch!r} is a lone surrogate (a YAML "\\u" escape?), not a character: it has no UTF-8 encoding, '

@@ -147,6 +147,14 @@ def test_good_file_loads(tmp_path: Path) -> None:
             "duplicate key",
             id="duplicate-key",
         ),
+        pytest.param(
+            "matrix: {budget: [7, 16]",
+            'matrix: {budget: [7, "16\\u202eevil"]',
+            13,
+            "variants.tree.matrix.budget",
+            "bidirectional control character",
+            id="rtl-override-in-a-matrix-value",
+        ),
     ],
 )
 def test_error_paths(tmp_path: Path, old: str, new: str, line: int, key: str, fragment: str) -> None:
