@@ -40,6 +40,7 @@ from typing import Any
 
 __all__ = [
     "REDACTED",
+    "RedactingStream",
     "inline_secrets",
     "is_secret_name",
     "known_values",
@@ -245,6 +246,21 @@ def _redacted(doc: Any, values: tuple[str, ...], under: str | None) -> Any:
     if isinstance(doc, str):
         return redact_text(doc, values)
     return doc
+
+
+class RedactingStream:
+    """``stream`` (the process's stdout or stderr) written through :func:`redact_text`: what ``typer.echo``,
+    ``print`` and the consoles write while the CLI runs (``orchestrator.cli.app.main``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._wrapped = stream
+
+    def write(self, text: str) -> int:
+        self._wrapped.write(redact_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
 
 
 def redact_json_line(line: str) -> str:

@@ -181,12 +181,17 @@ def main(argv: list[str] | None = None) -> None:
     The sweep restores its hosts on every way out, this one included, before the error reaches here. Set
     ``SPECSWEEP_TRACEBACK=1`` to also print the traceback.
     """
-    from orchestrator.cli.console import RedactingStream
+    from orchestrator.redaction import RedactingStream
 
     previous_hook = threading.excepthook
     threading.excepthook = _thread_excepthook
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    # Piped output (a CI log, a file, another program) passes the redactor; a terminal is left to rich as it is
+    # (its live display measured the stream itself and hung behind a wrapper under a pseudo-terminal).
+    if not sys.stdout.isatty():
+        sys.stdout = RedactingStream(sys.stdout)
+    if not sys.stderr.isatty():
+        sys.stderr = RedactingStream(sys.stderr)
     try:
         app(args=argv, prog_name="specsweep")
     except SpecsweepError as exc:
