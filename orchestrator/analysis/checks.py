@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
 from orchestrator.errors import ConfigError, StoreError
+from orchestrator.files import read_bounded
 from orchestrator.runs.reading import confined, parse_json
 from orchestrator.runs.store import SkippedLine
 
@@ -133,7 +134,7 @@ class CheckContext:
         except StoreError:
             return None
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
+            return read_bounded(path, 256 * 1024 * 1024).decode("utf-8", errors="replace")
         except OSError:
             return None
 
@@ -590,7 +591,7 @@ def lossless(ctx: CheckContext) -> list[Finding]:
     labels: dict[tuple[str, str], str] = {}
     for path in sorted((ctx.run_path / LOSSLESS_DIR).rglob("*.jsonl")):
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = read_bounded(path, 256 * 1024 * 1024).decode("utf-8", errors="replace").splitlines()
         except OSError:
             continue
         for line in lines:

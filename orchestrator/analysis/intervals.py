@@ -145,8 +145,11 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and c != "load"]
-    for _key, group in frame.groupby(GROUP_KEYS, sort=False, dropna=False):
-        records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in group.to_dict("records")]
+    # The frame made into records once, each group taking its rows by position: a to_dict per group cost
+    # tens of milliseconds each on a wide frame (bench/scale.py).
+    every: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
+    for positions in frame.groupby(GROUP_KEYS, sort=False, dropna=False).indices.values():
+        records: list[dict[str, Any]] = [every[i] for i in positions]
         ok = [r for r in records if r.get("status") == "ok"]
         failed = [r for r in records if r.get("status") != "ok"]
         if not ok:

@@ -182,8 +182,17 @@ def main(argv: list[str] | None = None) -> None:
     The sweep restores its hosts on every way out, this one included, before the error reaches here. Set
     ``SPECSWEEP_TRACEBACK=1`` to also print the traceback.
     """
+    from orchestrator.redaction import RedactingStream
+
     previous_hook = threading.excepthook
     threading.excepthook = _thread_excepthook
+    streams = sys.stdout, sys.stderr
+    # Piped output (a CI log, a file, another program) passes the redactor; a terminal is left to rich as it is
+    # (its live display measured the stream itself and hung behind a wrapper under a pseudo-terminal).
+    if not sys.stdout.isatty():
+        sys.stdout = RedactingStream(sys.stdout)
+    if not sys.stderr.isatty():
+        sys.stderr = RedactingStream(sys.stderr)
     try:
         app(args=argv, prog_name="specsweep")
     except SpecsweepError as exc:
@@ -194,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     finally:
         threading.excepthook = previous_hook
+        sys.stdout, sys.stderr = streams
 
 
 def _one_line(text: str) -> str:
@@ -203,7 +213,10 @@ def _one_line(text: str) -> str:
 
 
 def _error_line(message: str) -> None:
-    typer.secho(_one_line(message), err=True, fg=typer.colors.RED)
+    from orchestrator.redaction import redact_text
+
+    # A failing server's output or an invalid URL may carry a secret: masked by shape and by every value known.
+    typer.secho(_one_line(redact_text(message)), err=True, fg=typer.colors.RED)
 
 
 def internal_error(exc: BaseException, argv: list[str]) -> str:

@@ -24,6 +24,7 @@ from orchestrator.experiment.service import (
 )
 from orchestrator.experiment.validation import suggest
 from orchestrator.experiment.variants import Variant
+from orchestrator.redaction import redact, remember
 from orchestrator.templates import TemplateSyntaxError, fields
 
 __all__ = ["MAX_DEPLOYMENTS", "MAX_LOAD_POINTS", "RUNTIME_FIELDS", "ExperimentLike"]
@@ -341,6 +342,31 @@ def _check_local_log(exp: ExperimentLike, problems: list[_Problem]) -> None:
         )
 
 
+def log_file_problems(exp: ExperimentLike, file: str) -> list[_Problem]:
+    """A ``log_file`` on this machine that names the experiment file itself: the server's log would be appended
+    to the YAML the run reads (refused, at the key's line). A relative path is taken from the service's
+    ``workdir`` (or the current directory), ``~`` from this user's home."""
+    import os
+
+    log_file = getattr(exp.service, "log_file", None)
+    if not isinstance(log_file, str) or not all(h.kind == "local" for h in exp.host_specs()):
+        return []
+    base = getattr(exp.service, "workdir", None) or os.getcwd()
+    target = os.path.join(os.path.expanduser(base), os.path.expanduser(log_file))
+    try:
+        same = os.path.samefile(target, file)
+    except OSError:
+        same = os.path.realpath(target) == os.path.realpath(file)
+    if not same:
+        return []
+    return [
+        _Problem(
+            ("service", "log_file"),
+            f"{log_file} is this experiment file: the server's log would be written into it; name another file",
+        )
+    ]
+
+
 def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
     """Every problem a schema cannot see (hosts, baselines, templates per variant, sizes, rendered commands)."""
     problems: list[_Problem] = []
@@ -412,15 +438,21 @@ def _read_secrets(exp: ExperimentLike, data: dict[str, Any], base: Path) -> None
         env = written.get("environment")
         where = "environment" if isinstance(env, dict) and name in env else "secrets"
         try:
-            source.read(base)
+            read = source.read(base)
         except ValueError as exc:
             raise _Problem(("service", where, name), str(exc)) from None
+        if hasattr(read, "get_secret_value"):
+            remember(read.get_secret_value())  # masked by value wherever it shows up (a server's log echoing it)
+    redact(data)  # every secret written inline is remembered: masked by value wherever it shows up later
     key = exp.server.api_key
+    if not isinstance(key, SecretSource) and key is not None:
+        remember(key.get_secret_value())
     if isinstance(key, SecretSource):
         try:
             value = key.read(base)
         except ValueError as exc:
             raise _Problem(("server", "api_key"), str(exc)) from None
+        remember(value.get_secret_value())
         if not _header_text(value.get_secret_value()):
             raise _Problem(
                 ("server", "api_key"),

@@ -23,7 +23,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from orchestrator.engines.registry import engine_names, get_engine
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.advice import advice_warnings
-from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems
+from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems, log_file_problems
 from orchestrator.experiment.common import _NAME, Scalar, _no_control, _Strict
 from orchestrator.experiment.hosts import HostSpec, LauncherSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
 from orchestrator.experiment.inline import inline_secret_warnings
@@ -252,7 +252,7 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
         raise error_from_validation(exc, data, positions, file, root=Experiment) from None
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
-    problems = _semantic_problems(exp)
+    problems = _semantic_problems(exp) + log_file_problems(exp, file)
     if not problems:
         from orchestrator.experiment.workloads import check_workloads
 

@@ -193,6 +193,21 @@ def slot_problems(exp: _ExperimentLike) -> list[tuple[tuple[Any, ...], str]]:
                         f"a deployment of {size} GPUs does not fit on {spec.display_name} ({gpus} GPUs)",
                     )
                 )
+    base = url_port(exp.server.url)
+    for _, spec in declared:
+        gpus = spec.gpus
+        if gpus == "auto":
+            continue
+        highest = base + (gpus - 1) * exp.slots.port_step
+        if highest > 65535:
+            problems.append(
+                (
+                    ("slots", "port_step") if exp.slots.port_step > 1 else ("server", "url"),
+                    f"the slots of {spec.display_name} ({gpus} GPUs) would serve up to port {highest}, above "
+                    f"65535: server.url's port {base} plus {gpus - 1} x slots.port_step {exp.slots.port_step}; "
+                    "use a lower port or a smaller port_step",
+                )
+            )
     if kind == "systemd" and not str(exp.service.unit).endswith("@.service"):
         problems.append(
             (

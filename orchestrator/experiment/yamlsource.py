@@ -13,6 +13,7 @@ directories alike.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import ConfigError
+from orchestrator.files import NotReadable, read_bounded
 
 __all__ = ["MAX_BYTES", "MAX_EXPANDED_NODES", "Positions", "load_yaml_with_positions", "locate", "text_problem"]
 
@@ -95,11 +97,20 @@ def _walk(
             _walk(item, (*path, index), positions, file, depth + 1, seen_nodes)
 
 
+#: Embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069): they reorder what follows on screen.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def text_problem(value: str) -> str | None:
     """Why ``value`` cannot be used as text anywhere (a NUL, a lone surrogate), or ``None``."""
     if "\0" in value:
         return 'a NUL character (a YAML "\\0" escape?) cannot be passed to a command, an environment or a file'
     for ch in value:
+        if ch in _BIDI_CONTROLS:
+            return (
+                f"U+{ord(ch):04X}, a bidirectional control character, would make the console, the report and the "
+                "CSV show this text other than it is (the characters reordered); write it without"
+            )
         if "\ud800" <= ch <= "\udfff":
             return (
                 f'{ch!r} is a lone surrogate (a YAML "\\u" escape?), not a character: it has no UTF-8 encoding, '
@@ -162,11 +173,17 @@ def load_yaml_with_positions(path: Path) -> tuple[Any, Positions]:
     """Parse ``path``; raise ``ConfigError`` (with line and column) for anything that is not well-formed YAML."""
     file = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_BYTES)
     except FileNotFoundError:
         raise ConfigError("no such file", file=file) from None
     except IsADirectoryError:
         raise ConfigError("is a directory, not an experiment file", file=file) from None
+    except NotReadable as exc:
+        if exc.errno == errno.EFBIG:
+            raise ConfigError(
+                f"file is larger than {MAX_BYTES} bytes, the most specsweep reads of a YAML file", file=file
+            ) from None
+        raise ConfigError(f"cannot read: {exc.strerror}", file=file) from None
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=file) from None
     if len(raw) > MAX_BYTES:

@@ -28,6 +28,7 @@ them. A host without nvidia-smi is not checked (the evidence says so).
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,8 @@ from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFa
 from orchestrator.hosts import connect_host
 from orchestrator.launchers.base import HealthCallback
 from orchestrator.launchers.health import wait_until_healthy
-from orchestrator.launchers.hosts import HEALTH_POLL_SECONDS, HostServer
+from orchestrator.launchers.hosts import HEALTH_POLL_SECONDS, HostServer, check_port_free
+from orchestrator.quoting import shell_quote
 from orchestrator.services import make_service
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from orchestrator.plan.slots import GpuSlot as SlotSpec
     from orchestrator.plan.slots import SlotLayout
     from orchestrator.services.base import Service
+    from orchestrator.services.hoststate import HostLock
 
 __all__ = ["GpuSlot", "GpuSlotLauncher", "GpuSlotServer", "HostGpus", "slot_deployment", "wait_clean"]
 
@@ -89,12 +92,8 @@ class HostGpus:
             self._users += 1
             if self._users > 1:
                 return
-            from orchestrator.services.hoststate import HostLock
-
             try:
-                template = _template_name(experiment)
-                state_dir = _state_dir(experiment)
-                lock = HostLock(host, f"{state_dir}/{template}.lock", service=template)
+                lock = run_lock(host, experiment)
                 lock.acquire(lock_label, break_lock=break_lock)
                 self._lock = lock
                 self._measure_before(host)
@@ -140,14 +139,30 @@ def _template_name(experiment: Experiment) -> str:
     return str(unit) if unit else f"{experiment.name}-gpu"
 
 
-def _state_dir(experiment: Experiment) -> str:
+def run_lock(host: Host, experiment: Experiment) -> HostLock:
+    """The lock over every instance of the experiment's slots on ``host`` (``<state dir>/<template>.lock``).
+
+    A process service's state directory is the login's ``~/.local/state/specsweep``: ``~`` is expanded on the
+    host (its ``$HOME``, as the login user the servers run as), never passed on quoted (which made a directory
+    named ``~`` wherever the command ran, that two controllers in two directories did not share)."""
+    from orchestrator.services.hoststate import HostLock
+
+    template = _template_name(experiment)
     if getattr(experiment.service, "kind", None) == "systemd":
         from orchestrator.services.systemd import STATE_DIR
 
-        return STATE_DIR
+        return HostLock(host, f"{STATE_DIR}/{template}.lock", service=template)
     from orchestrator.services.process import DEFAULT_STATE_DIR
 
-    return DEFAULT_STATE_DIR
+    login_user = getattr(host, "as_login_user", None)
+    login = login_user() if callable(login_user) else host
+    state_dir = DEFAULT_STATE_DIR
+    if state_dir == "~" or state_dir.startswith("~/"):
+        home = login.run('printf %s "$HOME"').check("reading $HOME", host=login.name).stdout.rstrip("/")
+        if not home.startswith("/"):
+            raise HostError(f"{login.name}: $HOME is {home!r}, not an absolute path: cannot place the slots' lock")
+        state_dir = home + state_dir[1:]
+    return HostLock(login, f"{state_dir}/{template}.lock", service=template)
 
 
 def wait_clean(
@@ -320,6 +335,7 @@ class GpuSlot:
                 self._last_check = placement["gpu_check"]
             else:
                 placement["gpu_check"] = {"clean": None, "note": self.gpus.note}
+            self._check_port_free(service, deployment)
             service.apply(slot_deployment(deployment, self.slot))
             exp = self.experiment
             wait_until_healthy(
@@ -336,6 +352,17 @@ class GpuSlot:
             self._end_deployment()
             raise
         return GpuSlotServer(self.url, service, placement, self._end_deployment)
+
+    def _check_port_free(self, service: Service, deployment: Deployment) -> None:
+        """Before each start (the slot's instance is stopped then): nothing else may answer the slot's port, or
+        its figures would be recorded as this deployment's while our server fails to bind (StartFailed,
+        ``port_taken``, naming who holds it)."""
+        try:
+            check_port_free(service, self.experiment, self.url, f"{self.slot_name} ({deployment.label})")
+        except StartFailed:
+            raise
+        except ServiceError as taken:
+            raise StartFailed(str(taken), reason="port_taken") from None
 
     def failure_placement(self) -> dict[str, Any]:
         """The placement a failed deployment's records keep: the slot, and the last GPU check's evidence."""
@@ -473,23 +500,43 @@ def doctor_check(spec: Any, host: Host) -> tuple[Literal["ok", "warn", "fail"], 
     return "ok", f"{count} GPU(s) for slots, no compute process on any of them"
 
 
-def instance_experiments(experiment: Experiment, host_name: str) -> list[Any]:
-    """``experiment`` once per service instance its GPU slots use on ``host_name`` (the template's instance as
-    the unit, or the instance's name as the process's), for ``specsweep restore`` to undo what a killed run
-    left on each."""
-    from orchestrator.plan.deployments import build_plan
-    from orchestrator.plan.slots import pack
+def instance_experiments(experiment: Experiment, host: Host) -> list[Any]:
+    """``experiment`` once per service instance of its GPU slots that ``host`` holds anything of (a marker, a
+    drop-in, a lock, a pid file), and once for the slots' run lock: for ``specsweep restore`` to undo what a
+    killed run left on each.
 
-    layout = pack(experiment, build_plan(experiment), resolve_auto(experiment))
+    Read from the host, not from the experiment file as it is now (an edit that dropped configurations or
+    changed ``gpus`` must not leave servers running), and without asking nvidia-smi (a restore is needed
+    exactly when the driver fails)."""
+    service = experiment.service
+    template = _template_name(experiment)
     out: list[Any] = []
-    for slot in layout.all_slots():
-        if slot.host != host_name:
-            continue
-        service = experiment.service
-        unit = getattr(service, "unit", None)
-        if service.kind == "systemd" and unit:
-            instance = str(unit).replace("@.service", f"@{slot.instance}.service")
-            out.append(experiment.model_copy(update={"service": service.model_copy(update={"unit": instance})}))
-        else:
-            out.append(experiment.model_copy(update={"name": f"{experiment.name}-gpu{slot.instance}"}))
+    if service.kind == "systemd" and getattr(service, "unit", None):
+        from orchestrator.services.systemd import STATE_DIR, UNIT_DIR
+
+        prefix = template.removesuffix("@.service") + "@"
+        listing = host.run(
+            f"ls -1 -- {STATE_DIR} {UNIT_DIR} 2>/dev/null; "
+            f"systemctl list-units {shell_quote(prefix + '*')} --all --plain --no-legend 2>/dev/null; true"
+        ).stdout
+        names = set()
+        for line in listing.splitlines():
+            word = line.split()[0] if line.split() else ""
+            match = re.match(rf"^({re.escape(prefix)}[A-Za-z0-9_.-]*?\.service)(\.d|\.lock|\.marker\.json)?$", word)
+            if match and match.group(1) != template:
+                names.add(match.group(1))
+        for unit in sorted(names):
+            out.append(experiment.model_copy(update={"service": service.model_copy(update={"unit": unit})}))
+        return out  # the run lock is the template's own (restore's first source)
+    lock = run_lock(host, experiment)
+    state_dir = lock.path.rsplit("/", 1)[0]
+    listing = lock.host.run(f"ls -1 -- {shell_quote(state_dir)} 2>/dev/null; true").stdout
+    names = set()
+    for line in listing.splitlines():
+        match = re.match(rf"^({re.escape(template)}[A-Za-z0-9_-]*)\.(pid|exit|lock|marker\.json|log|secrets)$", line)
+        if match:
+            names.add(match.group(1))
+    names.add(template)  # the run lock's own name: restore finds and breaks a dead run's lock
+    for name in sorted(names):
+        out.append(experiment.model_copy(update={"name": name}))
     return out

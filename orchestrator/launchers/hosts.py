@@ -18,6 +18,7 @@ deployments go to whichever host is free.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -39,7 +40,16 @@ if TYPE_CHECKING:
     from orchestrator.plan.deployments import Deployment
     from orchestrator.services.base import Service
 
-__all__ = ["HEALTH_POLL_SECONDS", "HostLauncher", "HostServer", "HostSlot", "LocalLauncher", "SSHPoolLauncher"]
+__all__ = [
+    "HEALTH_POLL_SECONDS",
+    "HostLauncher",
+    "HostServer",
+    "HostSlot",
+    "LocalLauncher",
+    "SSHPoolLauncher",
+    "check_port_free",
+    "port_holder",
+]
 
 #: At most this long between health polls: noticing a ready server is the largest orchestration cost of a
 #: sweep (every restart pays it); half a second keeps ready -> noticed under 1 s, one ``systemctl show`` and a
@@ -52,6 +62,51 @@ def _tail(service: Service, lines: int) -> list[str]:
         return list(service.logs_tail(lines))
     except SpecsweepError as exc:
         return [f"(could not read the server log: {exc})"]
+
+
+def port_holder(host: Host | None, url: str) -> str:
+    """Who listens on ``url``'s port on ``host``, from its ``ss -Hltnp`` (``python3 (pid 1234)``); ``another
+    process`` when the host cannot tell (no ``ss``, another user's process, a URL reached through a tunnel)."""
+    from urllib.parse import urlsplit
+
+    if host is None:
+        return "another process"
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        r = host.run(f"command -v ss >/dev/null || exit 127; ss -Hltnp 'sport = :{int(port)}'", timeout=10)
+    except Exception:  # naming the holder is a courtesy: it must never hide the refusal it explains
+        return "another process"
+    names = re.findall(r'\("([^"]+)",pid=(\d+)', r.stdout)
+    seen: list[str] = []
+    for name, pid in names:
+        who = f"{name} (pid {pid})"
+        if who not in seen:
+            seen.append(who)
+    return ", ".join(seen) or "another process"
+
+
+def check_port_free(service: Service, experiment: Experiment, url: str, name: str) -> None:
+    """Refuse to start when something that is not our server already answers at ``url``.
+
+    Otherwise a stray server on the port would pass every health check while ours fails to bind, and its
+    numbers would be recorded as ours. Called while our service is stopped (a host's slot when it opens, a GPU
+    slot before each deployment); a running service is ours. Raises ServiceError naming who holds the port.
+    """
+    if service.state().running:
+        return
+    api_key = experiment.server.api_key_value
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    path = experiment.health_paths[0]
+    with httpx.Client(timeout=2.0, trust_env=False) as client:  # a total deadline (orchestrator/control.py)
+        answer = request(client, "GET", url + path, headers=headers, deadline_s=2.0)
+    if answer.status is None:
+        return
+    who = port_holder(getattr(service, "host", None), url)
+    raise ServiceError(
+        f"{name}: {url}{path} already answers (HTTP {answer.status}) although the service is not running: "
+        f"{who} serves that port; stop it or change the port in the experiment"
+    )
 
 
 class HostServer:
@@ -114,24 +169,7 @@ class HostSlot:
         self._check_port_free(service)
 
     def _check_port_free(self, service: Service) -> None:
-        """Refuse to start when something that is not our server already answers at the server URL.
-
-        Otherwise a stray server on the port would pass every health check while ours fails to bind, and its
-        numbers would be recorded as ours.
-        """
-        if service.state().running:
-            return
-        api_key = self.experiment.server.api_key_value
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        path = self.experiment.health_paths[0]
-        with httpx.Client(timeout=2.0, trust_env=False) as client:  # a total deadline (orchestrator/control.py)
-            answer = request(client, "GET", self.url + path, headers=headers, deadline_s=2.0)
-        if answer.status is None:
-            return
-        raise ServiceError(
-            f"{self.name}: {self.url}{path} already answers (HTTP {answer.status}) although the service is "
-            "not running: another process serves that port; stop it or change the port in the experiment"
-        )
+        check_port_free(service, self.experiment, self.url, self.name)
 
     def _service(self) -> Service:
         if self.service is None:

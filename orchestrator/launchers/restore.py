@@ -59,15 +59,30 @@ def restore_experiment(
     for spec in experiment.host_specs():
         sources = [experiment]
         if getattr(experiment, "gpu_slots", False):  # GPU slots: every service instance, and the run's lock
-            from orchestrator.launchers.gpuslots import instance_experiments
-
-            sources += instance_experiments(experiment, spec.display_name)
+            try:
+                sources += _slot_sources(experiment, spec)
+            except SpecsweepError as exc:
+                outcome = RestoreOutcome(spec.display_name, "the GPU slots' instances", None, error=str(exc))
+                outcomes.append(outcome)
+                if progress is not None:
+                    progress(outcome)
         for source in sources:
             outcome = _restore_host(source, spec, break_lock=break_lock, dry_run=dry_run)
             outcomes.append(outcome)
             if progress is not None:
                 progress(outcome)
     return outcomes
+
+
+def _slot_sources(experiment: Any, spec: Any) -> list[Any]:
+    """The experiment once per slot instance the host holds anything of (read from the host, no GPU query)."""
+    from orchestrator.launchers.gpuslots import instance_experiments
+
+    host = connect_host(spec)
+    try:
+        return instance_experiments(experiment, host)
+    finally:
+        host.close()
 
 
 def _restore_jobs(experiment: Any, *, break_lock: bool, dry_run: bool) -> RestoreOutcome:

@@ -34,12 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import LoadError
+from orchestrator.files import NotReadable, read_bounded
 from orchestrator.load.datasets import WorkloadSource, read_rows, row_prompt_item, select_rows
 
 __all__ = ["Prompt", "Workload", "WorkloadSource", "builtin_names", "load_workload"]
 
 _TEXT_KEYS = ("prompt", "text", "input", "question", "instruction")
 _MAX_KEYS = ("max_tokens", "output_len", "max_new_tokens")
+#: The most of a prompts file read (a 3 GB file ended in MemoryError): larger is refused, saying so.
+MAX_PROMPTS_BYTES = 256 * 1024 * 1024
 _HUMAN = ("human", "user")
 
 # Common English words that are one token each (with their leading space) in Llama, GPT and Gemma vocabularies.
@@ -135,10 +138,12 @@ def load_workload(spec: str | WorkloadSource, seed: int = 0) -> Workload:
 
 def _read(spec: str) -> str:
     path = Path(spec).expanduser()
-    if not path.is_file():
+    if not path.exists():
         raise LoadError(f"load: prompts file {spec!r} does not exist (or use builtin:chat, synthetic:in=N,out=M)")
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bounded(path, MAX_PROMPTS_BYTES).decode("utf-8")
+    except NotReadable as exc:
+        raise LoadError(f"load: cannot read prompts file {spec}: {exc.strerror}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise LoadError(f"load: cannot read prompts file {spec}: {exc}") from exc
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.errors import StoreError
+from orchestrator.files import bounded_lines, read_bounded
 from orchestrator.redaction import redact
 from orchestrator.runs.reading import parse_json
 
@@ -84,7 +85,7 @@ def host_identities(resolved: dict[str, Any]) -> list[str]:
 
 def _json_object(path: Path) -> dict[str, Any] | None:
     try:
-        value = parse_json(path.read_text(encoding="utf-8"))
+        value = parse_json(read_bounded(path, 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
@@ -100,7 +101,7 @@ def run_kind(run_dir: str | Path) -> str:
     if (run_dir / "playbook.json").is_file():
         return "playbook"
     try:
-        experiment = (run_dir / "experiment.yaml").read_text(encoding="utf-8", errors="replace")
+        experiment = read_bounded(run_dir / "experiment.yaml", 64 * 1024 * 1024).decode("utf-8", errors="replace")
     except OSError:
         experiment = ""
     return "search" if _SEARCH_KEY.search(experiment) or (run_dir / "search").is_dir() else "sweep"
@@ -141,21 +142,23 @@ class PointCounts:
 
 def point_counts(run_dir: str | Path) -> PointCounts:
     """:class:`PointCounts` of a run directory; lines that cannot be read are left out, as the store leaves
-    them out."""
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    them out. Streamed, bounded line by line, keeping only each point's last status and cause, never the
+    records (``ls`` of a results root of 100 runs of 5,000 points each)."""
+    latest: dict[tuple[str, str], tuple[str, str | None]] = {}
     try:
-        with open(Path(run_dir) / "records.jsonl", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                try:
-                    record = parse_json(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(record, dict):
-                    latest[(str(record.get("host")), str(record.get("point_id")))] = record
+        for line in bounded_lines(Path(run_dir) / "records.jsonl"):
+            try:
+                record = parse_json(line.decode("utf-8", errors="replace"))
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                status = str(record.get("status"))
+                cause = _cause(record) if status == "failed" else None
+                latest[(str(record.get("host")), str(record.get("point_id")))] = (status, cause)
     except OSError:
         return PointCounts()
-    statuses = Counter(str(r.get("status")) for r in latest.values())
-    causes = Counter(_cause(r) for r in latest.values() if r.get("status") == "failed")
+    statuses = Counter(status for status, _ in latest.values())
+    causes = Counter(cause for status, cause in latest.values() if status == "failed" and cause is not None)
     return PointCounts(statuses["ok"], statuses["failed"], statuses["skipped"], dict(causes))
 
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import StoreError
+from orchestrator.files import read_bounded
 from orchestrator.runs.reading import parse_json
 
-__all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_sequence"]
+__all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_sequence", "unreadable_run"]
 
 
 def run_sequence(run_dir: Path) -> int | None:
     """The ``sequence`` of a run directory's run.json, None when it has none (or cannot be read)."""
     try:
-        raw = parse_json((run_dir / "run.json").read_text(encoding="utf-8"))
+        raw = parse_json(read_bounded(run_dir / "run.json", 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError):
         return None
     value = raw.get("sequence") if isinstance(raw, dict) else None
@@ -48,5 +49,27 @@ def run_directories(root: str | Path, experiment: str) -> list[Path]:
 
 
 def find_latest(root: str | Path, experiment: str) -> Path:
-    """The newest run directory of ``experiment`` under ``root`` (:func:`run_order`)."""
-    return run_directories(root, experiment)[-1]
+    """The newest run directory of ``experiment`` under ``root`` (:func:`run_order`).
+
+    A run directory whose run.json cannot be read sorts first (its sequence is unknown), so the newest run with
+    a broken run.json would silently make ``latest`` an older run (and ``--resume latest`` continue a finished
+    one): refused instead, naming it, when its name (its UTC start) is newer than the run found."""
+    dirs = run_directories(root, experiment)
+    latest = dirs[-1]
+    for run_dir in dirs:
+        if run_sequence(run_dir) is None and run_dir.name > latest.name and unreadable_run(run_dir):
+            raise StoreError(
+                f"the newest run of {experiment!r}, {run_dir}, has a run.json that cannot be read "
+                f"({unreadable_run(run_dir)}): latest would be an older run; repair or move it, or name a run "
+                "directory instead of latest"
+            )
+    return latest
+
+
+def unreadable_run(run_dir: Path) -> str | None:
+    """Why ``run_dir``'s run.json cannot be read as a JSON object, or None when it can."""
+    try:
+        raw = parse_json(read_bounded(run_dir / "run.json", 64 * 1024 * 1024).decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return str(getattr(exc, "strerror", None) or exc)
+    return None if isinstance(raw, dict) else "not a JSON object"

@@ -38,6 +38,7 @@ import re
 import secrets
 import shutil
 import socket
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError, StoreError
+from orchestrator.files import NotReadable, bounded_lines, read_bounded
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
@@ -74,6 +76,10 @@ __all__ = [
 # One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
 # would misread the new one (adding an optional field does not need a bump).
 RUN_SCHEMA_VERSION = 1
+
+#: The most of run.json, plan.json, experiment.yaml or another JSON file of a run read whole (a plan of 20,000
+#: points is tens of megabytes); more is refused, as is anything that is not a regular file.
+MAX_JSON_BYTES = 256 * 1024 * 1024
 
 RunState = Literal["running", "done", "interrupted", "failed", "stopped"]
 _FINAL_STATES = ("done", "interrupted", "failed", "stopped")
@@ -308,11 +314,10 @@ def _append_bytes(path: Path, data: bytes) -> None:
 def _lines(target: Path) -> Iterator[tuple[int, str]]:
     """The non-blank lines of ``target`` with their numbers; none when it is missing."""
     try:
-        with open(target, encoding="utf-8", errors="replace") as fh:
-            for number, line in enumerate(fh, start=1):
-                text = line.strip()
-                if text:
-                    yield number, text
+        for number, line in enumerate(bounded_lines(target), start=1):
+            text = line.decode("utf-8", errors="replace").strip().strip("\x00").strip()
+            if text:  # a crash's NUL-filled tail is blank, not a line
+                yield number, text
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -373,7 +378,9 @@ def _safe_name(text: str) -> str:
 
 def _read_json(path: Path) -> Any:
     try:
-        return parse_json(path.read_text(encoding="utf-8"))
+        return parse_json(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except FileNotFoundError as exc:
         raise StoreError(f"{path.parent}: not a run directory (no {path.name})") from exc
     except OSError as exc:
@@ -491,6 +498,12 @@ class RunStore:
         if self._run_lock is not None:
             self._run_lock.release()
 
+    def _still_ours(self) -> None:
+        """Before a write of a held run: StoreError when its directory was moved or removed meanwhile
+        (:meth:`orchestrator.runs.runlock.RunLock.check`: nothing is written into a new copy at the old path)."""
+        if self._run_lock is not None:
+            self._run_lock.check()
+
     # ---- what the run is -------------------------------------------------------------------------
 
     @property
@@ -503,7 +516,7 @@ class RunStore:
 
     def experiment_text(self) -> str:
         try:
-            return (self.path / "experiment.yaml").read_text(encoding="utf-8")
+            return read_bounded(self.path / "experiment.yaml", MAX_JSON_BYTES).decode("utf-8", errors="replace")
         except OSError as exc:
             raise _store_error("read", self.path / "experiment.yaml", exc) from exc
 
@@ -536,6 +549,7 @@ class RunStore:
 
     def append(self, record: Record) -> None:
         """Append one record as one line, flushed and fsynced before returning."""
+        self._still_ours()
         line = redact_json_line(record.model_dump_json()) + "\n"
         target = self.path / "records.jsonl"
         with self._lock:
@@ -547,6 +561,7 @@ class RunStore:
 
     def event(self, kind: str, **fields: Any) -> None:
         """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
+        self._still_ours()
         entry = redact({"time": utc_now_iso(), "kind": kind, **fields})
         target = self.path / "events.jsonl"
         data = (json.dumps(entry, default=str) + "\n").encode("utf-8")
@@ -562,6 +577,7 @@ class RunStore:
         ``windows/<point id>.log``; with ``host`` (a pool, where baselines run on every host)
         ``windows/<host>/<point id>.log``; a retry's window gets ``.attempt<N>`` so it never hides the first.
         """
+        self._still_ours()
         rel = Path("windows")
         if host is not None:
             rel = rel / _safe_name(host)
@@ -570,7 +586,7 @@ class RunStore:
         target = self.path / rel
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, text)
+            _write_atomic(target, redact_text(text))
         except OSError as exc:
             raise _store_error("write the window", target, exc) from exc
         return rel.as_posix()
@@ -580,12 +596,14 @@ class RunStore:
     ) -> str:
         """Keep ``rows`` as ``<folder>/[<host>/]<name>[.attemptN].jsonl`` (one JSON object a line, written
         atomically); returns the path relative to the run directory (``requests/``, ``lossless/``)."""
+        self._still_ours()
         rel = Path(folder)
         if host is not None:
             rel = rel / _safe_name(host)
         rel = rel / (_safe_name(name) + (f".attempt{attempt}" if attempt > 1 else "") + ".jsonl")
         target = self.path / rel
-        text = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows)
+        # A server's answer may echo what it was sent (a 401 body quoting the Authorization header).
+        text = "".join(json.dumps(redact(row), default=str, separators=(",", ":")) + "\n" for row in rows)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(target, text)
@@ -599,6 +617,7 @@ class RunStore:
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         """Write ``name`` (a file in the run directory, e.g. ``provenance.json``) atomically."""
+        self._still_ours()
         target = self.path / name
         with self._lock:
             try:
@@ -609,8 +628,8 @@ class RunStore:
     def read_json(self, name: str) -> dict[str, Any] | None:
         """A JSON object file of the run directory, or None when it is missing or unreadable."""
         try:
-            value = parse_json((self.path / name).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            value = parse_json(read_bounded(self.path / name, MAX_JSON_BYTES).decode("utf-8"))
+        except (OSError, ValueError):
             return None
         return value if isinstance(value, dict) else None
 
@@ -621,6 +640,7 @@ class RunStore:
 
         ``stop_reason`` (state ``stopped``) and ``points`` (the plan's points by status) are kept with a final
         state; ``running`` clears them."""
+        self._still_ours()
         with self._lock:
             info = self._info.model_copy(deep=True)
             if state == "running":
@@ -640,6 +660,7 @@ class RunStore:
 
     def set_origin(self, experiment_file: str | None, hosts: list[str]) -> None:
         """Record which experiment file and hosts this run is made with (a resume of an older run fills it)."""
+        self._still_ours()
         with self._lock:
             info = self._info.model_copy(update={"experiment_file": experiment_file, "hosts": list(hosts)})
             self._info = info
@@ -648,6 +669,7 @@ class RunStore:
     def replace_configuration(self, resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> None:
         """Write a changed experiment and plan over the stored ones (``--resume --redo-changed``; the
         ``resume_changed`` event keeps what changed)."""
+        self._still_ours()
         text, plan_text = _configuration_texts(resolved_experiment, plan_json)
         with self._lock:
             try:
@@ -660,6 +682,7 @@ class RunStore:
         """Move every record of the (host, point id) ``keys`` out of ``records.jsonl`` into
         ``superseded.jsonl`` (with ``superseded_reason``), so the run's figures never mix two configurations
         and nothing measured is lost. ``records.jsonl`` is rewritten atomically; returns the records moved."""
+        self._still_ours()
         if not keys:
             return 0
         target = self.path / "records.jsonl"
@@ -715,6 +738,8 @@ class RunStore:
         if self._tail_checked:
             return
         try:
+            if not stat.S_ISREG(os.stat(target).st_mode):
+                raise NotReadable(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)", str(target))
             with open(target, "rb") as fh:
                 fh.seek(0, os.SEEK_END)
                 if fh.tell() > 0:

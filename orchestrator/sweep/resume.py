@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import StoreError
 from orchestrator.runs.identity import experiment_file, host_identities, resolved_experiment
-from orchestrator.runs.store import Record, ResumeState, RunStore, run_directories
+from orchestrator.runs.store import Record, ResumeState, RunStore, find_latest, run_directories
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -98,6 +98,7 @@ def find_resumable(experiment: Experiment, results_root: str | Path) -> Path:
     """The newest run of this experiment file on this experiment's hosts under ``results_root``."""
     wanted_file = experiment_file(experiment)
     wanted_hosts = host_identities(resolved_experiment(experiment))
+    find_latest(results_root, experiment.name)  # refuses when the newest run's run.json cannot be read
     dirs = run_directories(results_root, experiment.name)
     for path in reversed(dirs):
         try:

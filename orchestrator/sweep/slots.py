@@ -18,7 +18,8 @@ when the hosts run GPU slots:
   configuration; a slot that has run its hand takes the last deployment of the longest other hand.
 
 Points are keyed ``(target, point id)`` as records are; a point of a non-baseline deployment counts as done
-once any target has it (``--resume`` never measures it twice).
+once any target has it, a target of this layout or one the resumed run recorded (``--resume`` with fewer
+GPUs, as ``gpus: auto`` gives after one drops out, has other slots: resume is by point, never by slot).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class SlotSchedule(Schedule):
         self.per_slot = per_slot
         self.final = final
         self.targets = list(dict.fromkeys(s.target for s in slots))
+        #: Every target a non-baseline point may be done on: this layout's, and the resumed run's own.
+        self.known_targets = list(dict.fromkeys([*self.targets, *sorted({t for t, _ in final})]))
         self.pooled = len(self.targets) > 1
         self.rounds = sorted({d.restart for d in plan.deployments}) or [1]
         self._lock = threading.Lock()
@@ -98,8 +101,12 @@ class SlotSchedule(Schedule):
         phases = self.layout.phase_of(deployment, per_slot_baselines=self.per_slot)
         return list(dict.fromkeys(s.target for size in phases for s in self.layout.slots.get(size, [])))
 
+    def _done(self, point_id: str) -> bool:
+        """A non-baseline point finished on any target (this layout's or the resumed run's)."""
+        return any((t, point_id) in self.final for t in self.known_targets)
+
     def shared_done(self, deployment: Deployment) -> bool:
-        return all(any((t, p.id) in self.final for t in self.targets) for p in deployment.load_points)
+        return all(self._done(p.id) for p in deployment.load_points)
 
     def pending_count(self) -> int:
         count = 0
@@ -107,7 +114,7 @@ class SlotSchedule(Schedule):
             if d.baseline:
                 count += sum(len(self.pending_points(t, d)) for t in self.targets_of(d))
             else:
-                count += sum(1 for p in d.load_points if not any((t, p.id) in self.final for t in self.targets))
+                count += sum(1 for p in d.load_points if not self._done(p.id))
         return count
 
     @property
@@ -129,9 +136,7 @@ class SlotSchedule(Schedule):
             if d.baseline:
                 seconds += sum(p.estimated_seconds for t in self.targets_of(d) for p in self.pending_points(t, d))
             else:
-                seconds += sum(
-                    p.estimated_seconds for p in d.load_points if not any((t, p.id) in self.final for t in self.targets)
-                )
+                seconds += sum(p.estimated_seconds for p in d.load_points if not self._done(p.id))
         return seconds
 
     def plan_points(self, latest: Mapping[tuple[str, str], Record]) -> dict[str, int]:
@@ -144,7 +149,7 @@ class SlotSchedule(Schedule):
                     ok += sum(1 for r in records if r.status == "ok")
                     failed += sum(1 for r in records if r.status == "failed")
                     continue
-                statuses = {latest[(t, point.id)].status for t in self.targets if (t, point.id) in latest}
+                statuses = {latest[(t, point.id)].status for t in self.known_targets if (t, point.id) in latest}
                 planned += 1
                 ok += "ok" in statuses
                 failed += "ok" not in statuses and "failed" in statuses
@@ -206,7 +211,10 @@ class SlotSchedule(Schedule):
         raise NotImplementedError("a slot schedule is asked per slot: deployments_for_slot")
 
     def pending_points(self, target: str, deployment: Deployment) -> list[LoadPoint]:
-        return [p for p in deployment.load_points if (target, p.id) not in self.final]
+        """A baseline's points ``target`` has not finished; another deployment's points no target has."""
+        if deployment.baseline:
+            return [p for p in deployment.load_points if (target, p.id) not in self.final]
+        return [p for p in deployment.load_points if not self._done(p.id)]
 
 
 def slot_equivalence(a: Mapping[str, Any], b: Mapping[str, Any], *, figure: str = "output_tok_s") -> dict[str, Any]:

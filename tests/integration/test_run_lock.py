@@ -125,3 +125,55 @@ def test_a_second_controller_cannot_resume_a_live_run_nor_leave_an_empty_one(tmp
     recs = records(run_dir)
     assert {(r["deployment_id"], r["point_id"]) for r in recs if r["status"] == "ok"} == planned_points(run_dir)
     assert not (run_dir / "superseded.jsonl").exists() or not (run_dir / "superseded.jsonl").read_text().strip()
+
+
+def test_a_lock_file_removed_by_hand_lets_no_second_controller_in(tmp_path: Path, home: Path) -> None:
+    """The lock is on the run directory itself: ``rm RUN/.lock`` while a controller holds the run does not let
+    a second one resume it (it did: that one rewrote the live run's plan)."""
+    port = free_port()
+    doc = local_experiment("unlinked", port, {"ar": "--algorithm ar"})
+    path = write_experiment(tmp_path / "unlinked.yaml", doc)
+    results = tmp_path / "results"
+    env = cli_env(home)
+    assert run_cli("sweep", str(path), "--results", str(results), env=env).returncode == 0
+    run_dir = only_run_dir(results, "unlinked")
+    with held_by_another_process(run_dir):
+        (run_dir / ".lock").unlink()
+        before = snapshot(run_dir)
+        proc = run_cli("sweep", str(path), "--results", str(results), "--resume", str(run_dir), env=env)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "being written by another specsweep" in said, said
+        assert snapshot(run_dir) == before
+
+
+@pytest.mark.parametrize("how", ["moved", "removed"])
+def test_a_run_directory_moved_or_removed_mid_run_stops_the_run_saying_where(
+    tmp_path: Path, home: Path, how: str
+) -> None:
+    """Moved (or removed) while the sweep writes it: the run stops, non-zero, saying where the directory is now,
+    and nothing is recreated at the old path (it was: a partial copy that said ``done``)."""
+    port = free_port()
+    load = {"concurrency": [1, 2], "warmup": 0, "requests": 30, "max_tokens": 48, "ignore_eos": True}
+    doc = local_experiment(
+        "moved", port, {"ar": "--algorithm ar", "linear": "--algorithm linear"}, load=load, itl_ms=10
+    )
+    path = write_experiment(tmp_path / "moved.yaml", doc)
+    results = tmp_path / "results"
+    elsewhere = tmp_path / "elsewhere"
+    with started_cli("sweep", str(path), "--results", str(results), env=cli_env(home)) as proc:
+        run_dir = wait_until(lambda: (run_dirs(results, "moved") or [None])[0], timeout=60)
+        wait_until(lambda: records(run_dir), timeout=120)  # it is measuring
+        if how == "moved":
+            run_dir.rename(elsewhere)
+        else:
+            subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+        out, err = proc.communicate(timeout=240)
+    said = out + err
+    assert proc.returncode != 0, said
+    assert "Traceback" not in said
+    assert not run_dir.exists(), "a partial copy was recreated at the old path"
+    if how == "moved":
+        assert f"was moved to {elsewhere}" in said, said
+        assert run_state(elsewhere) == "running"  # its last word could not be written: a resume continues it
+    else:
+        assert "was removed" in said, said

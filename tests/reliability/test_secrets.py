@@ -374,3 +374,46 @@ def test_service_secrets_never_leak_from_a_process_sweep(testhost: TestHost, tmp
     outcome.secret_leaks = len(leaks)
     outcome.detail = "; ".join(leaks)
     assert not leaks, leaks
+
+
+def test_every_class_of_secret_is_masked_by_value_everywhere(tmp_path: Path, outcome: Outcome) -> None:
+    """Issue 40, one rule: a value known to be secret anywhere is masked everywhere it is written or shown.
+    A matrix value shaped like a Hugging Face token under a neutral name, rendered into the server's command
+    (the simulator serves it as its model id, so it comes back in responses, log windows and records); a
+    ``DB_PASS`` and a neutral-named ``hf_`` value in the environment; a password quoted in an assignment of
+    the command line. No file of the run directory, nor anything the CLI printed, holds any of them."""
+    outcome.scenario = "secrets: by value everywhere (token-shaped matrix value, DB_PASS, quoted, neutral names)"
+    outcome.kind = "secret"
+    served = f"hf_{secrets.token_hex(12)}"
+    db_pass, neutral, quoted = f"db-{secrets.token_hex(8)}", f"hf_{secrets.token_hex(10)}", f"q-{secrets.token_hex(8)}"
+    home = tmp_path / "home"
+    home.mkdir()
+    port = free_port()
+    doc: dict[str, Any] = local_experiment("byvalue", port, {"linear": "--algorithm linear --model {name}"})
+    doc["variants"]["linear"]["matrix"] = {"name": [served]}
+    doc["service"]["environment"] = {"DB_PASS": db_pass, "MODEL_REVISION": neutral}
+    doc["service"]["command"] = f"env SERVICE_PASSWORD='{quoted}' " + doc["service"]["command"]
+    path = write_experiment(tmp_path / "byvalue.yaml", doc)
+    env = cli_env(home)
+    results = tmp_path / "results"
+    with local_leftovers_restored(home, path):
+        outputs = [run_cli("validate", str(path), env=env)]
+        outputs.append(run_cli("sweep", str(path), "--results", str(results), "--json", env=env))
+        assert outputs[-1].returncode == 0, outputs[-1].stderr + outputs[-1].stdout
+        outputs += [run_cli("plan", str(path), "--json", env=env), run_cli("sweep", str(path), "--dry-run", env=env)]
+        run_dir = only_run_dir(results, "byvalue")
+        outputs += [run_cli("report", str(run_dir), env=env), run_cli("recommend", str(run_dir), env=env)]
+    outcome.sweeps = 1
+    assert any(r["status"] == "ok" for r in map(json.loads, (run_dir / "records.jsonl").read_text().splitlines()))
+    leaks = []
+    # The server's own output (its log file on the host, as journald is a unit's) holds what the server prints:
+    # the model id it serves. What specsweep copies of it (windows/) is searched with the run directory.
+    server_log = home / ".local" / "state" / "specsweep" / "byvalue.log"
+    for value in (served, db_pass, neutral, quoted):
+        leaks += _files_containing(results, value.encode())
+        leaks += [p for p in _files_containing(home, value.encode()) if p != str(server_log)]
+        leaks += [f"output of {' '.join(o.args[3:5])}" for o in outputs if value in o.stdout + o.stderr]
+    outcome.secret_checks = sum(1 for p in [*results.rglob("*"), *home.rglob("*")] if p.is_file()) + len(outputs)
+    outcome.secret_leaks = len(leaks)
+    outcome.detail = "; ".join(leaks)
+    assert not leaks, leaks

@@ -77,7 +77,9 @@ def gpu_host(testhost: TestHost) -> Iterator[TestHost]:
         )
 
 
-def _experiment(host: TestHost, name: str, variants: dict[str, Any], *, gpus: int, **extra: Any) -> dict[str, Any]:
+def _experiment(
+    host: TestHost, name: str, variants: dict[str, Any], *, gpus: int | str, **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "host": ssh_host_spec(host, gpus=gpus),
@@ -205,9 +207,12 @@ def test_a_worker_left_on_a_gpu_fails_the_next_deployment_of_its_slot_naming_it(
     assert changed_files(host) == before_files
 
 
-def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp_path: Path) -> None:
+@pytest.mark.parametrize("edited", [False, True], ids=["as-run", "edited-and-driver-failing"])
+def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp_path: Path, edited: bool) -> None:
     """kill -9 mid-run: the instances' drop-ins, markers and the run's lock stay; ``specsweep restore FILE``
-    undoes them all, and the host is as found."""
+    undoes them all, and the host is as found. Also after the file was edited to drop the configurations
+    those instances ran, with ``gpus: auto`` and nvidia-smi failing (a driver fault): restore reads what the
+    host holds and asks no GPU query."""
     host = gpu_host
     before_files, before_units = changed_files(host), _instances(host)
     variants = {
@@ -224,9 +229,50 @@ def test_restore_undoes_every_instance_a_killed_run_left(gpu_host: TestHost, tmp
         proc.kill()
         proc.wait()
     assert changed_files(host) != before_files  # the killed run's drop-ins, markers and lock
+    if edited:
+        doc = _experiment(host, "killed", {"autoregressive": variants["autoregressive"]}, gpus="auto")
+        write_experiment(path, doc)
+        host.admin(
+            "printf '#!/bin/sh\\necho NVIDIA-SMI has failed >&2\\nexit 9\\n' > /usr/local/bin/nvidia-smi; "
+            "cat /usr/local/bin/nvidia-smi"
+        )
     restored = run_cli("restore", str(path), env=env)
     assert restored.returncode == 0, restored.stderr + restored.stdout
     running = "systemctl list-units 'specsweep-gpu@*' --state=active,activating,deactivating --no-legend; true"
     wait_until(lambda: not host.admin(running).stdout.strip(), timeout=30)
     assert changed_files(host) == before_files
     assert _instances(host) == before_units
+
+
+def test_a_stranger_on_a_slots_port_fails_its_deployments_naming_it_never_measured_as_ours(
+    gpu_host: TestHost, tmp_path: Path
+) -> None:
+    """Another server already answers the slot's port: our instance would fail to bind while the stranger
+    answers every health check and its figures would be recorded as our configurations. Every deployment of
+    the slot fails instead (``start_port_taken``), naming the process that holds the port."""
+    host = gpu_host
+    stranger = "specsweep-stranger.service"
+    host.admin(
+        f"systemd-run --unit={stranger} {PYTHON} -m orchestrator.sim --host 0.0.0.0 --port {PORT} --profile tiny"
+    )
+    try:
+        assert wait_until(
+            lambda: host.admin(f"ss -Hltn 'sport = :{PORT}'", check=False).stdout.strip() != "", timeout=30
+        )
+        pid = host.admin(f"systemctl show -p MainPID --value {stranger}").stdout.strip()
+        variants = {
+            "autoregressive": {"spec_args": "--algorithm ar"},
+            "linear": {"spec_args": "--algorithm linear --draft-tokens 3"},
+        }
+        path = write_experiment(tmp_path / "taken.yaml", _experiment(host, "taken", variants, gpus=1))
+        results = tmp_path / "results"
+        proc = run_cli("sweep", str(path), "--results", str(results), "--json", "--no-report", env=cli_env(tmp_path))
+        assert proc.returncode != 0
+        recs = records(next((results / "taken").iterdir()))
+        assert recs and all(r["status"] == "failed" for r in recs), [(r["status"], r.get("error")) for r in recs]
+        assert {r["error"]["kind"] for r in recs} == {"start_port_taken"}
+        assert all(f"pid {pid}" in r["error"]["message"] for r in recs), recs[0]["error"]["message"]
+        # The stranger is left as it was: serving.
+        assert host.admin(f"systemctl is-active {stranger}", check=False).stdout.strip() == "active"
+    finally:
+        host.admin(f"systemctl stop {stranger}; systemctl reset-failed {stranger} 2>/dev/null; true", check=False)

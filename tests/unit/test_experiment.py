@@ -147,6 +147,14 @@ def test_good_file_loads(tmp_path: Path) -> None:
             "duplicate key",
             id="duplicate-key",
         ),
+        pytest.param(
+            "matrix: {budget: [7, 16]",
+            'matrix: {budget: [7, "16\\u202eevil"]',
+            13,
+            "variants.tree.matrix.budget",
+            "bidirectional control character",
+            id="rtl-override-in-a-matrix-value",
+        ),
     ],
 )
 def test_error_paths(tmp_path: Path, old: str, new: str, line: int, key: str, fragment: str) -> None:
@@ -210,3 +218,31 @@ def test_huge_matrix_refused(tmp_path: Path) -> None:
 def test_api_key_is_secret(tmp_path: Path) -> None:
     exp = load_text(tmp_path, GOOD.replace("ready_timeout: 15m", "ready_timeout: 15m, api_key: sk-secret-123"))
     assert "sk-secret-123" not in repr(exp) and "sk-secret-123" not in exp.model_dump_json()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("log_file", "workdir"),
+    [
+        pytest.param("{file}", None, id="absolute"),
+        pytest.param("exp.yaml", "{dir}", id="relative-to-workdir"),
+        pytest.param("{dir}/./sub/../exp.yaml", None, id="dotted"),
+    ],
+)
+def test_a_log_file_that_is_the_experiment_file_itself_is_refused_at_its_line(
+    tmp_path: Path, log_file: str, workdir: str | None
+) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "exp.yaml"
+    service = (
+        "service:\n  kind: process\n  command: python -m orchestrator.sim --port 30001 {spec_args}\n"
+        f"  log_file: {log_file.format(file=path, dir=tmp_path)}\n"
+        + (f"  workdir: {workdir.format(dir=tmp_path)}\n" if workdir else "")
+    )
+    text = GOOD.replace("host: {ssh: root@gpu-box}", "host: local").replace(
+        "service:\n  kind: systemd\n  unit: sglang.service\n"
+        "  exec_start: python -m sglang.launch_server --port 30001 {spec_args}\n",
+        service,
+    )
+    err = error_for(tmp_path, text)
+    assert f"{path}:6" in str(err) and "service.log_file" in str(err), str(err)
+    assert "is this experiment file" in str(err)

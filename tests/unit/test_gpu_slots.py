@@ -152,6 +152,7 @@ def test_plan_json_shows_the_slots(tmp_path: Path) -> None:
             id="too-big",
         ),
         pytest.param('19000"', '"', "server.url", "give the port", id="url-without-port"),
+        pytest.param("127.0.0.1:19000", "127.0.0.1:65530", "server.url", "above 65535", id="slot-port-over-65535"),
         pytest.param("slots: {}", "slots: {baselines: some}", "slots.baselines", "per-slot", id="bad-baselines"),
     ],
 )
@@ -413,3 +414,104 @@ def test_gpus_auto_reads_the_count_from_nvidia_smi_when_the_run_opens(tmp_path: 
     launcher = GpuSlotLauncher(exp, build_plan(exp), lock_label="test")
     assert launcher.layout.gpus == {"local": 8} and not launcher.layout.notes
     assert [s.slot.name for s in launcher.slots()] == [f"local/gpu{i}" for i in range(7)]
+
+
+# -- the slots' run lock and restore (issue 40: items 5, 6, 7) ------------------------------------------------
+
+
+def _dead_lock(service: str) -> str:
+    """A lock file as a run on this controller that has since died leaves it."""
+    import json
+
+    from orchestrator.services.hoststate import controller_identity
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    info = {**controller_identity(), "pid": gone.pid, "pid_start": "", "label": "killed", "token": "t0"}
+    return json.dumps({**info, "service": service}) + "\n"
+
+
+def test_the_slots_run_lock_lives_in_the_logins_home_never_in_a_directory_named_tilde(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.hosts.local import LocalHost
+    from orchestrator.launchers.gpuslots import HostGpus
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'no-gpus'}{os.pathsep}{os.environ['PATH']}")
+    exp = load(tmp_path, BASE)
+    gpus = HostGpus("local")
+    gpus.open(LocalHost(), exp, "test run", False)
+    lock = home / ".local" / "state" / "specsweep" / "slots-gpu.lock"
+    try:
+        assert lock.is_file()
+        assert not (work / "~").exists()
+    finally:
+        gpus.close()
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize(
+    ("gpus_line", "instance"),
+    [
+        # An edit dropped configurations after a kill -9: slot 7 is no longer in the file's layout.
+        pytest.param("gpus: 2", "7", id="instance-the-file-no-longer-plans"),
+        # gpus: auto and nvidia-smi failing (a driver fault): restore asks no GPU query.
+        pytest.param("gpus: auto", "0", id="gpus-auto-with-nvidia-smi-failing"),
+    ],
+)
+def test_restore_undoes_the_slot_instances_the_host_holds_and_the_run_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus_line: str, instance: str
+) -> None:
+    from orchestrator.launchers.restore import restore_experiment
+
+    home = tmp_path / "home"
+    state = home / ".local" / "state" / "specsweep"
+    state.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    broken = tmp_path / "bin"
+    broken.mkdir()
+    smi = broken / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the driver' >&2\nexit 9\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{broken}{os.pathsep}{os.environ['PATH']}")
+    (state / f"slots-gpu{instance}.lock").write_text(_dead_lock(f"slots-gpu{instance}"))
+    (state / "slots-gpu.lock").write_text(_dead_lock("slots-gpu"))
+    exp = load(tmp_path, BASE.replace("gpus: 8", gpus_line))
+    outcomes = restore_experiment(exp)
+    assert not [o.error for o in outcomes if o.error], [o.error for o in outcomes]
+    assert not (state / f"slots-gpu{instance}.lock").exists()
+    assert not (state / "slots-gpu.lock").exists()
+    assert {f"slots-gpu{instance}", "slots-gpu"} <= {o.service for o in outcomes if o.leftover is not None}
+
+
+def test_a_resume_with_fewer_gpus_measures_no_finished_point_again(tmp_path: Path) -> None:
+    """Four slots measured every point, then a GPU dropped out (``gpus: auto`` gives 2): the resumed run's
+    slots are others, yet nothing is left to measure (resume is by point, never by slot)."""
+    from orchestrator.sweep.slots import SlotSchedule
+
+    four = load(tmp_path, BASE.replace("gpus: 8", "gpus: 4"))
+    plan = build_plan(four)
+    targets = [slot.target for slot in pack(four, plan).all_slots()]
+    assert len(targets) == 4
+    final = {(t, p.id) for d in plan.deployments if d.baseline for t in targets for p in d.load_points}
+    others = [d for d in plan.deployments if not d.baseline]
+    final |= {(targets[i % 4], p.id) for i, d in enumerate(others) for p in d.load_points}  # dealt over 4 slots
+    two = load(tmp_path, BASE.replace("gpus: 8", "gpus: 2"))
+    layout = pack(two, build_plan(two))
+    resumed = SlotSchedule(plan, layout, final, per_slot=True)
+    assert resumed.pending_count() == 0
+    again = [
+        (slot.target, d.label)
+        for slot in layout.all_slots()
+        for d in resumed.deployments_for_slot(_Slot(slot), going=lambda: True, skipped=lambda: None)
+        if resumed.pending_points(slot.target, d)
+    ]
+    assert again == []

@@ -143,3 +143,61 @@ def test_the_run_lock_keeps_another_process_out_and_names_it(tmp_path: Path) -> 
     assert lock.held and not again.held
     lock.release()
     lock.release()  # idempotent
+
+
+# -- issue 40: one rule, by value; the classes that leaked ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        pytest.param('serve --api-key "Q1uoted-value-1" --port 1', "Q1uoted-value-1", id="double-quoted-option"),
+        pytest.param("HF_TOKEN='Q2uoted-value-2' python -m x", "Q2uoted-value-2", id="single-quoted-assignment"),
+        pytest.param("serve --auth Auth-value-3 --port 1", "Auth-value-3", id="auth-option"),
+        pytest.param("DB_PASS=db-pass-value-4 python -m x", "db-pass-value-4", id="db-pass"),
+        pytest.param('{"Authorization": "Bearer bearer-value-5"}', "bearer-value-5", id="authorization-bearer-json"),
+        pytest.param("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", id="authorization-basic"),
+        pytest.param("MODEL_REVISION=hf_abcdefghijklmnop1234", "hf_abcdefghijklmnop1234", id="hf-shaped-neutral"),
+        pytest.param("repo ghp_abcdefghijklmnopqrstuvwx12 cloned", "ghp_abcdefghijklmnopqrstuvwx12", id="ghp-shaped"),
+    ],
+)
+def test_every_class_of_inline_secret_is_masked(text: str, value: str) -> None:
+    shown = redact_text(text)
+    assert value not in shown and "[redacted]" in shown, shown
+
+
+def test_a_quoted_value_keeps_its_quotes_and_the_rest_of_the_line() -> None:
+    assert redact_text('a --api-key "x-secret-1" --port 2') == 'a --api-key "[redacted]" --port 2'
+    assert redact_text("HF_TOKEN='hf-secret-2' MAX_TOKENS=5 x") == "HF_TOKEN='[redacted]' MAX_TOKENS=5 x"
+
+
+def test_a_secret_found_anywhere_is_masked_everywhere_after_by_value() -> None:
+    """A matrix value rendered into ``--api-key {key}`` is found in the plan; a server's 401 body echoing it
+    under no telling name, written later into requests/*.jsonl, loses it too."""
+    from orchestrator.redaction import redact
+
+    key = "matrix-key-" + "7f3a9c"
+    plan = {"deployments": [{"command": f"python -m sglang.launch_server --api-key {key} --port 30000"}]}
+    assert key not in json.dumps(redact(plan))
+    echoed = {"status": 401, "body": f"invalid credentials {key} for this model"}
+    assert key not in json.dumps(redact(echoed))
+    assert key not in redact_text(f"progress: point failed: HTTP 401 {key}")
+
+
+def test_a_secret_env_value_read_for_the_server_is_masked_by_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.experiment.schema import load_experiment
+
+    value = "env-secret-" + "55c1e0"
+    monkeypatch.setenv("SWEEP_DB_SECRET", value)
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        "name: t\nhost: local\nservice:\n  kind: process\n"
+        "  command: python -m orchestrator.sim --port 30001 {spec_args}\n"
+        "  environment: {NEUTRAL: {secret_env: SWEEP_DB_SECRET}}\n"
+        'server: {url: "http://127.0.0.1:30001"}\nengine: sim\nvariants:\n  ar: {spec_args: ""}\n'
+        "baselines: [ar]\nload: {concurrency: [1], requests: 4}\n"
+    )
+    load_experiment(path)
+    assert value not in redact_text(f"server log: connecting with {value}")

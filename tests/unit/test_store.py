@@ -309,7 +309,6 @@ def test_latest_is_the_run_made_last_even_after_the_clock_stepped_back(tmp_path:
     """Issue 28, item 8: after a backward clock step the newer run has the older name; `latest`, `latest~1`,
     `ls` and `--resume latest` follow the order the runs were made in (their sequence), not their names."""
     from orchestrator.runs.runref import all_runs, resolve_run, runs_of
-    from orchestrator.runs.store import find_latest
 
     root = tmp_path / "results"
     first = RunStore.create(root, "demo", {"name": "demo"}, PLAN, now=datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
@@ -329,3 +328,19 @@ def test_latest_is_the_run_made_last_even_after_the_clock_stepped_back(tmp_path:
     raw.pop("sequence")
     (old / "run.json").write_text(json.dumps({**raw, "run_id": old.name}))
     assert runs_of(root, "demo") == [old, first.path, stepped.path]
+
+
+def test_latest_refuses_when_the_newest_runs_run_json_cannot_be_read(tmp_path: Path) -> None:
+    """An unreadable newest run.json must not make ``latest`` silently the older run (``--resume latest``
+    would then continue a finished one)."""
+    from datetime import UTC, datetime
+
+    older = RunStore.create(tmp_path, "demo", {"name": "demo"}, {}, now=datetime(2026, 1, 1, tzinfo=UTC))
+    older.release()
+    newer = RunStore.create(tmp_path, "demo", {"name": "demo"}, {}, now=datetime(2026, 1, 2, tzinfo=UTC))
+    newer.release()
+    assert find_latest(tmp_path, "demo") == newer.path
+    (newer.path / "run.json").write_text('{"schema_version": 1, "run_id": ')  # torn
+    with pytest.raises(StoreError, match="cannot be read") as info:
+        find_latest(tmp_path, "demo")
+    assert str(newer.path) in str(info.value)

@@ -15,6 +15,7 @@ from rich.text import Text
 from orchestrator.cli.console import console
 from orchestrator.cli.textfit import Column, fit_table
 from orchestrator.experiment.durations import format_duration
+from orchestrator.files import read_bounded
 
 _STATE_STYLE = {
     "done": "green",
@@ -39,7 +40,7 @@ def _time(text: Any) -> datetime | None:
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What ``ls`` shows of one run directory (``--json`` prints these)."""
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        info = json.loads(read_bounded(run_dir / "run.json", 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError) as exc:
         return {
             "run_dir": str(run_dir),
