@@ -35,7 +35,16 @@ from orchestrator.errors import SpecsweepError
 if TYPE_CHECKING:
     from orchestrator.analysis.answer import Answer, LoadAnswer
 
-__all__ = ["LoadChoice", "Range", "Schedule", "ScheduleError", "schedule", "vllm_speculative_config"]
+__all__ = [
+    "LoadChoice",
+    "Range",
+    "Schedule",
+    "ScheduleError",
+    "flag_text",
+    "schedule",
+    "schedule_text",
+    "vllm_speculative_config",
+]
 
 #: vLLM's default ``max_num_seqs`` (``vllm/config/scheduler.py`` line 43, 0.33.0): the end of the last range
 #: when the command does not set ``--max-num-seqs``.
@@ -43,6 +52,20 @@ VLLM_DEFAULT_MAX_NUM_SEQS = 128
 
 _SPEC_CONFIG = re.compile(r"""--speculative[-_]config(?:=|\s+)(['"]?)(\{.*\})\1""", re.DOTALL)
 _MAX_NUM_SEQS = re.compile(r"--max[-_]num[-_]seqs(?:=|\s+)(\d+)")
+_SIM_ENGINE = re.compile(r"--engine(?:=|\s+)(\w+)")
+
+#: Why an engine's recommendation stays per load (docs/schedule.md has the engine source lines).
+NO_SCHEDULE: dict[str, str] = {
+    "sglang": (
+        "SGLang takes no fixed draft length per batch size: its --speculative-adaptive with "
+        "--speculative-adaptive-config (0.5.23) keys candidate step counts by batch size and picks among them "
+        "by the acceptance it observes at run time, which is not this schedule; specsweep does not write it"
+    ),
+    "llamacpp": (
+        "llama.cpp's server takes static draft bounds only (--spec-draft-n-max, --spec-draft-n-min), "
+        "nothing per batch size"
+    ),
+}
 
 
 class ScheduleError(SpecsweepError):
@@ -107,6 +130,12 @@ class Schedule:
     ranges: list[Range]
     base_config: dict[str, Any] | None = None  # the variant's --speculative-config, when its command has one
     notes: list[str] = field(default_factory=list)
+    engine: str = "vllm"  # whose dialect the run spoke (the simulator's --engine for a simulator run)
+
+    @property
+    def unsupported(self) -> str | None:
+        """Why the engine cannot run this schedule (None: it can)."""
+        return NO_SCHEDULE.get(self.engine)
 
     @property
     def entries(self) -> list[list[int]]:
@@ -125,8 +154,12 @@ class Schedule:
             "autoregressive": self.ar,
             "metric": self.metric,
             "max_batch_size": self.max_batch_size,
+            "engine": self.engine,
+            "engine_takes_schedule": self.unsupported is None,
+            "why_per_load": self.unsupported,
             "num_speculative_tokens_per_batch_size": self.entries,
-            "speculative_config": vllm_speculative_config(self),
+            "speculative_config": vllm_speculative_config(self) if self.unsupported is None else None,
+            "flag": flag_text(self),
             "ranges": [r.to_dict() for r in self.ranges],
             "notes": list(self.notes),
         }
@@ -144,6 +177,53 @@ def vllm_speculative_config(sched: Schedule) -> dict[str, Any] | None:
     base["num_speculative_tokens"] = max(r.k for r in sched.ranges)
     base["num_speculative_tokens_per_batch_size"] = sched.entries
     return base
+
+
+def flag_text(sched: Schedule) -> str | None:
+    """The engine's own flag text that runs ``sched`` (None where the engine takes no schedule)."""
+    if sched.unsupported is not None:
+        return None
+    config = vllm_speculative_config(sched)
+    if config is None:
+        return "(no --speculative-config: run autoregressive at every batch size)"
+    return "--speculative-config '" + json.dumps(config, separators=(", ", ": ")) + "'"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+def schedule_text(sched: Schedule) -> str:
+    """The schedule as a person reads it: the flag, then each range with its evidence, then the notes."""
+    where = f"{sched.host}" + (f" {sched.workload}" if sched.workload else "")
+    lines = [f"# draft-length schedule of variant {sched.variant} on {where} ({sched.metric}; k = 0: {sched.ar})"]
+    if sched.unsupported is not None:
+        lines.append(f"# the recommendation stays per load on {sched.engine}: {sched.unsupported}")
+    else:
+        lines.append(flag_text(sched) or "")
+        if sched.base_config is None and sched.speculates:
+            lines.append("# the variant's command has no --speculative-config: add its method (and model) to the JSON")
+    for r in sched.ranges:
+        lines.append(f"batch sizes {r.start}..{r.end}: k = {r.k}")
+        for c in r.evidence:
+            margin = ""
+            if c.runner_up is not None:
+                margin = (
+                    f"; winner {c.winner} over runner-up {c.runner_up}: {_pct(c.margin)} "
+                    f"[{_pct(c.margin_lo)} … {_pct(c.margin_hi)}]"
+                )
+            tied = f"; tied: {', '.join(c.tied)}" if c.tied else ""
+            lines.append(f"  measured at {c.load_label}: {c.label} ({c.why}){margin}{tied}")
+    lines += [f"# {n}" for n in sched.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _engine(ans: Answer, command: str | None) -> str:
+    engine = str((getattr(getattr(ans.analysis, "run", None), "experiment", None) or {}).get("engine") or "")
+    if engine == "sim":
+        found = _SIM_ENGINE.search(command or "")
+        return found.group(1) if found else "sglang"  # orchestrator/sim/config.py: --engine defaults to sglang
+    return engine or "vllm"
 
 
 def _frame_rows(ans: Answer) -> dict[str, dict[str, Any]]:
@@ -310,6 +390,7 @@ def schedule(
         ranges=ranges,
         base_config=base,
         notes=notes,
+        engine=_engine(ans, command),
     )
 
 
