@@ -91,6 +91,9 @@ def test_recommend_schedule_prints_vllms_flag_and_json_says_the_same(
     for r in doc["ranges"]:
         assert f"batch sizes {r['start']}..{r['end']}: k = {r['k']}" in text.stdout
     assert "measured at C=1" in text.stdout and "measured at C=4" in text.stdout
+    (stop,) = doc["break_even"]  # one speculative variant: ngram
+    assert stop["variant"] == "ngram" and set(stop["judged"]) | set(stop["not_judged"]) == {1, 4}
+    assert stop["load"] in (None, 1, 4) and f"# break-even: {stop['text']}" in text.stdout
 
 
 def test_recommend_schedule_on_sglang_says_it_stays_per_load(runs: tuple[dict[str, str], dict[str, Path]]) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.answer import Answer, Counts, LoadAnswer, PointAnswer
-from orchestrator.analysis.schedule import ScheduleError, schedule, vllm_speculative_config
+from orchestrator.analysis.schedule import ScheduleError, break_even, schedule, vllm_speculative_config
 
 AR = "autoregressive"
 
@@ -75,9 +75,9 @@ def _answer(ks: list[int], loads: list[int], levels: list[LoadAnswer]) -> Answer
         points.append(_point(AR, AR, load, None, baseline=True))
         for k in ks:
             points.append(_point(f"ngram k={k}", "ngram", load, k))
-    rows.append({"label": AR, "command": "vllm serve m", "role": "ar"})
+    rows.append({"label": AR, "command": "vllm serve m", "role": "ar", "speculative": False})
     for k in ks:
-        rows.append({"label": f"ngram k={k}", "command": _cmd(k), "role": None})
+        rows.append({"label": f"ngram k={k}", "command": _cmd(k), "role": None, "speculative": True})
     analysis: Any = SimpleNamespace(frame=pd.DataFrame(rows), path=Path("run"), metric="output_tok_s")
     return Answer(analysis=analysis, points=points, loads=levels, counts=Counts(planned=len(points)))
 
@@ -161,3 +161,47 @@ def test_a_run_without_an_autoregressive_baseline_or_with_k_fixed_is_refused() -
     fixed = _answer([2], [1], [_level(1, "ngram k=2", [], [AR])])
     with pytest.raises(ScheduleError, match="draft length varies; found none"):
         schedule(fixed)
+
+
+def _eagle(ans: Answer, loads: list[int]) -> Answer:
+    """``ans`` with a second speculative variant, eagle, measured at ``loads``."""
+    ans.points += [_point("eagle", "eagle", load, 3) for load in loads]
+    frame = ans.analysis.frame
+    extra = pd.DataFrame([{"label": "eagle", "command": _cmd(3), "role": None, "speculative": True}])
+    ans.analysis.frame = pd.concat([frame, extra], ignore_index=True)
+    return ans
+
+
+def test_break_even_is_the_lowest_load_where_the_method_no_longer_beats_ar_with_its_bracket() -> None:
+    levels = [
+        _level(1, "ngram k=4", [], _others("ngram k=4", [])),
+        _level(2, "ngram k=2", [], _others("ngram k=2", [])),
+        _level(4, "ngram k=1", [AR], ["ngram k=2", "ngram k=4"]),  # AR tied: no longer beats it
+        _level(8, AR, [], ALL),
+    ]
+    (item,) = break_even(_answer([1, 2, 4], [1, 2, 4, 8], levels))
+    assert (item.variant, item.load, item.last_win, item.judged) == ("ngram", 4, 2, [1, 2, 4, 8])
+    assert "the crossing lies in (2, 4]" in item.text and item.wins_again == []
+    bumpy = [_level(1, AR, [], ALL), _level(4, "ngram k=1", [], _others("ngram k=1", []))]
+    (item,) = break_even(_answer([1, 2, 4], [1, 4], bumpy))
+    assert (item.load, item.wins_again) == (1, [4]) and "no single crossing" in item.text
+
+
+def test_break_even_not_reached_never_winning_and_not_judged_loads() -> None:
+    always = [_level(c, "ngram k=2", [], _others("ngram k=2", [])) for c in (1, 4)]
+    (item,) = break_even(_answer([1, 2], [1, 4], always))
+    assert item.load is None and "break-even not reached" in item.text
+    never = [_level(c, AR, [], ["ngram k=1", "ngram k=2"]) for c in (1, 4)]
+    (item,) = break_even(_answer([1, 2], [1, 4], never))
+    assert (item.load, item.last_win) == (1, None) and "at the lowest judged load C=1" in item.text
+    # eagle wins at C=1 and C=2: ngram's standing there is not in the answer; ngram wins at C=4, AR at C=8
+    levels = [
+        _level(1, "eagle", [], ["ngram k=1", "ngram k=2", AR]),
+        _level(2, "eagle", [], ["ngram k=1", "ngram k=2", AR]),
+        _level(4, "ngram k=2", [], ["eagle", "ngram k=1", AR]),
+        _level(8, AR, [], ["eagle", "ngram k=1", "ngram k=2"]),
+    ]
+    by_variant = {b.variant: b for b in break_even(_eagle(_answer([1, 2], [1, 2, 4, 8], levels), [1, 2, 4, 8]))}
+    assert (by_variant["ngram"].load, by_variant["ngram"].last_win) == (8, 4)
+    assert by_variant["ngram"].not_judged == [1, 2]
+    assert (by_variant["eagle"].load, by_variant["eagle"].last_win, by_variant["eagle"].not_judged) == (8, 2, [4])

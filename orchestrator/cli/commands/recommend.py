@@ -53,13 +53,16 @@ def recommend(
     require_points(run_dir, "recommend", usable=True)
     if as_schedule:
         from orchestrator.analysis.answer import answer
-        from orchestrator.analysis.schedule import schedule, schedule_text
+        from orchestrator.analysis.schedule import break_even, break_even_text, schedule, schedule_text
 
-        sched = schedule(answer(run_dir), variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
+        ans = answer(run_dir)
+        sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
+        stops = break_even(ans)
         if as_json:
-            typer.echo(json.dumps(sched.to_dict(), indent=2, default=str))
+            doc = {**sched.to_dict(), "break_even": [b.to_dict() for b in stops]}
+            typer.echo(json.dumps(doc, indent=2, default=str))
         else:
-            typer.echo(schedule_text(sched), nl=False)
+            typer.echo(schedule_text(sched) + break_even_text(stops), nl=False)
         return
     recs = build(run_dir)
     if as_json:
