@@ -184,7 +184,7 @@ class Engine:
                         break
                 await asyncio.sleep(0)
             else:
-                timing = self._for_batch(sum(1 for r in self._running if r.live))[1]
+                timing = self.timing if self._k_lookup is None else self._for_batch(self._live())[1]
                 step = timing.decode_seconds(len(self._running)) * self._jitter()
                 deadline = await self._sleep_step(deadline, step)
                 self._decode(loop.time())
@@ -236,6 +236,10 @@ class Engine:
             if not req.live:
                 self._finish(req, now)
 
+    def _live(self) -> int:
+        """Requests in the next decode step (vLLM's len(num_scheduled_tokens)): the running ones still live."""
+        return sum(1 for r in self._running if r.live)
+
     def _for_batch(self, batch: int) -> tuple[Speculator, StepTiming]:
         """The drafting (and its cost) of a step of ``batch`` requests: the configured one, or under a schedule
         the chain of ``lookup[batch]`` drafts (vllm/v1/core/sched/scheduler.py lines 1709-1714)."""
@@ -249,7 +253,7 @@ class Engine:
 
     def _decode(self, now: float) -> None:
         stats = self.stats
-        spec = self._for_batch(sum(1 for r in self._running if r.live))[0]
+        spec = self.speculator if self._k_lookup is None else self._for_batch(self._live())[0]
         speculative = spec.speculative
         drafted = spec.drafted
         step_fn = spec.step

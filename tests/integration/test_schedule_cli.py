@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.analysis.answer import answer
 from orchestrator.analysis.schedule import schedule
+from orchestrator.sim.config import parse_args
 from tests.reliability.harness import (
     cli_env,
     free_port,
@@ -86,6 +87,9 @@ def test_recommend_schedule_prints_vllms_flag_and_json_says_the_same(
         assert config["num_speculative_tokens"] == max(e[2] for e in entries)
         assert doc["flag"] == "--speculative-config '" + json.dumps(config, separators=(", ", ": ")) + "'"
         assert doc["flag"] in text.stdout
+        # the simulator's vLLM dialect takes what recommend wrote, as vLLM would
+        sim = parse_args(["--engine", "vllm", "--algorithm", "linear", "--speculative-config", json.dumps(config)])
+        assert [list(e) for e in sim.spec_schedule] == entries
     else:
         assert doc["speculative_config"] is None and "run autoregressive" in text.stdout
     for r in doc["ranges"]:
