@@ -52,6 +52,8 @@ class SimConfig:
     step_jitter: float = 0.0  # sigma of each decode step's lognormal cost factor (mean 1): timing noise
     truth_log: str = ""  # a file the dialect appends what the engine counted but did not print to (tests)
     gpu_memory_mib: float = 60000.0  # what the model takes on each visible fake GPU (orchestrator/sim/gpus.py)
+    #: vLLM: num_speculative_tokens_per_batch_size of --speculative-config (orchestrator/sim/dynamic_sd.py)
+    spec_schedule: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -81,6 +83,11 @@ class SimConfig:
             raise ConfigError("--load-seconds must not be negative")
         if not 0 <= self.step_jitter <= 2:
             raise ConfigError("--step-jitter must be between 0 and 2")
+        if self.spec_schedule and (self.engine != "vllm" or self.algorithm != "linear"):
+            raise ConfigError(
+                "num_speculative_tokens_per_batch_size is the vllm dialect's, on a chain "
+                "(--engine vllm --algorithm linear)"
+            )
 
     @property
     def schedulers(self) -> int:
@@ -203,6 +210,14 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
         "error (60000)",
     )
     add(
+        "--speculative-config",
+        default="",
+        metavar="JSON",
+        help="vLLM dialect: vLLM's JSON; num_speculative_tokens sets --draft-tokens, and "
+        "num_speculative_tokens_per_batch_size picks the drafts of each step by the requests in it, as vLLM's "
+        "scheduler does (with --algorithm linear; other keys ignored)",
+    )
+    add(
         "--slot-save-path",
         default="",
         help="llamacpp: as llama-server's flag; the slot actions (POST /slots/{id}?action=erase) need it",
@@ -220,11 +235,18 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         if value is not None and value < 0:
             raise ConfigError(f"{flag} must not be negative")
     profile = profile.with_overrides(ttft_ms=ns.ttft_ms, itl_ms=ns.itl_ms)
+    draft_tokens = ns.draft_tokens
+    spec_schedule: tuple[tuple[int, int, int], ...] = ()
+    if ns.speculative_config:
+        from orchestrator.sim.dynamic_sd import parse_speculative_config
+
+        k, spec_schedule = parse_speculative_config(ns.speculative_config)
+        draft_tokens = k if k is not None else draft_tokens
     return SimConfig(
         host=ns.host,
         port=ns.port,
         algorithm=ns.algorithm,
-        draft_tokens=ns.draft_tokens,
+        draft_tokens=draft_tokens,
         budget=ns.budget,
         topk=ns.topk,
         profile=profile,
@@ -245,4 +267,5 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
         step_jitter=ns.step_jitter,
         truth_log=ns.truth_log,
         gpu_memory_mib=ns.gpu_memory_mib,
+        spec_schedule=spec_schedule,
     )

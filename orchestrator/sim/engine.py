@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.sim import logs
 from orchestrator.sim.config import SimConfig
+from orchestrator.sim.dynamic_sd import build_lookup
 from orchestrator.sim.model import Drafter, Speculator
 from orchestrator.sim.request import SimRequest, seed_for
 from orchestrator.sim.stats import Counts, ServerStats
@@ -64,6 +65,11 @@ class Engine:
             commit_bug=config.faults.commit_bug,
         )
         self.timing = StepTiming(self.profile, self.speculator)
+        # vLLM's dynamic speculative decoding: a step's drafts by the requests in it (orchestrator/sim/dynamic_sd.py).
+        self._k_lookup: list[int] | None = None
+        self._by_k: dict[int, tuple[Speculator, StepTiming]] = {}
+        if config.spec_schedule:
+            self._k_lookup = build_lookup(config.spec_schedule, self.max_running, config.draft_tokens)
         # --step-jitter: each decode step lasts its cost times a lognormal factor of mean 1 (noise of a known
         # level, seeded by the server seed and the scheduler group).
         self._jitter_sigma = config.step_jitter
@@ -178,7 +184,8 @@ class Engine:
                         break
                 await asyncio.sleep(0)
             else:
-                step = self.timing.decode_seconds(len(self._running)) * self._jitter()
+                timing = self.timing if self._k_lookup is None else self._for_batch(self._live())[1]
+                step = timing.decode_seconds(len(self._running)) * self._jitter()
                 deadline = await self._sleep_step(deadline, step)
                 self._decode(loop.time())
 
@@ -229,9 +236,24 @@ class Engine:
             if not req.live:
                 self._finish(req, now)
 
+    def _live(self) -> int:
+        """Requests in the next decode step (vLLM's len(num_scheduled_tokens)): the running ones still live."""
+        return sum(1 for r in self._running if r.live)
+
+    def _for_batch(self, batch: int) -> tuple[Speculator, StepTiming]:
+        """The drafting (and its cost) of a step of ``batch`` requests: the configured one, or under a schedule
+        the chain of ``lookup[batch]`` drafts (vllm/v1/core/sched/scheduler.py lines 1709-1714)."""
+        if self._k_lookup is None or batch <= 0:
+            return self.speculator, self.timing
+        k = self._k_lookup[min(batch, len(self._k_lookup) - 1)]
+        if k not in self._by_k:
+            spec = Speculator("linear" if k else "ar", self.drafter, draft_tokens=max(k, 1))
+            self._by_k[k] = (spec, StepTiming(self.profile, spec))
+        return self._by_k[k]
+
     def _decode(self, now: float) -> None:
         stats = self.stats
-        spec = self.speculator
+        spec = self.speculator if self._k_lookup is None else self._for_batch(self._live())[0]
         speculative = spec.speculative
         drafted = spec.drafted
         step_fn = spec.step

@@ -1,0 +1,544 @@
+"""A draft-length schedule from a sweep: per measured concurrency the draft length k to run, and vLLM's
+``num_speculative_tokens_per_batch_size`` made of it (issue 39, first part; docs/schedule.md).
+
+Made from the run's answer alone (:func:`orchestrator.analysis.answer.answer`: per load the winner, those tied
+with it, those it beats, the margin over the runner-up and its interval); nothing here computes a statistic.
+
+The rule, per measured load of a closed-loop (concurrency) sweep, over one speculative variant whose
+configurations differ in k alone, and the autoregressive baseline (k = 0):
+
+- the winner's k; where the rule cannot tell the winner from others (``tied``), the smallest k among them;
+- where no configuration of the variant beats autoregressive beyond noise (autoregressive wins, or is tied
+  with the winner), k = 0: the tied set then holds autoregressive, the smallest k of all.
+
+Ranges: consecutive measured loads with the same k form one range. The first starts at 1 (vLLM requires it:
+``vllm/v1/spec_decode/dynamic/utils.py`` lines 67-72). A range extends up to the next range's first measured
+load minus one: where the chosen k changes between two measured loads ``a < b``, the change lies somewhere in
+``(a, b]``, the measurements bracket it and say no more; the boundary is put at ``b`` (``b`` is the first
+batch size the new k was measured at). The last range runs to the engine's maximum batch size (vLLM carries
+the last k on up to ``max_num_seqs`` anyway: ``utils.py`` lines 140-146). Ranges are inclusive at both ends
+(``utils.py`` lines 12-14; ``vllm/config/speculative.py`` lines 524-529) and k = 0 is allowed (``utils.py``
+lines 52-55).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.roles import chain_length
+from orchestrator.errors import SpecsweepError
+
+if TYPE_CHECKING:
+    from orchestrator.analysis.answer import Answer, LoadAnswer
+
+__all__ = [
+    "BreakEven",
+    "LoadChoice",
+    "Range",
+    "Schedule",
+    "ScheduleError",
+    "break_even",
+    "break_even_text",
+    "flag_text",
+    "schedule",
+    "schedule_text",
+    "vllm_speculative_config",
+]
+
+#: vLLM's default ``max_num_seqs`` (``vllm/config/scheduler.py`` line 43, 0.33.0): the end of the last range
+#: when the command does not set ``--max-num-seqs``.
+VLLM_DEFAULT_MAX_NUM_SEQS = 128
+
+_SPEC_CONFIG = re.compile(r"""--speculative[-_]config(?:=|\s+)(['"]?)(\{.*\})\1""", re.DOTALL)
+_MAX_NUM_SEQS = re.compile(r"--max[-_]num[-_]seqs(?:=|\s+)(\d+)")
+_SIM_ENGINE = re.compile(r"--engine(?:=|\s+)(\w+)")
+
+#: Why an engine's recommendation stays per load (docs/schedule.md has the engine source lines).
+NO_SCHEDULE: dict[str, str] = {
+    "sglang": (
+        "SGLang takes no fixed draft length per batch size: its --speculative-adaptive with "
+        "--speculative-adaptive-config (0.5.23) keys candidate step counts by batch size and picks among them "
+        "by the acceptance it observes at run time, which is not this schedule; specsweep does not write it"
+    ),
+    "llamacpp": (
+        "llama.cpp's server takes static draft bounds only (--spec-draft-n-max, --spec-draft-n-min), "
+        "nothing per batch size"
+    ),
+}
+
+
+class ScheduleError(SpecsweepError):
+    """The run cannot give a schedule (what is missing, and where)."""
+
+
+@dataclass(frozen=True)
+class LoadChoice:
+    """The k chosen at one measured load, and why."""
+
+    load: int
+    load_label: str
+    k: int
+    label: str  # the configuration chosen (the autoregressive baseline for k = 0)
+    winner: str
+    tied: list[str]
+    beats_ar: bool | None  # True: the winner beats autoregressive beyond noise; None: no AR at this load
+    runner_up: str | None
+    margin: float | None
+    margin_lo: float | None
+    margin_hi: float | None
+    decided: bool | None
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Range:
+    """One inclusive batch-size range ``[start, end]`` run with ``k`` drafts, and the loads that chose it."""
+
+    start: int
+    end: int
+    k: int
+    evidence: list[LoadChoice]
+
+    @property
+    def entry(self) -> list[int]:
+        return [self.start, self.end, self.k]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "start": self.start,
+            "end": self.end,
+            "k": self.k,
+            "measured_loads": [c.load for c in self.evidence],
+            "evidence": [c.to_dict() for c in self.evidence],
+        }
+
+
+@dataclass
+class Schedule:
+    """A schedule for one (host, workload, variant)."""
+
+    host: str
+    workload: str
+    variant: str
+    ar: str
+    metric: str
+    max_batch_size: int
+    ranges: list[Range]
+    base_config: dict[str, Any] | None = None  # the variant's --speculative-config, when its command has one
+    notes: list[str] = field(default_factory=list)
+    engine: str = "vllm"  # whose dialect the run spoke (the simulator's --engine for a simulator run)
+
+    @property
+    def unsupported(self) -> str | None:
+        """Why the engine cannot run this schedule (None: it can)."""
+        return NO_SCHEDULE.get(self.engine)
+
+    @property
+    def entries(self) -> list[list[int]]:
+        """``num_speculative_tokens_per_batch_size``."""
+        return [r.entry for r in self.ranges]
+
+    @property
+    def speculates(self) -> bool:
+        return any(r.k > 0 for r in self.ranges)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "workload": self.workload,
+            "variant": self.variant,
+            "autoregressive": self.ar,
+            "metric": self.metric,
+            "max_batch_size": self.max_batch_size,
+            "engine": self.engine,
+            "engine_takes_schedule": self.unsupported is None,
+            "why_per_load": self.unsupported,
+            "num_speculative_tokens_per_batch_size": self.entries,
+            "speculative_config": vllm_speculative_config(self) if self.unsupported is None else None,
+            "flag": flag_text(self),
+            "ranges": [r.to_dict() for r in self.ranges],
+            "notes": list(self.notes),
+        }
+
+
+def vllm_speculative_config(sched: Schedule) -> dict[str, Any] | None:
+    """The ``--speculative-config`` object that runs ``sched`` (None: run without speculation).
+
+    ``num_speculative_tokens`` is the largest k of the schedule: vLLM caps each range's k at it
+    (``utils.py`` lines 113-126) and refuses 0 with a schedule (lines 91-92), so a schedule of k = 0 everywhere is
+    no speculative configuration at all."""
+    if not sched.speculates:
+        return None
+    base = dict(sched.base_config or {})
+    base["num_speculative_tokens"] = max(r.k for r in sched.ranges)
+    base["num_speculative_tokens_per_batch_size"] = sched.entries
+    return base
+
+
+def flag_text(sched: Schedule) -> str | None:
+    """The engine's own flag text that runs ``sched`` (None where the engine takes no schedule)."""
+    if sched.unsupported is not None:
+        return None
+    config = vllm_speculative_config(sched)
+    if config is None:
+        return "(no --speculative-config: run autoregressive at every batch size)"
+    return "--speculative-config '" + json.dumps(config, separators=(", ", ": ")) + "'"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.1f}%"
+
+
+def schedule_text(sched: Schedule) -> str:
+    """The schedule as a person reads it: the flag, then each range with its evidence, then the notes."""
+    where = f"{sched.host}" + (f" {sched.workload}" if sched.workload else "")
+    lines = [f"# draft-length schedule of variant {sched.variant} on {where} ({sched.metric}; k = 0: {sched.ar})"]
+    if sched.unsupported is not None:
+        lines.append(f"# the recommendation stays per load on {sched.engine}: {sched.unsupported}")
+    else:
+        lines.append(flag_text(sched) or "")
+        if sched.base_config is None and sched.speculates:
+            lines.append("# the variant's command has no --speculative-config: add its method (and model) to the JSON")
+    for r in sched.ranges:
+        lines.append(f"batch sizes {r.start}..{r.end}: k = {r.k}")
+        for c in r.evidence:
+            margin = ""
+            if c.runner_up is not None:
+                margin = (
+                    f"; winner {c.winner} over runner-up {c.runner_up}: {_pct(c.margin)} "
+                    f"[{_pct(c.margin_lo)} … {_pct(c.margin_hi)}]"
+                )
+            tied = f"; tied: {', '.join(c.tied)}" if c.tied else ""
+            lines.append(f"  measured at {c.load_label}: {c.label} ({c.why}){margin}{tied}")
+    lines += [f"# {n}" for n in sched.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _engine(ans: Answer, command: str | None) -> str:
+    engine = str((getattr(getattr(ans.analysis, "run", None), "experiment", None) or {}).get("engine") or "")
+    if engine == "sim":
+        found = _SIM_ENGINE.search(command or "")
+        return found.group(1) if found else "sglang"  # orchestrator/sim/config.py: --engine defaults to sglang
+    return engine or "vllm"
+
+
+def _frame_rows(ans: Answer) -> dict[str, dict[str, Any]]:
+    """label -> (command, role) from the analysis frame the answer was made from."""
+    out: dict[str, dict[str, Any]] = {}
+    for raw in ans.analysis.frame.to_dict("records"):
+        row = {str(k): v for k, v in raw.items()}
+        label = str(row.get("label"))
+        if label in out:
+            continue
+        command = row.get("command")
+        role = row.get("role")
+        out[label] = {
+            "command": command if isinstance(command, str) else None,
+            "role": role if isinstance(role, str) else None,
+            "speculative": row.get("speculative") is True or row.get("speculative") == 1,
+        }
+    return out
+
+
+def _base_config(command: str | None) -> dict[str, Any] | None:
+    if not command:
+        return None
+    found = _SPEC_CONFIG.search(command)
+    if not found:
+        return None
+    try:
+        parsed = json.loads(found.group(2))
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def schedule(
+    ans: Answer,
+    *,
+    variant: str | None = None,
+    host: str | None = None,
+    workload: str | None = None,
+    max_batch_size: int | None = None,
+) -> Schedule:
+    """The schedule of ``variant`` (default: the one speculative variant of the run whose k varies) on one
+    host and workload (default: the only one). Raises :class:`ScheduleError` naming what is missing."""
+    frame_rows = _frame_rows(ans)
+    points = [p for p in ans.points if p.mode == "concurrency"]
+    if not points:
+        raise ScheduleError(f"{ans.path}: no closed-loop (concurrency) point; a batch-size schedule needs loads C=N")
+    hosts = sorted({p.host for p in points})
+    workloads = sorted({p.workload for p in points})
+    host = host or (hosts[0] if len(hosts) == 1 else None)
+    workload = workload if workload is not None else (workloads[0] if len(workloads) == 1 else None)
+    if host is None or host not in hosts:
+        raise ScheduleError(f"{ans.path}: pick a host, one of {', '.join(hosts)}")
+    if workload is None or workload not in workloads:
+        raise ScheduleError(f"{ans.path}: pick a workload, one of {', '.join(w or '(default)' for w in workloads)}")
+    points = [p for p in points if p.host == host and p.workload == workload]
+
+    ar_labels = {p.label for p in points if frame_rows.get(p.label, {}).get("role") == "ar"}
+    if not ar_labels:
+        raise ScheduleError(
+            f"{ans.path}: the run has no autoregressive baseline; k = 0 needs one to compare with "
+            "(baselines: [autoregressive])"
+        )
+    ar = sorted(ar_labels)[0]
+
+    k_of: dict[str, int] = {}
+    by_variant: dict[str, dict[str, Any]] = {}
+    for p in points:
+        if p.baseline:
+            continue
+        k = chain_length(p.params, frame_rows.get(p.label, {}).get("command"))
+        if k is None:
+            continue
+        k_of[p.label] = k
+        by_variant.setdefault(p.variant, {})[p.label] = p
+    varying = sorted(v for v, labels in by_variant.items() if len({k_of[lb] for lb in labels}) > 1)
+    if variant is None:
+        if len(varying) != 1:
+            found = ", ".join(varying) or "none"
+            raise ScheduleError(
+                f"{ans.path}: a schedule is made over one variant whose draft length varies; found {found}"
+                + (": pick one with --variant" if varying else "")
+            )
+        variant = varying[0]
+    if variant not in by_variant:
+        raise ScheduleError(
+            f"{ans.path}: variant {variant!r} has no speculative configuration with a draft length "
+            f"(known: {', '.join(sorted(by_variant)) or 'none'})"
+        )
+    labels = by_variant[variant]
+    seen_k: dict[int, str] = {}
+    for label in sorted(labels):
+        k = k_of[label]
+        if k in seen_k:
+            raise ScheduleError(
+                f"{ans.path}: variant {variant!r} has two configurations with k = {k} ({seen_k[k]}, {label}); "
+                "a schedule changes k alone, so the variant's matrix must vary k alone"
+            )
+        seen_k[k] = label
+    k_of[ar] = 0
+    candidates = set(labels) | {ar}
+
+    command = next((frame_rows[lb]["command"] for lb in sorted(labels) if frame_rows.get(lb, {}).get("command")), None)
+    base = _base_config(command)
+    if base is not None:
+        base.pop("num_speculative_tokens_per_batch_size", None)
+    if max_batch_size is None:
+        found_seqs = _MAX_NUM_SEQS.search(command or "")
+        max_batch_size = int(found_seqs.group(1)) if found_seqs else VLLM_DEFAULT_MAX_NUM_SEQS
+
+    loads = sorted(
+        (lv for lv in ans.loads if lv.host == host and lv.workload == workload and lv.mode == "concurrency"),
+        key=lambda lv: lv.load,
+    )
+    choices: list[LoadChoice] = []
+    notes: list[str] = []
+    for lv in loads:
+        choice = _choose(lv, candidates, k_of, ar, variant)
+        if choice is None:
+            notes.append(
+                f"{lv.load_label}: the winner {lv.winner} is neither of variant {variant!r} nor autoregressive, "
+                "and none of them is tied with it; this load is left out"
+            )
+            continue
+        choices.append(choice)
+    if not choices:
+        raise ScheduleError(f"{ans.path}: no measured load of variant {variant!r} to make a schedule from")
+    if choices[-1].load > max_batch_size:
+        raise ScheduleError(
+            f"{ans.path}: the largest measured load C={choices[-1].load} is above the maximum batch size "
+            f"{max_batch_size}; pass a larger one"
+        )
+
+    groups: list[list[LoadChoice]] = []
+    for c in choices:
+        if groups and groups[-1][-1].k == c.k:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    ranges: list[Range] = []
+    for i, group in enumerate(groups):
+        start = 1 if i == 0 else group[0].load
+        end = groups[i + 1][0].load - 1 if i + 1 < len(groups) else max_batch_size
+        ranges.append(Range(start=start, end=end, k=group[0].k, evidence=group))
+    for a, b in itertools.pairwise(groups):
+        notes.append(
+            f"k changes from {a[-1].k} to {b[0].k} between the measured loads C={a[-1].load} and C={b[0].load}: "
+            f"the boundary is placed at C={b[0].load} (the change lies in ({a[-1].load}, {b[0].load}], not measured)"
+        )
+    if ranges[0].evidence[0].load > 1:
+        below = ranges[0].evidence[0].load - 1
+        notes.append(f"batch sizes 1..{below} were not measured; they take the k of the lowest load")
+    if ranges[-1].end > choices[-1].load:
+        notes.append(
+            f"batch sizes {choices[-1].load + 1}..{ranges[-1].end} were not measured; "
+            "they take the k of the highest load"
+        )
+    return Schedule(
+        host=host,
+        workload=workload,
+        variant=variant,
+        ar=ar,
+        metric=ans.metric,
+        max_batch_size=max_batch_size,
+        ranges=ranges,
+        base_config=base,
+        notes=notes,
+        engine=_engine(ans, command),
+    )
+
+
+def _choose(lv: LoadAnswer, candidates: set[str], k_of: dict[str, int], ar: str, variant: str) -> LoadChoice | None:
+    """The k at one load: the smallest k among the winner and those tied with it (autoregressive counts as 0)."""
+    pool = [lb for lb in [lv.winner, *lv.tied] if lb in candidates]
+    if not pool:
+        return None
+    label = min(pool, key=lambda lb: (k_of[lb], lb))
+    k = k_of[label]
+    if lv.winner == ar:
+        beats_ar: bool | None = False
+    elif ar in lv.beats:
+        beats_ar = True
+    elif ar in lv.tied:
+        beats_ar = False
+    else:
+        beats_ar = None
+    if k == 0:
+        why = (
+            "autoregressive wins"
+            if lv.winner == ar
+            else f"no configuration of {variant} beats autoregressive beyond noise (tied with the winner {lv.winner})"
+        )
+    elif label == lv.winner:
+        why = "the winner" + (" (beats autoregressive beyond noise)" if beats_ar else "")
+        if beats_ar is None:
+            why += " (autoregressive not measured at this load)"
+    else:
+        why = f"the smallest k among those tied with the winner {lv.winner}"
+    return LoadChoice(
+        load=int(lv.load),
+        load_label=lv.load_label,
+        k=k,
+        label=label,
+        winner=lv.winner,
+        tied=list(lv.tied),
+        beats_ar=beats_ar,
+        runner_up=lv.runner_up,
+        margin=lv.margin,
+        margin_lo=lv.margin_lo,
+        margin_hi=lv.margin_hi,
+        decided=lv.decided,
+        why=why,
+    )
+
+
+@dataclass(frozen=True)
+class BreakEven:
+    """Where one speculative variant stops paying on one host and workload: the lowest measured concurrency
+    at which none of its configurations beats autoregressive beyond noise, bracketed by the highest measured
+    load below it where one still did."""
+
+    host: str
+    workload: str
+    variant: str
+    load: int | None  # None: it beats autoregressive at every judged load (break-even not reached)
+    last_win: int | None  # the highest measured load below ``load`` where it beat autoregressive (None: none)
+    judged: list[int]  # the measured loads where the answer says whether it beats autoregressive
+    not_judged: list[int]  # loads where another variant won: the answer does not say
+    wins_again: list[int] = field(default_factory=list)  # judged loads above ``load`` where it beats AR again
+
+    @property
+    def text(self) -> str:
+        again = ""
+        if self.wins_again:
+            loads = ", ".join(f"C={c}" for c in self.wins_again)
+            again = f"; but it beats autoregressive again at {loads}: the measurements give no single crossing"
+        return self._text() + again
+
+    def _text(self) -> str:
+        where = f"{self.variant} on {self.host}" + (f" {self.workload}" if self.workload else "")
+        if not self.judged:
+            return f"{where}: not judged (another configuration won at every measured load)"
+        if self.load is None:
+            top = self.judged[-1]
+            return f"{where}: beats autoregressive up to the highest judged load C={top}; break-even not reached"
+        if self.last_win is None:
+            return f"{where}: no win over autoregressive beyond noise at the lowest judged load C={self.load}"
+        return (
+            f"{where}: break-even at C={self.load} (beats autoregressive beyond noise at C={self.last_win}, "
+            f"not at C={self.load}; the crossing lies in ({self.last_win}, {self.load}])"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "text": self.text}
+
+
+def break_even(ans: Answer) -> list[BreakEven]:
+    """Per (host, workload, speculative variant) of a closed-loop run with an autoregressive baseline, its
+    break-even load (see :class:`BreakEven`), from the answer's winners alone: at a load the variant beats
+    autoregressive when its configuration wins and autoregressive is among those it beats; it does not when
+    autoregressive wins or is tied with the winner; when another variant wins the answer does not say."""
+    rows = _frame_rows(ans)
+    ar_labels = {lb for lb, r in rows.items() if r["role"] == "ar"}
+    if not ar_labels:
+        return []
+    variant_of = {p.label: p.variant for p in ans.points}
+    out: list[BreakEven] = []
+    keys = sorted({(p.host, p.workload) for p in ans.points if p.mode == "concurrency"})
+    for host, workload in keys:
+        variants = sorted(
+            {
+                p.variant
+                for p in ans.points
+                if (p.host, p.workload) == (host, workload)
+                and p.mode == "concurrency"
+                and rows.get(p.label, {}).get("speculative")
+                and p.label not in ar_labels
+            }
+        )
+        loads = sorted(
+            (lv for lv in ans.loads if (lv.host, lv.workload) == (host, workload) and lv.mode == "concurrency"),
+            key=lambda lv: lv.load,
+        )
+        for variant in variants:
+            judged: list[int] = []
+            not_judged: list[int] = []
+            found: int | None = None
+            last_win: int | None = None
+            again: list[int] = []
+            for lv in loads:
+                load = int(lv.load)
+                ar_loses = any(a in lv.beats for a in ar_labels)
+                ar_holds = lv.winner in ar_labels or any(a in lv.tied for a in ar_labels)
+                if ar_holds:
+                    wins = False
+                elif ar_loses and variant_of.get(lv.winner) == variant:
+                    wins = True
+                else:
+                    not_judged.append(load)
+                    continue
+                judged.append(load)
+                if wins and found is None:
+                    last_win = load
+                elif wins:
+                    again.append(load)
+                elif found is None:
+                    found = load
+            out.append(BreakEven(host, workload, variant, found, last_win, judged, not_judged, again))
+    return out
+
+
+def break_even_text(items: list[BreakEven]) -> str:
+    if not items:
+        return ""
+    return "".join(f"# break-even: {b.text}\n" for b in items)
