@@ -41,6 +41,7 @@ from typing import Any
 __all__ = [
     "REDACTED",
     "RedactingStream",
+    "forget",
     "inline_secrets",
     "is_secret_name",
     "known_values",
@@ -107,6 +108,15 @@ def remember(*values: str) -> None:
     with _KNOWN_LOCK:
         _KNOWN.update(fresh)
         _KNOWN_SORTED = tuple(sorted(_KNOWN, key=len, reverse=True))
+
+
+def forget() -> None:
+    """Forget every value :func:`remember` was given (a process that serves several runs, and the tests: what one
+    test remembered must not mask another's output)."""
+    global _KNOWN_SORTED
+    with _KNOWN_LOCK:
+        _KNOWN.clear()
+        _KNOWN_SORTED = ()
 
 
 def known_values() -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,3 +54,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_secrets() -> Iterator[None]:
+    """orchestrator.redaction remembers every secret value it meets, for the life of the process, and masks it
+    by value in everything written after; a test's values (hypothesis draws among them: '00000000',
+    'errors_by_kind') must not mask the next test's output in the same pytest worker."""
+    from orchestrator.redaction import forget
+
+    yield
+    forget()
