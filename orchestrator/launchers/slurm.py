@@ -49,6 +49,7 @@ from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.launchers.slurmjobs import (
+    ENDING,
     BatchScript,
     JobInfo,
     JobLog,
@@ -74,6 +75,8 @@ __all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "job_sett
 CANCEL_WAIT_SECONDS = 120.0
 #: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
 HEALTH_POLL_SECONDS = 0.5
+#: How long a job that is being ended may take to say how it ended (Slurm's KillWait is 30 s by default).
+ENDING_WAIT_SECONDS = 45.0
 
 
 def job_settings(experiment: Experiment) -> JobSettings:
@@ -567,6 +570,13 @@ class SlurmJobServer:
             )
         except StartFailed as exc:
             info = self.job(fresh=True)
+            # A job being ended (COMPLETING, SIGNALING, ...) says how it ended only once it has: Slurm kills its
+            # processes first (up to KillWait, 30 s by default; slurm.conf). Wait for the state it ends in, so a
+            # job past its time limit is a TIMEOUT, not a COMPLETING.
+            deadline = time.monotonic() + ENDING_WAIT_SECONDS
+            while info.state in ENDING and time.monotonic() < deadline:
+                time.sleep(1.0)
+                info = self.job(fresh=True)
             if info.ended or exc.reason in ("failed", "exited"):
                 raise self._failed("before its server was healthy", f"job_{info.state.lower()}", info) from exc
             raise StartFailed(

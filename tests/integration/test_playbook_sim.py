@@ -25,6 +25,13 @@ from orchestrator.sweep.baselines import reuse_baselines
 
 pytestmark = pytest.mark.timeout(120)
 
+
+@pytest.fixture(autouse=True)
+def _a_home_of_its_own(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's host lock lives under $HOME (~/.local/state/specsweep/NAME.lock): tests of one experiment name
+    in two pytest-xdist workers would refuse each other ("driven by another specsweep run")."""
+    monkeypatch.setenv("HOME", str(home))
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"
 

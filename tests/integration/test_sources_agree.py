@@ -30,6 +30,13 @@ MAX_TOKENS = 256
 REQUESTS = 96
 
 
+@pytest.fixture(autouse=True)
+def _a_home_of_its_own(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's host lock lives under $HOME (~/.local/state/specsweep/NAME.lock): tests of one experiment name
+    in two pytest-xdist workers would refuse each other ("driven by another specsweep run")."""
+    monkeypatch.setenv("HOME", str(home))
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
