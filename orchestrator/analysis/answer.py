@@ -28,6 +28,7 @@ from typing import Any
 
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis, analyse
+from orchestrator.analysis.roles import finite as _num
 from orchestrator.analysis.statuses import STATUSES
 
 __all__ = [
@@ -59,16 +60,6 @@ FIGURES: dict[str, str] = {
     "speedup_vs_linear": "analysis",
     "tokens_per_joule": "telemetry",
 }
-
-
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 @dataclass(frozen=True)
