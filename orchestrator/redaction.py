@@ -89,6 +89,8 @@ _TOKEN_SHAPE = re.compile(
     r"(?<![A-Za-z0-9_-])(?P<value>(?:hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|sk-[A-Za-z0-9_-]{16,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}))(?![A-Za-z0-9_-])"
 )
+#: A help text's metavar (``<str>``, ``<int>``, ``TEXT``-style placeholders in angle brackets): not a value.
+_PLACEHOLDER = re.compile(r"<[A-Za-z_ |.-]*>")
 _NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]*)?")
 #: Shorter values are not masked elsewhere in a document (they would match ordinary words and numbers).
 _MIN_ELSEWHERE = 6
@@ -147,9 +149,12 @@ def _value(match: re.Match[str]) -> str:
 
 def _secret_option(match: re.Match[str]) -> bool:
     value = _value(match)
-    if _is_reference(value) or value.startswith("-") or _NUMBER.fullmatch(value):
+    if _is_reference(value) or value.startswith("-") or _NUMBER.fullmatch(value) or _PLACEHOLDER.fullmatch(value):
         return False
-    return any(part in _OPTION_PARTS for part in re.split(r"[_-]+", match.group("name").strip("-").upper()))
+    # The option names a secret when its last part does (--api-key, --hf-token, --auth): --first-token-timeout
+    # names a time, --api-key-file a path.
+    parts = re.split(r"[_-]+", match.group("name").strip("-").upper())
+    return bool(parts) and parts[-1] in _OPTION_PARTS
 
 
 def _secret_assignment(match: re.Match[str]) -> bool:

@@ -48,8 +48,11 @@ def _test_copy(name: str, tmp_path: Path) -> Path:
     port = _free_port()
     old_port = doc["server"]["url"].rsplit(":", 1)[1]
     command = doc["service"]["command"].replace("--profile k26", "--profile tiny")
-    # tiny runs a point in a fraction of a second: vLLM's stats lines every 50 ms, so each window has several.
-    command = command.replace("--log-stats-interval 1 ", "--log-stats-interval 0.05 ")
+    # tiny runs a point in a fraction of a second: vLLM's stats lines every 0.5 s, so each window has one or more
+    # (the measurer opens and closes windows on them, orchestrator/sweep/closing.py). Not shorter: after the load
+    # vLLM logs two ticks at INFO (the last busy interval and the idle one after it, v1/metrics/loggers.py
+    # engine_is_idle), and at 50 ms both could fall before the window was read, leaving no tick to close it.
+    command = command.replace("--log-stats-interval 1 ", "--log-stats-interval 0.5 ")
     doc["service"]["command"] = command.replace(f"--port {old_port}", f"--port {port}")
     doc["server"]["url"] = f"http://127.0.0.1:{port}"
     doc["load"].update({"concurrency": [1, 8], "requests": REQUESTS, "max_tokens": MAX_TOKENS, "warmup": 1})

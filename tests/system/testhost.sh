@@ -171,6 +171,11 @@ up() {
     # clone, would be invisible there, so the checkout is bound in read-only at its own path.
     binds=()
     for b in ${TESTHOST_BIND:-}; do binds+=(--bind="$b"); done
+    # The engines' cache (llama-server, the vLLM venv, their models) likewise, where it is under /tmp.
+    cache=${SPECSWEEP_CACHE:-}
+    if [[ -n $cache && -d $cache && $(cd "$cache" && pwd -P) == /tmp/* ]]; then
+      binds+=(--bind-ro="$(cd "$cache" && pwd -P)")
+    fi
     exec setsid systemd-nspawn -D "$ROOT" -M "$NAME" -b --console=passive --register=no --keep-unit \
       --link-journal=no --resolv-conf=off --network-namespace-path=/run/netns/"$NETNS" \
       --bind-ro="$CHECKOUT" "${binds[@]}" </dev/null >"$LOG" 2>&1

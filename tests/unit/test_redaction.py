@@ -201,3 +201,19 @@ def test_a_secret_env_value_read_for_the_server_is_masked_by_value(
     )
     load_experiment(path)
     assert value not in redact_text(f"server log: connecting with {value}")
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("--first-token-timeout 300s", False),  # a time: the option's last part is not a secret's
+        ("--first-token-timeout <str>", False),  # help text: a metavar, not a value
+        ("--api-key <str>", False),
+        ("--api-key-file /etc/key.txt", False),  # a path to a secret, not the secret
+        ("--hf-token hf-abcdef123", True),
+        ("--api-key sekrit-value-1", True),
+        ("--auth sekrit-value-2", True),
+    ],
+)
+def test_an_option_is_secret_by_its_last_part_and_a_metavar_is_no_value(text: str, masked: bool) -> None:
+    assert ("[redacted]" in redact_text(text)) is masked, redact_text(text)
