@@ -142,8 +142,13 @@ def run_dir(tmp_path: Path, name: str) -> Path:
 
 
 def records(run: Path) -> list[dict[str, Any]]:
+    """The run's finished records; read while the sweep runs, a last line still being written is not one yet."""
     path = run / "records.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not path.exists():
+        return []
+    text = path.read_text()
+    whole = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
 def events(run: Path) -> list[dict[str, Any]]:
