@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.analysis.roles import finite as _finite
 from orchestrator.load.uncertainty import INTERVAL_FIGURES
 
 __all__ = [
@@ -61,16 +62,6 @@ def interval_columns(figure: str) -> tuple[str, str, str]:
 def z_value(level: float) -> float:
     """The two-sided normal quantile of ``level`` (1.96 at 0.95)."""
     return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def _finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def _inflated(values: np.ndarray) -> np.ndarray:

@@ -28,6 +28,7 @@ import yaml
 
 from orchestrator.analysis.frame import config_label
 from orchestrator.analysis.intervals import Difference, difference, z_value
+from orchestrator.analysis.roles import finite as _finite
 from orchestrator.errors import StoreError
 from orchestrator.search.history import read_history
 from orchestrator.search.objective import ConstraintCheck, LevelScore, Measured, Score, load_key, score_records
@@ -350,14 +351,6 @@ def _row_figures(objective: ObjectiveSpec, frame: Any) -> bool:
 def _row_value(row: Any, figure: str) -> Measured | None:
     value, se = _finite(row.get(figure)), _finite(row.get(f"{figure}_se"))
     return None if value is None else Measured(value, se)
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def score_row(
