@@ -9,7 +9,13 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
 - per load: the winner, those tied with it (the rule cannot tell them apart) and those it beats, with the
   margin over the runner-up and its interval;
 - the counts of points (planned, ok, degraded, failed, skipped) and of findings;
-- the findings.
+- the findings;
+- per speculative variant of a closed-loop run with an autoregressive baseline, its break-even load: the
+  lowest measured concurrency at which it no longer beats autoregressive beyond noise, with its bracket
+  (:mod:`orchestrator.analysis.breakeven`, from the winners above);
+- per configuration deployed with a batch-size schedule, whether it beats, ties or loses to the best static
+  configuration at each load and over the ramp, and the k the engine ran at each concurrency
+  (:mod:`orchestrator.analysis.verification`).
 
 The sweep's ending, ``report`` (HTML, Markdown, CSV, Parquet, ``--json``), ``recommend`` (an objective's choice
 on top of the same rows), ``compare``, ``ls``, every ``--json`` and the notebook render it; where one shows
@@ -26,10 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.breakeven import BreakEven, break_even
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.roles import finite as _num
 from orchestrator.analysis.statuses import STATUSES
+from orchestrator.analysis.verification import ScheduleVerdict, verdicts
 
 __all__ = [
     "ANSWER_FILE",
@@ -50,12 +58,14 @@ ANSWER_SCHEMA = 1
 FIGURES: dict[str, str] = {
     "output_tok_s": "client",
     "per_user_tok_s": "client",
+    "requests_per_s": "client",
     "accept_len": "",  # the frame's accept_len_source
     "ttft_ms_p50": "client",
     "ttft_ms_p99": "client",
     "itl_ms_p50": "client",
     "tpot_ms_p50": "client",
     "e2e_ms_p50": "client",
+    "draft_tokens_per_draft": "",  # the frame's draft_tokens_per_draft_source: the k the engine ran
     "speedup_vs_ar": "analysis",
     "speedup_vs_linear": "analysis",
     "tokens_per_joule": "telemetry",
@@ -205,6 +215,10 @@ class Answer:
     loads: list[LoadAnswer]
     counts: Counts
     findings: list[Finding] = field(default_factory=list)
+    #: Per speculative variant, where it stops beating autoregressive beyond noise (analysis/breakeven.py).
+    break_even: list[BreakEven] = field(default_factory=list)
+    #: Per configuration deployed with a batch-size schedule, against the best static one (analysis/verification.py).
+    schedule_verdicts: list[ScheduleVerdict] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -240,6 +254,8 @@ class Answer:
             "points": [p.to_dict() for p in self.points],
             "loads": [lv.to_dict() for lv in self.loads],
             "findings": [f.model_dump() for f in self.findings],
+            "break_even": [b.to_dict() for b in self.break_even],
+            "schedule_verdicts": [v.to_dict() for v in self.schedule_verdicts],
         }
 
 
@@ -253,6 +269,9 @@ def _figures(row: dict[str, Any]) -> dict[str, Figure]:
         if name == "accept_len":
             source = str(row.get("accept_len_source") or "unknown")
             exactness = row.get("accept_len_exactness") or "exact"
+        elif name == "draft_tokens_per_draft":
+            source = str(row.get("draft_tokens_per_draft_source") or "unknown")
+            exactness = "exact"  # integer counters (orchestrator/analysis/drafts.py)
         elif source == "client":
             exactness = "exact"
         out[name] = Figure(
@@ -331,7 +350,15 @@ def answer_of(analysis: Analysis) -> Answer:
     loads = [_load({str(k): v for k, v in r.items()}, analysis.metric) for r in analysis.best.to_dict("records")]
     by_status = analysis.status_counts()
     counts = Counts(planned=analysis.run.planned_points, **{s: by_status.get(s, 0) for s in STATUSES})
-    return Answer(analysis=analysis, points=points, loads=loads, counts=counts, findings=list(analysis.findings))
+    return Answer(
+        analysis=analysis,
+        points=points,
+        loads=loads,
+        counts=counts,
+        findings=list(analysis.findings),
+        break_even=break_even(points, loads, analysis.frame),
+        schedule_verdicts=verdicts(points, loads, measured),
+    )
 
 
 def _fingerprint(run_dir: Path) -> list[Any]:

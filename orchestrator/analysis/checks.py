@@ -23,6 +23,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.analysis.drafts import command_schedule, k_used
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
 from orchestrator.errors import ConfigError, StoreError
@@ -731,6 +732,34 @@ def _reasons(text: Any) -> list[dict[str, str]]:
 
 CheckFunction = Callable[[CheckContext], list[Finding]]
 
+
+def schedule_ignored(ctx: CheckContext) -> list[Finding]:
+    """A configuration deployed with a batch-size schedule (vLLM's ``num_speculative_tokens_per_batch_size``)
+    whose drafts per draft at a closed-loop load are not the schedule's k there: the engine did not run it
+    (``orchestrator/analysis/drafts.py``)."""
+    out: list[Finding] = []
+    for row in _rows(ctx.ok):
+        if row.get("mode") != "concurrency":
+            continue
+        spec = command_schedule(row.get("command"))
+        load = finite(row.get("concurrency"))
+        if spec is None or load is None:
+            continue
+        used = k_used(row, int(load), spec)
+        evidence = [
+            f"schedule: {[list(e) for e in spec[1]]}, num_speculative_tokens {spec[0]}",
+            f"draft tokens per draft: {'-' if used.drafts_per_draft is None else f'{used.drafts_per_draft:.3f}'}"
+            f" ({used.source or 'no counter'})",
+        ]
+        if used.ran is False:
+            message = f"the engine did not run the schedule at C={int(load)}: {used.why}"
+            out.append(_finding("schedule_ignored", row, "error", message, evidence))
+        elif used.ran is None:
+            message = f"cannot tell whether the engine ran the schedule at C={int(load)}: {used.why}"
+            out.append(_finding("schedule_ignored", row, "info", message, evidence))
+    return out
+
+
 CHECKS: dict[str, CheckFunction] = {
     "depth_vs_commit": depth_vs_commit,
     "topk1_vs_chain": topk1_vs_chain,
@@ -747,6 +776,7 @@ CHECKS: dict[str, CheckFunction] = {
     "unreadable_records": unreadable_records,
     "lossless": lossless,
     "runaway_outputs": runaway_outputs,
+    "schedule_ignored": schedule_ignored,
 }
 
 

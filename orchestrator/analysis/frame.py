@@ -26,6 +26,9 @@ in an empty or all-failed run):
   window file. Whether each window is whole (orchestrator/engines/integrity.py): ``server_integrity_whole``,
   ``server_integrity_part`` and ``server_integrity_reasons`` (the reasons as JSON text) for the log window,
   ``prom_integrity_*`` for the ``/metrics`` one.
+- ``draft_tokens_per_draft`` and ``draft_tokens_per_draft_source``: the engine's draft tokens per draft over the
+  window (the mean k of the steps that drafted: ``orchestrator/analysis/drafts.py``), from ``/metrics``, else
+  the log.
 - ``accept_len``, ``accept_len_source`` and ``accept_len_exactness``: the accept length the analysis uses,
   tokens per verify step with the bonus token, from the most exact source that gives one (exact, then
   rounded, then bounded, then a last-interval gauge: orchestrator/engines/integrity.py), and among equally
@@ -62,6 +65,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
@@ -110,7 +114,13 @@ IDENTITY_COLUMNS = [
     "slot",
     "gpus",
 ]
-_DERIVED = ["accept_len", "accept_len_source", "accept_len_exactness"]
+_DERIVED = [
+    "accept_len",
+    "accept_len_source",
+    "accept_len_exactness",
+    "draft_tokens_per_draft",
+    "draft_tokens_per_draft_source",
+]
 CORE_FIGURES = [
     "requests",
     "errors",
@@ -308,6 +318,8 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
     row.update(_flatten_extras(record))
     row.update(_placement(record))
     row["accept_len"], row["accept_len_source"], row["accept_len_exactness"] = _headline_accept_len(record, row)
+    # The k the engine ran: its draft tokens per draft (orchestrator/analysis/drafts.py).
+    row["draft_tokens_per_draft"], row["draft_tokens_per_draft_source"] = drafts_per_draft(row)
     intervals = (record.intervals or {}).get("figures") or {}
     for figure in INTERVAL_FIGURES:
         lo_col, hi_col, se_col = interval_columns(figure)

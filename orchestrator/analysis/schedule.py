@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.breakeven import frame_roles
 from orchestrator.analysis.roles import chain_length
 from orchestrator.errors import SpecsweepError
 
@@ -36,13 +37,10 @@ if TYPE_CHECKING:
     from orchestrator.analysis.answer import Answer, LoadAnswer
 
 __all__ = [
-    "BreakEven",
     "LoadChoice",
     "Range",
     "Schedule",
     "ScheduleError",
-    "break_even",
-    "break_even_text",
     "flag_text",
     "schedule",
     "schedule_text",
@@ -229,24 +227,6 @@ def _engine(ans: Answer, command: str | None) -> str:
     return engine or "vllm"
 
 
-def _frame_rows(ans: Answer) -> dict[str, dict[str, Any]]:
-    """label -> (command, role) from the analysis frame the answer was made from."""
-    out: dict[str, dict[str, Any]] = {}
-    for raw in ans.analysis.frame.to_dict("records"):
-        row = {str(k): v for k, v in raw.items()}
-        label = str(row.get("label"))
-        if label in out:
-            continue
-        command = row.get("command")
-        role = row.get("role")
-        out[label] = {
-            "command": command if isinstance(command, str) else None,
-            "role": role if isinstance(role, str) else None,
-            "speculative": row.get("speculative") is True or row.get("speculative") == 1,
-        }
-    return out
-
-
 def _base_config(command: str | None) -> dict[str, Any] | None:
     if not command:
         return None
@@ -270,7 +250,7 @@ def schedule(
 ) -> Schedule:
     """The schedule of ``variant`` (default: the one speculative variant of the run whose k varies) on one
     host and workload (default: the only one). Raises :class:`ScheduleError` naming what is missing."""
-    frame_rows = _frame_rows(ans)
+    frame_rows = frame_roles(ans.analysis.frame)
     points = [p for p in ans.points if p.mode == "concurrency"]
     if not points:
         raise ScheduleError(f"{ans.path}: no closed-loop (concurrency) point; a batch-size schedule needs loads C=N")
@@ -440,105 +420,3 @@ def _choose(lv: LoadAnswer, candidates: set[str], k_of: dict[str, int], ar: str,
         decided=lv.decided,
         why=why,
     )
-
-
-@dataclass(frozen=True)
-class BreakEven:
-    """Where one speculative variant stops paying on one host and workload: the lowest measured concurrency
-    at which none of its configurations beats autoregressive beyond noise, bracketed by the highest measured
-    load below it where one still did."""
-
-    host: str
-    workload: str
-    variant: str
-    load: int | None  # None: it beats autoregressive at every judged load (break-even not reached)
-    last_win: int | None  # the highest measured load below ``load`` where it beat autoregressive (None: none)
-    judged: list[int]  # the measured loads where the answer says whether it beats autoregressive
-    not_judged: list[int]  # loads where another variant won: the answer does not say
-    wins_again: list[int] = field(default_factory=list)  # judged loads above ``load`` where it beats AR again
-
-    @property
-    def text(self) -> str:
-        again = ""
-        if self.wins_again:
-            loads = ", ".join(f"C={c}" for c in self.wins_again)
-            again = f"; but it beats autoregressive again at {loads}: the measurements give no single crossing"
-        return self._text() + again
-
-    def _text(self) -> str:
-        where = f"{self.variant} on {self.host}" + (f" {self.workload}" if self.workload else "")
-        if not self.judged:
-            return f"{where}: not judged (another configuration won at every measured load)"
-        if self.load is None:
-            top = self.judged[-1]
-            return f"{where}: beats autoregressive up to the highest judged load C={top}; break-even not reached"
-        if self.last_win is None:
-            return f"{where}: no win over autoregressive beyond noise at the lowest judged load C={self.load}"
-        return (
-            f"{where}: break-even at C={self.load} (beats autoregressive beyond noise at C={self.last_win}, "
-            f"not at C={self.load}; the crossing lies in ({self.last_win}, {self.load}])"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "text": self.text}
-
-
-def break_even(ans: Answer) -> list[BreakEven]:
-    """Per (host, workload, speculative variant) of a closed-loop run with an autoregressive baseline, its
-    break-even load (see :class:`BreakEven`), from the answer's winners alone: at a load the variant beats
-    autoregressive when its configuration wins and autoregressive is among those it beats; it does not when
-    autoregressive wins or is tied with the winner; when another variant wins the answer does not say."""
-    rows = _frame_rows(ans)
-    ar_labels = {lb for lb, r in rows.items() if r["role"] == "ar"}
-    if not ar_labels:
-        return []
-    variant_of = {p.label: p.variant for p in ans.points}
-    out: list[BreakEven] = []
-    keys = sorted({(p.host, p.workload) for p in ans.points if p.mode == "concurrency"})
-    for host, workload in keys:
-        variants = sorted(
-            {
-                p.variant
-                for p in ans.points
-                if (p.host, p.workload) == (host, workload)
-                and p.mode == "concurrency"
-                and rows.get(p.label, {}).get("speculative")
-                and p.label not in ar_labels
-            }
-        )
-        loads = sorted(
-            (lv for lv in ans.loads if (lv.host, lv.workload) == (host, workload) and lv.mode == "concurrency"),
-            key=lambda lv: lv.load,
-        )
-        for variant in variants:
-            judged: list[int] = []
-            not_judged: list[int] = []
-            found: int | None = None
-            last_win: int | None = None
-            again: list[int] = []
-            for lv in loads:
-                load = int(lv.load)
-                ar_loses = any(a in lv.beats for a in ar_labels)
-                ar_holds = lv.winner in ar_labels or any(a in lv.tied for a in ar_labels)
-                if ar_holds:
-                    wins = False
-                elif ar_loses and variant_of.get(lv.winner) == variant:
-                    wins = True
-                else:
-                    not_judged.append(load)
-                    continue
-                judged.append(load)
-                if wins and found is None:
-                    last_win = load
-                elif wins:
-                    again.append(load)
-                elif found is None:
-                    found = load
-            out.append(BreakEven(host, workload, variant, found, last_win, judged, not_judged, again))
-    return out
-
-
-def break_even_text(items: list[BreakEven]) -> str:
-    if not items:
-        return ""
-    return "".join(f"# break-even: {b.text}\n" for b in items)

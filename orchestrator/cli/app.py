@@ -140,6 +140,7 @@ COMMANDS = (
     "ls",
     "report",
     "recommend",
+    "verify_schedule",
     "compare",
     "playbook",
     "restore",

@@ -18,6 +18,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from orchestrator import __version__
+from orchestrator.analysis.answer import Answer, answer_of
+from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.errors import StoreError
@@ -222,8 +224,42 @@ def _how_made_blocks(analysis: Analysis) -> list[Block]:
     return blocks
 
 
-def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path) -> list[Block]:
-    """The report as a list of blocks (both renderings share it)."""
+def _break_even_blocks(made: Answer) -> list[Block]:
+    """Where each speculative variant stops paying, as the answer has it (``Answer.break_even``)."""
+    if not made.break_even:
+        return []
+    rows = [
+        {
+            "host": b.host,
+            "workload": b.workload or "-",
+            "variant": b.variant,
+            "break-even": "not reached" if b.load is None else f"C={b.load}",
+            "bracket": "-" if b.load is None or b.last_win is None else f"({b.last_win}, {b.load}]",
+            "judged loads": ", ".join(f"C={c}" for c in b.judged) or "-",
+            "not judged": ", ".join(f"C={c}" for c in b.not_judged) or "-",
+        }
+        for b in made.break_even
+    ]
+    return [
+        Heading("Where speculation stops paying"),
+        Paragraph(
+            "The break-even load of each speculative variant: the lowest measured concurrency at which none of its "
+            "configurations beats autoregressive beyond noise; the crossing lies between the highest load below it "
+            "where one still did and that load (the bracket). At a load where another variant won, the run does not "
+            "say (not judged).",
+            "muted",
+        ),
+        Table(tables.formatted(pd.DataFrame(rows)), "Break-even load per speculative variant"),
+        Items([("", b.text, []) for b in made.break_even]),
+    ]
+
+
+def report_blocks(
+    analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path, made: Answer | None = None
+) -> list[Block]:
+    """The report as a list of blocks (both renderings share it); ``made`` is the run's answer (made from
+    ``analysis`` when not given)."""
+    made = made if made is not None else answer_of(analysis)
     blocks: list[Block] = [
         Heading(f"specsweep report: {analysis.experiment_name}, run {analysis.run_id}", 1),
     ]
@@ -261,6 +297,8 @@ def report_blocks(analysis: Analysis, figures: dict[str, tuple[Path, str]], base
         blocks.append(Table(tables.formatted(tables.winners_table(analysis)), "Best configuration at each load"))
     else:
         blocks.append(Paragraph("No successful point to rank.", "warning"))
+
+    blocks += _break_even_blocks(made)
 
     from orchestrator.report.workloads import workload_blocks
 
@@ -412,7 +450,6 @@ def build_report(
         parquet = target / "records.parquet"
         _parquet_ready(analysis.frame).to_parquet(parquet, index=False)
         files["records.parquet"] = parquet
-        from orchestrator.analysis.answer import answer as make_answer
 
         # The run's answer, from this very analysis: answer.json in the run directory (ls and --json read it).
         made = make_answer(run_dir, analysis=analysis, save=target == run_dir)
@@ -422,7 +459,7 @@ def build_report(
         checks = target / "checks.json"
         _write_text(checks, json.dumps(_checks_json(analysis), indent=2) + "\n")
         files["checks.json"] = checks
-        blocks = report_blocks(analysis, figures, target)
+        blocks = report_blocks(analysis, figures, target, made)
         markdown = target / "report.md"
         _write_text(markdown, to_markdown(blocks))
         files["report.md"] = markdown

@@ -68,7 +68,7 @@ class Engine:
         # vLLM's dynamic speculative decoding: a step's drafts by the requests in it (orchestrator/sim/dynamic_sd.py).
         self._k_lookup: list[int] | None = None
         self._by_k: dict[int, tuple[Speculator, StepTiming]] = {}
-        if config.spec_schedule:
+        if config.spec_schedule and not config.faults.ignore_spec_schedule:
             self._k_lookup = build_lookup(config.spec_schedule, self.max_running, config.draft_tokens)
         # --step-jitter: each decode step lasts its cost times a lognormal factor of mean 1 (noise of a known
         # level, seeded by the server seed and the scheduler group).

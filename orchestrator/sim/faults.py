@@ -57,6 +57,10 @@ coloured-log        the log as the engine's own formatter writes it under a term
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
+ignore-spec-schedule
+                    the vLLM dialect takes --speculative-config's num_speculative_tokens_per_batch_size and then
+                    drafts num_speculative_tokens at every batch size, as an engine that does not know the key
+                    (or drops it) would: a deployed schedule the engine ignored, which drafts per draft show
 orphan-worker[=MIB] with fake GPUs (orchestrator/sim/gpus.py), start a worker process in its own session that
                     holds MIB (default 2048) on the server's GPUs and outlives the server, as a tensor-parallel
                     worker left behind by a killed server does
@@ -89,6 +93,7 @@ FAULT_NAMES = (
     "idle-window",
     "journal-suppress",
     "coloured-log",
+    "ignore-spec-schedule",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -118,6 +123,7 @@ class Faults:
     journal_suppress_after: int | None = None  # journal-suppress: completed requests before lines are dropped
     journal_suppress_lines: int = 0  # journal-suppress's K: lines dropped
     coloured_log: bool = False  # coloured-log: the engine's terminal colours in its lines
+    ignore_spec_schedule: bool = False  # ignore-spec-schedule: draft num_speculative_tokens at every batch size
     idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
     specs: tuple[str, ...] = field(default=())
 
@@ -184,6 +190,8 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
         elif name == "coloured-log":
             faults = replace(faults, coloured_log=True)
+        elif name == "ignore-spec-schedule":
+            faults = replace(faults, ignore_spec_schedule=True)
         elif name == "journal-suppress":
             after, colon, lines = (arg or "").partition(":")
             faults = replace(

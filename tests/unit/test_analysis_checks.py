@@ -162,6 +162,7 @@ def test_every_check_is_named_and_documented() -> None:
         "unreadable_records",
         "lossless",
         "runaway_outputs",
+        "schedule_ignored",
     ]
     assert all(fn.__doc__ for fn in CHECKS.values())
 

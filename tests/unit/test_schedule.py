@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.answer import Answer, Counts, LoadAnswer, PointAnswer
-from orchestrator.analysis.schedule import ScheduleError, break_even, schedule, vllm_speculative_config
+from orchestrator.analysis.breakeven import BreakEven
+from orchestrator.analysis.breakeven import break_even as _break_even
+from orchestrator.analysis.schedule import ScheduleError, schedule, vllm_speculative_config
 
 AR = "autoregressive"
 
@@ -80,6 +82,10 @@ def _answer(ks: list[int], loads: list[int], levels: list[LoadAnswer]) -> Answer
         rows.append({"label": f"ngram k={k}", "command": _cmd(k), "role": None, "speculative": True})
     analysis: Any = SimpleNamespace(frame=pd.DataFrame(rows), path=Path("run"), metric="output_tok_s")
     return Answer(analysis=analysis, points=points, loads=levels, counts=Counts(planned=len(points)))
+
+
+def break_even(ans: Answer) -> list[BreakEven]:
+    return _break_even(ans.points, ans.loads, ans.analysis.frame)
 
 
 ALL = ["ngram k=1", "ngram k=2", "ngram k=4"]

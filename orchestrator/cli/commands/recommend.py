@@ -53,16 +53,24 @@ def recommend(
     require_points(run_dir, "recommend", usable=True)
     if as_schedule:
         from orchestrator.analysis.answer import answer
-        from orchestrator.analysis.schedule import break_even, break_even_text, schedule, schedule_text
+        from orchestrator.analysis.breakeven import break_even_text
+        from orchestrator.analysis.schedule import schedule, schedule_text
 
         ans = answer(run_dir)
         sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
-        stops = break_even(ans)
+        from orchestrator.analysis.verification import verdict_text
+
+        stops = ans.break_even
         if as_json:
-            doc = {**sched.to_dict(), "break_even": [b.to_dict() for b in stops]}
+            doc = {
+                **sched.to_dict(),
+                "break_even": [b.to_dict() for b in stops],
+                "schedule_verdicts": [v.to_dict() for v in ans.schedule_verdicts],
+            }
             typer.echo(json.dumps(doc, indent=2, default=str))
         else:
-            typer.echo(schedule_text(sched) + break_even_text(stops), nl=False)
+            text = schedule_text(sched) + break_even_text(stops) + verdict_text(ans.schedule_verdicts)
+            typer.echo(text, nl=False)
         return
     recs = build(run_dir)
     if as_json:

@@ -1,0 +1,107 @@
+"""`specsweep verify-schedule RUN`: deploy the draft-length schedule derived from a sweep as one more
+configuration, measure it against the best static configurations at each load and over a ramp, and say whether
+it beats, ties or loses, and whether the engine ran the k it was given (docs/schedule.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def verify_schedule(
+    run: str = typer.Argument(
+        ...,
+        metavar="RUN",
+        help="The sweep the schedule is derived from: a run directory, latest, latest~N, EXPERIMENT/latest, or "
+        "an experiment file (its latest run).",
+        show_default=False,
+    ),
+    results: Path | None = typer.Option(
+        None,
+        "--results",
+        help="Where runs are looked up for latest, and where the verification run is made (default: the "
+        "source run's results directory).",
+    ),
+    variant: str | None = typer.Option(None, "--variant", help="The variant whose draft length varies."),
+    host: str | None = typer.Option(None, "--host", help="The host (default: the only one)."),
+    workload: str | None = typer.Option(None, "--workload", help="The workload (default: the only one)."),
+    max_batch_size: int | None = typer.Option(
+        None, "--max-batch-size", min=1, help="Where the last range ends (default: --max-num-seqs, else 128)."
+    ),
+    rates: list[float] = typer.Option(
+        [],
+        "--rate",
+        min=0.001,
+        metavar="R",
+        help="Requests per second of the ramp (repeatable; default: what the source sweep's winner completed at "
+        "its middle concurrency). Arrivals are Poisson, capped at the highest measured concurrency in flight.",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Write the verification experiment and print its path and plan; deploy nothing."
+    ),
+    allow_failures: bool = typer.Option(False, "--allow-failures", help="Exit 0 although points failed."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress; print the run directory and the verdict."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the sweep's JSON summary; its answer holds schedule_verdicts."
+    ),
+) -> None:
+    """Verify a schedule: derive it from RUN (as `recommend RUN --schedule` prints it), write the verification
+    experiment (RUN/verify-schedule.yaml: the autoregressive baseline, the variant's configurations that won a
+    load, and variant `schedule` running the schedule's --speculative-config; RUN's concurrencies and an
+    open-loop ramp), sweep it like `specsweep sweep`, and print the verdict: at each load and over the ramp,
+    whether the schedule beats, ties or loses to the best static configuration, and the k the engine ran
+    there by its own counters (draft tokens per draft; a schedule it ignored is the error finding
+    schedule_ignored). The verdict is in the verification run's report and in `recommend VERIFY_RUN --schedule`.
+
+    Exit codes are the sweep's (0, 1, 2, 3, 4, 130); a verdict of losing is not an error."""
+    import yaml
+
+    from orchestrator.analysis.answer import answer
+    from orchestrator.analysis.schedule import schedule
+    from orchestrator.analysis.verification import verdict_text
+    from orchestrator.cli.commands.sweep import sweep
+    from orchestrator.runs.identity import require_points
+    from orchestrator.runs.runref import resolve_run
+    from orchestrator.sweep.verification import VERIFY_FILE, verification_experiment
+
+    run_dir = resolve_run(run, results)
+    require_points(run_dir, "verify-schedule", usable=True)
+    ans = answer(run_dir)
+    sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
+    doc = verification_experiment(run_dir, ans, sched, rates=list(rates) or None)
+    path = run_dir / VERIFY_FILE
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    root = results if results is not None else run_dir.parent.parent
+    if not (quiet or as_json):
+        typer.echo(f"verification experiment: {path}", err=True)
+    code = 0
+    try:
+        sweep(
+            file=path,
+            resume=None,
+            retry_failed=False,
+            redo_changed=False,
+            allow_failures=allow_failures,
+            dry_run=dry_run,
+            results=root,
+            baselines_from=None,
+            break_lock=False,
+            report=True,
+            quiet=quiet,
+            as_json=as_json,
+        )
+    except typer.Exit as stop:
+        code = stop.exit_code
+    if dry_run or as_json or code not in (0, 3):
+        if code:
+            raise typer.Exit(code)
+        return
+    made = resolve_run(f"{doc['name']}/latest", root)
+    typer.echo(verdict_text(answer(made).schedule_verdicts), nl=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify-schedule")(verify_schedule)
