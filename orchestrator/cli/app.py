@@ -131,7 +131,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-# One module per command, in the order ``--help`` lists them.
+# One module per command, in the order ``--help`` lists them (a dash in a name is an underscore in its module's).
 COMMANDS = (
     "init",
     "validate",
@@ -140,7 +140,7 @@ COMMANDS = (
     "ls",
     "report",
     "recommend",
-    "verify_schedule",
+    "verify-schedule",
     "compare",
     "playbook",
     "restore",
@@ -167,7 +167,7 @@ def _root(
 
 
 for _name in COMMANDS:
-    importlib.import_module(f"orchestrator.cli.commands.{_name}").register(app)
+    importlib.import_module(f"orchestrator.cli.commands.{_name.replace('-', '_')}").register(app)
 for _info in app.registered_commands:
     if _info.cls in (None, TyperCommand):
         _info.cls = Command

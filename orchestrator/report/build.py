@@ -254,6 +254,39 @@ def _break_even_blocks(made: Answer) -> list[Block]:
     ]
 
 
+def _verdict_blocks(made: Answer) -> list[Block]:
+    """A deployed schedule against the best static configuration, as the answer has it (``schedule_verdicts``)."""
+    if not made.schedule_verdicts:
+        return []
+    blocks: list[Block] = [Heading("Schedule against the best static configuration")]
+    for v in made.schedule_verdicts:
+        rows = [
+            {
+                "load": lv.load_label,
+                "schedule": lv.outcome.replace("_", " "),
+                "best static": lv.best_static or "-",
+                "winner": lv.winner,
+                "margin (winner over runner-up)": "-"
+                if lv.margin is None
+                else f"{lv.margin * 100:+.1f}% [{(lv.margin_lo or 0) * 100:+.1f}% … {(lv.margin_hi or 0) * 100:+.1f}%]",
+                "scheduled k": "-" if lv.k is None else str(lv.k.scheduled_k),
+                "draft tokens per draft": "-"
+                if lv.k is None or lv.k.drafts_per_draft is None
+                else f"{lv.k.drafts_per_draft:.2f}",
+                "engine ran it": "-" if lv.k is None else {True: "yes", False: "NO", None: "cannot tell"}[lv.k.ran],
+            }
+            for lv in [*v.loads, *v.ramp]
+        ]
+        css = "error" if v.ignored_at else ""
+        blocks.append(
+            Paragraph(f"{v.schedule} (num_speculative_tokens {v.num_speculative_tokens}): {v.summary()}", css)
+        )
+        blocks.append(
+            Table(tables.formatted(pd.DataFrame(rows)), f"{v.label} on {v.host}: at each load and over the ramp")
+        )
+    return blocks
+
+
 def report_blocks(
     analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path, made: Answer | None = None
 ) -> list[Block]:
@@ -299,6 +332,7 @@ def report_blocks(
         blocks.append(Paragraph("No successful point to rank.", "warning"))
 
     blocks += _break_even_blocks(made)
+    blocks += _verdict_blocks(made)
 
     from orchestrator.report.workloads import workload_blocks
 

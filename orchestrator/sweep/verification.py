@@ -131,6 +131,8 @@ def verification_experiment(
     )
     for key in ("search", "objective", "results_dir"):
         doc.pop(key, None)
+    if doc.get("gpus_per_deployment") == 1:  # the stored default; written out it draws an advisory
+        doc.pop("gpus_per_deployment")
     load = dict(doc["load"])
     loads = sorted({c.load for c in choices})
     load["concurrency"] = loads
