@@ -120,3 +120,14 @@ def test_recommend_schedule_with_an_unknown_variant_is_one_clear_line(
     assert proc.returncode != 0
     assert "variant 'eagle' has no speculative configuration" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_verify_schedule_of_an_engine_without_schedules_is_one_clear_line(
+    runs: tuple[dict[str, str], dict[str, Path]],
+) -> None:
+    env, made = runs
+    proc = run_cli("verify-schedule", str(made["sglang"]), "--dry-run", env=env)
+    assert proc.returncode != 0
+    assert "sglang takes no batch-size schedule" in proc.stderr and "--speculative-adaptive" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (made["sglang"] / "verify-schedule.yaml").exists()
