@@ -738,7 +738,11 @@ def schedule_ignored(ctx: CheckContext) -> list[Finding]:
     whose drafts per draft at a closed-loop load are not the schedule's k there: the engine did not run it
     (``orchestrator/analysis/drafts.py``)."""
     out: list[Finding] = []
-    for row in _rows(ctx.ok):
+    ok = ctx.ok
+    if "command" not in ok.columns:
+        return out
+    scheduled = ok[ok["command"].astype(str).str.contains("num_speculative_tokens_per_batch_size", regex=False)]
+    for row in _rows(scheduled):
         if row.get("mode") != "concurrency":
             continue
         spec = command_schedule(row.get("command"))

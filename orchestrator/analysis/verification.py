@@ -135,6 +135,9 @@ def verdicts(points: Iterable[Any], loads: Iterable[Any], frame: pd.DataFrame) -
     points, loads = list(points), list(loads)
     if frame.empty or "command" not in frame.columns:
         return []
+    # Most runs hold no schedule: tell so without making records of a wide frame (bench/scale.py).
+    if not frame["command"].astype(str).str.contains("num_speculative_tokens_per_batch_size", regex=False).any():
+        return []
     rows = [{str(k): v for k, v in r.items()} for r in frame.to_dict("records")]
 
     specs = {str(r["label"]): command_schedule(r.get("command")) for r in rows if isinstance(r.get("command"), str)}

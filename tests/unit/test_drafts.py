@@ -53,3 +53,26 @@ def test_no_counters_cannot_tell_and_the_log_is_the_fallback_source() -> None:
     assert drafts_per_draft({"server_details_drafted": 30, "server_details_drafts": 10}) == (3.0, "log")
     assert drafts_per_draft({"prom_details_draft_tokens": 8, "prom_details_drafts": 2}) == (4.0, "prometheus")
     assert drafts_per_draft({"prom_details_draft_tokens": 0, "prom_details_drafts": 0}) == (None, None)
+
+
+def test_the_check_names_the_load_where_the_engine_ignored_the_schedule() -> None:
+    import pandas as pd
+
+    from orchestrator.analysis.checks import CheckContext, schedule_ignored
+    from orchestrator.analysis.roles import BaselineRoles
+
+    command = (
+        "vllm serve m --speculative-config "
+        '\'{"num_speculative_tokens":4,"num_speculative_tokens_per_batch_size":[[1,1,4],[2,8,1]]}\''
+    )
+    rows = [
+        {**_row(100, 400), "concurrency": 1, "load_label": "C=1"},
+        {**_row(100, 400), "concurrency": 4, "load_label": "C=4"},  # 4 per draft where k is 1: ignored
+        {**_row(100, 400), "concurrency": 4, "load_label": "C=4", "command": "vllm serve m"},  # no schedule
+    ]
+    frame = pd.DataFrame(
+        [{"command": command, "mode": "concurrency", "status": "ok", "alias_of": None, "label": "s", **r} for r in rows]
+    )
+    found = schedule_ignored(CheckContext(frame=frame, roles=BaselineRoles(ar=None, linear=None)))
+    assert [(f.load, f.severity) for f in found] == [("C=4", "error")]
+    assert "4.00 draft tokens per draft against the scheduled k = 1" in found[0].message
