@@ -59,6 +59,7 @@ FIGURES: dict[str, str] = {
     "speedup_vs_ar": "analysis",
     "speedup_vs_linear": "analysis",
     "tokens_per_joule": "telemetry",
+    "goodput": "requests",  # with the run's objective.goodput limits (analysis/goodput.py)
 }
 
 
@@ -253,7 +254,7 @@ def _figures(row: dict[str, Any]) -> dict[str, Figure]:
         if name == "accept_len":
             source = str(row.get("accept_len_source") or "unknown")
             exactness = row.get("accept_len_exactness") or "exact"
-        elif source == "client":
+        elif source in ("client", "requests"):
             exactness = "exact"
         out[name] = Figure(
             value=value,

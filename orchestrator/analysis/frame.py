@@ -62,7 +62,8 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
+from orchestrator.analysis.goodput import goodput_limits, with_goodput
+from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
@@ -197,6 +198,8 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
     checks = experiment.get("checks")
     confidence = checks.get("confidence") if isinstance(checks, dict) else None
     level = float(confidence) if isinstance(confidence, float) and 0.5 < confidence < 1 else 0.95
+    # Goodput (the experiment's per-request limits) is a window figure like the others: combined the same way.
+    windows = with_goodput(windows, path, goodput_limits(experiment), z=z_value(level))
     frame = windows if all_attempts else aggregate_windows(windows, level=level)
     return RunData(
         path=Path(path),
