@@ -150,7 +150,11 @@ class RunData:
     @property
     def planned_points(self) -> int:
         """Points the plan holds, counted as the frame counts them: a configuration at a load (its repeats and
-        restarts are windows of one point)."""
+        restarts are windows of one point). A search measures what its budget allows, not its whole space (the
+        plan's): the points its sweep planned, as run.json keeps them at its end."""
+        points = self.info.points or {}
+        if self.info.kind == "search" and isinstance(points.get("planned"), int):
+            return int(points["planned"])
         keys = set()
         for deployment in self.plan.get("deployments", []):
             if not isinstance(deployment, dict):

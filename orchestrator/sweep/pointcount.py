@@ -56,12 +56,12 @@ class PointCount:
         its planned measurements is."""
         if record.status == "skipped":
             return
-        key = _key(record.config_hash, record.mode, record.concurrency, record.rate, getattr(record, "workload", None))
-        where = record.host if record.baseline or not self._pooled else ""
-        ids = self._final.setdefault((where, key), set())
+        where = self._where(record)
+        planned = self._of.get(where[1], {record.point_id})
+        ids = self._final.setdefault(where, set())
         ids.add(record.point_id)
-        if len(ids & self._of.get(key, {record.point_id})) >= len(self._of.get(key, {record.point_id})):
-            self._done.add((where, key))
+        if len(ids & planned) >= len(planned):
+            self._done.add(where)
 
     def add_all(self, records: Iterable[Record]) -> None:
         for record in records:
@@ -70,3 +70,17 @@ class PointCount:
     @property
     def done(self) -> int:
         return len(self._done)
+
+    def by_status(self, records: Iterable[Record]) -> dict[str, int]:
+        """``planned`` (:attr:`total`), and the points of ``records`` (each measurement's last) ``ok`` (a window
+        of it succeeded) or ``failed`` (none did), as the answer combines a point's windows."""
+        statuses: dict[tuple[str, _Key], set[str]] = {}
+        for record in records:
+            statuses.setdefault(self._where(record), set()).add(record.status)
+        ok = sum(1 for s in statuses.values() if "ok" in s)
+        failed = sum(1 for s in statuses.values() if "ok" not in s and "failed" in s)
+        return {"planned": self.total, "ok": ok, "failed": failed}
+
+    def _where(self, record: Record) -> tuple[str, _Key]:
+        key = _key(record.config_hash, record.mode, record.concurrency, record.rate, getattr(record, "workload", None))
+        return (record.host if record.baseline or not self._pooled else "", key)

@@ -598,8 +598,9 @@ class SweepState:
         self.emit(Notice(host=host, message=f"stopping the sweep: {halted}", level="error"))
 
     def plan_points(self) -> dict[str, int]:
-        """The run's planned points by the status of their last record (``planned``, ``ok``, ``failed``)."""
-        return self.schedule.plan_points(self.resume.latest)
+        """The run's points as the answer counts them (a configuration at a load, its repeats combined):
+        ``planned``, and ``ok`` or ``failed`` by their windows' last records (run.json keeps them)."""
+        return self.points.by_status(self.resume.latest.values())
 
     def next_attempt(self, host: str, point_id: str) -> int:
         return self.resume.next_attempt(host, point_id)

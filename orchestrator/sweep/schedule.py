@@ -85,8 +85,11 @@ class Schedule:
 
     @property
     def total_points(self) -> int:
-        """The points of the plan as the sweep counts them (a pool: every host's)."""
-        return self.plan.load_point_count * (len(self.targets) if self.pooled else 1)
+        """The points of the plan as the sweep counts them (a pool: each host's baselines, each shared point
+        once, as :meth:`pending_count` counts what remains)."""
+        if not self.pooled:
+            return self.plan.load_point_count
+        return sum(len(d.load_points) * (len(self.targets) if d.baseline else 1) for d in self.plan.deployments)
 
     def remaining_loads(self) -> int:
         """The restarts still to come (for the ETA)."""

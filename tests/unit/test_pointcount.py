@@ -69,10 +69,27 @@ def test_without_repeats_a_point_is_a_measurement_and_a_pool_counts_baselines_pe
     plan = _plan(tmp_path, repeats=1)
     count = PointCount(plan, Schedule(plan, ["local"], set()).total_points, pooled=False)
     assert count.total == 8
-    count = PointCount(plan, 8 + 4, pooled=True)  # two hosts: the baselines' 4 points on each, the rest once
+    pool = Schedule(plan, ["a", "b"], set())
+    count = PointCount(plan, pool.total_points, pooled=True)  # the baselines' 4 points on each host, the rest once
     assert count.total == 12
     baseline, tree = plan.deployments[0], plan.deployments[2]
     for host in ("a", "b"):
         count.add(_record(baseline, baseline.load_points[0], host=host))
         count.add(_record(tree, tree.load_points[0], host=host))  # a shared point: one, wherever measured
     assert count.done == 3
+    assert count.by_status([_record(baseline, baseline.load_points[0], host="a", status="failed")]) == {
+        "planned": 12,
+        "ok": 0,
+        "failed": 1,
+    }
+
+
+def test_the_statuses_of_points_combine_their_windows(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, repeats=2)
+    count = PointCount(plan, plan.load_point_count, pooled=False)
+    first = plan.deployments[0]
+    c1 = [p for p in first.load_points if p.concurrency == 1]
+    c4 = [p for p in first.load_points if p.concurrency == 4]
+    records = [_record(first, c1[0], status="failed"), _record(first, c1[1]), _record(first, c4[0], status="failed")]
+    # C=1: one window ok (a point with a successful window is ok); C=4: none ok.
+    assert count.by_status(records) == {"planned": 8, "ok": 1, "failed": 1}
