@@ -98,16 +98,6 @@ def test_a_stopped_sweep_takes_no_shared_deployment(tmp_path: Path) -> None:
     assert taken == ["autoregressive", "linear"]
 
 
-def test_plan_points_count_the_last_record_of_each_point(tmp_path: Path) -> None:
-    plan = build_plan(make_experiment(tmp_path))
-    ids = [p.id for d in plan.deployments for p in d.load_points]
-    latest = {("a", ids[0]): _record(ids[0], "a"), ("b", ids[0]): _record(ids[0], "b", "failed")}
-    latest[("b", ids[4])] = _record(ids[4], "b", "failed")
-    latest[("a", ids[4])] = _record(ids[4], "a")
-    assert Schedule(plan, ["a", "b"], set()).plan_points(latest) == {"planned": 12, "ok": 2, "failed": 1}
-    assert Schedule(plan, ["a"], set()).plan_points(latest) == {"planned": 8, "ok": 2, "failed": 0}
-
-
 def test_a_schedule_needs_a_target(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Schedule(build_plan(make_experiment(tmp_path)), [], set())
