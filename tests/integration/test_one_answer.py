@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.analysis.diff import DIFF_FIGURES
 from tests.reliability.harness import (
     ROOT,
     cli_env,
@@ -301,7 +302,7 @@ def _agree(runs: Runs, run_dir: Path, out: dict[str, Any]) -> None:
     for row in out["compare"]["points"]:
         point = points[(row["host"], row["workload"] or "", row["label"], row["load_label"])]
         assert row["status_b"] == point["status"]
-        for figure in ("output_tok_s", "accept_len", "ttft_ms_p50"):
+        for figure in DIFF_FIGURES:  # every figure compare shows
             assert _close(row.get(f"{figure}_b"), (point["figures"].get(figure) or {}).get("value")), figure
 
     # recommend: the objective's choice on the answer's rows, with the answer's interval and margin.
