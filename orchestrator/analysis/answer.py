@@ -69,6 +69,7 @@ FIGURES: dict[str, str] = {
     "speedup_vs_ar": "analysis",
     "speedup_vs_linear": "analysis",
     "tokens_per_joule": "telemetry",
+    "goodput": "requests",  # with the run's objective.goodput limits (analysis/goodput.py)
 }
 
 
@@ -272,7 +273,7 @@ def _figures(row: dict[str, Any]) -> dict[str, Figure]:
         elif name == "draft_tokens_per_draft":
             source = str(row.get("draft_tokens_per_draft_source") or "unknown")
             exactness = "exact"  # integer counters (orchestrator/analysis/drafts.py)
-        elif source == "client":
+        elif source in ("client", "requests"):
             exactness = "exact"
         out[name] = Figure(
             value=value,

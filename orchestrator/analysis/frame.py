@@ -66,7 +66,8 @@ from typing import Any
 import pandas as pd
 
 from orchestrator.analysis.drafts import drafts_per_draft
-from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns
+from orchestrator.analysis.goodput import goodput_limits, with_goodput
+from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
@@ -159,7 +160,11 @@ class RunData:
     @property
     def planned_points(self) -> int:
         """Points the plan holds, counted as the frame counts them: a configuration at a load (its repeats and
-        restarts are windows of one point)."""
+        restarts are windows of one point). A search measures what its budget allows, not its whole space (the
+        plan's): the points its sweep planned, as run.json keeps them at its end."""
+        points = self.info.points or {}
+        if self.info.kind == "search" and isinstance(points.get("planned"), int):
+            return int(points["planned"])
         keys = set()
         for deployment in self.plan.get("deployments", []):
             if not isinstance(deployment, dict):
@@ -207,6 +212,8 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
     checks = experiment.get("checks")
     confidence = checks.get("confidence") if isinstance(checks, dict) else None
     level = float(confidence) if isinstance(confidence, float) and 0.5 < confidence < 1 else 0.95
+    # Goodput (the experiment's per-request limits) is a window figure like the others: combined the same way.
+    windows = with_goodput(windows, path, goodput_limits(experiment), z=z_value(level))
     frame = windows if all_attempts else aggregate_windows(windows, level=level)
     return RunData(
         path=Path(path),

@@ -168,7 +168,7 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
                     base[column] = sum(present) if present else None
                 elif present:
                     base[column] = float(np.mean(present))
-            for figure in INTERVAL_FIGURES:
+            for figure in (*INTERVAL_FIGURES, "goodput"):  # goodput: analysis/goodput.py, when the run has it
                 lo_col, hi_col, se_col = interval_columns(figure)
                 windows = []
                 for r in ok:

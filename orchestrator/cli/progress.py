@@ -108,7 +108,7 @@ class SweepProgress:
             self._done = event.total_points - event.pending_points
             self._run_dir = event.run_dir
         if isinstance(event, PointFinished):
-            self._done += 1
+            self._done = event.points_complete  # points, as the answer counts them (not measurements)
         if isinstance(event, DeploymentFailed):
             reason = event.reason  # "<host>: <why>": the host stays in the lines that repeat it
             self._start_failed[event.deployment_id] = reason.removeprefix(f"{event.host}: ")
@@ -173,7 +173,9 @@ class SweepProgress:
             if point_task is not None and self._point_total.get(event.host):
                 self.progress.update(point_task, completed=self._point_total[event.host])
             if self._overall is not None:
-                self.progress.update(self._overall, advance=1, detail=f"ETA {format_duration(event.eta_seconds)}")
+                self.progress.update(
+                    self._overall, completed=self._done, detail=f"ETA {format_duration(event.eta_seconds)}"
+                )
             self.console.print(f"{prefix}{self._point_text(event)}")
         elif isinstance(event, HostRestored):
             self.console.print(f"{prefix}host restored")
@@ -202,7 +204,10 @@ class SweepProgress:
             source = event.summary.get("accept_len_source")
             figures.append(f"accept len {accept:.2f}" + (f" ({source})" if source else ""))
         errors, requests = event.summary.get("errors"), event.summary.get("requests")
-        if event.status == "ok" and errors:
+        if event.status == "ok" and event.summary.get("degraded"):
+            lost, sent = event.summary.get("lost"), event.summary.get("sent")
+            figures.append(f"[red]degraded: {lost} of {sent} requests lost (not ranked)[/red]")
+        elif event.status == "ok" and errors:
             figures.append(f"[yellow]{errors} of {requests} requests failed[/yellow]")
         if event.status != "ok":
             figures.append(f"[red]{escape(self._cause(event))}[/red]")

@@ -153,7 +153,8 @@ def run_overview(analysis: Analysis) -> pd.DataFrame:
         ("baselines", f"AR = {analysis.roles.ar or 'none'}, linear = {analysis.roles.linear or 'none'}"),
         (
             "points",
-            f"{statuses['ok']} ok, {statuses['failed']} failed, {statuses['skipped']} skipped "
+            f"{statuses['ok']} ok, {statuses['degraded']} degraded, {statuses['failed']} failed, "
+            f"{statuses['skipped']} skipped "
             f"({analysis.run.planned_points} planned per host)",
         ),
         ("findings", f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes"),
@@ -367,12 +368,13 @@ def accept_table(analysis: Analysis) -> pd.DataFrame:
 
 
 def accept_sources_note(analysis: Analysis) -> str:
-    """Where the accept lengths shown come from and how exact each is, counted over the completed points:
+    """Where the accept lengths shown come from and how exact each is, counted over the points shown (ok and
+    degraded, as :func:`accept_table`):
     ``client (exact) 12 points; server (bounded) 2 points`` (orchestrator/engines/integrity.py, KINDS)."""
     rows = _measured(analysis)
     if rows.empty or "accept_len_source" not in rows.columns:
         return ""
-    rows = rows[(rows["status"] == "ok") & rows["accept_len"].notna()]
+    rows = rows[rows["status"].isin(MEASURED) & rows["accept_len"].notna()]  # the points the table shows
     if rows.empty:
         return ""
     kinds = rows["accept_len_exactness"] if "accept_len_exactness" in rows.columns else pd.Series(None, rows.index)

@@ -212,28 +212,12 @@ def _requests(run_dir: Path | None, record: Record) -> list[dict[str, Any]]:
 
 
 def _goodput(record: Record, limits: Mapping[str, float], run_dir: Path | None) -> Measured | None:
-    """Good requests per second of the window (vLLM's ``request_goodput``, AIPerf's ``goodput``)."""
-    client = record.client or {}
-    duration = client.get("duration_s")
-    rows = _requests(run_dir, record)
-    if not rows or not duration:
-        return None
-    good = 0
-    for row in rows:
-        if not row.get("ok"):
-            continue
-        ttft, e2e, tokens = row.get("ttft_ms"), row.get("e2e_ms"), int(row.get("output_tokens") or 0)
-        values = {
-            "ttft_ms": ttft,
-            "e2e_ms": e2e,
-            "tpot_ms": (e2e - ttft) / (tokens - 1) if ttft is not None and e2e is not None and tokens > 1 else None,
-        }
-        if all(values.get(k) is not None and float(values[k]) <= limit for k, limit in limits.items()):  # type: ignore[arg-type]
-            good += 1
-    n = len(rows)
-    share = good / n
-    se = math.sqrt(max(share * (1 - share), 1.0 / n) / n) * n / float(duration)
-    return Measured(good / float(duration), se)
+    """Good requests per second of the window (vLLM's ``request_goodput``, AIPerf's ``goodput``): the answer's
+    definition (``orchestrator/analysis/goodput.py``), so the search scores a window as every output shows it."""
+    from orchestrator.analysis.goodput import window_goodput
+
+    found = window_goodput(_requests(run_dir, record), limits, (record.client or {}).get("duration_s"))
+    return None if found is None else Measured(*found)
 
 
 def window_figure(
@@ -302,11 +286,21 @@ def lossless_check(verdicts: Sequence[bool | None]) -> ConstraintCheck:
     )
 
 
-def check_constraint(figure: str, limit: LimitSpec, measured: Measured | None, z: float) -> ConstraintCheck:
+def check_constraint(
+    figure: str,
+    limit: LimitSpec,
+    measured: Measured | None,
+    z: float,
+    interval: tuple[float, float] | None = None,
+) -> ConstraintCheck:
+    """The constraint on ``figure`` judged on its interval: ``interval`` where the answer gives the point one
+    (``orchestrator/search/recommend.py``), else the measured value +- z * se."""
     if measured is None:
         return ConstraintCheck(figure, None, None, None, limit.max, limit.min, "unknown")
     lo = hi = None
-    if measured.se is not None:
+    if interval is not None:
+        lo, hi = interval
+    elif measured.se is not None:
         lo, hi = measured.value - z * measured.se, measured.value + z * measured.se
     low, high = (lo, hi) if lo is not None else (measured.value, measured.value)
     assert high is not None and low is not None

@@ -293,7 +293,7 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
             point = rows.iloc[0]
             if from_rows:
                 score = score_row(point, objective, load, level, lossless, [r.deployment_id for r in at_level])
-            else:  # a figure the answer has no column for (goodput): the objective's own, from the windows
+            else:  # a figure the answer has no column for (error_rate): the objective's own, from the windows
                 score = score_records(
                     at_level, objective, [(mode, value, 1.0)], run_dir=run_dir, level=level, lossless=lossless
                 )
@@ -343,7 +343,8 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
 
 
 def _row_figures(objective: ObjectiveSpec, frame: Any) -> bool:
-    """Whether the answer's rows hold the objective's figure and every constrained one (goodput they do not)."""
+    """Whether the answer's rows hold the objective's figure and every constrained one (goodput they do, when
+    the run has its limits: orchestrator/analysis/goodput.py; error_rate they do not)."""
     names = [objective.figure, *(n for n in objective.constraints if n != "lossless")]
     return all(name in frame.columns for name in names)
 
@@ -362,7 +363,7 @@ def score_row(
     deployments: list[str],
 ) -> Score:
     """The objective's score of one point of the answer: its figure and standard error as the answer has them
-    (no pooling of its own), each constraint judged on the point's own interval."""
+    (no pooling of its own), each constraint judged on the point's own interval (the answer's ``lo`` … ``hi``)."""
     from orchestrator.experiment.search import LimitSpec
     from orchestrator.search.objective import check_constraint, lossless_check
 
@@ -375,7 +376,7 @@ def score_row(
                 checks.append(lossless_check([(lossless or {}).get(d) for d in deployments]))
             continue
         assert isinstance(limit, LimitSpec)
-        checks.append(check_constraint(name, limit, _row_value(row, name), z))
+        checks.append(check_constraint(name, limit, _row_value(row, name), z, _row_interval(row, name)))
     windows = _finite(row.get("windows"))
     lv = LevelScore(load, main.value if main else None, main.se if main else None, int(windows or 1), tuple(checks))
     return Score(

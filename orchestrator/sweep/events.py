@@ -37,6 +37,8 @@ class SweepEvent:
 @dataclass(frozen=True)
 class SweepStarted(SweepEvent):
     run_dir: str = ""
+    #: Points as the answer counts them (a configuration at a load, its repeats and restarts combined:
+    #: orchestrator/sweep/pointcount.py), and those not yet done.
     total_points: int = 0
     pending_points: int = 0
     deployments: int = 0
@@ -102,23 +104,36 @@ class PointFinished(SweepEvent):
     status: str = ""
     summary: dict[str, Any] = field(default_factory=dict)
     eta_seconds: float = 0.0
+    #: Measurements this run finished (a repeat counts on its own).
     points_done: int = 0
+    #: Points done, as :attr:`SweepStarted.total_points` counts them (the run's resumed ones included).
+    points_complete: int = 0
 
 
-def point_summary(record: Any) -> dict[str, Any]:
-    """A finished point's :attr:`PointFinished.summary`, from its record (orchestrator/runs/store.py)."""
+def point_summary(record: Any, degraded_requests: float | None = None) -> dict[str, Any]:
+    """A finished point's :attr:`PointFinished.summary`, from its record (orchestrator/runs/store.py); with
+    ``degraded_requests`` (``checks.degraded_requests``), whether the window lost more of its requests than
+    that, as the answer judges a point (``orchestrator/analysis/result.py``, ``mark_degraded``)."""
     from orchestrator.analysis.frame import record_accept_len
+    from orchestrator.analysis.result import lost_requests
 
     client = record.client or {}
     error = record.error or {}
     # The accept length the record holds as the analysis reads it (the most exact source), not the log's own.
     accept, source, _exactness = record_accept_len(record)
+    lost, sent = lost_requests(client)
+    degraded = (
+        record.status == "ok" and degraded_requests is not None and bool(sent) and lost / sent > degraded_requests
+    )
     return {
         "output_tok_s": client.get("output_tok_s"),
         "accept_len": accept,
         "accept_len_source": source,
         "requests": client.get("requests"),
         "errors": client.get("errors"),
+        "lost": lost,
+        "sent": sent,
+        "degraded": degraded,
         "error": error.get("message"),
         # What the console line of a failed point names: the cause as the record has it.
         "error_kind": error.get("kind"),

@@ -67,6 +67,7 @@ from orchestrator.sweep.events import (
 from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
 from orchestrator.sweep.measure import Measured, PointMeasurer, new_record, window_restart
 from orchestrator.sweep.opening import OpenedRun, OpenOptions, open_run
+from orchestrator.sweep.pointcount import PointCount
 from orchestrator.sweep.policy import FailureTracker
 from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, first_of_two
 from orchestrator.sweep.schedule import Schedule
@@ -543,6 +544,10 @@ class SweepState:
             history=eta_history(options.results_root, experiment.name, exclude=store.path),
         )
         self.total_points = self.schedule.pending_count()
+        #: Points as the answer counts them (a configuration at a load, its repeats combined): what the live
+        #: progress line counts.
+        self.points = PointCount(plan, self.schedule.total_points, pooled=self.pooled)
+        self.points.add_all(r for key, r in self.resume.latest.items() if key in self.resume.final)
         #: provenance.json: how the run was made, kept up to date as deployments start.
         self.provenance = ProvenanceLog(store, experiment.source)
         self._lossless_ar: str | bool | None = False  # False: not yet known
@@ -593,8 +598,9 @@ class SweepState:
         self.emit(Notice(host=host, message=f"stopping the sweep: {halted}", level="error"))
 
     def plan_points(self) -> dict[str, int]:
-        """The run's planned points by the status of their last record (``planned``, ``ok``, ``failed``)."""
-        return self.schedule.plan_points(self.resume.latest)
+        """The run's points as the answer counts them (a configuration at a load, its repeats combined):
+        ``planned``, and ``ok`` or ``failed`` by their windows' last records (run.json keeps them)."""
+        return self.points.by_status(self.resume.latest.values())
 
     def next_attempt(self, host: str, point_id: str) -> int:
         return self.resume.next_attempt(host, point_id)
@@ -629,6 +635,8 @@ class SweepState:
             if record.status != "skipped":
                 self.points_done += 1
             done = self.points_done
+            self.points.add(record)
+            complete = self.points.done
         self.emit(
             PointFinished(
                 host=record.host,
@@ -636,9 +644,10 @@ class SweepState:
                 point_id=record.point_id,
                 label=point.label,
                 status=record.status,
-                summary=point_summary(record),
+                summary=point_summary(record, self.experiment.checks.degraded_requests),
                 eta_seconds=self.eta.remaining(self.parallel),
                 points_done=done,
+                points_complete=complete,
             )
         )
 
@@ -717,8 +726,8 @@ def _drive(
     sweep.emit(
         SweepStarted(
             run_dir=str(store.path),
-            total_points=sweep.schedule.total_points,
-            pending_points=sweep.total_points,
+            total_points=sweep.points.total,
+            pending_points=max(sweep.points.total - sweep.points.done, 0),
             deployments=sweep.schedule.planned_deployments,
             pending_deployments=sweep.schedule.remaining_loads(),
             eta_seconds=sweep.eta.remaining(sweep.parallel),

@@ -21,12 +21,11 @@ is deployed once before any is deployed again.
 from __future__ import annotations
 
 import queue
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
-    from orchestrator.runs.store import Record
 
 __all__ = ["Schedule"]
 
@@ -85,8 +84,11 @@ class Schedule:
 
     @property
     def total_points(self) -> int:
-        """The points of the plan as the sweep counts them (a pool: every host's)."""
-        return self.plan.load_point_count * (len(self.targets) if self.pooled else 1)
+        """The points of the plan as the sweep counts them (a pool: each host's baselines, each shared point
+        once, as :meth:`pending_count` counts what remains)."""
+        if not self.pooled:
+            return self.plan.load_point_count
+        return sum(len(d.load_points) * (len(self.targets) if d.baseline else 1) for d in self.plan.deployments)
 
     def remaining_loads(self) -> int:
         """The restarts still to come (for the ETA)."""
@@ -122,23 +124,6 @@ class Schedule:
                 if (self.targets[0], p.id) not in self.final
             )
         return seconds
-
-    def plan_points(self, latest: Mapping[tuple[str, str], Record]) -> dict[str, int]:
-        """The run's planned points by the status of their last record (``planned``, ``ok``, ``failed``)."""
-        planned = ok = failed = 0
-        for deployment in self.plan.deployments:
-            for point in deployment.load_points:
-                records = [latest[(t, point.id)] for t in self.targets if (t, point.id) in latest]
-                if self.pooled and not deployment.baseline:
-                    planned += 1  # a shared point is measured by one host of the pool
-                    statuses = {r.status for r in records}
-                    ok += "ok" in statuses
-                    failed += "ok" not in statuses and "failed" in statuses
-                    continue
-                planned += len(self.targets)
-                ok += sum(1 for r in records if r.status == "ok")
-                failed += sum(1 for r in records if r.status == "failed")
-        return {"planned": planned, "ok": ok, "failed": failed}
 
     @property
     def planned_deployments(self) -> int:

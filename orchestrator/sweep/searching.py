@@ -20,7 +20,7 @@ objective's load only); where and when is the sweep's.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -229,12 +229,6 @@ class SearchSchedule(Schedule):
         candidates = [d for d in self.plan.deployments if not d.baseline]
         each = sum(d.estimated_seconds() - d.expected_load_seconds for d in candidates) / max(len(candidates), 1)
         return self.remaining_loads() * each
-
-    def plan_points(self, latest: Mapping[tuple[str, str], Record]) -> dict[str, int]:
-        statuses = [r.status for r in latest.values()]
-        ok = sum(1 for s in statuses if s == "ok")
-        failed = sum(1 for s in statuses if s == "failed")
-        return {"planned": len(statuses), "ok": ok, "failed": failed}
 
 
 def schedule_for(

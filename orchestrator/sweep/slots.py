@@ -139,22 +139,6 @@ class SlotSchedule(Schedule):
                 seconds += sum(p.estimated_seconds for p in d.load_points if not self._done(p.id))
         return seconds
 
-    def plan_points(self, latest: Mapping[tuple[str, str], Record]) -> dict[str, int]:
-        planned = ok = failed = 0
-        for d in self.plan.deployments:
-            for point in d.load_points:
-                if d.baseline:
-                    records = [latest[(t, point.id)] for t in self.targets_of(d) if (t, point.id) in latest]
-                    planned += len(self.targets_of(d))
-                    ok += sum(1 for r in records if r.status == "ok")
-                    failed += sum(1 for r in records if r.status == "failed")
-                    continue
-                statuses = {latest[(t, point.id)].status for t in self.known_targets if (t, point.id) in latest}
-                planned += 1
-                ok += "ok" in statuses
-                failed += "ok" not in statuses and "failed" in statuses
-        return {"planned": planned, "ok": ok, "failed": failed}
-
     # -- what a slot runs next ---------------------------------------------------------------------
 
     def _stage_given_out(self, stage: tuple[int, int]) -> bool:

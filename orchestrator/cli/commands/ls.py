@@ -72,7 +72,8 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "state": verdict.word if verdict is not None and state in ("done", "failed") else state,
         "run_state": state,
         "verdict": verdict.to_dict() if verdict is not None else None,
-        "planned": points.get("planned") if points else None,
+        # The answer's planned points (a configuration at a load, repeats combined), as its ok and failed.
+        "planned": counts.get("planned", points.get("planned") if points else None),
         "ok": counts["ok"],
         "degraded": counts["degraded"],
         "failed": counts["failed"],
