@@ -141,9 +141,9 @@ def run_dir(tmp_path: Path, name: str) -> Path:
     return runs[-1]
 
 
-def records(run: Path) -> list[dict[str, Any]]:
-    """The run's finished records; read while the sweep runs, a last line still being written is not one yet."""
-    path = run / "records.jsonl"
+def whole_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of a file the sweep may still be writing: none before it exists (the run directory is made
+    first), and a last line still being written is not one yet."""
     if not path.exists():
         return []
     text = path.read_text()
@@ -151,8 +151,13 @@ def records(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in whole.splitlines() if line.strip()]
 
 
+def records(run: Path) -> list[dict[str, Any]]:
+    """The run's finished records, read while the sweep runs or after."""
+    return whole_lines(run / "records.jsonl")
+
+
 def events(run: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line.strip()]
+    return whole_lines(run / "events.jsonl")
 
 
 def test_six_deployments_over_two_nodes_two_jobs_at_a_time(slurm: SlurmCluster, tmp_path: Path) -> None:
