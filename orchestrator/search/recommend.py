@@ -275,8 +275,8 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
         frame["workload"].fillna("").astype(str),
         strict=True,
     )
-    for position, found in enumerate(keys):
-        row_of.setdefault(found, position)
+    for index, found in enumerate(keys):
+        row_of.setdefault(found, index)
     by_config: dict[str, list[Record]] = {}
     for record in records:
         by_config.setdefault(record.config_hash, []).append(record)
