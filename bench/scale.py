@@ -3,7 +3,7 @@ run directories of 100 to 20,000 points, each command's wall time, CPU time and 
 maximum resident set and CPU seconds, from ``wait4``).
 
 A run directory is written with the store's own API (``RunStore.create``/``append``) from the experiment's own
-plan (``build_plan``): the autoregressive baseline and ``ddtree`` configurations (budget x topk) at eight
+plan (``build_plan``): the autoregressive baseline and a grid of ``ddtree`` configurations (budget x topk) at eight
 concurrencies with three repeats, one host, every point's record with its plan's point and deployment ids,
 client figures and their standard errors (so the significance rules and the Pareto front with intervals do
 their real work) and a server accept length. The commands, each its own process:
@@ -54,9 +54,10 @@ LS_RUNS = 100
 
 
 def experiment_of(points: int) -> dict[str, Any]:
-    """An experiment of about ``points`` points (AR and one ddtree configuration per budget)."""
+    """An experiment of about ``points`` points: AR and a budget x top-k grid of ddtree configurations (top-k
+    1 to 4), every configuration at every load with every repeat."""
     per_config = len(LOADS) * REPEATS
-    configs = max(1, points // per_config - 1)
+    budgets = max(1, (points // per_config - 1) // 4)
     return {
         "name": "scale",
         "host": {"ssh": "root@gpu-box"},
@@ -71,10 +72,7 @@ def experiment_of(points: int) -> dict[str, Any]:
             "autoregressive": {"spec_args": ""},
             "ddtree": {
                 "spec_args": "--budget {budget} --topk {topk}",
-                "matrix": {"budget": list(range(4, 4 + configs)), "topk": [1, 2, 3, 4]},
-                "exclude": [
-                    {"budget": b, "topk": t} for b in range(4, 4 + configs) for t in (1, 2, 3, 4) if t != 1 + b % 4
-                ],
+                "matrix": {"budget": list(range(4, 4 + budgets)), "topk": [1, 2, 3, 4]},
             },
         },
         "baselines": ["autoregressive"],
@@ -83,7 +81,8 @@ def experiment_of(points: int) -> dict[str, Any]:
 
 
 def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
-    """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring)."""
+    """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring):
+    every point of the plan recorded, so the run is complete."""
     rng = random.Random(seed)
     raw = experiment_of(points)
     experiment_file = root / "scale.yaml"
@@ -91,13 +90,10 @@ def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
     experiment_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     plan = build_plan(parse_experiment(raw, {}, str(experiment_file), read_secrets=False))
     store = RunStore.create(root, "scale", raw, plan.to_json_dict(), experiment_file=str(experiment_file))
-    written = 0
     for deployment in plan.deployments:
         baseline = deployment.variant == "autoregressive"
         gain = 1.0 if baseline else rng.uniform(0.8, 2.2)
         for point in deployment.load_points:
-            if written >= points:
-                break
             load = point.concurrency or 1
             tok_s = 100.0 * load**0.7 * gain * rng.uniform(0.97, 1.03)
             store.append(
@@ -129,7 +125,6 @@ def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
                     server=None if baseline else {"engine": "sglang", "accept_len": rng.uniform(1.5, 4.5)},
                 )
             )
-            written += 1
     store.set_state("done")
     store.release()
     return store.path, experiment_file

@@ -641,6 +641,9 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
             fontsize=7.5,
             color="#333333",
         )
+        # place_labels laid the figure out to place them, and labels are left out of the layout: the layout is
+        # final, so saving does not run the layout engine a second time.
+        figure.set_layout_engine("none")
     return figure
 
 
