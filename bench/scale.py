@@ -1,16 +1,24 @@
-"""The controller at scale: ``report``, ``recommend`` and ``ls`` of synthesised run directories of 100 to
-5,000 points (and more with ``--sizes``), each command's wall time and peak memory (its process's maximum
-resident set, from ``wait4``).
+"""The controller at scale: ``report``, ``compare``, ``recommend``, ``ls`` and a resume's planning of synthesised
+run directories of 100 to 20,000 points, each command's wall time, CPU time and peak memory (its process's
+maximum resident set and CPU seconds, from ``wait4``).
 
-A run directory is written with the store's own API (``RunStore.create``/``append``): the autoregressive
-baseline and ``ddtree`` configurations (budget x topk) at eight concurrencies with three repeats, one host,
-each record with client figures and their standard errors (so the significance rules and the Pareto front
-with intervals do their real work) and a server accept length. ``ls`` lists a results root holding the
-run of that size ten times.
+A run directory is written with the store's own API (``RunStore.create``/``append``) from the experiment's own
+plan (``build_plan``): the autoregressive baseline and a grid of ``ddtree`` configurations (budget x topk) at eight
+concurrencies with three repeats, one host, every point's record with its plan's point and deployment ids,
+client figures and their standard errors (so the significance rules and the Pareto front with intervals do
+their real work) and a server accept length. The commands, each its own process:
 
-    python bench/scale.py                          # 100, 500, 1000, 2000, 5000 points
-    python bench/scale.py --sizes 100,20000        # other sizes
-    python bench/scale.py --profile 2000           # cProfile of report at 2,000 points: the top costs
+- ``report RUN`` (into the run, as a user runs it; it also keeps the run's ``answer.json``);
+- ``compare RUN COPY`` (two runs of that size: the run and a hard-linked copy of it);
+- ``recommend RUN``;
+- ``sweep EXPERIMENT --resume RUN --dry-run``: a resume's reading of the records and planning of what is left
+  (nothing: every point is final), without a host;
+- ``ls --results ROOT -n 0`` of a results root holding the run 100 times (hard links, so each copy's
+  ``answer.json`` is current, as a sweep's ending leaves it).
+
+    python bench/scale.py                          # 100, 500, 1000, 2000, 5000, 10000, 20000 points
+    python bench/scale.py --sizes 100,1000         # other sizes
+    python bench/scale.py --profile 2000           # cProfile of the report at 2,000 points: the top costs
 
 Results and the exact command lines: bench/RESULTS-scale.md.
 """
@@ -31,22 +39,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from orchestrator.experiment.schema import parse_experiment  # noqa: E402
+from orchestrator.plan.deployments import build_plan  # noqa: E402
 from orchestrator.runs.store import Record, RunStore  # noqa: E402
 
 LOADS = [1, 2, 4, 8, 16, 32, 64, 128]
 REPEATS = 3
+LS_RUNS = 100
 
 
-def synthesise(root: Path, points: int, seed: int = 0) -> Path:
-    """A run directory of about ``points`` points under ``root`` (see the module docstring)."""
-    rng = random.Random(seed)
+def experiment_of(points: int) -> dict[str, Any]:
+    """An experiment of about ``points`` points: AR and a budget x top-k grid of ddtree configurations (top-k
+    1 to 4), every configuration at every load with every repeat."""
     per_config = len(LOADS) * REPEATS
-    configs = max(1, points // per_config - 1)
-    budgets = list(range(4, 4 + configs))
-    experiment = {
+    budgets = max(1, (points // per_config - 1) // 4)
+    return {
         "name": "scale",
         "host": {"ssh": "root@gpu-box"},
         "service": {
@@ -60,60 +72,66 @@ def synthesise(root: Path, points: int, seed: int = 0) -> Path:
             "autoregressive": {"spec_args": ""},
             "ddtree": {
                 "spec_args": "--budget {budget} --topk {topk}",
-                "matrix": {"budget": budgets, "topk": [1, 2, 3, 4]},
+                "matrix": {"budget": list(range(4, 4 + budgets)), "topk": [1, 2, 3, 4]},
             },
         },
         "baselines": ["autoregressive"],
         "load": {"concurrency": LOADS, "requests": 64, "repeats": REPEATS},
     }
-    store = RunStore.create(root, "scale", experiment, {"deployments": []})
-    variants: list[tuple[str, dict[str, Any]]] = [("autoregressive", {})]
-    variants += [("ddtree", {"budget": b, "topk": 1 + b % 4}) for b in budgets]
-    written = 0
-    for index, (variant, params) in enumerate(variants):
-        for load in LOADS:
-            for repeat in range(1, REPEATS + 1):
-                if written >= points:
-                    break
-                base = 100.0 * load**0.7 * (1.0 if variant == "autoregressive" else rng.uniform(0.8, 2.2))
-                tok_s = base * rng.uniform(0.97, 1.03)
-                store.append(
-                    Record(
-                        run_id=store.run_id,
-                        experiment="scale",
-                        deployment_id=f"d-{index}",
-                        point_id=f"p-{index}-{load}-{repeat}",
-                        config_hash=f"c-{index}",
-                        host="gpu-box",
-                        variant=variant,
-                        params=params,
-                        mode="concurrency",
-                        concurrency=load,
-                        repeat=repeat,
-                        status="ok",
-                        started_at="2026-01-01T00:00:00Z",
-                        finished_at="2026-01-01T00:00:10Z",
-                        baseline=variant == "autoregressive",
-                        client={
-                            "requests": 64,
-                            "output_tok_s": tok_s,
-                            "output_tok_s_se": tok_s * 0.01,
-                            "per_user_tok_s": tok_s / load,
-                            "per_user_tok_s_se": tok_s / load * 0.01,
-                            "ttft_ms_p50": 20.0 * load**0.5,
-                            "tpot_ms_p50": 1000.0 / max(tok_s / load, 1e-9),
-                        },
-                        server={"engine": "sglang", "accept_len": rng.uniform(1.5, 4.5)} if params else None,
-                    )
+
+
+def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
+    """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring):
+    every point of the plan recorded, so the run is complete."""
+    rng = random.Random(seed)
+    raw = experiment_of(points)
+    experiment_file = root / "scale.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    experiment_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    plan = build_plan(parse_experiment(raw, {}, str(experiment_file), read_secrets=False))
+    store = RunStore.create(root, "scale", raw, plan.to_json_dict(), experiment_file=str(experiment_file))
+    for deployment in plan.deployments:
+        baseline = deployment.variant == "autoregressive"
+        gain = 1.0 if baseline else rng.uniform(0.8, 2.2)
+        for point in deployment.load_points:
+            load = point.concurrency or 1
+            tok_s = 100.0 * load**0.7 * gain * rng.uniform(0.97, 1.03)
+            store.append(
+                Record(
+                    run_id=store.run_id,
+                    experiment="scale",
+                    deployment_id=deployment.id,
+                    point_id=point.id,
+                    config_hash=deployment.config_hash,
+                    host="gpu-box",
+                    variant=deployment.variant,
+                    params=dict(deployment.params),
+                    mode="concurrency",
+                    concurrency=load,
+                    repeat=point.repeat,
+                    status="ok",
+                    started_at="2026-01-01T00:00:00Z",
+                    finished_at="2026-01-01T00:00:10Z",
+                    baseline=baseline,
+                    client={
+                        "requests": 64,
+                        "output_tok_s": tok_s,
+                        "output_tok_s_se": tok_s * 0.01,
+                        "per_user_tok_s": tok_s / load,
+                        "per_user_tok_s_se": tok_s / load * 0.01,
+                        "ttft_ms_p50": 20.0 * load**0.5,
+                        "tpot_ms_p50": 1000.0 / max(tok_s / load, 1e-9),
+                    },
+                    server=None if baseline else {"engine": "sglang", "accept_len": rng.uniform(1.5, 4.5)},
                 )
-                written += 1
+            )
     store.set_state("done")
     store.release()
-    return store.path
+    return store.path, experiment_file
 
 
-def _measure(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(seconds, peak resident MiB, exit code) of one CLI command."""
+def _measure(args: list[str], env: dict[str, str], timeout: float) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak resident MiB, exit code) of one CLI command (exit -9: timed out)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
@@ -122,53 +140,76 @@ def _measure(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _pid, status, usage = os.wait4(proc.pid, 0)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - started > timeout:
+            proc.kill()
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            break
+        time.sleep(0.05)
     seconds = time.perf_counter() - started
-    return seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    code = os.waitstatus_to_exitcode(status)
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code
 
 
 def profile_report(run_dir: Path, top: int = 15) -> str:
     """The top cumulative costs of building the report of ``run_dir`` (in this process)."""
-    from orchestrator.analysis import analyse
-    from orchestrator.report.build import report_blocks
-    from orchestrator.report.render import to_markdown
+    from orchestrator.report import build_report
 
     profiler = cProfile.Profile()
     profiler.enable()
-    to_markdown(report_blocks(analyse(run_dir), {}, run_dir))
+    build_report(run_dir, out_dir=run_dir.parent / "profiled-report")
     profiler.disable()
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(top)
     return out.getvalue()
 
 
+COMMANDS = ("report", "compare", "recommend", "resume", "ls")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100,500,1000,2000,5000")
+    parser.add_argument("--sizes", default="100,500,1000,2000,5000,10000,20000")
     parser.add_argument("--profile", type=int, default=0, help="profile report at this many points instead")
-    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds one command may take")
     options = parser.parse_args()
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.TemporaryDirectory(prefix="specsweep-scale-") as tmp:
         if options.profile:
-            run_dir = synthesise(Path(tmp) / "results", options.profile)
+            run_dir, _file = synthesise(Path(tmp) / "results", options.profile)
             print(profile_report(run_dir))
             return
-        print("| points | report s | report MiB | recommend s | recommend MiB | ls (10 runs) s | ls MiB |")
-        print("|---:|---:|---:|---:|---:|---:|---:|")
+        print("Each cell: wall s / CPU s / peak MiB.", flush=True)
+        print("| points | " + " | ".join(COMMANDS) + " |")
+        print("|---:|" + "---:|" * len(COMMANDS), flush=True)
         for size in (int(s) for s in options.sizes.split(",")):
             root = Path(tmp) / f"results-{size}"
-            run_dir = synthesise(root, size)
-            for copy in range(9):
-                shutil.copytree(run_dir, run_dir.with_name(f"{run_dir.name}-copy{copy}"))
-            report = _measure(["report", str(run_dir), "--out", str(Path(tmp) / f"report-{size}")], env)
-            recommend = _measure(["recommend", str(run_dir)], env)
-            listing = _measure(["ls", "--results", str(root), "-n", "0"], env)
-            cells = [str(size)]
-            for seconds, mib, code in (report, recommend, listing):
-                cells += [f"{seconds:.1f}" + ("" if code == 0 else f" (exit {code})"), f"{mib:.0f}"]
+            run_dir, experiment_file = synthesise(root, size)
+            points = sum(1 for _ in (run_dir / "records.jsonl").open("rb"))
+            copy = run_dir.with_name(f"{run_dir.name}-copy")
+            results: dict[str, tuple[float, float, float, int]] = {}
+            results["report"] = _measure(["report", str(run_dir), "-q"], env, options.timeout)
+            shutil.copytree(run_dir, copy, copy_function=os.link)
+            results["compare"] = _measure(["compare", str(run_dir), str(copy)], env, options.timeout)
+            results["recommend"] = _measure(["recommend", str(run_dir)], env, options.timeout)
+            results["resume"] = _measure(
+                ["sweep", str(experiment_file), "--resume", str(run_dir), "--dry-run"], env, options.timeout
+            )
+            listing = Path(tmp) / f"ls-{size}"
+            for index in range(LS_RUNS):
+                shutil.copytree(run_dir, listing / "scale" / f"20260101T{index:06d}Z-copy", copy_function=os.link)
+            results["ls"] = _measure(["ls", "--results", str(listing), "-n", "0"], env, options.timeout)
+            cells = [str(points)]
+            for name in COMMANDS:
+                wall, cpu, mib, code = results[name]
+                note = "" if code == 0 else (" (timed out)" if code == -9 else f" (exit {code})")
+                cells.append(f"{wall:.1f} / {cpu:.1f} / {mib:.0f}{note}")
             print("| " + " | ".join(cells) + " |", flush=True)
             shutil.rmtree(root)
+            shutil.rmtree(listing)
 
 
 if __name__ == "__main__":

@@ -382,7 +382,11 @@ def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool 
     result = answer_of(analysis)
     if save:
         path = Path(run_dir)
-        payload = {**result.to_dict(), "made_from": _fingerprint(path)}
+        whole = result.to_dict()
+        # What ``cached_counts`` reads comes first, so it reads the file's head, not every point (ls of many
+        # runs of thousands of points: bench/RESULTS-scale.md).
+        head = {"schema": whole.pop("schema"), "made_from": _fingerprint(path), "counts": whole.pop("counts")}
+        payload = {**head, **whole}
         tmp = path / f".{ANSWER_FILE}.tmp"
         try:
             tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
@@ -392,13 +396,41 @@ def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool 
     return result
 
 
+_HEAD_BYTES = 64 * 1024
+
+
+def _head(path: Path) -> dict[str, Any] | None:
+    """``schema``, ``made_from`` and ``counts`` of an ``answer.json`` from its first bytes alone (``answer`` writes
+    them first, each a top-level key on its own line: a key inside a string would be escaped); None when the
+    head does not hold all three."""
+    try:
+        with path.open("rb") as stream:
+            text = stream.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    decoder = json.JSONDecoder()
+    out: dict[str, Any] = {}
+    for key in ("schema", "made_from", "counts"):
+        marker = f'\n "{key}": '
+        at = text.find(marker)
+        if at < 0:
+            return None
+        try:
+            out[key], _end = decoder.raw_decode(text, at + len(marker))
+        except ValueError:
+            return None
+    return out
+
+
 def cached_counts(run_dir: str | Path) -> dict[str, int] | None:
     """The point counts of ``answer.json`` when it was made from the run's files as they are now, else None."""
     path = Path(run_dir)
-    try:
-        stored = json.loads((path / ANSWER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    stored = _head(path / ANSWER_FILE)
+    if stored is None:  # an answer.json written before its head came first: read it whole
+        try:
+            stored = json.loads((path / ANSWER_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
     if not isinstance(stored, dict) or stored.get("schema") != ANSWER_SCHEMA:
         return None
     if stored.get("made_from") != json.loads(json.dumps(_fingerprint(path))):

@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,14 +117,38 @@ class CheckContext:
     run_path: Path | None = None
     skipped_lines: list[SkippedLine] = field(default_factory=list)
 
-    @property
+    # The frame is the checks' input and none of them changes it: its selections are made once (a check that
+    # asked for them per row made the checks quadratic in points; bench/RESULTS-scale.md).
+    @cached_property
     def measured(self) -> pd.DataFrame:
         return self.frame[self.frame["alias_of"].isna()]
 
-    @property
+    @cached_property
     def ok(self) -> pd.DataFrame:
         measured = self.measured
         return measured[measured["status"].isin(MEASURED)]
+
+    @cached_property
+    def _records(self) -> dict[Any, dict[str, Any]] | None:
+        """Every measured row as a record, by its index label (None when the labels are not unique)."""
+        measured = self.measured
+        if not measured.index.is_unique:
+            return None
+        return dict(zip(measured.index, _rows(measured), strict=True))
+
+    def rows(self, frame: pd.DataFrame) -> list[dict[str, Any]]:
+        """The rows of ``frame`` (a selection of ``measured``) as records, made once for every check: a record
+        is read, never changed, by the checks."""
+        records = self._records
+        if records is None or not all(label in records for label in frame.index):
+            return _rows(frame)
+        return [records[label] for label in frame.index]
+
+    @cached_property
+    def linear_by_host(self) -> dict[Any, pd.DataFrame]:
+        """The linear baseline's measured rows, per host."""
+        linear = self.ok[self.ok["role"] == "linear"]
+        return {host: rows for host, rows in linear.groupby("host", sort=False, dropna=False)}
 
     def window_text(self, row: dict[str, Any]) -> str | None:
         """The point's raw window (None when the run directory or the file is not there)."""
@@ -186,7 +211,7 @@ def _f(value: float) -> str:
 def failed_points(ctx: CheckContext) -> list[Finding]:
     """A failed point is an error with its reason and the lines that explain it; a skipped one is noted."""
     out: list[Finding] = []
-    for row in _rows(ctx.measured[~ctx.measured["status"].isin(MEASURED)]):
+    for row in ctx.rows(ctx.measured[~ctx.measured["status"].isin(MEASURED)]):
         kind = row.get("error_kind") or "unknown"
         message = row.get("error_message") or "no reason recorded"
         evidence = list(row.get("error_evidence") or [])
@@ -200,7 +225,7 @@ def failed_points(ctx: CheckContext) -> list[Finding]:
 def request_errors(ctx: CheckContext) -> list[Finding]:
     """Requests that errored inside a point that otherwise completed."""
     out: list[Finding] = []
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         errors = finite(row.get("errors"))
         requests = finite(row.get("requests"))
         if not errors:
@@ -229,7 +254,7 @@ def too_few_requests(ctx: CheckContext) -> list[Finding]:
     """A throughput from a handful of requests is noise, not a figure."""
     minimum = ctx.settings.min_requests
     out: list[Finding] = []
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         requests = finite(row.get("requests"))
         completed = finite(row.get("completed"))
         if completed is None:
@@ -261,7 +286,7 @@ def impossible_depth(depth: Any, commit: Any) -> str | None:
 def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
     """Accepted depth can never exceed the commit length: commit = accepted drafts + 1 bonus token."""
     out: list[Finding] = []
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         depth = finite(row.get("ddtree_avg_accepted_depth"))
         commit = finite(row.get("ddtree_avg_commit_len"))
         message = impossible_depth(depth, commit)
@@ -275,9 +300,8 @@ def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
 def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | None, float | None, str]:
     """(linear accept length, linear chain drafts, where from) for a row: same host and load, else the mean of
     the linear baseline on that host."""
-    linear = ctx.ok[ctx.ok["role"] == "linear"]
-    linear = linear[linear["host"] == row.get("host")]
-    if linear.empty:
+    linear = ctx.linear_by_host.get(row.get("host"))
+    if linear is None or linear.empty:
         return None, None, ""
     drafts = finite(linear["chain_drafts"].dropna().iloc[0]) if linear["chain_drafts"].notna().any() else None
     same = linear[(linear["mode"] == row.get("mode")) & (linear["load"] == row.get("load"))]
@@ -296,7 +320,7 @@ def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
     """A top-k = 1 tree is a chain and must accept what the linear chain of that length accepts."""
     tol = ctx.settings.chain_tolerance
     out: list[Finding] = []
-    candidates = _rows(ctx.ok[(ctx.ok["tree_topk"] == 1) & (ctx.ok["role"] != "linear")])
+    candidates = ctx.rows(ctx.ok[(ctx.ok["tree_topk"] == 1) & (ctx.ok["role"] != "linear")])
     if candidates and ctx.roles.linear is None:
         return [
             Finding(
@@ -347,7 +371,7 @@ def tree_below_chain(ctx: CheckContext) -> list[Finding]:
     under greedy verification a tree containing the chain accepts at least what the chain does."""
     tol = ctx.settings.chain_tolerance
     out: list[Finding] = []
-    for row in _rows(ctx.ok[(ctx.ok["tree_topk"] > 1) & (ctx.ok["role"] != "linear")]):
+    for row in ctx.rows(ctx.ok[(ctx.ok["tree_topk"] > 1) & (ctx.ok["role"] != "linear")]):
         accept = finite(row.get("accept_len"))
         budget = finite(row.get("tree_budget"))
         linear_accept, linear_drafts, source = _linear_reference(ctx, row)
@@ -371,7 +395,7 @@ def speedup_vs_accept_len(ctx: CheckContext) -> list[Finding]:
     """Each verify step costs at least one AR step, so a speedup over AR cannot exceed the accept length."""
     slack = ctx.settings.speedup_slack
     out: list[Finding] = []
-    for row in _rows(ctx.ok[ctx.ok["role"] != "ar"]):
+    for row in ctx.rows(ctx.ok[ctx.ok["role"] != "ar"]):
         speedup = finite(row.get("speedup_vs_ar"))
         accept = finite(row.get("accept_len"))
         if speedup is None or accept is None:
@@ -402,7 +426,7 @@ def client_vs_server(ctx: CheckContext) -> list[Finding]:
     tol = ctx.settings.client_server_tolerance
     out: list[Finding] = []
     short = 0
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         lines = finite(row.get("server_details_decode_lines"))
         if lines is None:
             lines = finite(row.get("server_lines_matched"))
@@ -445,7 +469,7 @@ def client_vs_server(ctx: CheckContext) -> list[Finding]:
 def speculation_off(ctx: CheckContext) -> list[Finding]:
     """A speculative configuration with no speculative metrics at all, or one that accepts nothing."""
     out: list[Finding] = []
-    for row in _rows(ctx.ok[ctx.ok["speculative"].astype(bool)]):
+    for row in ctx.rows(ctx.ok[ctx.ok["speculative"].astype(bool)]):
         accept = finite(row.get("accept_len"))
         ddtree = [k for k in row if k.startswith("ddtree_") and finite(row.get(k)) is not None]
         lines = finite(row.get("server_lines_matched"))
@@ -472,7 +496,7 @@ def engine_mismatch(ctx: CheckContext) -> list[Finding]:
     from orchestrator.metrics.engine_guess import engine_fit
 
     silent: list[tuple[dict[str, Any], Any]] = []
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         engine = row.get("server_engine")
         lines = finite(row.get("server_lines_total"))
         if not isinstance(engine, str) or not lines:
@@ -661,9 +685,9 @@ def runaway_outputs(ctx: CheckContext) -> list[Finding]:
     if "role" not in ok.columns or "finish_reasons_length" not in ok.columns:
         return []
     keys = [k for k in ("host", "workload", "mode", "load") if k in ok.columns]
-    ar = {tuple(r[k] for k in keys): r for r in _rows(ok[ok["role"] == "ar"])}
+    ar = {tuple(r[k] for k in keys): r for r in ctx.rows(ok[ok["role"] == "ar"])}
     out: list[Finding] = []
-    for row in _rows(ok[ok["role"] != "ar"]):
+    for row in ctx.rows(ok[ok["role"] != "ar"]):
         base = ar.get(tuple(row[k] for k in keys))
         share = capped_share(row)
         base_share = capped_share(base) if base is not None else None
@@ -692,7 +716,7 @@ def window_integrity(ctx: CheckContext) -> list[Finding]:
     not show: orchestrator/engines/integrity.py) gives no figure for what it breaks: one warning per point,
     naming each source's reasons and what its figures still cover."""
     out: list[Finding] = []
-    for row in _rows(ctx.ok):
+    for row in ctx.rows(ctx.ok):
         parts: list[str] = []
         evidence: list[str] = []
         for source, prefix in _WINDOW_SOURCES:

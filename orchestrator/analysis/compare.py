@@ -109,7 +109,7 @@ class Verdict:
 
 
 #: ``rule(best_row, runner_up_row, metric) -> Verdict``; rows are the group's frame rows (pandas Series),
-#: holding every column a rule may need (the metric, its intervals once records carry them).
+#: holding the columns ``best_per_load`` shows and their intervals (``<figure>_lo``/``_hi``/``_se``).
 WinnerRule = Callable[[pd.Series, pd.Series, str], Verdict]
 
 
@@ -172,6 +172,10 @@ def best_per_load(
         return pd.DataFrame(columns=columns)
     candidates[metric] = pd.to_numeric(candidates[metric], errors="coerce")
     candidates = candidates.dropna(subset=[metric])
+    # The columns a row shows and a rule reads (the metric and its interval) only: the rows of a group are
+    # walked one by one, and a row of the whole wide frame costs far more to make (bench/RESULTS-scale.md).
+    keep = [*JOIN_KEYS, *shown, *intervals, *COMPARISON_COLUMNS, *(f"{c}_se" for c in shown)]
+    candidates = candidates[[c for c in dict.fromkeys(keep) if c in candidates.columns]]
     rows = []
     for _key, group in candidates.groupby(JOIN_KEYS, sort=True):
         ranked = group.sort_values(metric, ascending=False, kind="stable")

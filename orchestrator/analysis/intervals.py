@@ -65,51 +65,80 @@ def z_value(level: float) -> float:
 
 
 def _inflated(values: np.ndarray) -> np.ndarray:
-    """Deviations from the mean scaled by sqrt(k / (k - 1)) (see the module docstring)."""
-    k = values.size
+    """Deviations from each row's mean scaled by sqrt(k / (k - 1)), k the row's length (see the module docstring)."""
+    k = values.shape[-1]
     if k < 2:
         return values
-    mean = values.mean()
+    mean = values.mean(axis=-1, keepdims=True)
     return mean + (values - mean) * math.sqrt(k / (k - 1))
 
 
 def _hierarchical(
-    windows: list[tuple[int, float, float]], level: float, rng: np.random.Generator
-) -> tuple[float, float, float, float]:
-    """(estimate, lo, hi, se) over windows given as (restart, value, se)."""
-    by_restart: dict[int, list[tuple[float, float]]] = {}
-    for restart, value, se in windows:
-        by_restart.setdefault(restart, []).append((value, se))
-    restarts = sorted(by_restart)
-    groups = []
-    for restart in restarts:
-        values = np.array([v for v, _s in by_restart[restart]])
-        ses = np.array([s for _v, s in by_restart[restart]])
-        groups.append((_inflated(values), ses, values.mean()))
-    means = np.array([g[2] for g in groups])
-    estimate = float(means.mean())
+    values: np.ndarray, ses: np.ndarray, shape: tuple[int, ...], level: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, lo, hi, se) of each of G groups of windows that share one ``shape`` (the number of windows of
+    each restart, in restart order): ``values`` and ``ses`` are G x sum(shape), a restart's windows side by
+    side. Every group is resampled at once (numpy), so the cost is a few array operations per shape, not a
+    Python loop per point."""
+    groups, r = values.shape[0], len(shape)
+    edges = np.cumsum((0, *shape))
+    inflated = [_inflated(values[:, edges[j] : edges[j + 1]]) for j in range(r)]
+    spread = [ses[:, edges[j] : edges[j + 1]] for j in range(r)]
+    means = np.column_stack([values[:, edges[j] : edges[j + 1]].mean(axis=1) for j in range(r)])
+    estimate = means.mean(axis=1)
     shift = _inflated(means) - means  # the restart level's inflation, carried by each restart's windows
-    replicates = np.zeros(_RESAMPLES)
-    r = len(groups)
-    picks = rng.integers(0, r, size=(_RESAMPLES, r))
-    for column in range(r):
-        chosen = picks[:, column]
-        total = np.zeros(_RESAMPLES)
-        for index in range(r):
-            rows = chosen == index
-            count = int(rows.sum())
-            if not count:
-                continue
-            values, ses, _mean = groups[index]
-            k = values.size
-            inner = rng.integers(0, k, size=(count, k))
-            draws = values[inner] + ses[inner] * rng.standard_normal((count, k)) + shift[index]
-            total[rows] = draws.mean(axis=1)
-        replicates += total
+    # Which restart each of the r draws of a replicate resamples (with one restart: that one, no draw needed).
+    picks = rng.integers(0, r, size=(groups, _RESAMPLES, r)) if r > 1 else None
+    replicates = np.zeros((groups, _RESAMPLES))
+    for j, k in enumerate(shape):
+        # The repeats within the restart, drawn with replacement: their values' mean, plus each drawn window's
+        # own request-level noise (normal, with its se): the mean of k such normals is one normal with
+        # sd sqrt(sum se^2) / k, so one draw per replicate stands for k.
+        inner = rng.integers(0, k, size=(groups, _RESAMPLES, r, k), dtype=np.int32)
+        inner += (np.arange(groups, dtype=np.int32) * k)[:, None, None, None]
+        centre = np.take(inflated[j].ravel(), inner).sum(axis=3) / k
+        noise = np.sqrt(np.take((spread[j] ** 2).ravel(), inner).sum(axis=3)) / k
+        draws = centre + noise * rng.standard_normal(centre.shape) + shift[:, j, None, None]
+        replicates += draws[:, :, 0] if picks is None else np.where(picks == j, draws, 0.0).sum(axis=2)
     replicates /= r
     alpha = (1 - level) / 2
-    lo, hi = np.quantile(replicates, [alpha, 1 - alpha])
-    return estimate, float(lo), float(hi), float(replicates.std(ddof=1))
+    lo, hi = np.quantile(replicates, [alpha, 1 - alpha], axis=1)
+    return estimate, lo, hi, replicates.std(axis=1, ddof=1)
+
+
+# Elements of one batch's largest array (draws: groups x resamples x restarts x repeats): about 16 MB each.
+_BATCH_ELEMENTS = 2_000_000
+
+
+def _bootstrap_all(
+    jobs: list[list[tuple[int, float, float]]], level: float, rng: np.random.Generator
+) -> list[tuple[float, float, float, float]]:
+    """(estimate, lo, hi, se) of each job, a job being one figure of one point as its windows (restart, value,
+    se): jobs of one shape are resampled together, in batches of bounded memory."""
+    out: list[tuple[float, float, float, float]] = [(math.nan, math.nan, math.nan, math.nan)] * len(jobs)
+    by_shape: dict[tuple[int, ...], list[int]] = {}
+    flat: list[list[tuple[float, float]]] = []
+    for index, windows in enumerate(jobs):
+        by_restart: dict[int, list[tuple[float, float]]] = {}
+        for restart, value, se in windows:
+            by_restart.setdefault(restart, []).append((value, se))
+        ordered = [by_restart[restart] for restart in sorted(by_restart)]
+        flat.append([window for restart in ordered for window in restart])
+        by_shape.setdefault(tuple(len(restart) for restart in ordered), []).append(index)
+    for shape, members in by_shape.items():
+        size = max(1, _BATCH_ELEMENTS // (_RESAMPLES * len(shape) * max(shape)))
+        for first in range(0, len(members), size):
+            batch = members[first : first + size]
+            data = np.array([flat[i] for i in batch], dtype=float)
+            found = _hierarchical(data[:, :, 0], data[:, :, 1], shape, level, rng)
+            for position, index in enumerate(batch):
+                out[index] = (
+                    float(found[0][position]),
+                    float(found[1][position]),
+                    float(found[2][position]),
+                    float(found[3][position]),
+                )
+    return out
 
 
 def _method(windows: int, restarts: int) -> str:
@@ -135,6 +164,8 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
         frame = frame.assign(workload="")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
+    jobs: list[list[tuple[int, float, float]]] = []  # the windows of one figure of one point
+    wanted: list[tuple[dict[str, Any], str]] = []  # the row and figure each job's interval goes to
     numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and c != "load"]
     # The frame made into records once, each group taking its rows by position: a to_dict per group cost
     # tens of milliseconds each on a wide frame (bench/scale.py).
@@ -169,7 +200,7 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
                 elif present:
                     base[column] = float(np.mean(present))
             for figure in (*INTERVAL_FIGURES, "goodput"):  # goodput: analysis/goodput.py, when the run has it
-                lo_col, hi_col, se_col = interval_columns(figure)
+                se_col = interval_columns(figure)[2]
                 windows = []
                 for r in ok:
                     value = _finite(r.get(figure))
@@ -177,10 +208,9 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
                         continue
                     se = _finite(r.get(se_col))
                     windows.append((int(r.get("restart") or 1), value, se if se is not None else 0.0))
-                if len(windows) < 2:
-                    continue
-                estimate, lo, hi, se = _hierarchical(windows, level, rng)
-                base[figure], base[lo_col], base[hi_col], base[se_col] = estimate, lo, hi, se
+                if len(windows) >= 2:  # resampled below, every point's at once
+                    jobs.append(windows)
+                    wanted.append((base, figure))
             base["finished_at"] = ok[-1].get("finished_at")
         base["windows"] = len(ok)
         base["windows_failed"] = len(failed)
@@ -188,6 +218,9 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
         base["ci_level"] = level
         base["point_ids"] = [str(r.get("point_id")) for r in ok]
         rows.append(base)
+    for (base, figure), (estimate, lo, hi, se) in zip(wanted, _bootstrap_all(jobs, level, rng), strict=True):
+        lo_col, hi_col, se_col = interval_columns(figure)
+        base[figure], base[lo_col], base[hi_col], base[se_col] = estimate, lo, hi, se
     extra = [c for c in ("windows", "windows_failed", "ci_method", "ci_level", "point_ids") if c not in frame.columns]
     out = pd.DataFrame(rows, columns=[*frame.columns, *extra])
     return out.reset_index(drop=True)

@@ -121,8 +121,11 @@ def mark_degraded(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:
         return frame.assign(lost_requests=pd.Series(dtype=float))
     out = frame.copy()
     lost_column: list[float] = []
-    for index, row in out.iterrows():
-        lost, sent = lost_requests({str(k): v for k, v in row.to_dict().items()})
+    # Only the columns the rule reads, made into records once (iterrows over the wide frame cost seconds at
+    # thousands of points: bench/RESULTS-scale.md).
+    read = [c for c in ("errors", "cancelled", "requests", "status", "errors_by_kind") if c in out.columns]
+    for index, row in zip(out.index, out[read].to_dict("records"), strict=True):
+        lost, sent = lost_requests({str(k): v for k, v in row.items()})
         lost_column.append(float(lost) if row.get("status") in ("ok", "degraded") else float("nan"))
         if row.get("status") != "ok" or not sent or lost / sent <= threshold:
             continue

@@ -340,6 +340,9 @@ def report_blocks(
 
     if figures:
         blocks.append(Heading("Figures"))
+        note = figs.scale_note(analysis)
+        if note:  # at scale the figures summarise: say how, and where every configuration is
+            blocks.append(Paragraph(f"Figures at this run's scale: {note}; the tables below hold every one.", "muted"))
         for path, caption in figures.values():
             blocks.append(Image(path, path.relative_to(base).as_posix(), caption))
 
@@ -371,6 +374,14 @@ def report_blocks(
     ):
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))
+    if len(analysis.pareto) > figs.MAX_FRONT_LABELS:  # the figure labels some of the front: every point here
+        blocks.append(
+            Table(
+                tables.formatted(tables.pareto_table(analysis)),
+                f"Points on the Pareto front ({len(analysis.pareto)}; the figure labels "
+                f"{figs.MAX_FRONT_LABELS} evenly along it)",
+            )
+        )
     if isinstance(blocks[-1], Heading):
         blocks.append(Paragraph("No table: no point completed.", "muted"))
 

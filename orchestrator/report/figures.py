@@ -4,17 +4,27 @@ Each function returns a ``matplotlib.figure.Figure`` (a notebook shows it as it 
 PNG), or ``None`` when the run has nothing to draw for it (no tree variant for a heatmap, no AR baseline for a
 speedup). Colours are fixed per configuration across figures; baselines are drawn dashed in black (AR) and
 grey (linear).
+
+At scale (more configurations than the palette has distinct colours, :data:`MAX_COLOURED`), a figure draws
+the baselines and the :data:`MAX_COLOURED` configurations of highest throughput in colour and every other
+configuration in light grey, without a legend entry each (the latency bars show only the coloured ones), and
+says so in its title (:func:`scale_note`); the Pareto figure labels at most :data:`MAX_FRONT_LABELS` points of
+its front, and a heatmap prints its cells' values only up to :data:`MAX_CELL_TEXT` cells. Nothing is left out
+silently: each figure that summarises says what it left out and where the rest is (the report's tables).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import matplotlib
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -23,10 +33,17 @@ from orchestrator.analysis.result import Analysis
 from orchestrator.report.labels import place_labels
 
 __all__ = [
+    "MAX_CELL_TEXT",
+    "MAX_COLOURED",
+    "MAX_FRONT_LABELS",
+    "Highlight",
     "accept_len_heatmap",
     "config_colours",
+    "front_labelled",
+    "highlighted",
     "latency_percentiles",
     "pareto_plot",
+    "scale_note",
     "speedup_heatmaps",
     "throughput_vs_load",
 ]
@@ -34,8 +51,19 @@ __all__ = [
 _NAN = float("nan")
 _AR_COLOUR = "#111111"
 _LINEAR_COLOUR = "#7a7a7a"
+_OTHER_COLOUR = "#c4c4c4"
 _TITLE_SIZE = 12
 _LABEL_SIZE = 10
+
+#: More configurations than this (baselines aside) and a figure colours only this many, the ones of highest
+#: throughput (tab20 without its greys has 18 distinct colours; beyond, colours would repeat).
+MAX_COLOURED = 18
+#: The Pareto figure labels at most this many points of its front, evenly along it.
+MAX_FRONT_LABELS = 30
+#: A heatmap panel prints its cells' values only up to this many cells (beyond, the report's tables hold them).
+MAX_CELL_TEXT = 120
+#: A heatmap axis names every row (or column) only up to this many; beyond, every n-th.
+_MAX_TICKS = 24
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -60,15 +88,67 @@ def config_order(analysis: Analysis) -> list[str]:
     return list(dict.fromkeys(measured["label"]))
 
 
+@dataclass(frozen=True)
+class Highlight:
+    """Which configurations (baselines aside) the figures draw in colour: all of them, or at scale the
+    :data:`MAX_COLOURED` of highest throughput."""
+
+    coloured: tuple[str, ...]
+    total: int
+    metric: str
+
+    @property
+    def summarised(self) -> bool:
+        return self.total > len(self.coloured)
+
+    def shows(self, label: str, analysis: Analysis) -> bool:
+        return label in self.coloured or _role_of_label(analysis, label) is not None
+
+
+def highlighted(analysis: Analysis) -> Highlight:
+    """The configurations drawn in colour (see :class:`Highlight`): ranked by each one's best throughput over
+    the run's successful points, ties in the plan's order."""
+    labels = config_order(analysis)
+    others = [label for label in labels if _role_of_label(analysis, label) is None]
+    metric = analysis.metric
+    if len(others) <= MAX_COLOURED:
+        return Highlight(tuple(others), len(others), metric)
+    rows = _measured_ok(analysis, None)
+    best = pd.to_numeric(rows[metric], errors="coerce").groupby(rows["label"], sort=False).max()
+    order = {label: i for i, label in enumerate(others)}
+    ranked = sorted(others, key=lambda label: (-_sortable(best.get(label)), order[label]))
+    chosen = set(ranked[:MAX_COLOURED])
+    return Highlight(tuple(label for label in others if label in chosen), len(others), metric)
+
+
+def _sortable(value: object) -> float:
+    number = float(value) if isinstance(value, int | float) else _NAN
+    return number if number == number else -math.inf
+
+
+def scale_note(analysis: Analysis) -> str | None:
+    """The sentence a summarising figure carries (None when every configuration has its colour)."""
+    chosen = highlighted(analysis)
+    if not chosen.summarised:
+        return None
+    return (
+        f"colour: the {len(chosen.coloured)} of {chosen.total} configurations with the highest {chosen.metric}, "
+        f"and the baselines; the other {chosen.total - len(chosen.coloured)} in grey"
+    )
+
+
 def config_colours(analysis: Analysis) -> dict[str, str]:
     """A fixed colour per configuration: AR black, linear grey, the rest from a qualitative palette without
-    its greys (so no configuration can be mistaken for a baseline)."""
+    its greys (so no configuration can be mistaken for a baseline). At scale only the highlighted
+    configurations (:func:`highlighted`) get a colour; the others a light grey."""
     labels = config_order(analysis)
-    others = [label for label in labels if label not in (analysis.roles.ar, analysis.roles.linear)]
+    chosen = highlighted(analysis)
+    others = list(chosen.coloured)
     name, greys = ("tab10", {7}) if len(others) <= 9 else ("tab20", {14, 15})
     palette = matplotlib.colormaps[name]
     choices = [matplotlib.colors.to_hex(palette(i)) for i in range(palette.N) if i not in greys]
-    colours = {label: choices[i % len(choices)] for i, label in enumerate(others)}
+    colours = {label: _OTHER_COLOUR for label in labels}
+    colours.update({label: choices[i % len(choices)] for i, label in enumerate(others)})
     if analysis.roles.ar:
         colours[analysis.roles.ar] = _AR_COLOUR
     if analysis.roles.linear:
@@ -114,10 +194,19 @@ def _host_note(analysis: Analysis, host: str | None) -> str:
 def _config_lines(
     ax: Axes, analysis: Analysis, rows: pd.DataFrame, column: str, colours: dict[str, str], legend: bool
 ) -> None:
+    chosen = highlighted(analysis)
+    groups = dict(tuple(rows.groupby("label", sort=False)))
+    grey: list[np.ndarray] = []
     for label in config_order(analysis):
-        line = rows[rows["label"] == label].sort_values("load")
+        if label not in groups:
+            continue
+        line = groups[label].sort_values("load")
         values = pd.to_numeric(line[column], errors="coerce")
         if line.empty or values.isna().all():
+            continue
+        if not chosen.shows(label, analysis):  # at scale: one grey line each, drawn at once, no legend entry
+            present = values.notna().to_numpy()
+            grey.append(np.column_stack((line["load"].to_numpy(dtype=float)[present], values.to_numpy()[present])))
             continue
         baseline = _role_of_label(analysis, label) is not None
         ax.plot(
@@ -149,6 +238,17 @@ def _config_lines(
                     alpha=0.8,
                     zorder=3 if baseline else 2,
                 )
+    if grey:
+        ax.add_collection(
+            LineCollection(
+                grey,
+                colors=_OTHER_COLOUR,
+                linewidths=0.8,
+                zorder=1,
+                label=f"{len(grey)} other configurations (grey)" if legend else None,
+            )
+        )
+        ax.autoscale_view()
 
 
 def _mark_failed(ax: Axes, failed: pd.DataFrame, colours: dict[str, str], legend: bool) -> None:
@@ -198,8 +298,10 @@ def throughput_vs_load(analysis: Analysis, *, host: str | None = None, mode: str
         right.set_ylabel(f"speedup over AR ({analysis.roles.ar}), × tokens/s", fontsize=_LABEL_SIZE)
         right.grid(True, alpha=0.3)
         right.set_title("relative to the AR baseline (1.0 = as fast as AR)", fontsize=_LABEL_SIZE + 1)
+    note = scale_note(analysis)
     figure.suptitle(
-        f"{analysis.experiment_name}: output throughput vs {what}{_host_note(analysis, host)} (baselines dashed)",
+        f"{analysis.experiment_name}: output throughput vs {what}{_host_note(analysis, host)} (baselines dashed)"
+        + (f"\n({note})" if note else ""),
         fontsize=_TITLE_SIZE,
     )
     figure.legend(loc="outside right upper", fontsize=8.5, frameon=False)
@@ -219,6 +321,8 @@ def _annotate_grid(
     failed: set[tuple[float, float]] | None = None,
 ) -> None:
     values = grid.to_numpy(dtype=float)
+    if values.size > MAX_CELL_TEXT:  # too many cells to print each one legibly: the figure's title says so
+        return
     for i, budget in enumerate(grid.index):
         for j, topk in enumerate(grid.columns):
             value = float(values[i, j])
@@ -246,11 +350,18 @@ def _grid(rows: pd.DataFrame, value: str, shape: pd.DataFrame | None = None) -> 
 
 
 def _grid_axes(ax: Axes, grid: pd.DataFrame) -> None:
-    ax.set_xticks(range(len(grid.columns)))
-    ax.set_xticklabels([f"{c:g}" for c in grid.columns])
-    ax.set_yticks(range(len(grid.index)))
-    ax.set_yticklabels([f"{b:g}" for b in grid.index])
+    for axis, names in ((ax.xaxis, grid.columns), (ax.yaxis, grid.index)):
+        step = max(1, math.ceil(len(names) / _MAX_TICKS))  # every n-th name where all would overlap
+        axis.set_ticks(range(0, len(names), step))
+        axis.set_ticklabels([f"{v:g}" for v in list(names)[::step]])
     ax.set_xlabel("top-k (children per node)", fontsize=_LABEL_SIZE)
+
+
+def _cells_note(grids: Sequence[pd.DataFrame], where: str) -> str:
+    """The line a heatmap's title gets when its cells are too many to print each value."""
+    if not any(grid.size > MAX_CELL_TEXT for grid in grids):
+        return ""
+    return f"\n(over {MAX_CELL_TEXT} cells a panel: values not printed in the cells; the {where} table has each)"
 
 
 def accept_len_heatmap(analysis: Analysis, *, host: str | None = None) -> Figure | None:
@@ -263,14 +374,16 @@ def accept_len_heatmap(analysis: Analysis, *, host: str | None = None) -> Figure
     axes = figure.subplots(1, len(variants), squeeze=False)[0]
     loads = rows.sort_values("load")["load_label"].drop_duplicates().tolist()
     linear = pd.to_numeric(rows[rows["role"] == "linear"]["accept_len"], errors="coerce").dropna()
+    grids: list[pd.DataFrame] = []
     for ax, variant in zip(axes, variants, strict=True):
         grid = _grid(rows[rows["variant"] == variant], "accept_len")
+        grids.append(grid)
         values = grid.to_numpy(dtype=float)
         if grid.isna().all().all():
             ax.set_axis_off()
             ax.set_title(f"{variant}: no accept length measured", fontsize=_LABEL_SIZE)
             continue
-        image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
+        image = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower", interpolation="nearest")
         low, high = float(grid.min().min()), float(grid.max().max())
         middle = low + (high - low) / 2
         _annotate_grid(ax, grid, "{:.2f}", _below(float(middle)))
@@ -283,7 +396,8 @@ def accept_len_heatmap(analysis: Analysis, *, host: str | None = None) -> Figure
     reference = f"; linear chain accepts {linear.mean():.2f}" if not linear.empty else ""
     figure.suptitle(
         f"{analysis.experiment_name}: tree accept length, budget × top-k{_host_note(analysis, host)}\n"
-        f"tokens per verify step, mean over {span}{reference}\n(higher is better)",
+        f"tokens per verify step, mean over {span}{reference}\n(higher is better)"
+        + _cells_note(grids, "Accept length"),
         fontsize=_TITLE_SIZE,
     )
     return figure
@@ -309,12 +423,16 @@ def speedup_heatmaps(analysis: Analysis, *, against: str = "ar", host: str | Non
     figure = _figure(3.3 * columns + 1.4, 3.3 * lines + 1.0)
     axes = figure.subplots(lines, columns, squeeze=False)
     image = None
+    grids: list[pd.DataFrame] = []
     for index, (variant, load) in enumerate(panels):
         ax = axes[index // columns][index % columns]
         subset = rows[(rows["variant"] == variant) & (rows["load_label"] == load.load_label)]
         lost = failed[(failed["variant"] == variant) & (failed["load_label"] == load.load_label)]
         grid = _grid(subset, column, shape=rows[rows["variant"] == variant])
-        image = ax.imshow(grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, aspect="auto", origin="lower")
+        grids.append(grid)
+        image = ax.imshow(
+            grid.to_numpy(dtype=float), cmap="RdBu", norm=norm, aspect="auto", origin="lower", interpolation="nearest"
+        )
         cells = set(zip(lost["tree_budget"], lost["tree_topk"], strict=True))
         _annotate_grid(ax, grid, "{:.2f}×", lambda v: abs(float(norm(v)) - 0.5) > 0.35, cells)
         _grid_axes(ax, grid)
@@ -331,7 +449,8 @@ def speedup_heatmaps(analysis: Analysis, *, against: str = "ar", host: str | Non
     named = name if baseline == name else f"{name} ({baseline})"
     figure.suptitle(
         f"{analysis.experiment_name}: tree speedup over the {named} baseline at each load"
-        f"{_host_note(analysis, host)}\n(output tok/s ratio; blue = faster, red = slower)",
+        f"{_host_note(analysis, host)}\n(output tok/s ratio; blue = faster, red = slower)"
+        + _cells_note(grids, "Speedup over AR" if against == "ar" else "Speedup over linear"),
         fontsize=_TITLE_SIZE,
     )
     return figure
@@ -344,7 +463,10 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
     metrics = [m for m in ("ttft_ms", "itl_ms") if f"{m}_p50" in rows.columns and rows[f"{m}_p50"].notna().any()]
     if rows.empty or not metrics:
         return None
-    labels = [label for label in config_order(analysis) if label in set(rows["label"])]
+    chosen = highlighted(analysis)
+    present = set(rows["label"])
+    every = [label for label in config_order(analysis) if label in present]
+    labels = [label for label in every if chosen.shows(label, analysis)]  # at scale: the coloured ones
     loads = rows.sort_values(["mode", "load"])[["mode", "load", "load_label"]].drop_duplicates()
     colours = config_colours(analysis)
     failed = _failed(analysis, host)
@@ -415,9 +537,19 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
         Line2D([], [], color="#b22222", marker="x", linestyle="none", markersize=6, label="p99"),
     ]
     figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
+
+    def _others(names: list[str]) -> int:
+        return sum(1 for label in names if _role_of_label(analysis, label) is None)
+
     figure.suptitle(
         f"{analysis.experiment_name}: latency percentiles per configuration and load{_host_note(analysis, host)}\n"
-        "(lower is better)",
+        "(lower is better)"
+        + (
+            f"\n(shown: the {_others(labels)} of {_others(every)} configurations with the highest {chosen.metric}, "
+            "and the baselines; every configuration's latency is in the report's tables)"
+            if len(labels) < len(every)
+            else ""
+        ),
         fontsize=_TITLE_SIZE,
     )
     return figure
@@ -438,12 +570,20 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
     if host is not None:
         front = front[front["host"] == host]
     colours = config_colours(analysis)
+    chosen = highlighted(analysis)
     figure = _figure(10.5, 6.0)
     ax = figure.add_subplot()
-    for label in config_order(analysis):
-        points = rows[rows["label"] == label]
-        if points.empty:
-            continue
+    groups = dict(tuple(rows.groupby("label", sort=False)))
+    shown = [label for label in config_order(analysis) if label in groups and chosen.shows(label, analysis)]
+    grey = rows[~rows["label"].isin(shown)]
+    if not grey.empty:  # at scale: every other configuration's points in one grey layer, below the coloured ones
+        others = grey["label"].nunique()
+        ax.scatter(
+            grey["_x"], grey["_y"], color=_OTHER_COLOUR, s=12, zorder=1, label=f"{others} other configurations (grey)"
+        )
+        _pareto_errors(ax, grey, metric, _OTHER_COLOUR, zorder=0, alpha=0.35)
+    for label in shown:
+        points = groups[label]
         role = _role_of_label(analysis, label)
         ax.scatter(
             points["_x"],
@@ -456,29 +596,7 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
             edgecolors="white",
             linewidths=0.5,
         )
-        errors: list[list[pd.Series] | None] = []
-        for column, centre in (("per_user_tok_s", points["_x"]), (metric, points["_y"])):
-            if f"{column}_lo" not in points.columns or f"{column}_hi" not in points.columns:
-                errors.append(None)
-                continue
-            lo = pd.to_numeric(points[f"{column}_lo"], errors="coerce")
-            hi = pd.to_numeric(points[f"{column}_hi"], errors="coerce")
-            if lo.isna().all():
-                errors.append(None)
-                continue
-            errors.append([(centre - lo).clip(lower=0).fillna(0), (hi - centre).clip(lower=0).fillna(0)])
-        if any(e is not None for e in errors):
-            ax.errorbar(
-                points["_x"],
-                points["_y"],
-                xerr=errors[0],
-                yerr=errors[1],
-                fmt="none",
-                ecolor=colours.get(label),
-                elinewidth=0.8,
-                alpha=0.6,
-                zorder=2,
-            )
+        _pareto_errors(ax, points, metric, colours.get(label), zorder=2, alpha=0.6)
     if not front.empty:
         ordered = front.sort_values("per_user_tok_s")
         ax.plot(
@@ -504,21 +622,72 @@ def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
+    notes = [n for n in (scale_note(analysis), _labels_note(len(front))) if n]
     ax.set_title(
         f"{analysis.experiment_name}: per-user vs total throughput, every configuration and load"
         f"{_host_note(analysis, host)}\n(up and right is better; the front is what no other point beats on both "
-        "beyond noise)",
+        "beyond noise)" + "".join(f"\n({n})" for n in notes),
         fontsize=_TITLE_SIZE,
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False)
     if not front.empty:
         # Last, once the axes are final: labels laid out so none overlaps another, a point, or the axes' edge.
+        labelled = ordered.iloc[front_labelled(len(ordered))]
         place_labels(
             ax,
-            list(zip(ordered["per_user_tok_s"], ordered[metric], strict=True)),
-            [f"{point['label']} @ {point['load_label']}" for _, point in ordered.iterrows()],
+            list(zip(labelled["per_user_tok_s"], labelled[metric], strict=True)),
+            [f"{label} @ {load}" for label, load in zip(labelled["label"], labelled["load_label"], strict=True)],
             avoid=list(zip(rows["_x"], rows["_y"], strict=True)),
             fontsize=7.5,
             color="#333333",
         )
+        # place_labels laid the figure out to place them, and labels are left out of the layout: the layout is
+        # final, so saving does not run the layout engine a second time.
+        figure.set_layout_engine("none")
     return figure
+
+
+def front_labelled(size: int) -> list[int]:
+    """Which of a front of ``size`` points (in the order it is drawn) get a label: all up to
+    :data:`MAX_FRONT_LABELS`, else that many evenly along it, both ends included."""
+    if size <= MAX_FRONT_LABELS:
+        return list(range(size))
+    return sorted({round(i * (size - 1) / (MAX_FRONT_LABELS - 1)) for i in range(MAX_FRONT_LABELS)})
+
+
+def _labels_note(size: int) -> str | None:
+    if size <= MAX_FRONT_LABELS:
+        return None
+    return (
+        f"labelled: {len(front_labelled(size))} of the front's {size} points, evenly along it; "
+        "the report's table of the front lists every one"
+    )
+
+
+def _pareto_errors(
+    ax: Axes, points: pd.DataFrame, metric: str, colour: str | None, *, zorder: int, alpha: float
+) -> None:
+    """Both intervals of ``points`` (``_x``: per-user, ``_y``: total throughput) as error bars, when they have any."""
+    errors: list[list[pd.Series] | None] = []
+    for column, centre in (("per_user_tok_s", points["_x"]), (metric, points["_y"])):
+        if f"{column}_lo" not in points.columns or f"{column}_hi" not in points.columns:
+            errors.append(None)
+            continue
+        lo = pd.to_numeric(points[f"{column}_lo"], errors="coerce")
+        hi = pd.to_numeric(points[f"{column}_hi"], errors="coerce")
+        if lo.isna().all():
+            errors.append(None)
+            continue
+        errors.append([(centre - lo).clip(lower=0).fillna(0), (hi - centre).clip(lower=0).fillna(0)])
+    if any(e is not None for e in errors):
+        ax.errorbar(
+            points["_x"],
+            points["_y"],
+            xerr=errors[0],
+            yerr=errors[1],
+            fmt="none",
+            ecolor=colour,
+            elinewidth=0.8,
+            alpha=alpha,
+            zorder=zorder,
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.text import Annotation, Text
@@ -42,14 +43,17 @@ _PAD = 2.0  # pixels of clear space kept around every label
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels (plain floats: Bbox's are slow here)
 
 
-def _overlap(a: Box, b: Box) -> float:
-    width = min(a[2], b[2]) - max(a[0], b[0])
-    height = min(a[3], b[3]) - max(a[1], b[1])
-    return width * height if width > 0 and height > 0 else 0.0
+_H = {"left": 0.0, "center": 0.5, "right": 1.0}
+_V = {"bottom": 0.0, "center": 0.5, "top": 1.0}
 
 
-def _outside(box: Box, frame: Box) -> float:
-    return (box[2] - box[0]) * (box[3] - box[1]) - _overlap(box, frame)
+def _overlaps(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """For each of ``boxes`` (n x 4), the summed area it shares with ``others`` (m x 4)."""
+    if not len(others):
+        return np.zeros(len(boxes))
+    width = np.minimum(boxes[:, None, 2], others[None, :, 2]) - np.maximum(boxes[:, None, 0], others[None, :, 0])
+    height = np.minimum(boxes[:, None, 3], others[None, :, 3]) - np.maximum(boxes[:, None, 1], others[None, :, 1])
+    return np.where((width > 0) & (height > 0), width * height, 0.0).sum(axis=1)
 
 
 def text_extent(note: Annotation, renderer: Any) -> Bbox:
@@ -83,10 +87,17 @@ def place_labels(
     radius = marker_radius * scale
     obstacles: list[Box] = []
     for points, r in ((anchors, radius), (avoid, radius * 0.6)):
-        for x, y in points:
-            px, py = ax.transData.transform((x, y))
-            obstacles.append((px - r, py - r, px + r, py + r))
-    placed: list[Box] = []
+        if not len(points):
+            continue
+        pixels = ax.transData.transform(np.asarray(points, dtype=float).reshape(-1, 2))
+        obstacles += [(px - r, py - r, px + r, py + r) for px, py in pixels]
+    # Every box as an array row: the positions of one label are scored against every obstacle and every label
+    # placed before it at once (numpy), so a label costs the same whether a front has ten points or thousands.
+    blocked = np.asarray(obstacles, dtype=float).reshape(-1, 4)
+    placed = np.empty((0, 4))
+    offsets = np.array([(dx * d, dy * d) for d in _RINGS for dx, dy, _ha, _va in _DIRECTIONS])
+    shifts = np.array([(_H[ha], _V[va]) for _d in _RINGS for _dx, _dy, ha, va in _DIRECTIONS])
+    aligns = [(ha, va) for _d in _RINGS for _dx, _dy, ha, va in _DIRECTIONS]
     out: list[Annotation] = []
     for (x, y), text in zip(anchors, texts, strict=True):
         # A text's box is the same wherever it goes: measure it once, then try positions by arithmetic.
@@ -94,22 +105,17 @@ def place_labels(
         size = text_extent(probe, renderer)
         probe.remove()
         px, py = ax.transData.transform((x, y))
-        best: tuple[float, float, float, str, str, Box] | None = None
-        for distance in _RINGS:
-            for dx, dy, ha, va in _DIRECTIONS:
-                left = px + dx * distance * scale - {"left": 0.0, "center": 0.5, "right": 1.0}[ha] * size.width
-                bottom = py + dy * distance * scale - {"bottom": 0.0, "center": 0.5, "top": 1.0}[va] * size.height
-                box = (left - _PAD, bottom - _PAD, left + size.width + _PAD, bottom + size.height + _PAD)
-                cost = sum(_overlap(box, other) for other in placed) + sum(_overlap(box, o) for o in obstacles)
-                cost += 4 * _outside(box, frame)
-                if best is None or cost < best[0]:
-                    best = (cost, dx * distance, dy * distance, ha, va, box)
-                if cost == 0:
-                    break
-            if best is not None and best[0] == 0:
-                break
-        assert best is not None
-        _cost, ox, oy, ha, va, box = best
+        left = px + offsets[:, 0] * scale - shifts[:, 0] * size.width
+        bottom = py + offsets[:, 1] * scale - shifts[:, 1] * size.height
+        boxes = np.column_stack((left - _PAD, bottom - _PAD, left + size.width + _PAD, bottom + size.height + _PAD))
+        cost = _overlaps(boxes, placed) + _overlaps(boxes, blocked)
+        cost += 4 * ((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) - _overlaps(boxes, np.array([frame])))
+        # The nearest position with no overlap at all, else the first with the least (rings in order, nearest first).
+        free = np.flatnonzero(cost == 0)
+        chosen = int(free[0]) if free.size else int(np.argmin(cost))
+        ox, oy = (float(v) for v in offsets[chosen])
+        ha, va = aligns[chosen]
+        box = boxes[chosen]
         note = ax.annotate(
             text,
             (x, y),
@@ -124,6 +130,6 @@ def place_labels(
             **text_style,
         )
         note.set_in_layout(False)
-        placed.append(box)
+        placed = np.vstack((placed, box))
         out.append(note)
     return out

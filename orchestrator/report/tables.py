@@ -352,6 +352,22 @@ def _pivot(analysis: Analysis, value: str, *, ok_only: bool = True) -> pd.DataFr
     return table
 
 
+def pareto_table(analysis: Analysis) -> pd.DataFrame:
+    """Every point of the Pareto front (``Analysis.pareto``), as the figure draws it: per-user throughput
+    ascending; the figure labels only some of a long front (``figures.MAX_FRONT_LABELS``), this table all."""
+    front = analysis.pareto
+    metric = analysis.metric
+    if front.empty or "per_user_tok_s" not in front.columns:
+        return pd.DataFrame()
+    columns = {"label": "configuration", "load_label": "load", "per_user_tok_s": "per-user tok/s", metric: "tok/s"}
+    if len(_hosts(analysis)) > 1:
+        columns = {"host": "host", **columns}
+    if "workload" in front.columns and front["workload"].astype(bool).any():
+        columns = {"workload": "workload", **columns}
+    ordered = front.sort_values([c for c in ("host", "workload") if c in columns] + ["per_user_tok_s"])
+    return ordered[list(columns)].rename(columns=columns).reset_index(drop=True)
+
+
 def throughput_table(analysis: Analysis) -> pd.DataFrame:
     """Output tok/s: a row per configuration, a column per load."""
     return _pivot(analysis, analysis.metric)

@@ -265,6 +265,18 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
     frame = frame[frame["alias_of"].isna() & frame["status"].isin(analysis.ranked_statuses)]
     level = analysis.settings.confidence
     from_rows = _row_figures(objective, frame)
+    # Each point's row by (configuration, mode, load, workload), found once: a filter of the whole frame per
+    # configuration and level made recommend quadratic in points (bench/RESULTS-scale.md).
+    row_of: dict[tuple[str, str, float, str], int] = {}
+    keys = zip(
+        frame["label"],
+        frame["mode"],
+        frame["load"].astype(float),
+        frame["workload"].fillna("").astype(str),
+        strict=True,
+    )
+    for index, found in enumerate(keys):
+        row_of.setdefault(found, index)
     by_config: dict[str, list[Record]] = {}
     for record in records:
         by_config.setdefault(record.config_hash, []).append(record)
@@ -282,15 +294,10 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
                 and getattr(r, "workload", None) == workload
             ]
             label = config_label(first.variant, dict(first.params))
-            rows = frame[
-                (frame["label"] == label)
-                & (frame["mode"] == mode)
-                & (frame["load"].astype(float) == float(value))
-                & (frame["workload"].fillna("").astype(str) == (workload or ""))
-            ]
-            if not at_level or rows.empty:
+            position = row_of.get((label, mode, float(value), workload or ""))
+            if not at_level or position is None:
                 continue
-            point = rows.iloc[0]
+            point = frame.iloc[position]
             if from_rows:
                 score = score_row(point, objective, load, level, lossless, [r.deployment_id for r in at_level])
             else:  # a figure the answer has no column for (error_rate): the objective's own, from the windows

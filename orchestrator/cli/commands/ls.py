@@ -168,19 +168,21 @@ def ls(
     if what is not None and kind is None:  # a name shows its runs whatever their kind, unless --kind narrows it
         kinds = frozenset(RUN_KINDS)
     every, runs = runs, of_kinds(runs, kinds)
-    summaries = [run_summary(p) for p in runs]
     if as_json:
+        summaries = [run_summary(p) for p in runs]
         typer.echo(json.dumps({"results_root": str(root), "kinds": sorted(kinds), "runs": summaries}, indent=2))
         return
-    others = Counter(run_kind(p) for p in every if p not in runs)
-    if not summaries:
+    listed = set(runs)
+    others = Counter(run_kind(p) for p in every if p not in listed)
+    if not runs:
         what_runs = "runs" if kinds == frozenset(RUN_KINDS) else f"{kinds_text(kinds)} runs"
         hint = "".join(f"; {n} {k} run{'s' if n != 1 else ''}: --kind {k} lists them" for k, n in others.items())
         console.print(
             f"no {what_runs} under {root}" + (f" of {what}" if what else "") + hint, soft_wrap=True, markup=False
         )
         return
-    shown = summaries[-limit:] if limit > 0 else summaries
+    # Only the runs shown are read (a run's counts may need its answer made): the others are only counted.
+    shown = [run_summary(p) for p in (runs[-limit:] if limit > 0 else runs)]
     several_kinds = len({run.get("kind") for run in shown}) > 1
     columns = [
         Column("experiment", "left", required=True, wrap=True),
@@ -216,10 +218,10 @@ def ls(
                 Text(_host_names(run.get("hosts") or [])),
             ]
         )
-    more = len(summaries) - len(shown)
+    more = len(runs) - len(shown)
     noun = "run(s)" if kinds == frozenset(RUN_KINDS) else f"{kinds_text(kinds)} run(s)"
     caption = (
-        f"{len(summaries)} {noun} under {root}"
+        f"{len(runs)} {noun} under {root}"
         + (f"; the {more} oldest not shown (--limit 0)" if more else "")
         + "".join(f"; {n} {k} run{'s' if n != 1 else ''} not shown (--kind {k})" for k, n in others.items())
     )
