@@ -363,8 +363,8 @@ def test_service_secrets_never_leak_from_a_process_sweep(testhost: TestHost, tmp
     assert [r["status"] for r in run.records] == ["failed"]  # the printer never serves
     assert "environ" in seen, "the server was never seen running"
     assert f"HF_TOKEN={token}" in seen["environ"] and f"API_KEY={key}" in seen["environ"], seen["environ"]
-    # The secrets file was read by the wrapper and removed before the server ran.
-    assert "secrets-process.secrets" not in seen["state_files"], seen["state_files"]
+    # The launch file (the secrets, the command) was read by the wrapper and removed before the server ran.
+    assert "secrets-process.launch" not in seen["state_files"], seen["state_files"]
     assert not [f for f in left if f.startswith("secrets-process.")], left  # restored: nothing of ours left
     received = [line.split()[1:] for line in log_text.splitlines() if line.startswith("RECEIVED ")]
     assert received == [[_digest(key), _digest(token), _digest(key)]], received
