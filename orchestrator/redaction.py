@@ -74,7 +74,7 @@ _SECRET_PARTS = frozenset(
 # Each pattern starts only where a word does (a lookbehind) and a URL's scheme is at most 32 characters, so a
 # long text without a match is read once, not once per position (a 3 MB command: issue 28, item 6).
 _URL_PASSWORD = re.compile(
-    r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@'\"]*:)(?P<value>[^/\s@'\"]+)(?P<tail>@)"
+    r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@'\"]*:)(?P<value>[^/\s'\"]+)(?P<tail>@)"
 )
 # A value: bare, or in quotes (the quotes kept, what is inside masked).
 _VALUE = r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\n]+)(?P=q)|(?P<value>[^\s'\"]+))"
