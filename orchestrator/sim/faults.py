@@ -57,6 +57,14 @@ coloured-log        the log as the engine's own formatter writes it under a term
 dribble-metrics[=N] after N /metrics answers (default 1: the first, a point's "before" scrape, is whole),
                     every later one sends its headers and then its body one byte a second, for ever: the
                     slow-loris control plane a scraper must give up on at its deadline
+duplicate-series    every counter sample of /metrics (a name ending _total) is followed by the same series
+                    again with the value 0, as two registries exporting one name would: one scrape holds two
+                    values for one series
+nan-counters        every counter sample of /metrics (a name ending _total) has the value NaN
+login-page          every generation request is answered 200 with a web page (Content-Type text/html), as a
+                    login form or a proxy in front of the server answers
+no-done             a streamed answer sends every token and its finish reason but no ``data: [DONE]``, and
+                    keeps the connection open (no end of the body) until the client closes it
 orphan-worker[=MIB] with fake GPUs (orchestrator/sim/gpus.py), start a worker process in its own session that
                     holds MIB (default 2048) on the server's GPUs and outlives the server, as a tensor-parallel
                     worker left behind by a killed server does
@@ -89,6 +97,10 @@ FAULT_NAMES = (
     "idle-window",
     "journal-suppress",
     "coloured-log",
+    "duplicate-series",
+    "nan-counters",
+    "login-page",
+    "no-done",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -119,6 +131,10 @@ class Faults:
     journal_suppress_lines: int = 0  # journal-suppress's K: lines dropped
     coloured_log: bool = False  # coloured-log: the engine's terminal colours in its lines
     idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
+    duplicate_series: bool = False  # duplicate-series: each /metrics counter twice, the second time 0
+    nan_counters: bool = False  # nan-counters: each /metrics counter NaN
+    login_page: bool = False  # login-page: generation answered 200 text/html
+    no_done: bool = False  # no-done: a stream without [DONE] whose body never ends
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -184,6 +200,14 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, idle_window_after=int(_number(spec, arg, int, 0, 10**9)))
         elif name == "coloured-log":
             faults = replace(faults, coloured_log=True)
+        elif name == "duplicate-series":
+            faults = replace(faults, duplicate_series=True)
+        elif name == "nan-counters":
+            faults = replace(faults, nan_counters=True)
+        elif name == "login-page":
+            faults = replace(faults, login_page=True)
+        elif name == "no-done":
+            faults = replace(faults, no_done=True)
         elif name == "journal-suppress":
             after, colon, lines = (arg or "").partition(":")
             faults = replace(
