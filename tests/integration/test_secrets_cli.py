@@ -1,10 +1,16 @@
 """Issue 40, secrets through the real CLI as a subprocess: the warning of a secret written inline under ``-q`` and
-``--json``, and an invalid ``server.url`` whose error never prints the password it holds."""
+``--json``, an invalid ``server.url`` whose error never prints the password it holds, and a terminal's output
+(the live display in a pseudo-terminal) redacted as piped output is."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import secrets
+import select
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +18,7 @@ import pytest
 
 from tests.reliability.harness import (
     SMALL_LOAD,
+    cli_command,
     cli_env,
     free_port,
     local_experiment,
@@ -77,3 +84,56 @@ def test_an_invalid_server_url_never_prints_its_password(tmp_path: Path, url: st
         assert f"{path}:" in said_all and "server.url" in said_all and said in said_all, (args, said_all)
         assert password not in said_all, (args, said_all)
         assert "Traceback" not in said_all
+
+
+def _in_a_terminal(argv: list[str], env: dict[str, str], limit: float = 200) -> tuple[int, str]:
+    """Run ``argv`` with a pseudo-terminal as its stdin, stdout and stderr; its exit code and all it wrote. The
+    child is killed (its process group) if it has not ended within ``limit`` seconds, or the test fails."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI, its streams the terminal
+        try:
+            os.chdir(Path(__file__).resolve().parents[2])
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = bytearray()
+    deadline = time.monotonic() + limit
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if fd in ready:
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                out += data
+        else:
+            os.killpg(pid, signal.SIGKILL)
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode("utf-8", "replace")
+
+
+def test_a_terminals_output_is_redacted_too(tmp_path: Path) -> None:
+    """The live display wrote a failing server's error line, with the ``--api-key`` value it was given, to a
+    terminal as it was (only piped output passed the redactor). Now the consoles redact what they render: the
+    progress in a pseudo-terminal says the configuration did not start, masked, and the sweep ends normally."""
+    value = f"-{secrets.token_hex(10)}"
+    home = tmp_path / "home"
+    home.mkdir()
+    variants = {"ar": "--algorithm ar", "dash": f"--algorithm ar --api-key {value}"}
+    doc: dict[str, Any] = local_experiment("tty", free_port(), variants, load={**SMALL_LOAD, "concurrency": [1]})
+    doc["failure_policy"] = {"stop_on_baseline_failure": False}
+    path = write_experiment(tmp_path / "tty.yaml", doc)
+    env = {**cli_env(home), "TERM": "xterm-256color"}
+    env.pop("NO_COLOR", None)
+    with local_leftovers_restored(home, path):
+        argv = cli_command("sweep", str(path), "--results", str(tmp_path / "results"), "--no-report")
+        code, said = _in_a_terminal(argv, env)
+    assert code == 3, said  # one configuration failed: the sweep ran to its end
+    assert "\x1b[" in said and "points" in said, said  # a terminal's live display, colours and all
+    assert "dash: did not start" in said and "--api-key [redacted]" in said, said
+    assert value not in said, said
