@@ -225,6 +225,7 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     outcome.kind = "secret"
     host = sim_unit.host
     token, key = _values()
+    inline = f"db-{secrets.token_hex(10)}"
     before = host_state(host, sim_unit.unit)
     sim = f"{{python}} -m orchestrator.sim --host 0.0.0.0 --port {sim_unit.port} --profile tiny --load-seconds 0.3"
     printer = f"{{python}} -c {shlex.quote(PRINTER)} $API_KEY 0"
@@ -235,7 +236,8 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
             "kind": "systemd",
             "unit": sim_unit.unit,
             "exec_start": "{cmd}",
-            "environment": {**_environment(tmp_path, key), "PLAIN": "visible"},
+            # An inline secret too (issue 40): it goes to the environment file, not onto an Environment= line.
+            "environment": {**_environment(tmp_path, key), "PLAIN": "visible", "DB_PASSWORD": inline},
         },
         "server": {"url": f"http://{host.guest_ip}:{sim_unit.port}", "model": "sim", "ready_timeout": "15s"},
         "engine": "sim",
@@ -247,7 +249,7 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     path = write_experiment(tmp_path / "secrets-systemd.yaml", doc)
     env = cli_env(tmp_path, **{TOKEN_VAR: token})
     results = tmp_path / "results"
-    values = [token, key]
+    values = [token, key, inline]
     seen: dict[str, Any] = {}
     dropin_dir = f"/etc/systemd/system/{sim_unit.unit}.d"
     env_file = f"{SECRET_DIR}/{sim_unit.unit}.env"
@@ -274,8 +276,9 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     assert "dropin" in seen, "the simulator's configuration was never seen applied"
     # While applied: the values are in the server's environment, nowhere else.
     assert f"HF_TOKEN={token}" in seen["environ"] and f"API_KEY={key}" in seen["environ"]
-    assert "PLAIN=visible" in seen["environ"]
-    assert f"EnvironmentFile={env_file}" in seen["dropin"] and token not in seen["dropin"]
+    assert "PLAIN=visible" in seen["environ"] and f"DB_PASSWORD={inline}" in seen["environ"]
+    assert 'Environment="PLAIN=visible"' in seen["dropin"], seen["dropin"]  # what is no secret stays there
+    assert f"EnvironmentFile={env_file}" in seen["dropin"] and not any(v in seen["dropin"] for v in values)
     modes = {n: f"{m} {u}" for n, m, u in (line.rsplit(" ", 2) for line in seen["modes"].splitlines())}
     assert modes[SECRET_DIR] == "700 root" and modes[env_file] == "600 root", seen["modes"]
     leaks = list(seen["leaks"])
