@@ -137,3 +137,22 @@ def test_a_terminals_output_is_redacted_too(tmp_path: Path) -> None:
     assert "\x1b[" in said and "points" in said, said  # a terminal's live display, colours and all
     assert "dash: did not start" in said and "--api-key [redacted]" in said, said
     assert value not in said, said
+
+
+@pytest.mark.parametrize("flag", ["-q", "--json"])
+def test_a_playbook_under_quiet_and_json_warns_of_an_inline_secret_too(tmp_path: Path, flag: str) -> None:
+    token = f"hf_{secrets.token_hex(12)}"
+    home = tmp_path / "home"
+    home.mkdir()
+    doc: dict[str, Any] = local_experiment("pbquiet", free_port(), {"ar": "--algorithm ar"})
+    doc["service"]["environment"] = {"HF_TOKEN": token}
+    path = write_experiment(tmp_path / "pbquiet.yaml", doc)
+    playbook = Path(__file__).resolve().parents[2] / "playbooks" / "host-check.yaml"
+    with local_leftovers_restored(home, path):
+        proc = run_cli(
+            "playbook", str(playbook), "-e", str(path), "--results", str(tmp_path / "r"), flag, env=cli_env(home)
+        )
+    assert proc.returncode == 1, proc.stderr  # nothing serves: the smoke test fails, as it should
+    warnings = [line for line in proc.stderr.splitlines() if "written inline" in line]
+    assert len(warnings) == 1 and "service.environment.HF_TOKEN" in warnings[0], proc.stderr
+    assert token not in proc.stdout + proc.stderr
