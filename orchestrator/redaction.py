@@ -12,7 +12,8 @@ file is caught here by where it stands, so plan.json, experiment.yaml, records.j
   the URL still parses), in any string;
 - the value after a command-line option a ``-``-separated part of whose name is token, key, apikey, secret,
   password or passwd (``--api-key VALUE``, ``--hf-token=VALUE``; not ``--num-draft-tokens 5``), in any string;
-  a ``$NAME`` reference, a number and a following option are left as they are;
+  a ``$NAME`` reference, a number shorter than 6 digits and a following option (``--port``, ``-v``) are left
+  as they are; a dash-led value (``--api-key -abc123``, ``--api-key=-x``) and a long one of digits are masked;
 - the value of an assignment ``NAME=VALUE`` whose NAME is a secret's name (an environment prefix of a command
   line read back, ``Environment=HF_TOKEN=...`` of a unit), in any string.
 
@@ -73,7 +74,7 @@ _SECRET_PARTS = frozenset(
 # Each pattern starts only where a word does (a lookbehind) and a URL's scheme is at most 32 characters, so a
 # long text without a match is read once, not once per position (a 3 MB command: issue 28, item 6).
 _URL_PASSWORD = re.compile(
-    r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@'\"]*:)(?P<value>[^/\s@'\"]+)(?P<tail>@)"
+    r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/\s:@'\"]*:)(?P<value>[^/\s'\"]+)(?P<tail>@)"
 )
 # A value: bare, or in quotes (the quotes kept, what is inside masked).
 _VALUE = r"(?:(?P<q>[\"'])(?P<quoted>[^\"'\n]+)(?P=q)|(?P<value>[^\s'\"]+))"
@@ -92,6 +93,9 @@ _TOKEN_SHAPE = re.compile(
 #: A help text's metavar (``<str>``, ``<int>``, ``TEXT``-style placeholders in angle brackets): not a value.
 _PLACEHOLDER = re.compile(r"<[A-Za-z_ |.-]*>")
 _NUMBER = re.compile(r"[+-]?[0-9]+(?:\.[0-9]*)?")
+#: A word that is the next option, not a value: ``--name`` or a single-letter ``-x`` (``-abc123``, ``-9z8``:
+#: a dash-led value). After ``=`` (``--api-key=-abc123``) the word is the value whatever it looks like.
+_NEXT_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*|-[A-Za-z]")
 #: Shorter values are not masked elsewhere in a document (they would match ordinary words and numbers).
 _MIN_ELSEWHERE = 6
 
@@ -149,8 +153,13 @@ def _value(match: re.Match[str]) -> str:
 
 def _secret_option(match: re.Match[str]) -> bool:
     value = _value(match)
-    if _is_reference(value) or value.startswith("-") or _NUMBER.fullmatch(value) or _PLACEHOLDER.fullmatch(value):
+    if _is_reference(value) or _PLACEHOLDER.fullmatch(value):
         return False
+    joined = match.group("head").endswith("=")
+    if not joined and _NEXT_OPTION.fullmatch(value):
+        return False  # no value: the next option (``--api-key --port 1``, ``--api-key -v``)
+    if _NUMBER.fullmatch(value) and len(value.lstrip("+-")) < _MIN_ELSEWHERE:
+        return False  # a count or a token id (``--eos-token 2``); a secret of digits is longer (issue 40)
     # The option names a secret when its last part does (--api-key, --hf-token, --auth): --first-token-timeout
     # names a time, --api-key-file a path.
     parts = re.split(r"[_-]+", match.group("name").strip("-").upper())
@@ -182,6 +191,8 @@ def _found_in_text(text: str) -> Iterator[tuple[str, str]]:
 def _secret_entry(key: Any, value: Any, under: str | None) -> bool:
     """Whether ``key: value`` of a mapping is a secret written inline: an environment entry with a secret's
     name, or an ``api_key``, whose value is not a reference."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # ``HF_TOKEN: 12345678`` is read by YAML as a number: a secret all the same
     if not isinstance(value, str) or not isinstance(key, str) or not value or _is_reference(value):
         return False
     return (under == "environment" and is_secret_name(key)) or key == "api_key"
@@ -196,7 +207,7 @@ def _walk(doc: Any, path: tuple[Any, ...] = (), under: str | None = None) -> Ite
                 for found, what in _found_in_text(key):
                     yield path, found, what
             if _secret_entry(key, value, under):
-                yield here, value, "a secret"
+                yield here, str(value), "a secret"
                 continue
             yield from _walk(value, here, key if isinstance(key, str) else None)
     elif isinstance(doc, list):

@@ -188,8 +188,9 @@ def main(argv: list[str] | None = None) -> None:
     previous_hook = threading.excepthook
     threading.excepthook = _thread_excepthook
     streams = sys.stdout, sys.stderr
-    # Piped output (a CI log, a file, another program) passes the redactor; a terminal is left to rich as it is
-    # (its live display measured the stream itself and hung behind a wrapper under a pseudo-terminal).
+    # Piped output (a CI log, a file, another program) passes the redactor; a terminal's stream is left as it is
+    # (rich's live display measured the stream itself and hung behind a wrapper under a pseudo-terminal), and
+    # rich's consoles redact what they render themselves (orchestrator/cli/console.py).
     if not sys.stdout.isatty():
         sys.stdout = RedactingStream(sys.stdout)
     if not sys.stderr.isatty():

@@ -55,6 +55,9 @@ class PromSnapshot:
     types: dict[str, str] = field(default_factory=dict)  # metric family -> counter/gauge/histogram/...
     helps: dict[str, str] = field(default_factory=dict)  # metric family -> HELP text
     lines_skipped: int = 0
+    #: Series that came more than once in this scrape -> every value given, in order (the last one is kept in
+    #: ``values``): two registries exporting one name, or a broken exporter.
+    duplicates: dict[str, list[float]] = field(default_factory=dict)
 
     def kind(self, name: str) -> str:
         """``counter`` or ``gauge`` for a sample name, from its TYPE line or, lacking one, its suffix."""
@@ -97,6 +100,8 @@ def parse_exposition(text: str, prefix: str = "") -> PromSnapshot:
             continue
         labels = dict(_LABEL.findall(match.group("labels") or ""))
         key = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+        if key in snap.values:
+            snap.duplicates.setdefault(key, [snap.values[key]]).append(value)
         snap.values[key] = value
         snap.names[key] = name
         snap.labels[key] = labels

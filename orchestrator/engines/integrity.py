@@ -41,6 +41,8 @@ REASONS: dict[str, str] = {
     "inconsistent": "the source's figures contradict each other",
     "lost_lines": "the log says it dropped lines inside the window (journald's rate limit, a full journal, syslog)",
     "open_interval": "the window ended before the engine logged its last stats interval (the log is short by it)",
+    "duplicate_series": "a scrape holds one series twice (the same name and labels): which value counts is not known",
+    "non_finite": "a counter's value is NaN or infinite in a scrape: no difference can be taken over it",
 }
 
 

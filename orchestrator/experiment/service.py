@@ -21,6 +21,7 @@ from orchestrator.experiment.common import (
     _Strict,
     read_regular_file,
 )
+from orchestrator.redaction import REDACTED_IN_URL
 
 __all__ = [
     "EXISTING_VARIANT",
@@ -332,6 +333,22 @@ EXISTING_VARIANT = "current"
 ServiceSpec = Annotated[SystemdServiceSpec | ProcessServiceSpec | ExistingServiceSpec, Field(discriminator="kind")]
 
 
+def _shown_url(value: str) -> str:
+    """``value`` as an error shows it: what stands before its last ``@`` (after the scheme, if any) is userinfo,
+    whatever else is wrong with the URL, so what follows the userinfo's first ``:`` (a password), or the whole
+    userinfo when it has no ``:`` (a token as a user name), is shown ``redacted`` (issue 40, item 13: a URL with
+    no scheme, a space or a bad port printed its password)."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        scheme, rest = "", value
+    userinfo, at, host = rest.rpartition("@")
+    if not at:
+        return value
+    user, colon, _password = userinfo.partition(":")
+    masked = f"{user}:{REDACTED_IN_URL}" if colon else REDACTED_IN_URL
+    return f"{scheme}{sep}{masked}@{host}"
+
+
 class ServerSpec(_Strict):
     """Where the server answers and how long it may take to come up."""
 
@@ -360,17 +377,20 @@ class ServerSpec(_Strict):
     @classmethod
     def _url(cls, value: str) -> str:
         _no_control(value, "a URL")
+        shown = _shown_url(value)
         if not _URL.fullmatch(value):
-            raise ValueError(f"expected an http:// or https:// URL (no spaces), got {value!r}")
+            raise ValueError(f"expected an http:// or https:// URL (no spaces), got {shown!r}")
         try:  # what every client will do with it: a port that is no number, an unclosed IPv6 bracket
             parts = urlsplit(value)
             port = parts.port
         except ValueError as exc:
-            raise ValueError(f"not a usable URL ({exc}): {value!r}") from None
+            userinfo = value.partition("://")[2].rpartition("@")[0]
+            reason = str(exc).replace(userinfo, REDACTED_IN_URL) if userinfo else str(exc)
+            raise ValueError(f"not a usable URL ({reason}): {shown!r}") from None
         if not parts.hostname:
-            raise ValueError(f"the URL names no host: {value!r}")
+            raise ValueError(f"the URL names no host: {shown!r}")
         if port == 0:
-            raise ValueError(f"port 0 is no port a server listens on: {value!r}")
+            raise ValueError(f"port 0 is no port a server listens on: {shown!r}")
         return value.rstrip("/")
 
     @field_validator("model")

@@ -78,12 +78,24 @@ def suggest(word: str, options: list[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else (f" (valid keys: {', '.join(options)})" if options else "")
 
 
+#: A key of an experiment file is a name; pydantic's own parts of a location are not: its core schemas
+#: (``function-after[...]``, ``lax-or-strict[...]``) and the members of a union of plain types (``str``, ``int``).
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "tuple", "set", "none", "bytes"})
+#: Keys the model fills from another key of the document before validating it: ``environment: {NAME:
+#: {secret_env: ...}}`` becomes the service's ``secrets`` (orchestrator/experiment/service.py).
+_MOVED = {"secrets": "environment"}
+
+
 def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Drop pydantic's union tags and validator names from an error location, keeping document keys."""
     path: list[Any] = []
     node = data
     for index, part in enumerate(loc):
         following = loc[index + 1] if index + 1 < len(loc) else None
+        moved = _MOVED.get(part) if isinstance(part, str) else None
+        if isinstance(node, dict) and part not in node and moved is not None and isinstance(node.get(moved), dict):
+            part = moved  # where the user wrote it (issue 40: service.secret_env named no key of the file)
         if (
             isinstance(node, dict)
             and part in node
@@ -101,9 +113,10 @@ def _doc_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
             # a tag like 'systemd' or 'function-after[...]', or a missing key: keep it only if last
             is_tag = isinstance(node, dict) and node.get("kind") == part
             if (
-                part is loc[-1]
+                index == len(loc) - 1
                 and isinstance(part, str)
-                and not part.startswith(("function-", "tagged-union"))
+                and _KEY.fullmatch(part)
+                and part not in _TYPE_TAGS
                 and not is_tag
             ):
                 path.append(part)
@@ -131,7 +144,7 @@ def _error_from_validation(
     """One ``ConfigError`` (file:line:column, key path, nearest valid key) for the pydantic errors of a document
     whose schema is ``root`` (the Experiment for experiment files; playbook files pass theirs): the first says
     how many more there are, and ``problems`` holds every one (``specsweep validate`` prints them all)."""
-    errors = exc.errors(include_url=False)
+    errors = _union_errors(exc.errors(include_url=False), data)
     # An unknown key usually explains a "missing" one next to it (a typo): report it first.
     rank = {"extra_forbidden": 0, "union_tag_invalid": 1}
     errors.sort(key=lambda e: rank.get(e["type"], 2))
@@ -143,6 +156,36 @@ def _error_from_validation(
             seen.add(str(problem))
             problems.append(problem)
     return with_problems(problems)
+
+
+def _union_errors(errors: list[Any], data: Any) -> list[Any]:
+    """Each value a union refused as one error, not one per member: a member that matched the value's shape and
+    failed deeper in it (``api_key: {secret_env: 5}`` against ``str | SecretSource``) is the one meant, so the
+    members that refused its type at the value itself go; members that all refused it there (``x: [{a: 1}]``
+    against ``str | int | float | bool``) become one error that names every type allowed."""
+    paths = [_doc_path(tuple(e["loc"]), data) for e in errors]
+    deeper = {p[:n] for p in paths for n in range(len(p))}
+    kept: list[Any] = []
+    merged: dict[tuple[Any, ...], Any] = {}
+    for error, path in zip(errors, paths, strict=True):
+        if not _refused_type(error):
+            kept.append(error)
+        elif path in deeper:
+            continue  # another member of the union went deeper: its error says what is wrong
+        elif path in merged:
+            wanted = error["msg"].removeprefix("Input should be ")
+            first = merged[path]
+            if wanted not in first["msg"]:
+                first["msg"] = f"{first['msg']} or {wanted}"
+        else:
+            merged[path] = dict(error)
+            kept.append(merged[path])
+    return kept
+
+
+def _refused_type(error: Any) -> bool:
+    """Whether pydantic refused the value's type where it stands (a union member's usual answer)."""
+    return str(error["type"]).endswith(("_type", "_parsing")) and str(error["msg"]).startswith("Input should be")
 
 
 def with_problems(problems: list[ConfigError]) -> ConfigError:

@@ -54,6 +54,9 @@ from orchestrator.load.workloads import Prompt
 __all__ = ["LoadClient", "discover_model"]
 
 _DONE_GRACE_S = 2.0  # after the end marker, how long to wait for the server to close the body cleanly
+#: After a finish reason, how long to wait for the end marker (and the usage chunk an engine sends after the
+#: finish reason's chunk) before the request is taken as complete without it (:meth:`_Sink.settle`).
+_NO_DONE_GRACE_S = 0.5
 _STALE_ATTEMPTS = 16  # a request meets at most this many pooled connections the server had closed
 _ERROR_BODY_LIMIT = 65536
 #: The most of a non-streamed answer read (its deadline is the request's first-token one): far above any
@@ -142,6 +145,11 @@ class LoadClient:
                 if resp.status != 200:
                     text = await resp.content.read(_ERROR_BODY_LIMIT)
                     record.fail(f"http_{resp.status}", _http_error_text(resp.status, text))
+                elif _is_page(resp.headers.get("Content-Type", "")):
+                    # A login page or a proxy's error page with status 200: no stream that ended early, not an
+                    # answer at all (issue 40: it was reported "truncated").
+                    text = await resp.content.read(_ERROR_BODY_LIMIT)
+                    record.fail("malformed", _page_text(resp.headers.get("Content-Type", ""), text))
                 elif sink is not None and "json" not in resp.headers.get("Content-Type", ""):
                     await self._read_stream(resp, sink)
                 else:
@@ -161,6 +169,12 @@ class LoadClient:
         except TimeoutError:
             if decoder.done and timeout.expired():
                 pass  # the end marker came but the server kept the body open: the request itself is complete
+            elif sink is not None and sink.finished is not None and timeout.expired():
+                record.end = sink.finished  # the finish reason came, the end marker never did
+                record.note = (
+                    f"no [DONE]: the stream sent its finish reason ({record.finish_reason}) but no end marker and "
+                    f"kept the connection open; taken as complete {_NO_DONE_GRACE_S:g} s after its last event"
+                )
             elif timeout.expired():
                 if record.first_token is None and not decoder.done:
                     record.fail("first_token_timeout", f"no token within {s.first_token_timeout:g} s")
@@ -275,6 +289,7 @@ class _Sink:
         "counted",
         "decoder",
         "error",
+        "finished",
         "first",
         "on_event",
         "parser",
@@ -303,6 +318,7 @@ class _Sink:
         self.counted = 0  # what this stream added to the client's tokens_seen while it came
         self.error: BaseException | None = None  # what ended the stream early (raised by the reading coroutine)
         self.pipe: _Pipe | None = None  # the pipe that took the body over, when one did
+        self.finished: float | None = None  # the last event's time once a finish reason came (no end marker yet)
 
     def feed(self, data: bytes, now: float | None = None) -> None:
         """Take the next piece of the body, read at ``now`` (the general way; :meth:`take` has faster ones)."""
@@ -350,8 +366,17 @@ class _Sink:
             self.counted += tokens
             if not self.first:
                 self.first_token(now)
-        if self.decoder.done and self.record.end is None:
-            self.ended(now)
+        if self.decoder.done:
+            if self.record.end is None:
+                self.ended(now)
+        elif self.record.finish_reason is not None:
+            # Every token came and the finish reason with them: the end marker should follow at once. A server
+            # that never sends it and keeps the body open would hold the request to its total timeout (vLLM's
+            # bench and SGLang's bench_serving read until the body ends; GuideLLM stops at [DONE] only), so the
+            # request ends _NO_DONE_GRACE_S after its last event, complete, with a note (issue 40).
+            self.finished = now
+            grace = asyncio.get_running_loop().time() + _NO_DONE_GRACE_S
+            self.timeout.reschedule(min(self.total_deadline, grace))
 
     def first_token(self, now: float) -> None:
         self.first = True
@@ -495,9 +520,9 @@ class _Pipe(asyncio.Protocol):
 
     def head(self, data: bytes) -> None:
         """A read before the response's headers were complete: aiohttp's handler reads the headers. Once they
-        are, the body is this pipe's if it is the stream the request waits for (status 200, not JSON, a body
-        still to come); else the handler is the protocol again, for the rest of this response. The handler is
-        given the headers alone: a body that came with them (all of it, when the loop came late to this
+        are, the body is this pipe's if it is the stream the request waits for (status 200, not JSON nor a web
+        page, a body still to come); else the handler is the protocol again, for the rest of this response. The
+        handler is given the headers alone: a body that came with them (all of it, when the loop came late to this
         connection) then goes the pipe's way, not into aiohttp's reader one HTTP chunk at a time (each taken
         out of it again with a Python call and a ``resume_reading``)."""
         now = _perf()
@@ -524,6 +549,7 @@ class _Pipe(asyncio.Protocol):
             and type(reader) is aiohttp.StreamReader
             and reader is handler._payload
             and "json" not in message.headers.get("Content-Type", "")
+            and not _is_page(message.headers.get("Content-Type", ""))  # a web page is read whole (send)
             and not reader.is_eof()
             and reader.exception() is None
             and not handler._upgraded
@@ -771,6 +797,25 @@ def _shrink_reads(transport: Any) -> None:
     if transport is not None and getattr(transport, "max_size", 0) > _READ_SIZE:
         with contextlib.suppress(AttributeError, TypeError):  # another event loop's transport: leave it
             transport.max_size = _READ_SIZE
+
+
+#: Media types of a page for a person (a login form, a proxy's error page), never of an API's answer.
+_PAGE_TYPES = ("text/html", "application/xhtml+xml")
+_PAGE_SHOWN = 120  # characters of such a page's beginning kept in the error
+
+
+def _is_page(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in _PAGE_TYPES
+
+
+def _page_text(content_type: str, body: bytes) -> str:
+    """What a 200 answer that is a web page is: the content type and its first characters, on one line."""
+    head = " ".join(body[: _PAGE_SHOWN * 4].decode("utf-8", "replace").split())
+    head = "".join(ch if ch.isprintable() else "?" for ch in head)[:_PAGE_SHOWN]
+    return (
+        f"not an OpenAI-compatible answer: HTTP 200 with Content-Type {content_type.strip()!r} (a web page, such as "
+        f"a login or a proxy's page, not the server's API); it begins {head!r}"
+    )
 
 
 def _http_error_text(status: int, body: bytes) -> str:

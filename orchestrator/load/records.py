@@ -43,6 +43,8 @@ class RequestRecord:
     token_source: str = "chunks"  # continuous_usage | usage | chunks | none
     # Speculative figures the engine wrote into this response (see :mod:`orchestrator.engines.responses`), or None.
     spec: SpecFigures | None = None
+    #: What was odd about a request that still succeeded (a stream without its end marker), or None.
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -88,6 +90,7 @@ class RequestRecord:
             "token_source": self.token_source,
             "chunks": len(self.chunk_times),
             "spec": self.spec.to_dict() if self.spec is not None else None,
+            **({"note": self.note} if self.note is not None else {}),
         }
 
 
@@ -153,6 +156,7 @@ def request_row(record: RequestRecord, origin: float) -> dict[str, object]:
         "error_kind": record.error_kind,
         "error": record.error,
         "status": record.status,
+        **({"note": record.note} if record.note is not None else {}),
     }
 
 

@@ -155,6 +155,9 @@ def summarize(
         "finish_reasons": dict(sorted(Counter(r.finish_reason or "none" for r in ok).items())),
         "token_sources": dict(sorted(Counter(r.token_source for r in ok).items())),
         "spec": spec_summary(ok),
+        # Requests whose stream never sent its end marker, taken as complete at their finish reason (the
+        # client's note on each, in requests/*.jsonl): only when there are any.
+        **({"without_done": without_done} if (without_done := sum(1 for r in ok if r.note)) else {}),
     }
 
 

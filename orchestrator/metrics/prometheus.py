@@ -18,6 +18,12 @@ orchestrator/engines/integrity.py; docs/engines.md, "Whole windows"). Every scra
   llama.cpp has no such series (tools/server/server-task.cpp ``server_task_result_metrics::to_metrics``).
 - A counter series that went down, or that was above zero and is gone, is a ``counter_reset`` naming it.
 
+Each scrape is also read for what makes any difference over it meaningless: a series that came twice in one
+scrape (``duplicate_series``, the same name and labels with two values: two registries exporting one name;
+whichever value were kept, a figure from it could be 0 tok/s marked exact) and a counter that is NaN or
+infinite (``non_finite``: its difference is not a number; it is left out of ``counters``). Either gives no
+figure, not even since a restart.
+
 No figure comes from a window that breaks either, with one exception: when a restart is shown by
 ``process_start_time_seconds`` and every counter that could show it went down with it (every series above zero
 in the scrape before the restart), the after values are the counts of the new process since its start, and the
@@ -87,9 +93,15 @@ def scrape_delta(
     window.definitions = dict(spec.prometheus_definitions)
     window.lines_skipped = before.lines_skipped + after.lines_skipped + sum(m.lines_skipped for m in middle)
     since_restart = _check_window(window, [before, *middle, after], [before_text, *during, after_text])
+    not_counted = _check_series(window, [before, *middle, after])
+    if since_restart and {"duplicate_series", "non_finite"} & set(window.integrity.names()):
+        since_restart = False  # not even the part since the restart is whole
+        window.integrity.part = None
     for key, value in after.values.items():
         name = after.names[key]
         if after.kind(name) == "counter":
+            if key in not_counted:
+                continue  # no difference over a NaN or infinite count (integrity says which: _check_series)
             start = before.values.get(key, 0.0)
             if since_restart or value < start:
                 start = 0.0  # the counts since the counter restarted
@@ -166,6 +178,36 @@ def _check_window(window: PromWindow, snaps: list[PromSnapshot], texts: list[str
     since_restart = bool(restarts) and not partial
     integrity.part = "since_restart" if since_restart else None
     return since_restart
+
+
+def _check_series(window: PromWindow, snaps: list[PromSnapshot]) -> set[str]:
+    """Mark the window not whole when a scrape holds one series twice (``duplicate_series``: which value is the
+    count cannot be told, and one of them taken as it were gave an exact-looking figure, 0 tok/s) or a counter
+    whose value is NaN or infinite (``non_finite``: it was dropped, and its figure with it, without a word).
+    Returns the counter series with a value that is not finite, which give no difference."""
+    duplicated: dict[str, list[float]] = {}
+    for snap in snaps:
+        for key, values in snap.duplicates.items():
+            duplicated.setdefault(key, values)
+    if duplicated:
+        shown = [f"{key} ({' and '.join(f'{v:g}' for v in values)})" for key, values in duplicated.items()]
+        more = f" and {len(shown) - _NAMED} more" if len(shown) > _NAMED else ""
+        window.integrity.broken(
+            "duplicate_series",
+            f"{len(shown)} series came twice in one scrape: {', '.join(shown[:_NAMED])}{more}",
+        )
+    bad: dict[str, float] = {}
+    for snap in snaps:
+        for key, value in snap.values.items():
+            if not math.isfinite(value) and snap.kind(snap.names[key]) == "counter" and key not in bad:
+                bad[key] = value
+    if bad:
+        shown = [f"{key} = {value}" for key, value in bad.items()]
+        more = f" and {len(shown) - _NAMED} more" if len(shown) > _NAMED else ""
+        window.integrity.broken(
+            "non_finite", f"{len(shown)} counter series were NaN or infinite: {', '.join(shown[:_NAMED])}{more}"
+        )
+    return set(bad)
 
 
 def _withhold(window: PromWindow, since_restart: bool) -> None:

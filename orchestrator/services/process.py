@@ -8,10 +8,14 @@ time, so a recycled pid is never mistaken for the server.
 Every command runs as the login user (:meth:`~orchestrator.hosts.ssh.SSHHost.as_login_user`): the server is
 a plain process of that user, not root's, unless the host says ``sudo: always``.
 
-Secrets (:mod:`orchestrator.services.secrets`) are written to ``<name>.secrets`` (mode 0600) just before the
-start; the wrapper reads them into its environment, removes the file, puts each secret named by a whole word
-(``$NAME``) into the arguments, and runs the server: the values are in the server's environment, nowhere on
-a command line of specsweep's. Log text the service returns has every secret value masked.
+What the server is started with goes to ``<name>.launch`` (mode 0600, written through the start script's
+stdin) just before the start: the secrets (:mod:`orchestrator.services.secrets`) as ``NAME='value'`` lines,
+and the command with its environment (``env -- K=V ... program args``) as ``set -- ...``. The wrapper reads
+it, removes it, puts each secret named by a whole word (``$NAME``) into the arguments, and runs the server:
+the secrets are in the server's environment, and no value the experiment gives (an inline ``HF_TOKEN``, an
+``--api-key``) is on the command line of the wrapper or of the script that starts it, where ``ps`` would show
+it for as long as the server runs (issue 40). The server's own arguments are its own, as every process's are.
+Log text the service returns has every secret value masked.
 
 Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
 ``<name>.exit``, ``<name>.log`` (unless ``log_file`` is given; the log is kept after restore, for
@@ -40,12 +44,12 @@ __all__ = ["DEFAULT_STATE_DIR", "ProcessService"]
 
 DEFAULT_STATE_DIR = "~/.local/state/specsweep"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
-# $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), $2 = the secrets file
-# or "", $3 = the secrets' names or "", then the argv. The secrets file (NAME='value' lines) is read with
-# allexport, so its values reach the server's environment, and removed at once; a word that is exactly
+# $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), $2 = the launch file,
+# $3 = the secrets' names or "". The launch file (NAME='value' lines, then ``set -- argv``) is read with
+# allexport, so the secrets reach the server's environment, and removed at once; a word that is exactly
 # ${NAME} for one of those names becomes that value (eval of a validated name only: never of a value).
 _WRAPPER = r"""echo $$ > "$1"; s=$2; n=$3; shift 3
-if [ -n "$s" ]; then set -a; . "$s"; set +a; rm -f -- "$s"; fi
+set -a; . "$s"; set +a; rm -f -- "$s"
 if [ -n "$n" ]; then
   i=$#
   while [ "$i" -gt 0 ]; do
@@ -138,7 +142,7 @@ class ProcessService:
                 "log": log,
                 "marker": f"{state}/{self.name}.marker.json",
                 "lock": f"{state}/{self.name}.lock",
-                "secrets": f"{state}/{self.name}.secrets",
+                "launch": f"{state}/{self.name}.launch",
             }
         return self._resolved
 
@@ -175,29 +179,28 @@ class ProcessService:
 
     def apply(self, deployment: Deployment) -> None:
         argv = self.command_line(deployment)
-        secrets = env_file_text(require_values(self.secrets)) if self.secrets else None
+        secrets = env_file_text(require_values(self.secrets)) if self.secrets else ""
+        launch = secrets + f"set -- {shell_join(argv)}\n"
         paths = self._paths()
         self._ensure_marker()
         self._stop_current()
         q = shell_quote
-        secret_file, names = "", ""
-        if secrets is not None:
-            secret_file, names = paths["secrets"], " ".join(self.secrets)
-            self.host.write_text(secret_file, secrets, 0o600)
         cd = f"cd -- {q(self.workdir)}\n" if self.workdir else ""
         script = (
             f'set -e\nmkdir -p -- {q(paths["state"])} "$(dirname -- {q(paths["log"])})"\n'
-            f"rm -f -- {q(paths['exit'])} {q(paths['pid'])}\n: >> {q(paths['log'])}\n"
+            f"rm -f -- {q(paths['exit'])} {q(paths['pid'])} {q(paths['launch'])}\n: >> {q(paths['log'])}\n"
+            f"(umask 077; cat > {q(paths['launch'])})\n"  # the launch file, from stdin: no value on a command line
             f"offset=$(wc -c < {q(paths['log'])})\n{cd}"
-            f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {q(secret_file)} {q(names)} "
-            f"{shell_join(argv)} "
+            f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {q(paths['launch'])} "
+            f"{q(' '.join(self.secrets))} "
             f">> {q(paths['log'])} 2>&1 < /dev/null &\n"
             "pid=$!\n"
             "start=$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f20)\n"
             'echo "$pid $start $offset"\n'
         )
         # Starting a server twice would leave one behind: never retried after a dropped connection.
-        result = self.host.run(script, idempotent=False).check(f"starting {self.name}", host=self.host.name)
+        result = self.host.run(script, input=launch, idempotent=False)
+        result.check(f"starting {self.name}", host=self.host.name)
         try:
             pid_text, start, offset = result.stdout.split()
             pid = int(pid_text)
@@ -343,7 +346,7 @@ class ProcessService:
             self._stop(unrecorded)
         q = shell_quote
         self.host.run(
-            f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['secrets'])} {q(paths['marker'])}; "
+            f"rm -f -- {q(paths['pid'])} {q(paths['exit'])} {q(paths['launch'])} {q(paths['marker'])}; "
             f"rmdir -- {q(paths['state'])} 2>/dev/null; true"
         )
         self._marker_ready = False

@@ -7,7 +7,7 @@ command's stdin (never on a command line), and from there into the server's envi
 
 - systemd: ``/run/specsweep/<unit>.env`` (a tmpfs: gone at reboot), named by ``EnvironmentFile=`` in the
   drop-in or unit file, removed on restore. ``systemctl show`` shows the file's path, not its content.
-- a process: ``<state dir>/<name>.secrets``, read by the wrapper shell that starts the server and removed
+- a process: ``<state dir>/<name>.launch``, read by the wrapper shell that starts the server and removed
   before the server runs, so the values live in the server's environment only.
 
 A command word that is a secret's name, ``$HF_TOKEN`` or ``${HF_TOKEN}``, is that secret's value as one

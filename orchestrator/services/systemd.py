@@ -16,6 +16,9 @@ Secrets (:mod:`orchestrator.services.secrets`) go to ``/run/specsweep/<unit>.env
 directory, named by an ``EnvironmentFile=`` line; a command word ``$NAME`` naming a secret becomes ``${NAME}``,
 which systemd substitutes at exec time. The file is written before the configuration that names it and
 removed by ``restore()``, so neither the drop-in, nor the unit file, nor ``systemctl show`` holds a value.
+An environment value written inline that is a secret (its name is a secret's, or the redactor masks it:
+orchestrator/redaction.py) goes the same way, into that file, rather than onto an ``Environment=`` line that the
+0644 drop-in and ``systemctl show`` would show (issue 40).
 Journal text the service returns has every secret value masked.
 
 Before its first change the service records, in ``/var/lib/specsweep/<unit>.marker.json`` plus copies of any
@@ -44,6 +47,7 @@ from orchestrator.quoting import (
     systemd_quote,
     validate_unit_name,
 )
+from orchestrator.redaction import is_secret_name, redact_text
 from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_evidence
 from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
 from orchestrator.services.secrets import Redactor, env_file_text, reference, require_values
@@ -138,6 +142,21 @@ def _shape(text: str) -> list[str]:
         separators = value.split().count(";") if key.strip().startswith("Exec") else 0
         shape.append(f"{key.strip()}={separators}{continued}")
     return shape
+
+
+def _inline_secrets(deployment: Deployment) -> tuple[Deployment, dict[str, str]]:
+    """``deployment`` without the environment values written inline that are secrets, and those values (for the
+    environment file): a secret's name (``HF_TOKEN``), or a value the redactor masks (a token's shape, a value
+    known to be secret elsewhere)."""
+    inline = {
+        name: value
+        for name, value in deployment.environment.items()
+        if is_secret_name(name) or redact_text(value) != value
+    }
+    if not inline:
+        return deployment, {}
+    plain = {name: value for name, value in deployment.environment.items() if name not in inline}
+    return deployment.model_copy(update={"environment": plain}), inline
 
 
 def render_unit(template: str | None, deployment: Deployment, *, environment_file: str | None = None) -> str:
@@ -290,14 +309,17 @@ class SystemdService:
 
     def render(self, deployment: Deployment) -> str:
         """The file text ``apply`` would write (validates every value first)."""
-        env_file = self.secret_file if self.secrets else None
+        deployment, inline = _inline_secrets(deployment)
+        names = [*self.secrets, *inline]
+        env_file = self.secret_file if names else None
         if self.mode == "unit":
             return render_unit(self.unit_template, deployment, environment_file=env_file)
-        return render_dropin(deployment, secrets=list(self.secrets), environment_file=env_file)
+        return render_dropin(deployment, secrets=names, environment_file=env_file)
 
     def apply(self, deployment: Deployment) -> None:
         text = self.render(deployment)  # refuse bad values before touching the host
-        secrets = env_file_text(require_values(self.secrets)) if self.secrets else None
+        values = {**(require_values(self.secrets) if self.secrets else {}), **_inline_secrets(deployment)[1]}
+        secrets = env_file_text(values) if values else None
         self._ensure_marker()
         if secrets is not None:
             # Before the configuration that names it; the directory first, so the file is never in a wider one.

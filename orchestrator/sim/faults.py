@@ -61,6 +61,14 @@ ignore-spec-schedule
                     the vLLM dialect takes --speculative-config's num_speculative_tokens_per_batch_size and then
                     drafts num_speculative_tokens at every batch size, as an engine that does not know the key
                     (or drops it) would: a deployed schedule the engine ignored, which drafts per draft show
+duplicate-series    every counter sample of /metrics (a name ending _total) is followed by the same series
+                    again with the value 0, as two registries exporting one name would: one scrape holds two
+                    values for one series
+nan-counters        every counter sample of /metrics (a name ending _total) has the value NaN
+login-page          every generation request is answered 200 with a web page (Content-Type text/html), as a
+                    login form or a proxy in front of the server answers
+no-done             a streamed answer sends every token and its finish reason but no ``data: [DONE]``, and
+                    keeps the connection open (no end of the body) until the client closes it
 orphan-worker[=MIB] with fake GPUs (orchestrator/sim/gpus.py), start a worker process in its own session that
                     holds MIB (default 2048) on the server's GPUs and outlives the server, as a tensor-parallel
                     worker left behind by a killed server does
@@ -94,6 +102,10 @@ FAULT_NAMES = (
     "journal-suppress",
     "coloured-log",
     "ignore-spec-schedule",
+    "duplicate-series",
+    "nan-counters",
+    "login-page",
+    "no-done",
 )
 
 DEFAULT_SLOW_START_SECONDS = 30.0
@@ -125,6 +137,10 @@ class Faults:
     coloured_log: bool = False  # coloured-log: the engine's terminal colours in its lines
     ignore_spec_schedule: bool = False  # ignore-spec-schedule: draft num_speculative_tokens at every batch size
     idle_window_after: int | None = None  # idle-window: completed requests before answers come from prefill alone
+    duplicate_series: bool = False  # duplicate-series: each /metrics counter twice, the second time 0
+    nan_counters: bool = False  # nan-counters: each /metrics counter NaN
+    login_page: bool = False  # login-page: generation answered 200 text/html
+    no_done: bool = False  # no-done: a stream without [DONE] whose body never ends
     specs: tuple[str, ...] = field(default=())
 
     def __bool__(self) -> bool:
@@ -192,6 +208,14 @@ def parse_faults(specs: Iterable[str]) -> Faults:
             faults = replace(faults, coloured_log=True)
         elif name == "ignore-spec-schedule":
             faults = replace(faults, ignore_spec_schedule=True)
+        elif name == "duplicate-series":
+            faults = replace(faults, duplicate_series=True)
+        elif name == "nan-counters":
+            faults = replace(faults, nan_counters=True)
+        elif name == "login-page":
+            faults = replace(faults, login_page=True)
+        elif name == "no-done":
+            faults = replace(faults, no_done=True)
         elif name == "journal-suppress":
             after, colon, lines = (arg or "").partition(":")
             faults = replace(

@@ -392,6 +392,8 @@ class SimServer:
         failure = self._injected_500()
         if failure is not None:
             return failure
+        if self.config.faults.login_page:  # faults.py login-page: what a login form in front of the server answers
+            return web.Response(status=200, text=_LOGIN_PAGE, content_type="text/html", charset="utf-8")
         req = self._new_request(params)
         self._submit(req)
         try:
@@ -442,6 +444,10 @@ class SimServer:
                     break
                 reason = req.finish_reason or "stop"
                 parts.extend(dialect.stream_tail(req, fmt, reason=reason, options=options))
+                if self.config.faults.no_done:  # faults.py no-done: no end marker, and the body never ends
+                    await resp.write("".join(parts).encode())
+                    await self._hold_open(request)
+                    return resp
                 parts.append(api.DONE)
                 await resp.write("".join(parts).encode())
                 break
@@ -488,6 +494,11 @@ class SimServer:
         await resp.write_eof()
         return resp
 
+    async def _hold_open(self, request: web.Request) -> None:
+        """Keep a response's body open until the client closes the connection or the server stops (no-done)."""
+        while not self._closing and request.transport is not None and not request.transport.is_closing():
+            await asyncio.sleep(0.05)
+
     @staticmethod
     async def _send_json(request: web.Request, body: dict[str, Any]) -> web.Response:
         # Written here rather than returned, so the request counts as completed only once it is sent.
@@ -514,7 +525,7 @@ class SimServer:
             if kind == "models":
                 return _json_response(self.dialect.models())
             if kind == "metrics":
-                text = self.dialect.metrics_text(bad_line=self.config.faults.bad_metrics)
+                text = _counter_faults(self.dialect.metrics_text(bad_line=self.config.faults.bad_metrics), self.config)
                 self._metrics_answers += 1
                 after = self.config.faults.dribble_metrics_after
                 if after is not None and self._metrics_answers > after:
@@ -572,6 +583,30 @@ class SimServer:
         if req.finish_reason == "abort":
             return web.Response(status=503)
         return web.Response(status=200)
+
+
+_LOGIN_PAGE = (
+    '<!DOCTYPE html>\n<html><head><title>Sign in</title></head>\n<body><form method="post" action="/login">'
+    '<input name="user"><input name="password" type="password"><button>Sign in</button></form></body></html>\n'
+)
+
+
+def _counter_faults(text: str, config: SimConfig) -> str:
+    """The duplicate-series and nan-counters faults (orchestrator/sim/faults.py) applied to one /metrics answer:
+    each counter sample (a name ending ``_total``) followed by itself again with the value 0, or given NaN."""
+    faults = config.faults
+    if not (faults.duplicate_series or faults.nan_counters):
+        return text
+    out: list[str] = []
+    for line in text.splitlines():
+        head, _, _value = line.rpartition(" ")
+        counter = bool(head) and not line.startswith("#") and head.split("{", 1)[0].endswith("_total")
+        if counter and faults.nan_counters:
+            line = head + " NaN"
+        out.append(line)
+        if counter and faults.duplicate_series:
+            out.append(head + " 0.0")
+    return "\n".join(out) + "\n"
 
 
 async def _dribble(request: web.Request, text: str) -> web.StreamResponse:

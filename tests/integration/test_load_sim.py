@@ -160,3 +160,34 @@ async def test_a_server_crash_mid_run_is_counted(faulty) -> None:  # type: ignor
     assert data["completed"] >= 3
     assert data["errors"] >= 20
     assert set(data["errors_by_kind"]) <= {"connect", "reset", "truncated"}
+
+
+async def test_a_login_page_is_said_to_be_one_not_a_truncated_stream(faulty) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: a 200 ``text/html`` answer (a login form in front of the server) was reported ``truncated``."""
+    url = faulty("login-page")
+    for stream in (True, False):
+        settings = LoadSettings(url=url, model="sim", concurrency=1, requests=2, warmup=0, max_tokens=8, stream=stream)
+        result = await run_load(settings)
+        assert result.to_dict()["errors_by_kind"] == {"malformed": 2}, stream
+        error = result.records[0].error or ""
+        assert error.startswith("not an OpenAI-compatible answer: HTTP 200 with Content-Type 'text/html"), error
+        assert "it begins '<!DOCTYPE html> <html><head><title>Sign in</title>" in error, error
+
+
+async def test_a_stream_without_done_on_a_kept_open_connection_ends_at_its_finish_reason(faulty) -> None:  # type: ignore[no-untyped-def]
+    """Issue 40: every token and the finish reason came, then no ``[DONE]`` and no end of the body: the request
+    waited for its total timeout and failed. Now it is complete, its tokens counted (the usage chunk after the
+    finish reason's is read), with a note on each request and a count in the figures."""
+    url = faulty("no-done")
+    settings = LoadSettings(
+        url=url, model="sim", concurrency=2, requests=4, warmup=0, max_tokens=16, ignore_eos=True, total_timeout=20
+    )
+    result = await run_load(settings)
+    data = result.to_dict()
+    assert data["errors"] == 0 and data["completed"] == 4, data["errors_by_kind"]
+    assert data["output_tokens"] == 4 * 16 and data["finish_reasons"] == {"length": 4}
+    assert data["without_done"] == 4
+    for record in result.records:
+        assert record.note is not None and record.note.startswith("no [DONE]: the stream sent its finish reason")
+        assert record.token_source in ("usage", "continuous_usage"), record.token_source
+        assert record.e2e is not None and record.e2e < 10  # ended at its last event, not at a timeout

@@ -219,3 +219,40 @@ def test_a_pid_file_naming_another_process_is_left_alone(tmp_path: Path) -> None
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().replace(b"\0", b" ").decode()
+
+
+def test_no_value_of_the_experiment_is_on_the_wrappers_command_line(tmp_path: Path) -> None:
+    """Issue 40, item 14: an inline ``HF_TOKEN`` and an argument's value reached the server through the wrapper's
+    own argv (``sh -c WRAPPER ... env -- HF_TOKEN=... program args``), which ``ps`` shows for as long as the
+    server runs. Now the wrapper's command line holds paths only; the server's environment holds the token, and
+    the server's own argv its own arguments; the launch file is gone once read."""
+    token, argument = "hf_" + "9c1d" * 6, "arg-" + "77e2" * 4
+    service = ProcessService(LocalHost(), "argv", state_dir=str(tmp_path), stop_timeout=5)
+    try:
+        service.apply(dep(f"/bin/sh -c 'sleep 60' server {argument}", env={"HF_TOKEN": token}))
+        wrapper = service.state().main_pid
+        assert wrapper is not None
+        deadline = time.monotonic() + 20
+        children: list[str] = []
+        while not children and time.monotonic() < deadline:
+            children = subprocess.run(["pgrep", "-P", str(wrapper)], capture_output=True, text=True).stdout.split()
+            time.sleep(0.05)
+        assert len(children) == 1, children
+        server = int(children[0])
+        deadline = time.monotonic() + 20
+        while "server" not in _cmdline(server) and time.monotonic() < deadline:  # env has exec'd the server
+            time.sleep(0.05)
+        wrapper_line = _cmdline(wrapper)
+        assert token not in wrapper_line and argument not in wrapper_line, wrapper_line
+        assert "argv.launch" in wrapper_line  # what it holds instead: the launch file's path
+        assert argument in _cmdline(server) and token not in _cmdline(server)
+        with open(f"/proc/{server}/environ", "rb") as fh:
+            assert f"HF_TOKEN={token}".encode() in fh.read().split(b"\0")
+        assert not (tmp_path / "argv.launch").exists()
+    finally:
+        service.restore()

@@ -225,6 +225,7 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     outcome.kind = "secret"
     host = sim_unit.host
     token, key = _values()
+    inline = f"db-{secrets.token_hex(10)}"
     before = host_state(host, sim_unit.unit)
     sim = f"{{python}} -m orchestrator.sim --host 0.0.0.0 --port {sim_unit.port} --profile tiny --load-seconds 0.3"
     printer = f"{{python}} -c {shlex.quote(PRINTER)} $API_KEY 0"
@@ -235,7 +236,8 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
             "kind": "systemd",
             "unit": sim_unit.unit,
             "exec_start": "{cmd}",
-            "environment": {**_environment(tmp_path, key), "PLAIN": "visible"},
+            # An inline secret too (issue 40): it goes to the environment file, not onto an Environment= line.
+            "environment": {**_environment(tmp_path, key), "PLAIN": "visible", "DB_PASSWORD": inline},
         },
         "server": {"url": f"http://{host.guest_ip}:{sim_unit.port}", "model": "sim", "ready_timeout": "15s"},
         "engine": "sim",
@@ -247,7 +249,7 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     path = write_experiment(tmp_path / "secrets-systemd.yaml", doc)
     env = cli_env(tmp_path, **{TOKEN_VAR: token})
     results = tmp_path / "results"
-    values = [token, key]
+    values = [token, key, inline]
     seen: dict[str, Any] = {}
     dropin_dir = f"/etc/systemd/system/{sim_unit.unit}.d"
     env_file = f"{SECRET_DIR}/{sim_unit.unit}.env"
@@ -274,8 +276,9 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     assert "dropin" in seen, "the simulator's configuration was never seen applied"
     # While applied: the values are in the server's environment, nowhere else.
     assert f"HF_TOKEN={token}" in seen["environ"] and f"API_KEY={key}" in seen["environ"]
-    assert "PLAIN=visible" in seen["environ"]
-    assert f"EnvironmentFile={env_file}" in seen["dropin"] and token not in seen["dropin"]
+    assert "PLAIN=visible" in seen["environ"] and f"DB_PASSWORD={inline}" in seen["environ"]
+    assert 'Environment="PLAIN=visible"' in seen["dropin"], seen["dropin"]  # what is no secret stays there
+    assert f"EnvironmentFile={env_file}" in seen["dropin"] and not any(v in seen["dropin"] for v in values)
     modes = {n: f"{m} {u}" for n, m, u in (line.rsplit(" ", 2) for line in seen["modes"].splitlines())}
     assert modes[SECRET_DIR] == "700 root" and modes[env_file] == "600 root", seen["modes"]
     leaks = list(seen["leaks"])
@@ -363,8 +366,8 @@ def test_service_secrets_never_leak_from_a_process_sweep(testhost: TestHost, tmp
     assert [r["status"] for r in run.records] == ["failed"]  # the printer never serves
     assert "environ" in seen, "the server was never seen running"
     assert f"HF_TOKEN={token}" in seen["environ"] and f"API_KEY={key}" in seen["environ"], seen["environ"]
-    # The secrets file was read by the wrapper and removed before the server ran.
-    assert "secrets-process.secrets" not in seen["state_files"], seen["state_files"]
+    # The launch file (the secrets, the command) was read by the wrapper and removed before the server ran.
+    assert "secrets-process.launch" not in seen["state_files"], seen["state_files"]
     assert not [f for f in left if f.startswith("secrets-process.")], left  # restored: nothing of ours left
     received = [line.split()[1:] for line in log_text.splitlines() if line.startswith("RECEIVED ")]
     assert received == [[_digest(key), _digest(token), _digest(key)]], received
@@ -417,3 +420,94 @@ def test_every_class_of_secret_is_masked_by_value_everywhere(tmp_path: Path, out
     outcome.secret_leaks = len(leaks)
     outcome.detail = "; ".join(leaks)
     assert not leaks, leaks
+
+
+def _command_lines() -> list[tuple[int, list[str]]]:
+    """Every process's argv on this machine, as ``ps`` would show it."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            out.append((int(entry.name), [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]))
+    return out
+
+
+def test_dash_led_and_digit_values_the_wrappers_argv_quiet_and_a_bad_url(tmp_path: Path, outcome: Outcome) -> None:
+    """Issue 40, the classes left from the fourth pass, through the real CLI: an ``--api-key`` value that starts
+    with a dash, and one of digits after ``=``, each in a configuration whose server fails on it (its error
+    output, with the value, is the failure's evidence); a ``HF_TOKEN`` of digits in the environment, which
+    reached the server wrapper's command line (``ps``) for as long as the server ran; the sweep under ``-q``,
+    which hid the warning that the file holds secrets inline; and an invalid ``server.url`` whose error printed
+    its password. While the sweep runs, no command line but the server's own holds a value; after it, no file of
+    the run directory, nor anything the CLI printed, holds any."""
+    outcome.scenario = "secrets: dash-led and digit values, the wrapper's argv, -q, an invalid URL's password"
+    outcome.kind = "secret"
+    dash, digits = f"-{secrets.token_hex(8)}", str(secrets.randbelow(10**12) + 10**12)
+    env_digits, password = str(secrets.randbelow(10**10) + 10**10), f"pw{secrets.token_hex(8)}"
+    values = [dash, digits, env_digits, password]
+    home = tmp_path / "home"
+    home.mkdir()
+    variants = {"ar": "--algorithm ar", "dash": f"--algorithm ar --api-key {dash}", "digits": f"--api-key={digits}"}
+    doc: dict[str, Any] = local_experiment("classes", free_port(), variants, load={**SMALL_LOAD, "concurrency": [1]})
+    doc["service"]["environment"] = {"HF_TOKEN": env_digits, "MAX_TOKENS": "5"}
+    doc["failure_policy"] = {"stop_on_baseline_failure": False}
+    path = write_experiment(tmp_path / "classes.yaml", doc)
+    bad_url = write_experiment(
+        tmp_path / "badurl.yaml", {**doc, "server": {**doc["server"], "url": f"bench:{password}@127.0.0.1:3000"}}
+    )
+    env = cli_env(home)
+    results = tmp_path / "results"
+    seen: list[str] = []
+    me = os.getpid()
+
+    def look() -> None:
+        """The command lines of every process but the servers themselves (their arguments are their own)."""
+        for pid, argv in _command_lines():
+            line = " ".join(argv)
+            server = len(argv) > 2 and argv[1:3] == ["-m", "orchestrator.sim"]
+            if pid != me and not server and any(v in line for v in values):
+                seen.append(f"command line of process {pid}: {argv[:2]}")
+
+    with local_leftovers_restored(home, path):
+        with started_cli("sweep", str(path), "--results", str(results), "-q", env=env) as proc:
+            done = threading.Event()
+            watcher = threading.Thread(target=lambda: wait_until(lambda: look() or done.is_set(), timeout=170))
+            watcher.start()
+            try:
+                out, err = proc.communicate(timeout=180)
+            finally:
+                done.set()
+                watcher.join(30)
+        outputs = [subprocess_result(proc, out, err)]
+        outputs += [run_cli("validate", str(path), env=env), run_cli("validate", str(bad_url), env=env)]
+        outputs += [run_cli("plan", str(path), "--json", env=env), run_cli("sweep", str(path), "--dry-run", env=env)]
+    outcome.sweeps = 1
+    assert proc.returncode == EXIT_POINTS_FAILED, err  # the two configurations with a bad option fail
+    assert out.strip() == str(only_run_dir(results, "classes")), out  # -q: the run directory alone on stdout
+    assert "service.environment.HF_TOKEN: a secret written inline" in err, err  # and the warning on stderr
+    assert outputs[2].returncode == 2 and "server.url" in outputs[2].stderr, outputs[2].stderr
+    run_dir = only_run_dir(results, "classes")
+    statuses = sorted(json.loads(line)["status"] for line in (run_dir / "records.jsonl").read_text().splitlines())
+    assert statuses == ["failed", "failed", "ok"], statuses
+    # The server's own output file (as journald is a unit's) holds what the server printed; specsweep's copies
+    # of it (windows/, the failures' evidence) are searched with the run directory.
+    server_log = home / ".local" / "state" / "specsweep" / "classes.log"
+    leaks = list(seen)
+    for value in values:
+        leaks += _files_containing(results, value.encode())
+        leaks += [p for p in _files_containing(home, value.encode()) if p != str(server_log)]
+        leaks += [f"output of {' '.join(o.args[3:5])}" for o in outputs if value in o.stdout + o.stderr]
+    outcome.secret_checks = sum(1 for p in [*results.rglob("*"), *home.rglob("*")] if p.is_file()) + len(outputs)
+    outcome.secret_checks += 1  # the command lines, sampled while the sweep ran
+    outcome.secret_leaks = len(leaks)
+    outcome.detail = "; ".join(sorted(set(leaks)))
+    assert not leaks, sorted(set(leaks))
+
+
+def subprocess_result(proc: Any, out: str, err: str) -> Any:
+    import subprocess
+
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

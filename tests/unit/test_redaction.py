@@ -217,3 +217,42 @@ def test_a_secret_env_value_read_for_the_server_is_masked_by_value(
 )
 def test_an_option_is_secret_by_its_last_part_and_a_metavar_is_no_value(text: str, masked: bool) -> None:
     assert ("[redacted]" in redact_text(text)) is masked, redact_text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        pytest.param("serve --api-key -abc123 --port 1", "-abc123", id="dash-led-option"),
+        pytest.param("serve --api-key=-abc123 --port 1", "-abc123", id="dash-led-joined"),
+        pytest.param("serve --api-key=--xyz987 --port 1", "--xyz987", id="double-dash-led-joined"),
+        pytest.param("serve --api-key 12345678 --port 1", "12345678", id="all-digit-option"),
+        pytest.param("HF_TOKEN=12345678 python -m x", "12345678", id="all-digit-assignment"),
+        pytest.param("HF_TOKEN=-abc123 python -m x", "-abc123", id="dash-led-assignment"),
+    ],
+)
+def test_a_dash_led_or_all_digit_value_is_masked(text: str, value: str) -> None:
+    """Issue 40, item 14: a value that starts with a dash or is all digits is a value, not the next option."""
+    shown = redact_text(text)
+    assert value not in shown and "[redacted]" in shown, shown
+    assert shown.endswith(("--port 1", "python -m x")), shown  # what follows is kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "serve --api-key --port 1",  # no value: the next option
+        "serve --api-key -v",  # a short option
+        "serve --eos-token 2 --pad-token 0",  # a token id
+    ],
+)
+def test_the_next_option_and_a_short_number_are_not_values(text: str) -> None:
+    assert redact_text(text) == text
+
+
+def test_an_all_digit_environment_value_read_as_a_number_is_masked_everywhere() -> None:
+    """``HF_TOKEN: 12345678`` in YAML is a number: masked in the document, named in the warning, remembered."""
+    doc = {"service": {"environment": {"HF_TOKEN": 12345678, "WORKERS": 4}}, "note": "token 12345678 echoed"}
+    shown = redact(doc)
+    assert shown["service"]["environment"] == {"HF_TOKEN": REDACTED, "WORKERS": 4}
+    assert "12345678" not in json.dumps(shown)
+    assert [path for path, _what in inline_secrets(doc)] == [("service", "environment", "HF_TOKEN")]

@@ -188,3 +188,17 @@ def test_a_lock_from_another_controller_needs_break_lock(tmp_path: Path) -> None
     lock.acquire("mine", break_lock=True)
     assert json.loads(path.read_text())["label"] == "mine"
     lock.release()
+
+
+def test_an_inline_secret_of_the_environment_goes_to_the_environment_file_not_the_dropin() -> None:
+    """Issue 40: an environment value written inline that is a secret (by its name, or by its shape) stood on an
+    ``Environment=`` line of the 0644 drop-in, which ``systemctl show`` shows too; now the drop-in names the
+    environment file, and holds no value of it; what is no secret stays an ``Environment=`` line."""
+    from orchestrator.services import SystemdService
+
+    token, shaped = "db-" + "5e7a" * 4, "hf_" + "Q" * 20
+    service = SystemdService(ScriptedHost([]), "sglang")
+    text = service.render(dep("/opt/serve --port 1", {"DB_PASSWORD": token, "REVISION": shaped, "WORKERS": "2"}))
+    assert token not in text and shaped not in text, text
+    assert f"EnvironmentFile={service.secret_file}" in text
+    assert 'Environment="WORKERS=2"' in text

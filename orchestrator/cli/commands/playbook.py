@@ -135,6 +135,9 @@ def playbook(
         err_console.print(f"[yellow]{message}[/yellow]")
 
     observer = None if (quiet or as_json) else _Observer()
+    if observer is None:  # -q and --json hide progress, not a warning (the sweep says these as progress)
+        for warning in program.experiment.warnings:
+            err_console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     with stopping_signals(stop.request, say):
         if observer is not None:
             with observer.progress:

@@ -69,7 +69,9 @@ def sweep(
         False, "--break-lock", help="Take over a host lock left by another controller (make sure it is dead)."
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write the report into the run directory."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress; print only the run directory."),
+    quiet: bool = typer.Option(
+        False, "-q", "--quiet", help="No progress; print only the run directory (and warnings, on stderr)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary at the end."),
 ) -> None:
     """Deploy each configuration, measure every load point, store records, restore the host, report.
@@ -107,6 +109,11 @@ def sweep(
         err_console.print(f"[yellow]{message}[/yellow]")
 
     progress = None if (quiet or as_json) else SweepProgress(err_console)
+    if progress is None:
+        # -q and --json hide progress, not a warning: a secret written inline is said on stderr all the same
+        # (stdout keeps only the run directory, or the JSON); with progress it comes as the run's first notice.
+        for warning in experiment.warnings:
+            err_console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     with stopping_signals(stop.request, say), progress if progress is not None else _nothing():
         result = run_sweep(
             experiment,
