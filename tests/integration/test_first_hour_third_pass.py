@@ -301,6 +301,8 @@ def test_a_sweep_refused_by_the_hosts_lock_names_no_run_directory(tmp_path: Path
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "lock" in said, said
     assert "run directory:" not in said, said
+    # The host's lock decides between two controllers of one experiment on one host: no overlap warning first.
+    assert "another specsweep sweep" not in said, said
 
 
 def test_report_of_a_run_an_unreachable_host_ended_names_the_reason(tmp_path: Path) -> None:
