@@ -10,11 +10,12 @@ server compete, so both runs' figures are contaminated, and two that drive the s
 too. The host's lock (orchestrator/services/hoststate.py) refuses a second controller of the same experiment
 on the same host; two different experiments pass it, and only this registry sees them.
 
-Each controller keeps one file ``<pid>.<token>.json`` in ``~/.local/state/specsweep/controllers/`` (where the
-process service keeps its state), holding an exclusive ``flock`` on it for as long as it runs. The file is
-written under a hidden temporary name, locked, and only then renamed into place, so a reader never sees an
-unlocked entry of a live controller. A reader that can lock an entry has found a dead controller's (a
-``kill -9``, a lost terminal): it removes the file and reports nothing, so a killed controller never blocks or
+Each controller keeps one file ``<pid>.<token>.json`` in ``~/.local/state/specsweep/controllers/`` (the user's
+state directory, ``$XDG_STATE_HOME`` when set; the process service keeps its state beside it), holding an
+exclusive ``flock`` on it for as long as it runs. The file is written under a hidden temporary name, locked,
+and only then renamed into place, so a reader never sees an unlocked entry of a live controller. A reader that
+can lock an entry has found a dead controller's (a ``kill -9``, a lost terminal): it removes the file and
+reports nothing, so a killed controller never blocks or
 confuses the next one. The descriptor is close-on-exec: a server the controller starts does not keep it.
 """
 
@@ -41,8 +42,11 @@ _STALE_TMP_SECONDS = 60.0
 
 
 def registry_dir() -> Path:
-    """``~/.local/state/specsweep/controllers`` of the user running the controller."""
-    return Path.home() / ".local" / "state" / "specsweep" / "controllers"
+    """``$XDG_STATE_HOME/specsweep/controllers`` of the user running the controller; without ``XDG_STATE_HOME``
+    (or with a relative one, which the XDG spec says to ignore) ``~/.local/state/specsweep/controllers``."""
+    base = os.environ.get("XDG_STATE_HOME", "")
+    state = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    return state / "specsweep" / "controllers"
 
 
 @dataclass(frozen=True)

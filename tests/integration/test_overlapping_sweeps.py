@@ -28,9 +28,17 @@ from tests.reliability.harness import (
 
 pytestmark = pytest.mark.timeout(300)
 
-# Enough points that a sweep is still measuring when the other one starts (a condition waited for, never a time).
-LONG_LOAD = {"concurrency": [1, 2, 3, 4, 5, 6, 7, 8], "warmup": 1, "requests": 8, "max_tokens": 16, "ignore_eos": True}
+# A sweep that outlives the test: each is stopped with Ctrl-C once what the test waits for is there.
+LONG_LOAD = {"concurrency": [1, 2], "repeats": 500, "warmup": 1, "requests": 8, "max_tokens": 16, "ignore_eos": True}
 SHORT_LOAD = {"concurrency": [1], "warmup": 1, "requests": 4, "max_tokens": 8}
+
+
+def _env(home: Path) -> dict[str, str]:
+    """The CLI's environment with ``home`` as HOME and the user's state directory under it (the suite gives
+    each worker its own XDG_STATE_HOME; these tests look at the default place)."""
+    env = cli_env(home)
+    env.pop("XDG_STATE_HOME", None)
+    return env
 
 
 def _experiment(tmp_path: Path, name: str, load: dict[str, Any]) -> Path:
@@ -55,7 +63,7 @@ def _report_findings(run_dir: Path, env: dict[str, str]) -> list[dict[str, Any]]
 def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_overlap(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = cli_env(home)
+    env = _env(home)
     first, second = _experiment(tmp_path, "first", LONG_LOAD), _experiment(tmp_path, "second", LONG_LOAD)
     results = tmp_path / "results"
     with (
@@ -67,11 +75,12 @@ def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_over
         with started_cli("sweep", str(second), "--results", str(results), env=env) as b:
             run_b = wait_until(lambda: (run_dirs(results, "second") or [None])[0], timeout=60)
             # Each sweep marks a point measured beside the other (both are long enough to still run).
-            wait_until(lambda: _overlapped(run_b) and _overlapped(run_a), timeout=180)
+            both = wait_until(lambda: _overlapped(run_b) and _overlapped(run_a), timeout=240)
             os.kill(b.pid, signal.SIGINT)
             _out_b, err_b = b.communicate(timeout=120)
         os.kill(a.pid, signal.SIGINT)
         _out_a, err_a = a.communicate(timeout=120)
+    assert both, (records(run_a)[-1:], records(run_b)[-1:], err_b)
 
     said_b = " ".join(err_b.split())
     assert (
@@ -86,7 +95,9 @@ def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_over
     assert f"another specsweep sweep started beside this one on this machine: second (pid {b.pid} " in said_a, err_a
 
     for run, other, pid in ((run_b, run_a, a.pid), (run_a, run_b, b.pid)):
-        (entry,) = {json.dumps(e, sort_keys=True) for r in _overlapped(run) for e in r["overlapped"]}
+        marks = {json.dumps(e, sort_keys=True) for r in _overlapped(run) for e in r["overlapped"]}
+        assert len(marks) == 1, (run, marks)
+        (entry,) = marks
         mark = json.loads(entry)
         assert (mark["pid"], mark["run_dir"]) == (pid, str(other)), mark
         overlap_events = [e for e in _lines(run / "events.jsonl") if e.get("kind") == "overlap"]
@@ -102,7 +113,7 @@ def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_over
 def test_a_killed_controllers_entry_neither_warns_nor_marks_the_next_sweep(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    env = cli_env(home)
+    env = _env(home)
     first, second = _experiment(tmp_path, "first", LONG_LOAD), _experiment(tmp_path, "second", SHORT_LOAD)
     results = tmp_path / "results"
     registry = home / ".local/state/specsweep/controllers"

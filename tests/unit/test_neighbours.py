@@ -26,10 +26,11 @@ sys.stdin.read()
 @pytest.fixture(autouse=True)
 def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)  # the user's state directory: ~/.local/state
 
 
 def test_another_process_entry_is_seen_while_it_lives_and_removed_when_it_is_gone(tmp_path: Path) -> None:
-    env = {**os.environ, "HOME": str(tmp_path)}
+    env = {**os.environ, "HOME": str(tmp_path)}  # XDG_STATE_HOME is unset by the fixture
     proc = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env=env)  # fmt: skip
     try:
@@ -89,3 +90,10 @@ def test_an_unwritable_registry_registers_nothing_and_says_none(tmp_path: Path) 
     (tmp_path / ".local").write_text("a file where the state directory would be")
     assert Registration.take(experiment="a", hosts=[], run_dir="r") is None
     assert live_controllers() == []
+
+
+def test_xdg_state_home_is_the_state_directory_when_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert registry_dir() == tmp_path / "state" / "specsweep" / "controllers"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG spec: ignored
+    assert registry_dir() == tmp_path / ".local" / "state" / "specsweep" / "controllers"
