@@ -475,3 +475,30 @@ def test_recommend_of_a_grid_run_says_every_configuration_was_measured_not_that_
     assert "runner-up ddtree(budget=7, topk=4)" in proc.stdout, proc.stdout
     assert "not tried" not in proc.stdout and "the search" not in proc.stdout, proc.stdout
     assert "# every configuration of the grid was measured (6, baselines included)" in proc.stdout.splitlines()
+
+
+def test_the_sim_starters_fastest_point_still_logs_its_metrics(tmp_path: Path) -> None:
+    """The starter's tree with the longest accepted drafts at its highest level (ddtree budget 16, top-k 4 at
+    C=16: about 32 decode steps) logged no metric line at SGLang's default of one per 40 steps, and the run
+    ended on an engine_mismatch warning telling a new user to check engine:. Its window now holds several."""
+    from tests.reliability.harness import free_port, local_leftovers_restored, only_run_dir, records
+
+    env = narrow(tmp_path)
+    path = tmp_path / "sim-demo.yaml"
+    assert run_cli("init", str(path), env=env).returncode == 0
+    text = path.read_text()
+    assert text.count("18190") == 2  # the starter's port, in the command and the URL: a free one here
+    text = text.replace("18190", str(free_port())).replace(
+        "matrix: {budget: [7, 16], topk: [1, 4]}", "matrix: {budget: [16], topk: [4]}"
+    )
+    text = text.replace("concurrency: [1, 4, 16]", "concurrency: [16]").replace("repeats: 2 ", "repeats: 1 ")
+    path.write_text(text)
+    results = tmp_path / "results"
+    with local_leftovers_restored(tmp_path, path):
+        proc = run_cli("sweep", str(path), "--results", str(results), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "engine_mismatch" not in proc.stdout + proc.stderr, proc.stdout
+    rows = {r["variant"]: r for r in records(only_run_dir(results, "sim-demo"))}
+    tree = rows["ddtree"]
+    assert tree["concurrency"] == 16 and tree["params"] == {"budget": 16, "topk": 4}
+    assert tree["server"]["lines_matched"] >= 2 and tree["server"]["accept_len"] is not None, tree["server"]
