@@ -502,3 +502,12 @@ def test_the_sim_starters_fastest_point_still_logs_its_metrics(tmp_path: Path) -
     tree = rows["ddtree"]
     assert tree["concurrency"] == 16 and tree["params"] == {"budget": 16, "topk": 4}
     assert tree["server"]["lines_matched"] >= 2 and tree["server"]["accept_len"] is not None, tree["server"]
+
+
+@pytest.mark.parametrize(("host", "said"), [("ssh", "sglang on an SSH host"), ("local", "sglang on this machine")])
+def test_init_says_where_the_starter_runs_in_words(tmp_path: Path, host: str, said: str) -> None:
+    """It said "(sglang on a ssh host)" and "(sim on a local host)"."""
+    path = tmp_path / "x.yaml"
+    proc = run_cli("init", str(path), "--engine", "sglang", "--host", host, env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {path} ({said})" in proc.stdout.splitlines(), proc.stdout
