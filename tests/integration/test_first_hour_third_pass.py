@@ -511,3 +511,31 @@ def test_init_says_where_the_starter_runs_in_words(tmp_path: Path, host: str, sa
     proc = run_cli("init", str(path), "--engine", "sglang", "--host", host, env=narrow(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert f"wrote {path} ({said})" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_report_latest_where_no_results_are_names_the_results_beside_an_experiment_below(tmp_path: Path) -> None:
+    """`specsweep init sub/exp.yaml` then `sweep sub/exp.yaml` puts its runs in sub/results (beside the file);
+    `report latest`, `ls` and `recommend latest` from the project's directory said only "no runs under results"."""
+    import shutil
+    import subprocess
+
+    from tests.reliability.harness import ROOT, cli_command
+
+    project = tmp_path / "project"
+    run = project / "sub" / "results" / "demo" / "20261201T081041Z-6fe396"
+    shutil.copytree(ROOT / "tests" / "data" / "runs" / "sim-demo", run)
+    (project / "pyproject.toml").write_text("")  # the project's root: no results/ is looked for above it
+    env = narrow(tmp_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cli_command(*args), cwd=project, env=env, capture_output=True, text=True, timeout=180)
+
+    hint = "runs are under sub/results: --results sub/results, or give the experiment file"
+    for args in (("report", "latest"), ("recommend", "latest")):
+        proc = cli(*args)
+        assert proc.returncode == 1, proc.stderr
+        assert f"specsweep: error: no runs under results; {hint}" in " ".join(proc.stderr.split()), proc.stderr
+    listed = cli("ls")
+    assert listed.returncode == 0 and hint in " ".join(listed.stdout.split()), listed.stdout
+    followed = cli("ls", "--results", "sub/results")
+    assert "20261201T081041Z-6fe396" in followed.stdout, followed.stdout
