@@ -106,7 +106,7 @@ class Registration:
             "machine": socket.gethostname(),
             "experiment": experiment,
             "hosts": list(hosts),
-            "run_dir": str(run_dir),
+            "run_dir": str(Path(run_dir).resolve()),  # the other controller's directory is not this one's
             "since": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         }
         try:

@@ -35,12 +35,15 @@ def overlap_message(neighbour: Neighbour, hosts: list[str], *, started: bool) ->
     """The warning for one other controller: who, and why both runs' figures suffer."""
     verb = "started beside this one" if started else "is running"
     shared = neighbour.shares_a_host(hosts)
-    gpus = f"; both drive {', '.join(shared)}, so they share its GPUs too" if shared else ""
+    here = [h for h in shared if h.endswith("(this machine)")]
+    away = [h for h in shared if h not in here]
+    also = ", and both run their servers on this machine" if here else ""
+    also += f", and the GPUs of {', '.join(away)}, which both drive" if away else ""
     return (
-        f"another specsweep sweep {verb} on this machine: {neighbour.describe()}. Both share this machine's CPU "
-        f"and network (load generation, client timings, any local server){gpus}, so the figures of both runs "
-        "are contaminated; every point measured beside it is marked (finding overlapping_runs). For clean "
-        "figures run one sweep at a time"
+        f"another specsweep sweep {verb} on this machine: {neighbour.describe()}. The two share this machine's "
+        f"CPU and network (load generation, client timings){also}: the figures of both runs are contaminated, "
+        "and every point measured beside it is marked (finding overlapping_runs). For clean figures run one "
+        "sweep at a time"
     )
 
 

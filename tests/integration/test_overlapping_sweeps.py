@@ -88,8 +88,10 @@ def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_over
         in said_b
     ), err_b
     assert f"driving local (this machine); run {run_a})" in said_b, err_b
-    assert "so the figures of both runs are contaminated" in said_b, err_b
-    assert "both drive local (this machine), so they share its GPUs too" in said_b, err_b
+    assert (
+        "The two share this machine's CPU and network (load generation, client timings), and both run their" in said_b
+    )
+    assert "servers on this machine: the figures of both runs are contaminated" in said_b, err_b
     # The first sweep is told too, when the second one starts.
     said_a = " ".join(err_a.split())
     assert f"another specsweep sweep started beside this one on this machine: second (pid {b.pid} " in said_a, err_a

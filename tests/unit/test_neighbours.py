@@ -32,7 +32,7 @@ def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_another_process_entry_is_seen_while_it_lives_and_removed_when_it_is_gone(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}  # XDG_STATE_HOME is unset by the fixture
     proc = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env=env)  # fmt: skip
+                            env=env, cwd=tmp_path)  # fmt: skip
     try:
         assert proc.stdout is not None
         path = Path(proc.stdout.readline().strip())
@@ -41,7 +41,7 @@ def test_another_process_entry_is_seen_while_it_lives_and_removed_when_it_is_gon
             proc.pid,
             "other",
             ("gpu-box (root@10.0.0.2)",),
-            "results/other/r1",
+            str(tmp_path / "results/other/r1"),  # absolute: the reader's directory is not the writer's
         )
         assert other.shares_a_host(["local (this machine)", "gpu-box (root@10.0.0.2)"]) == ["gpu-box (root@10.0.0.2)"]
         assert f"other (pid {proc.pid} on " in other.describe()
@@ -97,3 +97,19 @@ def test_xdg_state_home_is_the_state_directory_when_absolute(tmp_path: Path, mon
     assert registry_dir() == tmp_path / "state" / "specsweep" / "controllers"
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG spec: ignored
     assert registry_dir() == tmp_path / ".local" / "state" / "specsweep" / "controllers"
+
+
+def test_the_warning_says_what_the_two_runs_share() -> None:
+    from orchestrator.runs.neighbours import Neighbour
+    from orchestrator.sweep.overlap import overlap_message
+
+    other = Neighbour("t", 42, "laptop", "exp-a", ("gpu-box (root@10.0.0.2)", "local (this machine)"), "/r/a", "T")
+    alone = overlap_message(other, ["gpu-2 (root@10.0.0.3)"], started=False)
+    assert alone.startswith("another specsweep sweep is running on this machine: exp-a (pid 42 on laptop since T")
+    assert "(load generation, client timings): the figures of both runs are contaminated" in alone
+    both = overlap_message(other, ["gpu-box (root@10.0.0.2)", "local (this machine)"], started=True)
+    assert both.startswith("another specsweep sweep started beside this one on this machine: exp-a")
+    assert (
+        "client timings), and both run their servers on this machine, and the GPUs of gpu-box (root@10.0.0.2), "
+        "which both drive: the figures" in both
+    )
