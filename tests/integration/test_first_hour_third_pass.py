@@ -539,3 +539,20 @@ def test_report_latest_where_no_results_are_names_the_results_beside_an_experime
     assert listed.returncode == 0 and hint in " ".join(listed.stdout.split()), listed.stdout
     followed = cli("ls", "--results", "sub/results")
     assert "20261201T081041Z-6fe396" in followed.stdout, followed.stdout
+
+
+def test_recommend_schedule_of_a_run_without_a_draft_length_matrix_says_what_run_makes_one(tmp_path: Path) -> None:
+    """The README's `recommend latest --schedule` after the demo (one draft length per variant) said only
+    "found none"; it says what to sweep for a schedule."""
+    import shutil
+
+    from tests.reliability.harness import ROOT
+
+    run = shutil.copytree(ROOT / "tests" / "data" / "runs" / "sim-demo", tmp_path / "sim-demo")
+    proc = run_cli("recommend", str(run), "--schedule", env=narrow(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert (
+        "a schedule is made over one variant whose draft length varies; found none; sweep a matrix over the draft length (sweeps/vllm-cpu.yaml does, k = 1, 2, 4)"
+        in said
+    ), said
