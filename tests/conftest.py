@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,6 +55,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_controller_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each pytest process (an xdist worker) its own registry of live controllers (orchestrator/runs/neighbours.py,
+    under ``$XDG_STATE_HOME``; the CLI subprocesses inherit it): the sweeps of parallel workers would otherwise
+    warn of each other and carry the ``overlapping_runs`` finding. A test of that registry sets its own."""
+    previous = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = previous
 
 
 @pytest.fixture(autouse=True)

@@ -600,6 +600,37 @@ def unreadable_records(ctx: CheckContext) -> list[Finding]:
     ]
 
 
+def overlapping_runs(ctx: CheckContext) -> list[Finding]:
+    """Points measured while another specsweep sweep ran on the controller's machine (their records'
+    ``overlapped``, orchestrator/sweep/overlap.py): the two shared its CPU and network (and a GPU host when both
+    drove it), so neither run's figures are clean. One finding for the run, naming the other runs and the
+    points."""
+    frame = ctx.measured
+    if "overlapped_with" not in frame.columns:
+        return []
+    rows = [r for r in _rows(frame) if r.get("overlapped_with")]
+    if not rows:
+        return []
+    others = list(dict.fromkeys(part for r in rows for part in str(r["overlapped_with"]).split("; ")))
+    message = (
+        f"{len(rows)} of {len(frame)} points were measured while another specsweep sweep ran on this machine "
+        f"({'; '.join(others)}): the runs shared its CPU and network, so their figures are contaminated; "
+        "for clean figures, run the sweep again alone"
+    )
+    evidence = [
+        f"{r.get('label')} @ {r.get('load_label')} on {r.get('host')}: beside {r['overlapped_with']}" for r in rows
+    ]
+    return [
+        Finding(
+            check="overlapping_runs",
+            point=None,
+            severity="warning",
+            message=message,
+            evidence=evidence[:_EVIDENCE_LINES],
+        )
+    ]
+
+
 _RESTART_SUFFIX = re.compile(r" \[restart \d+\]$")
 
 
@@ -802,6 +833,7 @@ CHECKS: dict[str, CheckFunction] = {
     "too_few_requests": too_few_requests,
     "missing_baseline": missing_baseline,
     "unreadable_records": unreadable_records,
+    "overlapping_runs": overlapping_runs,
     "lossless": lossless,
     "runaway_outputs": runaway_outputs,
     "schedule_ignored": schedule_ignored,

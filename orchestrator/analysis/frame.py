@@ -43,7 +43,8 @@ in an empty or all-failed run):
   ``accept_len`` shown (the same relative width); ``repeat`` and ``restart`` say which measurement of its load a
   window is, ``stopped_by`` why its load ended, ``tokens_per_joule`` and ``gpu_*`` its GPU telemetry, ``cache_flushed``
   whether its prefix cache was emptied first, ``slot`` and ``gpus`` the GPU slot it ran in (docs/gpu-slots.md;
-  None without slots).
+  None without slots), ``overlapped_with`` the other sweeps that ran on the controller's machine during it
+  (orchestrator/sweep/overlap.py; None when it ran alone).
 
 ``open_run`` returns the *point* frame: the windows of one load (repeats, restarts) combined into one row
 with their combined intervals (``orchestrator/analysis/intervals.py``, ``windows``, ``ci_method``); ``RunData.windows``
@@ -424,7 +425,20 @@ def _flatten_extras(record: Record) -> dict[str, Any]:
         ("energy_j", "gpu_energy_j"),
     ):
         out[column] = telemetry.get(key)
+    out["overlapped_with"] = overlapped_with(record.overlapped)
     return out
+
+
+def overlapped_with(entries: Any) -> str | None:
+    """The other controllers a record was measured beside, as one text (``exp-a (pid 12, run …); …``)."""
+    if not isinstance(entries, list):
+        return None
+    names = [
+        f"{e.get('experiment', '?')} (pid {e.get('pid', '?')} on {e.get('machine', '?')}, run {e.get('run_dir', '?')})"
+        for e in entries
+        if isinstance(e, dict)
+    ]
+    return "; ".join(names) or None
 
 
 def _number(value: Any) -> float | None:

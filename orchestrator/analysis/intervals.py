@@ -217,6 +217,10 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
         base["ci_method"] = _method(len(ok), len(restarts))
         base["ci_level"] = level
         base["point_ids"] = [str(r.get("point_id")) for r in ok]
+        # Any window measured beside another sweep makes the point so (not only the first window's say).
+        beside = list(dict.fromkeys(str(r["overlapped_with"]) for r in ok if r.get("overlapped_with")))
+        if "overlapped_with" in base:
+            base["overlapped_with"] = "; ".join(beside) or None
         rows.append(base)
     for (base, figure), (estimate, lo, hi, se) in zip(wanted, _bootstrap_all(jobs, level, rng), strict=True):
         lo_col, hi_col, se_col = interval_columns(figure)

@@ -286,9 +286,16 @@ def schedule(
     if variant is None:
         if len(varying) != 1:
             found = ", ".join(varying) or "none"
+            fixed = ", ".join(f"{v} (k={sorted({k_of[lb] for lb in by_variant[v]})[0]})" for v in sorted(by_variant))
             raise ScheduleError(
                 f"{ans.path}: a schedule is made over one variant whose draft length varies; found {found}"
-                + (": pick one with --variant" if varying else "")
+                + (
+                    ": pick one with --variant"
+                    if varying
+                    else (f" ({fixed}: one draft length each)" if fixed else "")
+                    + "; sweep a matrix over the draft length (sweeps/vllm-cpu.yaml does, k = 1, 2, 4) and "
+                    "recommend --schedule that run"
+                )
             )
         variant = varying[0]
     if variant not in by_variant:

@@ -188,12 +188,13 @@ def _llamacpp(host: str) -> str:
 
 def _sim(host: str) -> str:
     # On this machine the controller's own Python runs the simulator; on another host specsweep must be
-    # installed there (its `specsweep sim` is the same program).
+    # installed there (its `specsweep sim` is the same program). A decode-log line every 10 decode steps, not
+    # SGLang's 40: a tree point at C=16 runs about 32 steps, and its log window would hold no metric line.
     program = "{python} -m orchestrator.sim" if host == "local" else "specsweep sim"
     command = (
         f"{program} --engine sglang --host {'127.0.0.1' if host == 'local' else '0.0.0.0'} --port 18190 "
         "--profile k26 --load-seconds 1 --seed 7\n"
-        "    {spec_args}"
+        "    --decode-log-interval 10 {spec_args}"
     )
     return (
         _host_block(host) + _service("sim", host, command, unit="specsweep-sim.service") + "server:\n"

@@ -25,6 +25,7 @@ from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.errors import StoreError
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
+from orchestrator.report.axes import tag_png
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
 from orchestrator.runs.identity import playbook_verdict
@@ -117,6 +118,7 @@ def write_figures(analysis: Analysis, directory: Path, progress: Progress | None
     def save(name: str, figure: Figure, caption: str) -> None:
         path = directory / f"{name}.png"
         figure.savefig(path, format="png")
+        tag_png(path, figure)  # what its axes say, for report.html's data-axes (orchestrator/report/axes.py)
         out[name] = (path, caption)
         if progress:
             progress(f"figure {path.name}")

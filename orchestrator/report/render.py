@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from orchestrator.report.axes import png_axes
+
 __all__ = ["Block", "Evidence", "Heading", "Image", "Items", "Paragraph", "Table", "to_html", "to_markdown"]
 
 
@@ -165,9 +167,12 @@ def _html_items(items: Items) -> str:
 
 
 def _html_image(image: Image) -> str:
-    data = base64.b64encode(image.path.read_bytes()).decode("ascii")
+    raw = image.path.read_bytes()
+    data = base64.b64encode(raw).decode("ascii")
+    axes = png_axes(raw)  # each plot's axis labels and tick labels (orchestrator/report/axes.py)
+    tagged = f" data-axes='{_e(axes)}'" if axes else ""
     return (
-        f"<figure><img alt='{_e(image.caption)}' src='data:image/png;base64,{data}'>"
+        f"<figure><img alt='{_e(image.caption)}'{tagged} src='data:image/png;base64,{data}'>"
         f"<figcaption>{_e(image.caption)}</figcaption></figure>"
     )
 

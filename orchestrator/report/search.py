@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.report.axes import tag_png
 from orchestrator.search.history import read_history
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def search_figures(run_dir: Path, directory: Path) -> dict[str, tuple[Path, str]
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{FIGURE_NAME}.png"
     figure.savefig(path, format="png")
+    tag_png(path, figure)
     return {FIGURE_NAME: (path, CAPTION)}
 
 

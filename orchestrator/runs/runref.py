@@ -48,7 +48,9 @@ __all__ = [
     "previous_run",
     "resolve_run",
     "results_root",
+    "roots_below",
     "runs_of",
+    "where_else",
 ]
 
 RESULTS_ENV = "SPECSWEEP_RESULTS"
@@ -87,6 +89,50 @@ def nearest_results(start: Path | None = None) -> Path | None:
         if any((base / marker).exists() for marker in _PROJECT_MARKERS):
             break
     return None
+
+
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
+_MAX_DIRS = 2000
+
+
+def roots_below(start: Path | None = None, *, depth: int = 3) -> list[Path]:
+    """The ``results/`` directories holding runs below ``start`` (the current directory), at most ``depth``
+    levels down, hidden directories and virtualenvs skipped and at most a few thousand directories looked at:
+    where a sweep of an experiment file in a subdirectory put its runs (``results/`` beside that file)."""
+    here = Path.cwd() if start is None else start
+    found: list[Path] = []
+    level, seen = [here], 0
+    for _ in range(depth + 1):
+        below: list[Path] = []
+        for directory in level:
+            try:
+                children = sorted(p for p in directory.iterdir() if p.is_dir() and not p.is_symlink())
+            except OSError:
+                continue
+            for child in children:
+                seen += 1
+                if seen > _MAX_DIRS:
+                    return found
+                if child.name.startswith(".") or child.name in _SKIP_DIRS or (child / "pyvenv.cfg").exists():
+                    continue
+                if child.name == "results" and all_runs(child):
+                    found.append(child.relative_to(here) if start is None else child)
+                else:
+                    below.append(child)
+        level = below
+    return found
+
+
+def where_else(base: Path) -> str:
+    """``; runs are under sub/results: --results sub/results, or give the experiment file`` when there are
+    runs below the current directory but not under ``base`` (empty otherwise)."""
+    others = [p for p in roots_below() if p.resolve() != base.resolve()][:3]
+    if not others:
+        return ""
+    return (
+        f"; runs are under {', '.join(str(p) for p in others)}: --results {others[0]}, or give the experiment "
+        "file (its runs are looked up beside it)"
+    )
 
 
 def _is_run(path: Path) -> bool:
@@ -178,7 +224,10 @@ def resolve_run(ref: str | Path, root: str | Path | None = None) -> Path:
     if name is None:
         everything = all_runs(base)
         if not everything:
-            raise StoreError(f"no runs under {base} (--results or ${RESULTS_ENV} names another root)")
+            elsewhere = where_else(base)
+            raise StoreError(
+                f"no runs under {base}" + (elsewhere or f" (--results or ${RESULTS_ENV} names another root)")
+            )
         chosen = of_kinds(everything, kinds)
         if not chosen:
             raise StoreError(f"{text}: no {kinds_text(kinds)} runs under {base}{_elsewhere(everything, kinds)}")

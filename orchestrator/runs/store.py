@@ -141,6 +141,9 @@ class Record(BaseModel):
     # the window (orchestrator/hosts/telemetry.py).
     cache_flush: dict[str, Any] | None = None
     telemetry: dict[str, Any] | None = None
+    # The other specsweep controllers that ran on the controller's machine during the point (pid, machine,
+    # experiment, hosts, run_dir, since; orchestrator/sweep/overlap.py): both runs' figures are contaminated.
+    overlapped: list[dict[str, Any]] | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -172,6 +172,8 @@ class Recommendations:
     variant_fields: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def not_tried_statement(self) -> str:
+        if not self.untried and self.strategy == "grid":
+            return f"every configuration of the grid was measured ({self.grid_restarts}, baselines included)"
         if not self.untried:
             return f"the search measured every one of the {self.candidates} candidates"
         shown = ", ".join(self.untried[:6]) + (", …" if len(self.untried) > 6 else "")
@@ -323,11 +325,18 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
 
     candidates = [d for d in grid.deployments if d.restart == 1 and not d.baseline]
     measured = {r.config_hash for r in records}
+    # And by what it is (variant and parameters, aliases too): a run an older version made has other hashes
+    # for the same configurations, which it did measure (it ranks them above).
+    measured_labels = {config_label(r.variant, r.params) for r in records} | {
+        config_label(str(a.get("variant")), a.get("params") or {}) for r in records for a in r.aliases
+    }
     history = read_history(run_dir)
     rungs: dict[str, int] = {}
     for row in history:
         rungs[str(row.get("config_hash"))] = max(rungs.get(str(row.get("config_hash")), 0), int(row.get("rung") or 0))
-    untried = [d.config_label for d in candidates if d.config_hash not in measured]
+    untried = [
+        d.config_label for d in candidates if d.config_hash not in measured and d.config_label not in measured_labels
+    ]
     strategy = experiment.search.strategy if experiment.search is not None else "grid"
     brief = []
     if strategy == "successive-halving":

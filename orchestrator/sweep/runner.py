@@ -44,7 +44,7 @@ from orchestrator.experiment.schema import Experiment
 from orchestrator.launchers import Launcher, RunningServer, Slot, launcher_for
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_plan
 from orchestrator.plan.eta import EtaModel, eta_history
-from orchestrator.runs.identity import resolved_experiment
+from orchestrator.runs.identity import host_identities, resolved_experiment
 from orchestrator.runs.provenance import ProvenanceLog
 from orchestrator.runs.store import Record, ResumeState, RunStore, discard_run, utc_now_iso
 from orchestrator.search.driver import search_plan, uses_search
@@ -67,6 +67,7 @@ from orchestrator.sweep.events import (
 from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
 from orchestrator.sweep.measure import Measured, PointMeasurer, new_record, window_restart
 from orchestrator.sweep.opening import OpenedRun, OpenOptions, open_run
+from orchestrator.sweep.overlap import OverlapWatch, merged
 from orchestrator.sweep.pointcount import PointCount
 from orchestrator.sweep.policy import FailureTracker
 from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, first_of_two
@@ -385,6 +386,7 @@ class SlotWorker:
             )
         )
         t0 = time.monotonic()
+        beside = sweep.overlap.look() if sweep.overlap is not None else []
 
         def progress(report: Any) -> None:
             if report.phase == "load":
@@ -421,6 +423,10 @@ class SlotWorker:
         placement = getattr(server, "placement", None)
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
             measured.record = measured.record.model_copy(update={"placement": dict(placement)})
+        if sweep.overlap is not None:  # another sweep on this machine at the point's start or end
+            overlapped = merged(beside, sweep.overlap.look())
+            if overlapped:
+                measured.record = measured.record.model_copy(update={"overlapped": overlapped})
         return measured, t0
 
     def _keep(self, measured: Measured, point: LoadPoint, t0: float) -> bool:
@@ -551,6 +557,8 @@ class SweepState:
         #: provenance.json: how the run was made, kept up to date as deployments start.
         self.provenance = ProvenanceLog(store, experiment.source)
         self._lossless_ar: str | bool | None = False  # False: not yet known
+        #: The other sweeps on this machine (orchestrator/sweep/overlap.py); None in a run that does not watch.
+        self.overlap: OverlapWatch | None = None
 
     def lossless_role(self, deployment: Deployment) -> str | None:
         """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to
@@ -723,6 +731,7 @@ def _drive(
         schedule=gpu_slots.slot_schedule(experiment, launcher, plan, opened.state),
     )
     gpu_slots.slot_policy(sweep, launcher)  # GPU slots: a slot whose GPUs are held retires, the others go on
+    sweep.overlap = OverlapWatch(experiment.name, host_identities(resolved_experiment(experiment)), store, sweep.emit)
     sweep.emit(
         SweepStarted(
             run_dir=str(store.path),
@@ -739,6 +748,7 @@ def _drive(
         sweep.emit(Notice(message=message, level="warning"))
     for message in opened.notices:
         sweep.emit(Notice(message=message))
+    sweep.overlap.at_start()
     expect = getattr(launcher, "expect", None)
     if callable(expect):  # a scheduler's launcher keeps only the jobs this run will still use (resume)
         expect([d for d in plan.deployments if any(sweep.pending_points(t, d) for t in sweep.hosts)])
@@ -749,6 +759,8 @@ def _drive(
     def work(worker: SlotWorker) -> None:
         try:
             worker.connect()
+            if sweep.overlap is not None:  # the host's lock is ours: the other controllers may see this one
+                sweep.overlap.register()
             worker.run()
         except BaseException as exc:
             errors.append(exc)
@@ -786,7 +798,10 @@ def _drive(
         }
 
     frame = RunFrame(store, stop)
-    end = frame.run(body, restore=lambda: restore_errors, closing=closing)
+    try:
+        end = frame.run(body, restore=lambda: restore_errors, closing=closing)
+    finally:
+        sweep.overlap.release()
     if isinstance(end.error, HostLockedError) and not opened.resumed and not sweep.records and not restore_errors:
         # Refused before it measured anything: the new run directory holds nothing to keep, and left behind
         # it would be what `--resume latest` picks next.

@@ -16,15 +16,8 @@ import pytest
 
 from orchestrator.engines.samples import VllmEngineSample
 from orchestrator.metrics import parse_window
-from tests.reliability.harness import (
-    cli_env,
-    free_port,
-    local_experiment,
-    only_run_dir,
-    records,
-    run_cli,
-    write_experiment,
-)
+from tests.integration.fault_support import sweep_with_fault
+from tests.reliability.harness import cli_env, run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -32,21 +25,14 @@ ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def test_a_coloured_vllm_log_gives_the_plain_logs_figures(tmp_path: Path, home: Path) -> None:
-    port = free_port()
     spec = (
         "--engine vllm --algorithm linear --draft-tokens 3 --fault idle-debug-intervals=2 --fault coloured-log "
         "--log-stats-interval 0.15"
     )
     load = {"concurrency": [1], "warmup": 1, "requests": 12, "max_tokens": 48, "temperature": 0}
-    doc = local_experiment("colour", port, {"linear": spec}, load=load, itl_ms=12.0)
-    doc["engine"] = "vllm"
-    doc["lossless"] = {"enabled": False}
-    path = write_experiment(tmp_path / "colour.yaml", doc)
-    results = tmp_path / "results"
-    proc = run_cli("sweep", str(path), "--results", str(results), env=cli_env(home))
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    run_dir = only_run_dir(results, "colour")
-    (record,) = [r for r in records(run_dir) if r["status"] == "ok"]
+    swept = sweep_with_fault(tmp_path, home, "colour", spec, load, engine="vllm", itl_ms=12.0)
+    run_dir = swept.run_dir
+    (record,) = [r for r in swept.records if r["status"] == "ok"]
     window_file = run_dir / record["window_file"]
     text = window_file.read_text()
     assert "\x1b[32mINFO\x1b[0m \x1b[90m" in text  # the codes vLLM's ColoredFormatter puts between them

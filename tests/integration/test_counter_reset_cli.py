@@ -20,42 +20,20 @@ from orchestrator.analysis import analyse
 from orchestrator.metrics import scrape_delta
 from orchestrator.sim.config import parse_args
 from orchestrator.sim.server import SimServer
-from tests.reliability.harness import (
-    cli_env,
-    free_port,
-    local_experiment,
-    only_run_dir,
-    records,
-    run_cli,
-    write_experiment,
-)
+from tests.integration.fault_support import fault_load, sweep_with_fault
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_a_counter_reset_mid_point_leaves_no_metrics_figure_and_a_warning(tmp_path: Path, home: Path) -> None:
-    port = free_port()
     # Six warm-up requests fill the counters before the point; the reset comes after the point's fifth request
     # (the 11th in all), so the after scrape holds one request's counts, below every value of the before scrape.
-    load = {
-        "concurrency": [1],
-        "warmup": 6,
-        "requests": 6,
-        "max_tokens": 16,
-        "ignore_eos": True,
-        "temperature": 0,
-        "timeouts": {"connect": "2s", "first_token": "2s", "total": "5s"},
-    }
-    doc = local_experiment(
-        "reset", port, {"linear": "--algorithm linear --draft-tokens 5 --fault counter-reset=11"}, load=load
+    load = fault_load(concurrency=[1], warmup=6, requests=6, max_tokens=16)
+    swept = sweep_with_fault(
+        tmp_path, home, "reset", "--algorithm linear --draft-tokens 5 --fault counter-reset=11", load
     )
-    doc["lossless"] = {"enabled": False}  # its probe's requests would move the reset
-    path = write_experiment(tmp_path / "reset.yaml", doc)
-    results = tmp_path / "results"
-    proc = run_cli("sweep", str(path), "--results", str(results), env=cli_env(home))
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    run_dir = only_run_dir(results, "reset")
-    (record,) = records(run_dir)
+    run_dir = swept.run_dir
+    (record,) = swept.records
     assert record["status"] == "ok"
     prom = record["server"]["prometheus"]
     assert (prom["accept_len"], prom["acceptance_rate"], prom["gen_throughput"]) == (None, None, None)

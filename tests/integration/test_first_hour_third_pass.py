@@ -301,6 +301,8 @@ def test_a_sweep_refused_by_the_hosts_lock_names_no_run_directory(tmp_path: Path
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "lock" in said, said
     assert "run directory:" not in said, said
+    # The host's lock decides between two controllers of one experiment on one host: no overlap warning first.
+    assert "another specsweep sweep" not in said, said
 
 
 def test_report_of_a_run_an_unreachable_host_ended_names_the_reason(tmp_path: Path) -> None:
@@ -454,3 +456,101 @@ def test_the_latency_distributions_have_numbers_on_their_x_axes_within_a_decade(
         shown = [t.get_text() for t in ax.get_xticklabels() if t.get_text() and low <= t.get_position()[0] <= high]
         assert len(shown) >= 2, (ax.get_xlabel(), shown)
         assert ax.get_xlabel() and ax.get_ylabel()
+
+
+# -- the first hour, walked again (this pass's own findings) -------------------------------------------------------
+
+
+def test_recommend_of_a_grid_run_says_every_configuration_was_measured_not_that_none_was(tmp_path: Path) -> None:
+    """A grid run (the demo's, stored by an earlier version whose configuration hashes differ from today's):
+    `recommend` ranks its ddtree configurations, so it must not also call them "not tried", nor speak of a search
+    and "4 candidates" when the grid measured its 6 configurations."""
+    import shutil
+
+    from tests.reliability.harness import ROOT
+
+    run = shutil.copytree(ROOT / "tests" / "data" / "runs" / "sim-demo", tmp_path / "sim-demo")
+    proc = run_cli("recommend", str(run), env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "runner-up ddtree(budget=7, topk=4)" in proc.stdout, proc.stdout
+    assert "not tried" not in proc.stdout and "the search" not in proc.stdout, proc.stdout
+    assert "# every configuration of the grid was measured (6, baselines included)" in proc.stdout.splitlines()
+
+
+def test_the_sim_starters_fastest_point_still_logs_its_metrics(tmp_path: Path) -> None:
+    """The starter's tree with the longest accepted drafts at its highest level (ddtree budget 16, top-k 4 at
+    C=16: about 32 decode steps) logged no metric line at SGLang's default of one per 40 steps, and the run
+    ended on an engine_mismatch warning telling a new user to check engine:. Its window now holds several."""
+    from tests.reliability.harness import free_port, local_leftovers_restored, only_run_dir, records
+
+    env = narrow(tmp_path)
+    path = tmp_path / "sim-demo.yaml"
+    assert run_cli("init", str(path), env=env).returncode == 0
+    text = path.read_text()
+    assert text.count("18190") == 2  # the starter's port, in the command and the URL: a free one here
+    text = text.replace("18190", str(free_port())).replace(
+        "matrix: {budget: [7, 16], topk: [1, 4]}", "matrix: {budget: [16], topk: [4]}"
+    )
+    text = text.replace("concurrency: [1, 4, 16]", "concurrency: [16]").replace("repeats: 2 ", "repeats: 1 ")
+    path.write_text(text)
+    results = tmp_path / "results"
+    with local_leftovers_restored(tmp_path, path):
+        proc = run_cli("sweep", str(path), "--results", str(results), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "engine_mismatch" not in proc.stdout + proc.stderr, proc.stdout
+    rows = {r["variant"]: r for r in records(only_run_dir(results, "sim-demo"))}
+    tree = rows["ddtree"]
+    assert tree["concurrency"] == 16 and tree["params"] == {"budget": 16, "topk": 4}
+    assert tree["server"]["lines_matched"] >= 2 and tree["server"]["accept_len"] is not None, tree["server"]
+
+
+@pytest.mark.parametrize(("host", "said"), [("ssh", "sglang on an SSH host"), ("local", "sglang on this machine")])
+def test_init_says_where_the_starter_runs_in_words(tmp_path: Path, host: str, said: str) -> None:
+    """It said "(sglang on a ssh host)" and "(sim on a local host)"."""
+    path = tmp_path / "x.yaml"
+    proc = run_cli("init", str(path), "--engine", "sglang", "--host", host, env=narrow(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {path} ({said})" in proc.stdout.splitlines(), proc.stdout
+
+
+def test_report_latest_where_no_results_are_names_the_results_beside_an_experiment_below(tmp_path: Path) -> None:
+    """`specsweep init sub/exp.yaml` then `sweep sub/exp.yaml` puts its runs in sub/results (beside the file);
+    `report latest`, `ls` and `recommend latest` from the project's directory said only "no runs under results"."""
+    import shutil
+    import subprocess
+
+    from tests.reliability.harness import ROOT, cli_command
+
+    project = tmp_path / "project"
+    run = project / "sub" / "results" / "demo" / "20261201T081041Z-6fe396"
+    shutil.copytree(ROOT / "tests" / "data" / "runs" / "sim-demo", run)
+    (project / "pyproject.toml").write_text("")  # the project's root: no results/ is looked for above it
+    env = narrow(tmp_path)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cli_command(*args), cwd=project, env=env, capture_output=True, text=True, timeout=180)
+
+    hint = "runs are under sub/results: --results sub/results, or give the experiment file"
+    for args in (("report", "latest"), ("recommend", "latest")):
+        proc = cli(*args)
+        assert proc.returncode == 1, proc.stderr
+        assert f"specsweep: error: no runs under results; {hint}" in " ".join(proc.stderr.split()), proc.stderr
+    listed = cli("ls")
+    assert listed.returncode == 0 and hint in " ".join(listed.stdout.split()), listed.stdout
+    followed = cli("ls", "--results", "sub/results")
+    assert "20261201T081041Z-6fe396" in followed.stdout, followed.stdout
+
+
+def test_recommend_schedule_of_a_run_without_a_draft_length_matrix_says_what_run_makes_one(tmp_path: Path) -> None:
+    """The README's `recommend latest --schedule` after the demo (one draft length per variant) said only
+    "found none"; it says what to sweep for a schedule."""
+    import shutil
+
+    from tests.reliability.harness import ROOT
+
+    run = shutil.copytree(ROOT / "tests" / "data" / "runs" / "sim-demo", tmp_path / "sim-demo")
+    proc = run_cli("recommend", str(run), "--schedule", env=narrow(tmp_path))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "whose draft length varies; found none; sweep a matrix over the draft length" in said, said
+    assert "(sweeps/vllm-cpu.yaml does, k = 1, 2, 4) and recommend --schedule that run" in said, said

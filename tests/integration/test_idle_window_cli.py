@@ -13,40 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.harness import (
-    cli_env,
-    free_port,
-    local_experiment,
-    only_run_dir,
-    records,
-    run_cli,
-    write_experiment,
-)
+from tests.integration.fault_support import fault_load, sweep_with_fault
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_a_point_without_verify_steps_gives_no_accept_length(tmp_path: Path, home: Path) -> None:
-    port = free_port()
     # Six warm-up requests decode (the gauges then hold their last interval); every later one is prefill only.
-    load = {
-        "concurrency": [1],
-        "warmup": 6,
-        "requests": 4,
-        "max_tokens": 32,
-        "ignore_eos": True,
-        "temperature": 0,
-        "timeouts": {"connect": "2s", "first_token": "2s", "total": "5s"},
-    }
-    doc = local_experiment(
-        "idle", port, {"linear": "--algorithm linear --draft-tokens 5 --fault idle-window=6"}, load=load
-    )
-    doc["lossless"] = {"enabled": False}  # its probe's requests would come before the fault
-    path = write_experiment(tmp_path / "idle.yaml", doc)
-    results = tmp_path / "results"
-    proc = run_cli("sweep", str(path), "--results", str(results), env=cli_env(home))
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    (record,) = records(only_run_dir(results, "idle"))
+    load = fault_load(concurrency=[1], warmup=6, requests=4, max_tokens=32)
+    swept = sweep_with_fault(tmp_path, home, "idle", "--algorithm linear --draft-tokens 5 --fault idle-window=6", load)
+    (record,) = swept.records
     prom = record["server"]["prometheus"]
     assert prom["integrity"]["whole"] is True
     assert prom["details"]["verify_calls"] == 0 and prom["details"]["finished_requests"] == 4

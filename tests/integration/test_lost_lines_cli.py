@@ -16,40 +16,19 @@ import pytest
 
 from orchestrator.analysis import analyse
 from orchestrator.metrics import parse_window
-from tests.reliability.harness import (
-    cli_env,
-    free_port,
-    local_experiment,
-    only_run_dir,
-    records,
-    run_cli,
-    write_experiment,
-)
+from tests.integration.fault_support import fault_load, sweep_with_fault
+from tests.reliability.harness import cli_env, run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
 
 def test_a_window_whose_log_lost_lines_gives_no_log_figure_and_says_why(tmp_path: Path, home: Path) -> None:
-    port = free_port()
-    load = {
-        "concurrency": [2],
-        "warmup": 2,
-        "requests": 12,
-        "max_tokens": 48,
-        "ignore_eos": True,
-        "temperature": 0,
-        "timeouts": {"connect": "2s", "first_token": "2s", "total": "5s"},
-    }
+    load = fault_load(concurrency=[2], warmup=2, requests=12, max_tokens=48)
     # Requests 1-2 warm up; once the point's fourth is done (the 6th), the next 3 log lines are dropped.
-    variants = {"linear": "--algorithm linear --draft-tokens 5 --decode-log-interval 2 --fault journal-suppress=6:3"}
-    doc = local_experiment("lost", port, variants, load=load)
-    doc["lossless"] = {"enabled": False}  # its probe's requests would move the fault
-    path = write_experiment(tmp_path / "lost.yaml", doc)
-    results = tmp_path / "results"
-    proc = run_cli("sweep", str(path), "--results", str(results), env=cli_env(home))
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    run_dir = only_run_dir(results, "lost")
-    (record,) = records(run_dir)
+    spec = "--algorithm linear --draft-tokens 5 --decode-log-interval 2 --fault journal-suppress=6:3"
+    swept = sweep_with_fault(tmp_path, home, "lost", spec, load)
+    run_dir = swept.run_dir
+    (record,) = swept.records
     server = record["server"]
     window_text = (run_dir / record["window_file"]).read_text()
     assert "Suppressed 3 messages from " in window_text

@@ -32,6 +32,7 @@ def _a_home_of_its_own(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     in two pytest-xdist workers would refuse each other ("driven by another specsweep run")."""
     monkeypatch.setenv("HOME", str(home))
 
+
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "playbooks"
 

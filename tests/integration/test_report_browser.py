@@ -2,8 +2,11 @@
 ``specsweep report`` wrote, at a desktop's width (1280) and a phone's (390), and a script run in the page checks
 that every figure loaded (``naturalWidth > 0``), that nothing sticks out of the page's edge (the page does not
 scroll sideways, and no element reaches past the viewport unless a scrolling box of its own holds it) and that
-the winners' section is shown. A full-page screenshot of each width is kept for a person to look at; the test
-prints where.
+the winners' section is shown, that every plot's axes are labelled and show tick labels (each ``<img>``
+carries what its figure's axes say, ``data-axes``, orchestrator/report/axes.py: a numeric axis needs its label
+and numbers, a colour bar its label and numbers, a categorical one its category names), and that the part of
+each server command that differs between configurations is whole and visible at 1280 px. A full-page
+screenshot of each width is kept for a person to look at; the test prints where.
 
 Chromium is driven over the DevTools protocol on a loopback websocket (aiohttp's client): the viewport is set
 exactly (the command line's ``--window-size`` has a floor of 500 px), the page is a ``file://`` one whose figures
@@ -39,7 +42,7 @@ _CHECK = r"""
   const W = document.documentElement.clientWidth;
   const images = [...document.images].map(i => ({
     alt: i.alt.slice(0, 60), complete: i.complete, natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
-    right: i.getBoundingClientRect().right}));
+    right: i.getBoundingClientRect().right, axes: i.dataset.axes ? JSON.parse(i.dataset.axes) : null}));
   // An element is held when an ancestor of its own scrolls or clips it and that box is inside the page.
   const held = el => {
     for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
@@ -179,15 +182,80 @@ async def _open(url: str, page: Path, width: int, height: int, shot: Path) -> di
         return result
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The field report's run (44 points, every kind of figure and table) reported by the real CLI."""
-    run = shutil.copytree(RUNS / "field-report", tmp_path_factory.mktemp("browser") / "field-report")
+def _reported(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    run = shutil.copytree(RUNS / name, tmp_path_factory.mktemp("browser") / name)
     proc = run_cli("report", str(run), "--quiet", env=cli_env())
     assert proc.returncode == 0, proc.stderr
     page = Path(proc.stdout.strip())
     assert page == run / "report.html"
     return page
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The field report's run (44 points, every kind of figure and table) reported by the real CLI."""
+    return _reported(tmp_path_factory, "field-report")
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _numeric(ticks: list[str]) -> bool:
+    """Tick labels that are numbers (``1.5``, ``−2``, ``40%``, a log axis's ``$\\mathdefault{10^{2}}$``), not
+    category names (``linear``, ``ddtree(budget=7, topk=1)``)."""
+    return not any(_WORDS.search(t.replace("mathdefault", "")) for t in ticks)
+
+
+def axes_problems(images: list[dict[str, Any]]) -> list[str]:
+    """What a reader of the report could not read off a plot: an axis without tick labels, a numeric axis without
+    its label or numbers, a colour bar without its label or numbers; an image that does not say its axes."""
+    problems = []
+    for image in images:
+        where = image["alt"][:40]
+        if not image.get("axes"):
+            problems.append(f"{where}: says nothing of its axes (no data-axes)")
+            continue
+        for n, ax in enumerate(image["axes"]):
+            name = f"{where} [axes {n} {ax.get('title', '')!r}]"
+            sides = ["x", "y"]
+            if ax["colorbar"]:  # one axis: the one its numbers are on
+                sides = [max(("x", "y"), key=lambda s: len(ax[s]["ticks"]))]
+            for side in sides:
+                ticks, label = ax[side]["ticks"], ax[side]["label"]
+                if not ticks:
+                    problems.append(f"{name}: no tick labels on its {side} axis")
+                elif _numeric(ticks) and not label:
+                    problems.append(f"{name}: its {side} axis ({', '.join(ticks[:4])}) has no label")
+                elif _numeric(ticks) and sum(any(c.isdigit() for c in t) for t in ticks) < 2:
+                    problems.append(f"{name}: its {side} axis {label!r} shows fewer than two numbers: {ticks}")
+    return problems
+
+
+def test_axes_problems_finds_a_missing_label_missing_numbers_and_an_untagged_image() -> None:
+    """The rule the browser test applies, on the shapes it must refuse and accept (so it can fail)."""
+    good = {
+        "title": "",
+        "colorbar": False,
+        "x": {"label": "C", "ticks": ["1", "8"]},
+        "y": {"label": "", "ticks": ["ar", "linear"]},
+    }
+    bar = {
+        "title": "",
+        "colorbar": True,
+        "x": {"label": "", "ticks": []},
+        "y": {"label": "×AR", "ticks": ["0.5", "1.0"]},
+    }
+    assert axes_problems([{"alt": "ok", "axes": [good, bar]}]) == []
+    unlabelled = {**good, "x": {"label": "", "ticks": ["1", "8"]}}
+    no_numbers = {**good, "x": {"label": "time (ms)", "ticks": []}}
+    bare_bar = {**bar, "y": {"label": "", "ticks": ["0.5", "1.0"]}}
+    found = axes_problems([{"alt": "a", "axes": [unlabelled, no_numbers, bare_bar]}, {"alt": "b", "axes": None}])
+    assert found == [
+        "a [axes 0 '']: its x axis (1, 8) has no label",
+        "a [axes 1 '']: no tick labels on its x axis",
+        "a [axes 2 '']: its y axis (0.5, 1.0) has no label",
+        "b: says nothing of its axes (no data-axes)",
+    ]
 
 
 @pytest.mark.parametrize("name", list(WIDTHS))
@@ -206,6 +274,7 @@ def test_the_report_in_chromium_loads_every_figure_fits_the_page_and_shows_the_w
     assert len(images) == 6  # the field report's figures
     broken = [i["alt"] for i in images if not i["complete"] or i["natural"] <= 0 or i["shown"] <= 0]
     assert not broken, broken
+    assert not axes_problems(images), axes_problems(images)
     assert all(i["right"] <= width + 1 for i in images)
     assert result["scroll_width"] <= width, f"the page scrolls sideways: {result['scroll_width']} > {width}"
     assert not result["overflowing"], result["overflowing"][:5]
@@ -220,3 +289,15 @@ def test_the_report_in_chromium_loads_every_figure_fits_the_page_and_shows_the_w
     hidden = [d for d in differs if not d["whole"] or d["right"] > d["box_right"] + 1]
     if name == "desktop":
         assert not hidden, hidden[:3]
+        assert all(d["right"] <= width + 1 for d in differs), differs
+
+
+def test_every_plot_of_the_simulator_demos_report_has_labelled_axes_with_numbers(
+    browser: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A second run's report (the simulator demo: a chain and trees on one host), its plots read in Chromium."""
+    page = _reported(tmp_path_factory, "sim-demo")
+    result = asyncio.run(_open(browser, page, *WIDTHS["desktop"], page.parent / "screenshot-desktop-1280.png"))
+    images = result["images"]
+    assert images and all(i["axes"] for i in images), [i["alt"] for i in images]
+    assert not axes_problems(images), axes_problems(images)

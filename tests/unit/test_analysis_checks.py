@@ -160,6 +160,7 @@ def test_every_check_is_named_and_documented() -> None:
         "too_few_requests",
         "missing_baseline",
         "unreadable_records",
+        "overlapping_runs",
         "lossless",
         "runaway_outputs",
         "schedule_ignored",

@@ -55,7 +55,8 @@ def init(
     if as_json:
         typer.echo(json.dumps({"file": str(target), "engine": engine, "host": kind, "name": name}))
         return
-    console.print(f"wrote {target} ({engine} on a {kind} host)", markup=False, soft_wrap=True)
+    where = {"ssh": "on an SSH host", "local": "on this machine"}.get(kind, f"on a {kind} host")
+    console.print(f"wrote {target} ({engine} {where})", markup=False, soft_wrap=True)
     console.print(
         f"next: edit it (the comments say what each key does), then `specsweep validate {target}`, "
         f"`specsweep plan {target}`, `specsweep sweep {target}`",

@@ -141,7 +141,7 @@ def ls(
 
     from orchestrator.errors import ConfigError
     from orchestrator.runs.identity import RUN_KINDS, parse_kinds, run_kind
-    from orchestrator.runs.runref import all_runs, kinds_text, of_kinds, results_root, runs_of
+    from orchestrator.runs.runref import all_runs, kinds_text, of_kinds, results_root, runs_of, where_else
 
     kinds = parse_kinds(kind)
 
@@ -177,6 +177,8 @@ def ls(
     if not runs:
         what_runs = "runs" if kinds == frozenset(RUN_KINDS) else f"{kinds_text(kinds)} runs"
         hint = "".join(f"; {n} {k} run{'s' if n != 1 else ''}: --kind {k} lists them" for k, n in others.items())
+        if not every and what is None and results is None:  # none here at all: maybe beside a file below
+            hint += where_else(root)
         console.print(
             f"no {what_runs} under {root}" + (f" of {what}" if what else "") + hint, soft_wrap=True, markup=False
         )
