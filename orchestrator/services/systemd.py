@@ -301,6 +301,8 @@ class SystemdService:
         self._label = ""
         self._marker_ready = False
         self.start_cursor: str | None = None
+        #: The invocation ``apply`` restarted away from: its lines are nobody's window (see ``journal_since``).
+        self._replaced_invocation = ""
 
     def __repr__(self) -> str:
         return f"SystemdService({self.host.name!r}, {self.unit!r}, mode={self.mode!r})"
@@ -332,6 +334,9 @@ class SystemdService:
         self.host.write_text(target, text, 0o644)
         before = self.state()
         self.start_cursor = self.journal_cursor()
+        # A server still starting when the restart came may log (its ready line, say) after this cursor and
+        # before it is stopped; those lines belong to the old invocation, and journal_since leaves them out.
+        self._replaced_invocation = before.invocation_id
         u = shell_quote(self.unit)
         result = self.host.run(
             f"systemctl daemon-reload && {{ systemctl reset-failed {u} 2>/dev/null; true; }} && "
@@ -426,7 +431,8 @@ class SystemdService:
         )
         result = self.host.run(
             "journalctl --sync 2>/dev/null; "
-            f"journalctl -q -u {shell_quote(self.unit)} -o json --output-fields=MESSAGE --no-pager{start}{probe}"
+            f"journalctl -q -u {shell_quote(self.unit)} -o json --output-fields=MESSAGE,_SYSTEMD_INVOCATION_ID "
+            f"--no-pager{start}{probe}"
         )
         stdout, _, first = result.stdout.partition(f"\n{_GAP_MARK}\n")
         if not first and stdout.startswith(f"{_GAP_MARK}\n"):
@@ -450,6 +456,8 @@ class SystemdService:
             if entry_cursor == cursor:
                 continue
             new_cursor = entry_cursor or new_cursor
+            if self._replaced_invocation and entry.get("_SYSTEMD_INVOCATION_ID") == self._replaced_invocation:
+                continue  # the replaced server's last words, not this start's (apply)
             lines.append(_message(entry.get("MESSAGE")))
         return LogChunk(self._redact("".join(line + "\n" for line in lines)), new_cursor, lost)
 

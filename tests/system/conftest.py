@@ -94,11 +94,12 @@ class SimUnit:
 _counter = itertools.count(1)
 
 
-def install_sim_unit(host: TestHost, *, running: bool = False) -> SimUnit:
+def install_sim_unit(host: TestHost, *, running: bool = False, command: str | None = None) -> SimUnit:
+    """``command``: the unit's original ExecStart (the simulator on the unit's port unless given)."""
     n = next(_counter)
     unit = f"specsweep-sim{n}.service"
     port = 30000 + n
-    command = sim_command(port)
+    command = command or sim_command(port)
     text = f"[Unit]\nDescription=specsweep test simulator {n}\n\n[Service]\nExecStart={command}\n"
     host.admin(
         f"cat > /etc/systemd/system/{unit} <<'EOF'\n{text}EOF\nsystemctl daemon-reload"

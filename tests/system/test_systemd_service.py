@@ -10,8 +10,8 @@ import pytest
 from orchestrator.errors import StartFailed
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import SystemdService
-from tests.system.conftest import SimUnit
-from tests.system.support import deployment, etc_snapshot, sim_command, unit_snapshot, wait_for
+from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
+from tests.system.support import TestHost, deployment, etc_snapshot, sim_command, unit_snapshot, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -77,6 +77,32 @@ def test_restore_restarts_a_unit_that_was_running_with_its_own_configuration(run
     after = unit_snapshot(host, sim.unit)
     assert after["ExecStart"] == unit_before["ExecStart"]
     assert after == {**unit_before, "ActiveState": "active", "SubState": "running"}
+
+
+def test_the_replaced_servers_last_lines_are_not_in_the_new_starts_window(testhost: TestHost) -> None:
+    """A server still running when apply restarts the unit says, as it is stopped, that it is ready (as a
+    server that finished loading in that moment would). That line is the old invocation's: the new start's
+    window leaves it out, so the health wait does not take it for the new server's and give up while the new
+    one is still binding its port (a flake of a busy machine: "says it is ready, but ... refuses connections")."""
+    ready = "The server is fired up and ready to roll!"
+    old = f"/bin/sh -c 'trap \"echo {ready}; exit 0\" TERM; echo old-loading; while :; do sleep 0.1; done'"
+    sim = install_sim_unit(testhost, running=True, command=old)
+    try:
+        assert wait_for(lambda: "old-loading" in testhost.admin(f"journalctl -u {sim.unit} -o cat").stdout)
+        service = SystemdService(testhost.ssh(), sim.unit)
+        try:
+            # The new server binds its port a few seconds after it starts (a slow import on a busy host).
+            service.apply(deployment(f"/bin/sh -c 'sleep 3; exec {sim_command(sim.port)}'"))
+            report = wait_until_healthy(service, sim.url, ["/health"], timeout=60)
+            assert report.status_code == 200
+            window = service.journal_since(service.start_cursor or "")
+            assert window.count(ready) == 1  # the new server's, and not the old one's as well
+            said = testhost.admin(f"journalctl -u {sim.unit} -o cat --cursor='{service.start_cursor}'").stdout
+            assert said.count(ready) == 2  # the old one did say it, after the cursor was taken
+        finally:
+            service.restore()
+    finally:
+        remove_sim_unit(sim)
 
 
 def test_fail_start_is_reported_with_the_traceback(sim_unit: SimUnit) -> None:
