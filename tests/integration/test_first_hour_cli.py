@@ -144,7 +144,11 @@ def test_the_best_table_names_what_each_winner_ties_with_and_beats_at_80_columns
     section = text[text.index("best configuration at each load") :]
     section = section[: re.search(r"^(error|warning|how it was made)", section, re.M).start()]  # type: ignore[union-attr]
     assert max(len(line.rstrip()) for line in section.splitlines()) <= 80, section
-    assert "tied with" in section and "over" in section, section
+    # The "tied with" column stands when the answer has a tie, and only then (whether this machine told the linear
+    # drafter and the topk=1 tree apart is the measurement's: tests/unit/test_best_table.py renders a certain tie).
+    header = section.splitlines()[1]
+    assert ("tied with" in header) == any(len(t) for t in best["tied"]), section
+    assert "over" in header, section
     left_out = next((line for line in section.splitlines() if line.startswith("left out at this width")), "")
     assert "tied with" not in left_out and "over" not in left_out, left_out
     assert "×AR" in left_out  # the ratios go first
@@ -152,7 +156,7 @@ def test_the_best_table_names_what_each_winner_ties_with_and_beats_at_80_columns
     assert [r["load"] for r in rows] == list(best["load_label"]), rows
     for row, (_i, expected) in zip(rows, best.iterrows(), strict=True):
         assert row["best"] == expected["label"], (row, section)
-        assert _names(row["tied with"]) == list(expected["tied"]), (row, section)
+        assert _names(row.get("tied with", "")) == list(expected["tied"]), (row, section)
         others = {"autoregressive", LINEAR, TREE, "slow"} - {expected["label"], *expected["tied"]}
         assert set(_names(row.get("over", ""))) == others, (row, section)
         assert "slow" in others
