@@ -9,6 +9,8 @@
 # Usage:
 #   scripts/get-llama-server.sh            # fetch/build what is missing, then print the paths
 #   scripts/get-llama-server.sh --print    # only print the paths; exit 1 if anything is missing
+#   scripts/get-llama-server.sh --source   # only unpack the llama.cpp tree (the contract tests read it)
+#                                          # and print LLAMA_CPP_SRC=...; no build, no model
 #   eval "$(scripts/get-llama-server.sh)"  # sets LLAMA_SERVER and LLAMA_MODEL
 #
 # Only the two `LLAMA_SERVER=...` / `LLAMA_MODEL=...` lines go to stdout; progress goes to stderr.
@@ -85,12 +87,12 @@ case "${1:-}" in
         model_is_present || log "model not fetched (run scripts/get-llama-server.sh)"
         exit 1
         ;;
-    "") ;;
+    ""|--source) ;;
     -h|--help)
-        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
-    *) die "unknown argument: $1 (expected --print or nothing)" ;;
+    *) die "unknown argument: $1 (expected --print, --source or nothing)" ;;
 esac
 
 mkdir -p "$CACHE"
@@ -211,6 +213,12 @@ EOF
     log "model verified: $MODEL"
 }
 
+if [[ ${1:-} == --source ]]; then
+    ensure_build_tools  # the contract tests compile pieces of the tree
+    fetch_source
+    printf 'LLAMA_CPP_SRC=%q\n' "$SRC"
+    exit 0
+fi
 build_server
 fetch_model
 print_paths

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine_setup import marker_stages, wait_for
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,6 +57,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test that needs a real engine waits for scripts/test.sh's background set-up of it (tests/engine_setup.py)
+    here, outside its own time limit (pytest-timeout's timer starts inside this wrapper)."""
+    for stage in marker_stages({mark.name for mark in item.iter_markers()}):
+        wait_for(stage)
+    yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test whose engine is not there is skipped, with the reason (not built, its set-up failed, ...)."""
+    names = {mark.name for mark in item.iter_markers()}
+    if "llamacpp_tree" in names:
+        from tests.contract.llamacpp_timings import llama_cpp_tree
+
+        reason = llama_cpp_tree()
+        if isinstance(reason, str):
+            pytest.skip(reason)
+    if "llamacpp" in names:
+        from tests.integration.llamacpp_support import built_paths
+
+        reason = built_paths()
+        if isinstance(reason, str):
+            pytest.skip(reason)
+    if "vllm" in names:
+        from tests.integration.vllm_support import engine_paths
+
+        reason = engine_paths()
+        if isinstance(reason, str):
+            pytest.skip(reason)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -27,10 +27,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
-__all__ = ["LLAMA_CPP", "compile_harness", "print_timings"]
+__all__ = ["LLAMA_CPP", "compile_harness", "llama_cpp_tree", "print_timings"]
 
 LLAMA_CPP = (
     Path(os.environ.get("SPECSWEEP_CACHE", Path.home() / ".cache" / "specsweep"))
@@ -39,6 +40,22 @@ LLAMA_CPP = (
     / "vendor"
     / "llama.cpp"
 )
+
+
+def llama_cpp_tree() -> Path | str:
+    """The llama.cpp tree, or why the tests that read it skip (the ``llamacpp_tree`` marker; scripts/test.sh
+    unpacks it beside the running suite, tests/engine_setup.py)."""
+    from tests.engine_setup import wait_for
+
+    stage = wait_for("llama-source")
+    if stage is not None and not stage.ok:
+        return stage.reason
+    if shutil.which("c++") is None:
+        return "no C++ compiler (c++) to build the llama.cpp harness"
+    if not all((LLAMA_CPP / "tools" / "server" / name).exists() for name in ("server-context.cpp", "server-task.cpp")):
+        return f"the llama.cpp tree is not at {LLAMA_CPP}: run scripts/get-llama-server.sh --source"
+    return LLAMA_CPP
+
 
 _HARNESS = r"""
 #include <cassert>

@@ -16,7 +16,6 @@ prints 3.00, which 700 to 703 steps all give); ``acc per pos`` (at ``-lv 4``) na
 from __future__ import annotations
 
 import random
-import shutil
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,9 @@ import pytest
 from orchestrator.engines.llamacpp.log import aggregate_llamacpp, parse_llamacpp
 from orchestrator.engines.samples import LlamaRequestSample, recover_steps
 from orchestrator.metrics import parse_window
-from tests.contract.llamacpp_timings import LLAMA_CPP, compile_harness, print_timings
+from tests.contract.llamacpp_timings import compile_harness, print_timings
 
-pytestmark = pytest.mark.skipif(
-    not (LLAMA_CPP / "tools" / "server" / "server-context.cpp").exists() or shutil.which("c++") is None,
-    reason="the llama.cpp tree (scripts/get-llama-server.sh unpacks it) or a C++ compiler is missing",
-)
+pytestmark = pytest.mark.llamacpp_tree  # skipped, with the reason, without the tree or a compiler (tests/conftest.py)
 
 Steps = list[tuple[int, int]]
 

@@ -17,7 +17,6 @@ hold the true one.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ import pytest
 from orchestrator.metrics import scrape_delta
 from orchestrator.metrics.prometheus import process_start
 from tests.contract.llamacpp_metrics import compile_metrics, metrics_text
-from tests.contract.llamacpp_timings import LLAMA_CPP
 from tests.contract.test_vllm_contract import CURRENT, Interval, Truth, run, vllm_sources
 from tests.reliability.harness import cli_env, run_cli
 
@@ -94,10 +92,7 @@ def test_one_process_scraped_twice_is_whole_and_exact(current: Path) -> None:
     assert {e["kind"] for e in window.exactness.values()} == {"exact"}
 
 
-needs_llamacpp = pytest.mark.skipif(
-    not (LLAMA_CPP / "tools" / "server" / "server-task.cpp").exists() or shutil.which("c++") is None,
-    reason="the llama.cpp tree (scripts/get-llama-server.sh unpacks it) or a C++ compiler is missing",
-)
+needs_llamacpp = pytest.mark.llamacpp_tree  # skipped, with the reason, without the tree or a compiler
 
 
 @pytest.fixture(scope="module")

@@ -17,24 +17,38 @@ The first two come from the runner's own comparison (``server.sources``), the th
 
 from __future__ import annotations
 
+import functools
 import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from orchestrator.runs.store import Record
+from tests.engine_setup import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "get-llama-server.sh"
 
 
+@functools.cache
 def built_paths() -> tuple[str, str] | str:
-    """(llama-server, model) from ``get-llama-server.sh --print``, or why they are not available."""
+    """(llama-server, model) from ``get-llama-server.sh --print``, or why they are not available. Where
+    scripts/test.sh builds llama.cpp beside the suite, this waits for that build first (tests/engine_setup.py)."""
+    stage = wait_for("llama")
+    if stage is not None and not stage.ok:
+        return stage.reason
     proc = subprocess.run(["bash", str(SCRIPT), "--print"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return "llama-server or its model is not built: run scripts/get-llama-server.sh"
     values = {k: shlex.split(v)[0] for k, _, v in (line.partition("=") for line in proc.stdout.splitlines())}
     return values["LLAMA_SERVER"], values["LLAMA_MODEL"]
+
+
+def paths() -> tuple[str, str]:
+    """(llama-server, model) for a test that runs (tests/conftest.py skipped it otherwise)."""
+    found = built_paths()
+    assert not isinstance(found, str), found
+    return found
 
 
 def _per_pass(tokens: Any, accepted: Any) -> float | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import pathlib
 import re
-import shlex
 import signal
 import socket
 import subprocess
@@ -23,8 +22,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "get-llama-server.sh"
+from tests.integration.llamacpp_support import paths
 
 # `slot print_timing: id  3 | task 1 | draft acceptance = 0.64706 (   66 accepted /   102 generated), mean len =  3.54`
 DRAFT_ACCEPTANCE = re.compile(
@@ -46,23 +44,7 @@ READY_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 300.0
 
 
-def _built_paths() -> tuple[str, str] | str:
-    """(binary, model) from the script's --print, or the reason they are not available."""
-    if not SCRIPT.exists():
-        return f"{SCRIPT.name} is missing"
-    proc = subprocess.run(["bash", str(SCRIPT), "--print"], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        return "llama-server or its model is not built: run scripts/get-llama-server.sh"
-    # The script prints `NAME=value` lines with shell-quoted values, for `eval`.
-    values = {k: shlex.split(v)[0] for k, _, v in (line.partition("=") for line in proc.stdout.splitlines())}
-    return values["LLAMA_SERVER"], values["LLAMA_MODEL"]
-
-
-_PATHS = _built_paths()
-pytestmark = [
-    pytest.mark.llamacpp,
-    pytest.mark.skipif(isinstance(_PATHS, str), reason=_PATHS if isinstance(_PATHS, str) else ""),
-]
+pytestmark = pytest.mark.llamacpp  # skipped, with the reason, where llama-server is not built (tests/conftest.py)
 
 
 @dataclass
@@ -111,8 +93,7 @@ def _free_port() -> int:
 
 
 def _start_server(tmp_dir: pathlib.Path, extra_args: list[str]) -> Iterator[Server]:
-    assert not isinstance(_PATHS, str)
-    binary, model = _PATHS
+    binary, model = paths()
     port = _free_port()
     log_path = tmp_dir / "llama-server.log"
     # One thread: on a shared 2-core machine, two spinning compute threads slow to a crawl when

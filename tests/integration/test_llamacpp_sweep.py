@@ -25,12 +25,10 @@ from orchestrator.analysis import analyse
 from orchestrator.hosts import LocalHost
 from orchestrator.runs.store import RunStore
 from orchestrator.services import ProcessService
-from tests.integration.llamacpp_support import REPO, built_paths, disagreements, shared_figures
+from tests.integration.llamacpp_support import REPO, disagreements, paths, shared_figures
 
-PATHS = built_paths()
 pytestmark = [
     pytest.mark.llamacpp,
-    pytest.mark.skipif(isinstance(PATHS, str), reason=PATHS if isinstance(PATHS, str) else ""),
     pytest.mark.timeout(600),
 ]
 
@@ -45,8 +43,7 @@ def _free_port() -> int:
 
 def _cache_dir() -> Path:
     """The cache the script printed its paths from (``<cache>/build/llama.cpp-*/bin/llama-server``)."""
-    assert not isinstance(PATHS, str)
-    return Path(PATHS[0]).parents[3]
+    return Path(paths()[0]).parents[3]
 
 
 def small_copy(tmp_path: Path) -> Path:
@@ -64,9 +61,8 @@ def small_copy(tmp_path: Path) -> Path:
 
 def test_the_shipped_file_points_at_the_scripts_cache() -> None:
     doc = yaml.safe_load(SWEEP.read_text())
-    assert not isinstance(PATHS, str)
     cache = str(_cache_dir())
-    for var, path in (("llama_server", PATHS[0]), ("llama_model", PATHS[1])):
+    for var, path in (("llama_server", paths()[0]), ("llama_model", paths()[1])):
         default = doc["vars"][var]
         # what sh makes of the var with only SPECSWEEP_CACHE set is the path the script printed
         expanded = subprocess.run(

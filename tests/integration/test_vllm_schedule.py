@@ -22,13 +22,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_vllm_sweep import PATHS, SWEEP, _free_port
-from tests.integration.vllm_support import REPO
+from tests.integration.test_vllm_sweep import SWEEP, _free_port
+from tests.integration.vllm_support import REPO, paths
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.xdist_group("vllm"),
-    pytest.mark.skipif(isinstance(PATHS, str), reason=PATHS if isinstance(PATHS, str) else ""),
     pytest.mark.timeout(900),
 ]
 
@@ -61,13 +60,12 @@ def _experiment(tmp_path: Path) -> Path:
 
 
 def test_the_engines_counters_show_the_scheduled_k_at_each_load(tmp_path: Path) -> None:
-    assert not isinstance(PATHS, str)
     path = _experiment(tmp_path)
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
-        "VLLM_PYTHON": PATHS[0],
-        "VLLM_MODEL": PATHS[1],
+        "VLLM_PYTHON": paths()[0],
+        "VLLM_MODEL": paths()[1],
         "COLUMNS": "200",
     }
     sweep = subprocess.run(

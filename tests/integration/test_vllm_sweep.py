@@ -27,13 +27,11 @@ from orchestrator.analysis import analyse
 from orchestrator.hosts import LocalHost
 from orchestrator.runs.store import RunStore
 from orchestrator.services import ProcessService
-from tests.integration.vllm_support import REPO, counter_oracle, engine_paths, three_sources
+from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
 
-PATHS = engine_paths()
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.xdist_group("vllm"),
-    pytest.mark.skipif(isinstance(PATHS, str), reason=PATHS if isinstance(PATHS, str) else ""),
     pytest.mark.timeout(1200),
 ]
 
@@ -62,11 +60,10 @@ def small_copy(tmp_path: Path) -> tuple[Path, int]:
 
 def test_the_shipped_file_finds_the_scripts_engine() -> None:
     doc = yaml.safe_load(SWEEP.read_text())
-    assert not isinstance(PATHS, str)
-    for var, path in (("vllm_python", PATHS[0]), ("vllm_model", PATHS[1])):
+    for var, path in (("vllm_python", paths()[0]), ("vllm_model", paths()[1])):
         expanded = subprocess.run(
             ["sh", "-c", f'printf %s "{doc["vars"][var]}"'],
-            env={"PATH": os.environ.get("PATH", ""), "VLLM_PYTHON": PATHS[0], "VLLM_MODEL": PATHS[1]},
+            env={"PATH": os.environ.get("PATH", ""), "VLLM_PYTHON": paths()[0], "VLLM_MODEL": paths()[1]},
             capture_output=True,
             text=True,
             check=True,

@@ -32,13 +32,11 @@ from orchestrator.experiment.schema import load_experiment
 from orchestrator.report import build_report
 from orchestrator.runs.store import Record, RunStore
 from orchestrator.sweep.runner import SweepOptions, run_sweep
-from tests.integration.llamacpp_support import built_paths, disagreements, shared_figures
+from tests.integration.llamacpp_support import disagreements, paths, shared_figures
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
 
-PATHS = built_paths()
 pytestmark = [
     pytest.mark.llamacpp,
-    pytest.mark.skipif(isinstance(PATHS, str), reason=PATHS if isinstance(PATHS, str) else ""),
     pytest.mark.timeout(900),
 ]
 
@@ -55,8 +53,7 @@ SYNTH_TOLERANCE = 0.10  # synthetic mean length against L
 @pytest.fixture(scope="module")
 def llama_unit(testhost: TestHost) -> Iterator[TestHost]:
     """llama-server installed (stopped) as a unit on the test host; removed afterwards whatever happened."""
-    assert not isinstance(PATHS, str)
-    server, model = PATHS
+    server, model = paths()
     # The binary must run inside the container (shared libraries such as libgomp come from the overlay).
     version = testhost.admin(f"'{server}' --version 2>&1", check=False)
     assert version.returncode == 0, f"llama-server does not run on the test host:\n{version.stdout}"
@@ -79,8 +76,7 @@ def llama_unit(testhost: TestHost) -> Iterator[TestHost]:
 def experiment_file(
     tmp_path: Path, host: TestHost, name: str, variants: dict[str, Any], load: dict[str, Any], **extra: Any
 ) -> Path:
-    assert not isinstance(PATHS, str)
-    server, model = PATHS
+    server, model = paths()
     doc: dict[str, Any] = {
         "name": name,
         "host": {"ssh": f"root@{host.guest_ip}", "identity_file": host.key, "known_hosts": host.known_hosts},

