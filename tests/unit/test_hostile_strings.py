@@ -167,16 +167,27 @@ def test_the_seed_documents_are_valid(tmp_path: Path, doc: str) -> None:
     _load(tmp_path, doc)
 
 
-@pytest.mark.parametrize("kind", list(EVERYWHERE))
-@pytest.mark.parametrize(("doc", "old", "new", "key"), FIELDS, ids=[f[3] + f"-{i}" for i, f in enumerate(FIELDS)])
+def _inside_a_string(new: str) -> bool:
+    return "{python} BAD" in new or "sim BAD" in new or "py BAD" in new
+
+
+# Every field with every kind, but a YAML tag (binary-nul) where the field's value is part of a longer string:
+# a tag cannot stand there, so that case does not exist (it was a skip in every run).
+HOSTILE = [
+    pytest.param(*field, kind, id=f"{field[3]}-{i}-{kind}")
+    for kind in EVERYWHERE
+    for i, field in enumerate(FIELDS)
+    if not (kind == "binary-nul" and _inside_a_string(field[2]))
+]
+
+
+@pytest.mark.parametrize(("doc", "old", "new", "key", "kind"), HOSTILE)
 def test_surrogates_and_nul_are_refused_in_every_field(
     tmp_path: Path, doc: str, old: str, new: str, key: str, kind: str
 ) -> None:
     bad = EVERYWHERE[kind]
-    if "{python} BAD" in new or "sim BAD" in new or "py BAD" in new:  # inside a longer string
+    if _inside_a_string(new):
         bad = bad.strip('"')
-        if kind == "binary-nul":
-            pytest.skip("a tag cannot stand inside a string")
     error = _refused(tmp_path, doc.replace(old, new.replace("BAD", bad)), key)
     assert error.exit_code == 2
 
