@@ -13,8 +13,9 @@ from rich.console import Console
 
 from orchestrator.analysis import analyse
 from orchestrator.cli.summary import best_table
-from orchestrator.runs.store import Record, RunStore
+from orchestrator.runs.store import RunStore
 from tests.integration.test_first_hour_cli import _best_rows, _names
+from tests.unit.synthetic_runs import append_point
 
 LOADS = [1, 2]
 REPEATS = 3  # an interval needs repeats; each repeat moves by a fixed +-1% (no randomness)
@@ -49,35 +50,11 @@ def _run(root: Path, *, tie: bool) -> Path:
             per_user *= 0.8  # clearly behind the linear drafter: no tie anywhere
         for load, repeat in itertools.product(LOADS, range(1, REPEATS + 1)):
             tok_s = per_user * load * (1.0 + (repeat - 2) / 100)
-            store.append(
-                Record(
-                    run_id=store.run_id,
-                    experiment="best",
-                    deployment_id=f"d-{index}",
-                    point_id=f"p-{index}-{load}-{repeat}",
-                    config_hash=f"c-{index}",
-                    host="gpu-box",
-                    variant=variant,
-                    params=params,
-                    mode="concurrency",
-                    concurrency=load,
-                    repeat=repeat,
-                    status="ok",
-                    started_at="2026-01-01T00:00:00Z",
-                    finished_at="2026-01-01T00:00:10Z",
-                    baseline=variant in ("autoregressive", "linear"),
-                    client={
-                        "requests": 32,
-                        "output_tok_s": tok_s,
-                        "output_tok_s_se": tok_s * 0.01,
-                        "per_user_tok_s": tok_s / load,
-                        "per_user_tok_s_se": tok_s / load * 0.01,
-                        "ttft_ms_p50": 20.0,
-                        "itl_ms_p50": 10.0,
-                    },
-                    server=None,
-                )
-            )
+            baseline = variant in ("autoregressive", "linear")
+            append_point(
+                store, "best", index=index, variant=variant, params=params, load=load, repeat=repeat,
+                tok_s=tok_s, baseline=baseline, rel_se=0.01, requests=32,
+            )  # fmt: skip
     store.set_state("done")
     store.release()
     return store.path

@@ -18,7 +18,8 @@ from matplotlib.text import Annotation
 from orchestrator.analysis import analyse
 from orchestrator.analysis.result import Analysis
 from orchestrator.report import build_report, figures
-from orchestrator.runs.store import Record, RunStore
+from orchestrator.runs.store import RunStore
+from tests.unit.synthetic_runs import append_point
 
 LOADS = [1, 4]
 REPEATS = 2
@@ -51,35 +52,12 @@ def _run(root: Path, configs: int = CONFIGS) -> Path:
             for repeat in range(1, REPEATS + 1):
                 # Distinct throughputs: configuration i is about (1 + i / 100) times AR, so the ranking is known.
                 tok_s = 100.0 * load * (1.0 + index / 100) * rng.uniform(0.999, 1.001)
-                store.append(
-                    Record(
-                        run_id=store.run_id,
-                        experiment="scale",
-                        deployment_id=f"d-{index}",
-                        point_id=f"p-{index}-{load}-{repeat}",
-                        config_hash=f"c-{index}",
-                        host="gpu-box",
-                        variant=variant,
-                        params=params,
-                        mode="concurrency",
-                        concurrency=load,
-                        repeat=repeat,
-                        status="ok",
-                        started_at="2026-01-01T00:00:00Z",
-                        finished_at="2026-01-01T00:00:10Z",
-                        baseline=variant == "autoregressive",
-                        client={
-                            "requests": 64,
-                            "output_tok_s": tok_s,
-                            "output_tok_s_se": tok_s * 0.001,
-                            "per_user_tok_s": tok_s / load,
-                            "per_user_tok_s_se": tok_s / load * 0.001,
-                            "ttft_ms_p50": 20.0 * load,
-                            "itl_ms_p50": 10.0,
-                        },
-                        server={"engine": "sglang", "accept_len": 2.0 + index / 100} if params else None,
-                    )
-                )
+                server = {"engine": "sglang", "accept_len": 2.0 + index / 100} if params else None
+                baseline = variant == "autoregressive"
+                append_point(
+                    store, "scale", index=index, variant=variant, params=params, load=load, repeat=repeat,
+                    tok_s=tok_s, baseline=baseline, server=server,
+                )  # fmt: skip
     store.set_state("done")
     store.release()
     return store.path
