@@ -71,25 +71,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test whose engine is not there is skipped, with the reason (not built, its set-up failed, ...)."""
-    names = {mark.name for mark in item.iter_markers()}
-    if "llamacpp_tree" in names:
-        from tests.contract.llamacpp_timings import llama_cpp_tree
+    from tests.contract.llamacpp_timings import llama_cpp_tree
+    from tests.integration.llamacpp_support import built_paths
+    from tests.integration.vllm_support import engine_paths
 
-        reason = llama_cpp_tree()
-        if isinstance(reason, str):
-            pytest.skip(reason)
-    if "llamacpp" in names:
-        from tests.integration.llamacpp_support import built_paths
-
-        reason = built_paths()
-        if isinstance(reason, str):
-            pytest.skip(reason)
-    if "vllm" in names:
-        from tests.integration.vllm_support import engine_paths
-
-        reason = engine_paths()
-        if isinstance(reason, str):
-            pytest.skip(reason)
+    lookups = {"llamacpp_tree": llama_cpp_tree, "llamacpp": built_paths, "vllm": engine_paths}
+    for name in sorted({mark.name for mark in item.iter_markers()} & lookups.keys()):
+        found = lookups[name]()
+        if isinstance(found, str):
+            pytest.skip(found)
 
 
 @pytest.fixture(autouse=True, scope="session")
