@@ -19,7 +19,8 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
   (``start_patterns``: a window holding one holds two processes, see ``orchestrator.metrics.window``);
 - the stats tick: ``tick_patterns`` (a line the engine prints once per stats interval) and
   :meth:`stats_interval` (seconds between them for a server started with a given command and environment): a
-  window is closed by the first tick after its load ends (``orchestrator.sweep.closing``);
+  window is closed by the first tick after its load ends (``orchestrator.sweep.closing``); ``idle_tick_patterns``
+  (a tick of an empty engine that did nothing in its interval) close it too when the engine then stops ticking;
 - per-response figures: ``response_sources`` and :meth:`request_extras` (the body fields that ask for them);
 - ``init_flags``: what ``specsweep init`` writes for this engine.
 
@@ -86,6 +87,7 @@ class Engine(Protocol):
     start_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     init_flags: Mapping[str, str]
     tick_patterns: tuple[re.Pattern[str], ...]
+    idle_tick_patterns: tuple[re.Pattern[str], ...]
 
     def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None: ...
 
@@ -130,6 +132,11 @@ class EngineBase:
     #: Lines the engine prints once per stats interval (searched line by line, ``re.MULTILINE``): an interval
     #: line covers what happened since the previous tick, so the tick after a load ends closes its window.
     tick_patterns: tuple[re.Pattern[str], ...] = ()
+    #: Tick lines of an engine that did nothing in the interval and holds no request at the tick (a ``engine``
+    #: group in both kinds of pattern tells one engine's ticks from another's): an engine that logs such ticks
+    #: at DEBUG once the interval before was idle too (vLLM) goes quiet at INFO, and a window whose every
+    #: engine's last tick is one of these holds all it did (``orchestrator.sweep.closing``).
+    idle_tick_patterns: tuple[re.Pattern[str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.family:

@@ -7,9 +7,15 @@ missed 19 drafts of 537). So after the load, when the engine declares ticks (``E
 ``Engine.stats_interval``: orchestrator/engines/base.py) and the window already shows one (the engine prints
 them at this log level), :func:`close_window` reads the window again until a tick line appears after the text
 the load left, bounded by the interval (with slack for a loaded event loop). The tick found closes the window;
-the lines printed with it (the spec line right after the Engine line) are waited for briefly too. No tick in
-time: the window stays open, and ``parse_window``'s caller marks its log figures partial
-(:func:`orchestrator.metrics.window.mark_open_end`), so the frame takes a whole source.
+the lines printed with it (the spec line right after the Engine line) are waited for briefly too. The window is
+read first thing when the load ends, so a tick after that text is one after the load's end. That read may still
+come late (a loaded machine, a short interval): vLLM's tick after the load and the idle one after it may both be
+in it already, and then no tick follows at INFO (an interval idle after an idle one is logged at DEBUG,
+vllm/v1/metrics/loggers.py LoggingStatLogger._update_stats and log). So when no tick comes in time but every
+engine's last tick in the window says it did nothing and holds no request (``Engine.idle_tick_patterns``), the
+window is closed all the same (``Closed.idle``): anything the engine did after such a tick would have been
+logged at INFO within the wait. Otherwise the window stays open, and ``parse_window``'s caller marks its log
+figures partial (:func:`orchestrator.metrics.window.mark_open_end`), so the frame takes a whole source.
 
 The window's start is the same question the other way round: an interval line covers the time since the previous
 tick, so the window's first line may hold what ran before the window (a warm-up, the lossless probe, the previous
@@ -30,7 +36,7 @@ from typing import Protocol
 
 from orchestrator.engines.registry import get_engine
 
-__all__ = ["Closed", "Opened", "close_window", "open_window", "tick_after", "wait_bound"]
+__all__ = ["Closed", "Opened", "close_window", "idle_at_end", "open_window", "tick_after", "wait_bound"]
 
 #: Seconds a tick may come after its interval ends (the stats loop's sleep plus a busy event loop's delay).
 SLACK_S = 1.5
@@ -47,6 +53,8 @@ class Closed:
     closed: bool | None
     waited_s: float = 0.0
     interval_s: float | None = None
+    #: closed by the engines' idle ticks when no tick came after the load (the module docstring)
+    idle: bool = False
 
     def open_detail(self) -> str | None:
         """Why the window is open (for the integrity reason), or None when it is closed or not tick-based."""
@@ -81,6 +89,24 @@ def _ticks(
     spec = get_engine(engine)
     patterns = tuple(getattr(spec, "tick_patterns", ()) or ())
     return patterns, (spec.stats_interval(command, environment) if patterns else None)
+
+
+def idle_at_end(engine: str, text: str) -> bool:
+    """Whether every engine's last tick line in ``text`` is an idle one (``Engine.idle_tick_patterns``: it did
+    nothing in its interval and holds no request); False when ``text`` has no tick or the engine names no idle
+    tick. A pattern's ``engine`` group tells the engines apart (none: one engine)."""
+    spec = get_engine(engine)
+    ticks = tuple(getattr(spec, "tick_patterns", ()) or ())
+    idle = tuple(getattr(spec, "idle_tick_patterns", ()) or ())
+    if not ticks or not idle:
+        return False
+    last: dict[str, bool] = {}
+    for line in text.splitlines():
+        match = next((m for m in (p.search(line) for p in ticks) if m is not None), None)
+        if match is not None:
+            key = match.groupdict().get("engine") or ""
+            last[key] = any(p.search(line) is not None for p in idle)
+    return bool(last) and all(last.values())
 
 
 def open_window(
@@ -140,20 +166,15 @@ def close_window(
     clock: Callable[[], float] = time.monotonic,
     poll: float = 0.25,
     expect_tick: bool = False,
-    ended_at: float | None = None,
 ) -> Closed:
-    """The window's text once a stats tick after ``text`` (what was logged when the load ended) closed it;
-    ``read`` reads the whole window again. It waits when the window shows a tick or ``expect_tick`` (its opening
-    saw the engine tick at this log level). ``ended_at`` (``clock``'s time when the load ended): when ``text``
-    was read a whole interval (and a margin for the log's delivery) after it, the tick that closes the window
-    was printed before the read and is in ``text`` already (a short interval). See the module docstring."""
+    """The window's text once a stats tick after ``text`` (the window read first thing when the load ended)
+    closed it, or once the engines' idle ticks did; ``read`` reads the whole window again. It waits when the
+    window shows a tick or ``expect_tick`` (its opening saw the engine tick at this log level). See the module
+    docstring."""
     patterns, interval = _ticks(engine, command, environment)
     if interval is None or not (expect_tick or any(p.search(text) for p in patterns)):
         return Closed(text, None)
     start = clock()
-    late = ended_at is not None and start - ended_at >= interval * 1.25 + min(0.5, interval)
-    if late and any(p.search(text) for p in patterns):
-        return Closed(text, True, 0.0, interval)
     deadline = start + wait_bound(interval)
     end_of_load = len(text)
     current = text
@@ -163,6 +184,7 @@ def close_window(
             stop.wait(GRACE_S)
             return Closed(read(), True, clock() - start, interval)
         if clock() >= deadline or stop.is_set():
-            return Closed(current, False, clock() - start, interval)
+            idle = not stop.is_set() and idle_at_end(engine, current)
+            return Closed(current, idle, clock() - start, interval, idle=idle)
         stop.wait(poll)
         current = read()

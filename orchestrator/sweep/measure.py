@@ -503,8 +503,10 @@ class PointMeasurer:
         gpu = tools.telemetry(server, exp.telemetry.interval_ms) if exp.telemetry.gpu else None
         try:
             client = tools.load(point_settings(exp, server.url, point), stop, progress)
+            # The window as the load left it, read before anything else: a stats tick after this text is one
+            # after the load's end (orchestrator/sweep/closing.py close_window).
+            at_end = server.logs.journal_since(cursor)
         finally:
-            ended_at = time.monotonic()  # close_window's clock
             during = sampler.finish() if sampler is not None else []
             telemetry = gpu.finish() if gpu is not None else None
         requests = client.pop(REQUEST_RECORDS, None)
@@ -525,13 +527,12 @@ class PointMeasurer:
         elapsed = tools.clock() - scraped_at
         closed = close_window(
             exp.engine,
-            server.logs.journal_since(cursor),
+            at_end,
             lambda: server.logs.journal_since(cursor),
             command=deployment.command,
             environment=deployment.environment,
             stop=stop,
             expect_tick=opened.tick_seen,
-            ended_at=ended_at,
         )
         text = closed.text
         window_file = write_window(text)
@@ -553,6 +554,7 @@ class PointMeasurer:
                 "opened_after_tick": opened.tick_seen,
                 "open_wait_s": round(opened.waited_s, 3),
                 "closed_by_tick": closed.closed,
+                "closed_by_idle_ticks": closed.idle,
                 "close_wait_s": round(closed.waited_s, 3),
                 "interval_s": closed.interval_s,
             }

