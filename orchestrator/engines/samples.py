@@ -226,6 +226,9 @@ class LlamaRequestSample(Sample):
     eval_tps: float | None = None
     total_ms: float | None = None
     total_tokens: int | None = None
+    # Whether the window holds its "launch_slot_: ... processing task" line (None: the window holds none of any
+    # request, as a build that does not print them): False is a request that began before the window.
+    launched_in_window: bool | None = None
 
 
 @dataclass(slots=True)

@@ -36,7 +36,16 @@ from typing import Protocol
 
 from orchestrator.engines.registry import get_engine
 
-__all__ = ["Closed", "Opened", "close_window", "idle_at_end", "open_window", "tick_after", "wait_bound"]
+__all__ = [
+    "Closed",
+    "Opened",
+    "close_window",
+    "idle_at_end",
+    "open_window",
+    "tick_after",
+    "ticking",
+    "wait_bound",
+]
 
 #: Seconds a tick may come after its interval ends (the stats loop's sleep plus a busy event loop's delay).
 SLACK_S = 1.5
@@ -89,6 +98,12 @@ def _ticks(
     spec = get_engine(engine)
     patterns = tuple(getattr(spec, "tick_patterns", ()) or ())
     return patterns, (spec.stats_interval(command, environment) if patterns else None)
+
+
+def ticking(engine: str) -> bool:
+    """Whether the engine declares stats ticks (``Engine.tick_patterns``): its window is read first thing when
+    the load ends, so that a tick after that text is one after the load (:func:`close_window`)."""
+    return bool(getattr(get_engine(engine), "tick_patterns", ()))
 
 
 def idle_at_end(engine: str, text: str) -> bool:

@@ -44,7 +44,7 @@ from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.metrics.scrape import GaugeSampler, get, scrape
 from orchestrator.metrics.window import mark_open_end
 from orchestrator.runs.store import Record, utc_now_iso
-from orchestrator.sweep.closing import close_window, open_window
+from orchestrator.sweep.closing import close_window, open_window, ticking
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -503,9 +503,11 @@ class PointMeasurer:
         gpu = tools.telemetry(server, exp.telemetry.interval_ms) if exp.telemetry.gpu else None
         try:
             client = tools.load(point_settings(exp, server.url, point), stop, progress)
-            # The window as the load left it, read before anything else: a stats tick after this text is one
-            # after the load's end (orchestrator/sweep/closing.py close_window).
-            at_end = server.logs.journal_since(cursor)
+            # An engine that ticks: the window as the load left it, read before anything else, so that a stats
+            # tick after this text is one after the load's end (orchestrator/sweep/closing.py close_window). One
+            # that does not is read after the scrape below, which gives the journal time for the lines of the
+            # load's last requests (llama.cpp prints them just before it answers).
+            at_end = server.logs.journal_since(cursor) if ticking(exp.engine) else None
         finally:
             during = sampler.finish() if sampler is not None else []
             telemetry = gpu.finish() if gpu is not None else None
@@ -527,7 +529,7 @@ class PointMeasurer:
         elapsed = tools.clock() - scraped_at
         closed = close_window(
             exp.engine,
-            at_end,
+            server.logs.journal_since(cursor) if at_end is None else at_end,
             lambda: server.logs.journal_since(cursor),
             command=deployment.command,
             environment=deployment.environment,

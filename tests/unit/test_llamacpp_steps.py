@@ -104,7 +104,7 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "llamacpp"
 
 @pytest.mark.parametrize(
     "capture",
-    [p for p in sorted(DATA.glob("*.log")) if "accepted" in p.read_text()],
+    [p for p in sorted(DATA.glob("*.log")) if "accepted" in p.read_text() and p.with_suffix(".metrics.after").exists()],
     ids=lambda p: p.stem,
 )
 def test_real_captures_steps_are_settled_and_match_the_counter(capture: Path) -> None:

@@ -270,3 +270,34 @@ def test_real_response_timings_are_a_source() -> None:
     timings = response["timings"]
     assert figures["acceptance_rate"] == pytest.approx(timings["draft_n_accepted"] / timings["draft_n"])
     assert figures["accept_len"] is None  # llama.cpp's timings carry no step count
+
+
+def test_a_request_that_began_before_the_window_is_left_out() -> None:
+    # A real window (tests/data/llamacpp/README.md): its first six lines are the warm-up's last request, task 387,
+    # whose lines reached the journal after the window opened; the point's four requests drafted 357 tokens and
+    # had 331 accepted in 90 verify steps by the counters (331 of 357 by the responses too).
+    text = (DATA / "llamacpp" / "window-late-tail.log").read_text()
+    requests = _requests(text)
+    assert [(r.task, r.launched_in_window) for r in requests] == [
+        (387, False),
+        (419, True),
+        (461, True),
+        (512, True),
+        (589, True),
+    ]
+    wm = parse_window("llamacpp", text, cut=True)
+    assert (wm.details["accepted"], wm.details["generated"]) == (331, 357)
+    assert (wm.details["requests"], wm.details["requests_started_before"]) == (4, 1)
+    assert wm.acceptance_rate == 331 / 357
+    assert wm.details["verify_steps"] == 90 and wm.accept_len == 1 + 331 / 90
+    # the same window without the tail gives the same figures
+    tail = 6
+    assert "task 387" in text.splitlines()[tail - 1] and "task 387" not in text.splitlines()[tail]
+    clean = parse_window("llamacpp", "".join(text.splitlines(keepends=True)[tail:]), cut=True)
+    assert (clean.accept_len, clean.acceptance_rate) == (wm.accept_len, wm.acceptance_rate)
+    assert clean.details["requests_started_before"] == 0
+    # a build that prints no launch line: every request counts, none can be told apart
+    quiet = "".join(line for line in text.splitlines(keepends=True) if "launch_slot_" not in line)
+    unlaunched = parse_window("llamacpp", quiet, cut=True)
+    assert {r.launched_in_window for r in _requests(quiet)} == {None}
+    assert (unlaunched.details["accepted"], unlaunched.details["requests_started_before"]) == (430, 0)

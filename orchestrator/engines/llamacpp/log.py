@@ -77,6 +77,9 @@ _MS_HALF = 0.005
 _SEARCH_LIMIT = 20_000
 
 _CONTEXT_MARKER = "| task "
+# server_context::launch_slot_with_task (tools/server/server-context.cpp, the tree _SOURCE names) logs
+# SLT_INF(slot, "processing task, ...") when a request takes a slot: __func__ cut to 12 characters
+_LAUNCH = "launch_slot_"
 MARKERS = (_CONTEXT_MARKER, "draft acceptance", "acc per pos", "eval time", "total time", "#gen drafts")
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf|-nan)"
@@ -148,7 +151,11 @@ DEFINITIONS: dict[str, str] = {
     ),
     "window_edge": (
         "llama.cpp prints a request's lines once, when it finishes (before its final response is sent), so a "
-        "window holds whole requests: those that finished inside it. Nothing is clipped or dropped."
+        "window holds whole requests: those that finished inside it. A request whose 'launch_slot_: ... "
+        "processing task' line is not in the window began before it (the warm-up's or the previous point's "
+        "last request, whose lines reached the journal after the window opened): it is left out "
+        "(details.requests_started_before), when the window holds any such line at all (a build that prints "
+        "none keeps every request)."
     ),
 }
 
@@ -245,13 +252,17 @@ def _read_line(line: str, asm: _Assembler, key: Key, result: ParseResult) -> boo
 
 
 def parse_llamacpp(text: str) -> ParseResult:
-    """Every finished request's timing and draft figures in ``text``, one sample per request."""
+    """Every finished request's timing and draft figures in ``text``, one sample per request, each saying
+    whether its launch is in ``text`` (``launched_in_window``, DEFINITIONS' window_edge)."""
     result = ParseResult()
     asm = _Assembler()
+    launched: set[Key] = set()
     for offset, line in candidate_lines(text, MARKERS):
         ctx = _CONTEXT.search(line) if _CONTEXT_MARKER in line else None
         if ctx is not None:
             asm.current = (int(ctx.group("slot")), int(ctx.group("task")))
+            if _LAUNCH in line:
+                launched.add(asm.current)
         metric = any(marker in line for marker in MARKERS[1:])
         if not metric:
             continue
@@ -261,6 +272,8 @@ def parse_llamacpp(text: str) -> ParseResult:
         elif outcome is False:
             result.skip(offset, line)
     for req in asm.requests:
+        if launched:
+            req.launched_in_window = (req.slot, req.task) in launched
         if req.accepted is not None and req.mean_len is not None:
             req.verify_steps, req.verify_steps_low, req.verify_steps_high = recover_request_steps(
                 req.accepted, req.mean_len, req.generated, req.acc_per_pos
@@ -369,9 +382,11 @@ def _rate_bounds(tokens: int, ms: float, requests: int) -> tuple[float, float] |
     return 1000.0 * tokens / (ms + slack), 1000.0 * tokens / (ms - slack)
 
 
-def aggregate_llamacpp(requests: list[LlamaRequestSample]) -> dict[str, Any]:
+def aggregate_llamacpp(window: list[LlamaRequestSample]) -> dict[str, Any]:
     """Window figures (see DEFINITIONS and docs/engines.md) from the window's requests, with the ``exactness``
-    of each (orchestrator/engines/integrity.py)."""
+    of each (orchestrator/engines/integrity.py); a request that began before the window is left out
+    (DEFINITIONS' window_edge)."""
+    requests = [r for r in window if r.launched_in_window is not False]
     drafted = [r for r in requests if r.accepted is not None and r.generated]
     accepted = sum(r.accepted or 0 for r in drafted)
     generated = sum(r.generated or 0 for r in drafted)
@@ -446,6 +461,7 @@ def aggregate_llamacpp(requests: list[LlamaRequestSample]) -> dict[str, Any]:
         "gen_throughput": None,
         "details": {
             "requests": len(requests),
+            "requests_started_before": len(window) - len(requests),
             "requests_with_drafts": len(drafted),
             "requests_without_steps": len(drafted) - len(stepped),
             "accept_len_partial": partial,
