@@ -92,35 +92,36 @@ class Opened:
     tick_seen: bool = False
 
 
+def _patterns(engine: str, member: str) -> tuple[re.Pattern[str], ...]:
+    """The engine's ``tick_patterns`` or ``idle_tick_patterns`` (none for an engine from outside without them)."""
+    return tuple(getattr(get_engine(engine), member, ()) or ())
+
+
 def _ticks(
     engine: str, command: str | None, environment: Mapping[str, str]
 ) -> tuple[tuple[re.Pattern[str], ...], float | None]:
-    spec = get_engine(engine)
-    patterns = tuple(getattr(spec, "tick_patterns", ()) or ())
-    return patterns, (spec.stats_interval(command, environment) if patterns else None)
+    patterns = _patterns(engine, "tick_patterns")
+    return patterns, (get_engine(engine).stats_interval(command, environment) if patterns else None)
 
 
 def ticking(engine: str) -> bool:
     """Whether the engine declares stats ticks (``Engine.tick_patterns``): its window is read first thing when
     the load ends, so that a tick after that text is one after the load (:func:`close_window`)."""
-    return bool(getattr(get_engine(engine), "tick_patterns", ()))
+    return bool(_patterns(engine, "tick_patterns"))
 
 
 def idle_at_end(engine: str, text: str) -> bool:
     """Whether every engine's last tick line in ``text`` is an idle one (``Engine.idle_tick_patterns``: it did
     nothing in its interval and holds no request); False when ``text`` has no tick or the engine names no idle
     tick. A pattern's ``engine`` group tells the engines apart (none: one engine)."""
-    spec = get_engine(engine)
-    ticks = tuple(getattr(spec, "tick_patterns", ()) or ())
-    idle = tuple(getattr(spec, "idle_tick_patterns", ()) or ())
+    ticks, idle = _patterns(engine, "tick_patterns"), _patterns(engine, "idle_tick_patterns")
     if not ticks or not idle:
         return False
     last: dict[str, bool] = {}
     for line in text.splitlines():
         match = next((m for m in (p.search(line) for p in ticks) if m is not None), None)
         if match is not None:
-            key = match.groupdict().get("engine") or ""
-            last[key] = any(p.search(line) is not None for p in idle)
+            last[match.groupdict().get("engine") or ""] = any(p.search(line) is not None for p in idle)
     return bool(last) and all(last.values())
 
 

@@ -30,6 +30,9 @@ _INTERVAL_VAR = "VLLM_LOG_STATS_INTERVAL"
 _ASSIGNED = re.compile(r"(?:^|[\s'\"])" + _INTERVAL_VAR + r"=([^\s'\";]+)")
 # The simulator's spelling of the same setting for its vLLM dialect (orchestrator/sim/config.py).
 _SIM_FLAG = re.compile(r"--log-stats-interval[= ]([0-9.]+)")
+# The stats tick up to its first figure (LoggingStatLogger.log, vllm/v1/metrics/loggers.py): "Engine %03d: "
+# before it when the logger has an engine index.
+_TICK = r"^.*?(?:\bEngine (?P<engine>\d+): )?\bAvg prompt throughput: "
 
 
 def stats_interval(command: str | None, environment: Mapping[str, str]) -> float | None:
@@ -106,13 +109,12 @@ def _engine() -> VLLM:
         # (vllm/v1/metrics/loggers.py line 335 in 0.32.0; at DEBUG when this and the previous interval were idle),
         # and SpecDecodingLogging.log the interval's spec line right after it (vllm/v1/spec_decode/metrics.py line
         # 120). "Avg prompt throughput" alone: V0 and aggregated logging print no engine index.
-        tick_patterns=(re.compile(r"^.*?(?:\bEngine (?P<engine>\d+): )?\bAvg prompt throughput: ", re.MULTILINE),),
+        tick_patterns=(re.compile(_TICK, re.MULTILINE),),
         # An empty engine's idle interval (both throughputs print 0.0; LoggingStatLogger._update_stats calls the
         # engine idle when they and the previous interval's are 0, and log() then uses logger.debug).
         idle_tick_patterns=(
             re.compile(
-                r"^.*?(?:\bEngine (?P<engine>\d+): )?\bAvg prompt throughput: 0\.0 tokens/s, Avg generation "
-                r"throughput: 0\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs\b",
+                _TICK + r"0\.0 tokens/s, Avg generation throughput: 0\.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs\b",
                 re.MULTILINE,
             ),
         ),
