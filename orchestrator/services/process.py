@@ -10,11 +10,13 @@ a plain process of that user, not root's, unless the host says ``sudo: always``.
 
 What the server is started with goes to ``<name>.launch`` (mode 0600, written through the start script's
 stdin) just before the start: the secrets (:mod:`orchestrator.services.secrets`) as ``NAME='value'`` lines,
-and the command with its environment (``env -- K=V ... program args``) as ``set -- ...``. The wrapper reads
-it, removes it, puts each secret named by a whole word (``$NAME``) into the arguments, and runs the server:
-the secrets are in the server's environment, and no value the experiment gives (an inline ``HF_TOKEN``, an
-``--api-key``) is on the command line of the wrapper or of the script that starts it, where ``ps`` would show
-it for as long as the server runs (issue 40). The server's own arguments are its own, as every process's are.
+the command (``program args``) as ``set -- ...``, and the environment as ``export K='V'`` commands in a function.
+The wrapper reads it, removes it, puts each secret named by a whole word (``$NAME``) into the arguments, and
+runs the server in a subshell that exports the environment and execs the program: the secrets are in the
+server's environment, and no value the experiment gives (an inline ``HF_TOKEN``, an ``--api-key``) is on the
+command line of the wrapper, of the script that starts it, or of anything between them and the server (an
+``env K=V program`` would show the environment in ``ps`` until it execs), for as long as the server runs
+or for an instant (issue 40). The server's own arguments are its own, as every process's are.
 Log text the service returns has every secret value masked.
 
 Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
@@ -45,9 +47,11 @@ __all__ = ["DEFAULT_STATE_DIR", "ProcessService"]
 DEFAULT_STATE_DIR = "~/.local/state/specsweep"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 # $0 = exit file, $1 = pid file (the wrapper's pid = the session and process-group id), $2 = the launch file,
-# $3 = the secrets' names or "". The launch file (NAME='value' lines, then ``set -- argv``) is read with
-# allexport, so the secrets reach the server's environment, and removed at once; a word that is exactly
-# ${NAME} for one of those names becomes that value (eval of a validated name only: never of a value).
+# $3 = the secrets' names or "". The launch file (NAME='value' lines, ``set -- argv``, then the function
+# _ENVIRONMENT of ``export K='V'`` commands) is read with allexport, so the secrets reach the server's
+# environment, and removed at once; a word that is exactly ${NAME} for one of those names becomes that value
+# (eval of a validated name only: never of a value). The environment is exported in the server's subshell
+# only, just before its exec: a PATH or IFS it sets changes neither the rm nor the loop above.
 _WRAPPER = r"""echo $$ > "$1"; s=$2; n=$3; shift 3
 set -a; . "$s"; set +a; rm -f -- "$s"
 if [ -n "$n" ]; then
@@ -58,8 +62,9 @@ if [ -n "$n" ]; then
     set -- "$@" "$a"; i=$((i - 1))
   done
 fi
-"$@"; echo $? > "$0"
+(specsweep_environment; exec "$@"); echo $? > "$0"
 """
+_ENVIRONMENT = "specsweep_environment"
 # Prints "alive", "exit N" or "gone" for a pid and its recorded start time.
 _PROBE = """p={pid}; s={start}
 if [ -r /proc/$p/stat ]; then
@@ -164,7 +169,7 @@ class ProcessService:
     # -- configuration -------------------------------------------------------------------------------------
 
     def command_line(self, deployment: Deployment) -> list[str]:
-        """The argv that runs ``deployment`` (``env -- K=V ... program args``); validates every value."""
+        """The server's argv (program and arguments, a secret's word as ``${NAME}``); validates every value."""
         if deployment.command is None:
             raise ServiceError(f"deployment {deployment.id} has no command for the process service")
         argv = split_command(deployment.command, what="the process command")
@@ -173,14 +178,19 @@ class ProcessService:
         if reference(argv[0], self.secrets):
             raise ConfigError("the program itself cannot be a secret; give its path first", key="service.command")
         # A word naming a secret goes as ${NAME}, which the wrapper replaces by the value (see _WRAPPER).
-        argv = [f"${{{name}}}" if (name := reference(w, self.secrets)) else w for w in argv]
-        env = [f"{validate_env_name(k)}={v}" for k, v in deployment.environment.items()]
-        return ["env", "--", *env, *argv]
+        return [f"${{{name}}}" if (name := reference(w, self.secrets)) else w for w in argv]
 
-    def apply(self, deployment: Deployment) -> None:
+    def launch_text(self, deployment: Deployment) -> str:
+        """The launch file the wrapper reads (see _WRAPPER): the secrets, the argv, the environment."""
         argv = self.command_line(deployment)
         secrets = env_file_text(require_values(self.secrets)) if self.secrets else ""
-        launch = secrets + f"set -- {shell_join(argv)}\n"
+        exports = "".join(
+            f"export {validate_env_name(k)}={shell_quote(v)}\n" for k, v in deployment.environment.items()
+        )
+        return secrets + f"set -- {shell_join(argv)}\n{_ENVIRONMENT}() {{\n{exports}:\n}}\n"
+
+    def apply(self, deployment: Deployment) -> None:
+        launch = self.launch_text(deployment)
         paths = self._paths()
         self._ensure_marker()
         self._stop_current()

@@ -135,7 +135,9 @@ def _describe(
                 where = ", ".join(f"{k} ({v.describe()})" for k, v in secrets.items())
                 out.append(f"pass {where} through the server's environment only (a 0600 file, removed at start)")
             out.append("stop the previous server process group, then start in its own session:")
-            out.append("    " + shell_join(["env", "--", *env, *argv]))
+            if env:  # exported in the server's shell just before it execs the program (services/process.py)
+                out.append("    environment: " + shell_join(env))
+            out.append("    " + shell_join(argv))
         out.append(
             f"wait until healthy: {', '.join(experiment.health_paths)} under {experiment.server.url} "
             f"(timeout {experiment.server.ready_timeout:g}s)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -230,7 +231,8 @@ def test_no_value_of_the_experiment_is_on_the_wrappers_command_line(tmp_path: Pa
     """Issue 40, item 14: an inline ``HF_TOKEN`` and an argument's value reached the server through the wrapper's
     own argv (``sh -c WRAPPER ... env -- HF_TOKEN=... program args``), which ``ps`` shows for as long as the
     server runs. Now the wrapper's command line holds paths only; the server's environment holds the token, and
-    the server's own argv its own arguments; the launch file is gone once read."""
+    the server's own argv its own arguments; the launch file is gone once read. No ``env`` runs between them
+    (its argv held the token until it exec'd the server: CI's secrets test once sampled it there)."""
     token, argument = "hf_" + "9c1d" * 6, "arg-" + "77e2" * 4
     service = ProcessService(LocalHost(), "argv", state_dir=str(tmp_path), stop_timeout=5)
     try:
@@ -245,7 +247,7 @@ def test_no_value_of_the_experiment_is_on_the_wrappers_command_line(tmp_path: Pa
         assert len(children) == 1, children
         server = int(children[0])
         deadline = time.monotonic() + 20
-        while "server" not in _cmdline(server) and time.monotonic() < deadline:  # env has exec'd the server
+        while "server" not in _cmdline(server) and time.monotonic() < deadline:  # the subshell has exec'd it
             time.sleep(0.05)
         wrapper_line = _cmdline(wrapper)
         assert token not in wrapper_line and argument not in wrapper_line, wrapper_line
@@ -254,5 +256,39 @@ def test_no_value_of_the_experiment_is_on_the_wrappers_command_line(tmp_path: Pa
         with open(f"/proc/{server}/environ", "rb") as fh:
             assert f"HF_TOKEN={token}".encode() in fh.read().split(b"\0")
         assert not (tmp_path / "argv.launch").exists()
+    finally:
+        service.restore()
+
+
+def test_the_environment_reaches_the_server_alone_even_a_path_or_ifs(tmp_path: Path) -> None:
+    """The environment is exported in the server's subshell just before its exec, not by ``env K=V program``
+    (whose argv holds the values until it execs) nor in the wrapper: a PATH that has no ``rm`` and an IFS that
+    splits nothing change neither the launch file's removal nor the secret's substitution, and reach the
+    server as given."""
+    secret, path = "s3cr3t-" + "5a" * 6, str(tmp_path / "bin-none")
+    service = ProcessService(LocalHost(), "envs", state_dir=str(tmp_path), stop_timeout=5, secrets={"TOKEN": secret})
+    out = tmp_path / "seen.json"
+    code = (
+        "import json, os, sys, time; "
+        f"open({str(out) + '.tmp'!r}, 'w').write(json.dumps([dict(os.environ), sys.argv[1:]])); "
+        f"os.rename({str(out) + '.tmp'!r}, {str(out)!r}); time.sleep(60)"
+    )
+    command = f'{sys.executable} -c "{code}" $TOKEN word'
+    try:
+        argv = service.command_line(dep(command, env={"PATH": path}))
+        assert argv[0] == sys.executable and argv[-2:] == ["${TOKEN}", "word"], argv  # no environment in it
+        service.apply(dep(command, env={"PATH": path, "IFS": "@", "A": "x y"}))
+        deadline = time.monotonic() + 20
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        environment, args = json.loads(out.read_text())
+        assert {k: environment.get(k) for k in ("PATH", "IFS", "A", "TOKEN")} == {
+            "PATH": path,
+            "IFS": "@",
+            "A": "x y",
+            "TOKEN": secret,
+        }
+        assert args == [secret, "word"], args
+        assert not (tmp_path / "envs.launch").exists()  # removed although the PATH has no rm
     finally:
         service.restore()
