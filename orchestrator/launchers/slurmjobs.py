@@ -297,14 +297,16 @@ class JobSettings:
     workdir: str | None = None
 
 
-def _command_words(deployment: Deployment) -> list[str]:
+def _command_lines(deployment: Deployment) -> list[str]:
+    """``export K='V'`` lines, then ``exec program args``: the environment is the shell's, so no ``env K=V``
+    holds a value on its command line (``ps`` on the node) until it execs the server."""
     if deployment.command is None:
         raise ServiceError(f"deployment {deployment.id} has no command for a Slurm job")
     argv = split_command(deployment.command, what="the process command")
     if "=" in argv[0]:
         raise ConfigError(f"the program {argv[0]!r} contains '='; give the program's path first")
-    env = [f"{validate_env_name(k)}={v}" for k, v in deployment.environment.items()]
-    return ["env", "--", *env, *argv]
+    exports = [f"export {validate_env_name(k)}={shell_quote(v)}" for k, v in deployment.environment.items()]
+    return [*exports, "exec " + shell_join(argv)]
 
 
 def render_batch_script(
@@ -337,7 +339,7 @@ def render_batch_script(
     lines = ["#!/bin/sh", f"# {sanitize_comment(comment, limit=400)}", *body]
     if settings.workdir:
         lines.append(f"cd -- {shell_quote(one_line(settings.workdir, what='the launcher workdir'))} || exit 1")
-    lines.append("exec " + shell_join(_command_words(deployment)))
+    lines.extend(_command_lines(deployment))
     hashed = "\n".join(lines) + "\n"
     script_hash = hashlib.sha256(hashed.encode()).hexdigest()[:16]
     own = [

@@ -123,7 +123,10 @@ def test_the_batch_script_names_comments_and_execs_the_server() -> None:
     for option in ("--nodes=1", "--ntasks=1", "--partition=gpu", "--gres=gpu:8", "--time=1:00:00", "--qos=high"):
         assert f"#SBATCH {option}" in lines
     assert "#SBATCH --exclusive" in lines and "#SBATCH --output=/srv/s/six/r1/d-abc.%j.log" in lines
-    assert lines[-1] == ("exec env -- PYTHONPATH=/x:/y /usr/bin/python3 -m orchestrator.sim --port 18181 --note 'a b'")
+    assert lines[-2:] == [
+        "export PYTHONPATH=/x:/y",
+        "exec /usr/bin/python3 -m orchestrator.sim --port 18181 --note 'a b'",
+    ]
     assert script.output == "/srv/s/six/r1/d-abc.%j.log" and script.name == job_name("six", "r1", "d-abc")
     # The hash is what the script runs: the same deployment hashes the same, another command does not.
     again = render_batch_script(settings, _deployment(), experiment="six", run_id="r1", log_dir="/srv/s/six/r1")
@@ -263,7 +266,9 @@ def test_no_label_or_value_can_break_the_batch_script(label: str, workdir: str) 
     assert all(i < first_command for i, line in enumerate(body) if line.startswith("#SBATCH"))
     assert [d.replace("'", "").split("=")[0] for d in directives][:2] == ["#SBATCH --job-name", "#SBATCH --comment"]
     assert len(directives) == 2 + 5  # the two own ones, nodes, ntasks, output, open-mode, partition
-    assert len(commands) == (2 if workdir else 1)
+    exports = len(_deployment().environment)  # an export line per environment value, before the exec
+    assert len(commands) == (2 if workdir else 1) + exports
+    assert all(body[i].startswith("export ") for i in commands[-1 - exports : -1])
 
 
 def test_a_control_character_never_becomes_a_directive() -> None:

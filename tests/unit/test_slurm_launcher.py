@@ -343,5 +343,5 @@ def test_the_dry_run_shows_each_batch_script(tmp_path: Path, health: HealthServe
 
     text = describe_plan(_experiment(tmp_path, health))
     assert text.count("submit with sbatch --parsable") == 4
-    assert "    #SBATCH --gres=gpu:8" in text and "    exec env -- /opt/server --port" in text
+    assert "    #SBATCH --gres=gpu:8" in text and "    exec /opt/server --port" in text
     assert "then: scancel the job" in text and text.rstrip().endswith("wait until squeue lists none of them")
