@@ -36,6 +36,7 @@ __all__ = [
     "environment_line",
     "environment_lines",
     "exec_start_value",
+    "export_lines",
     "one_line",
     "render_unit_template",
     "sanitize_comment",
@@ -182,6 +183,12 @@ def environment_line(name: str, value: str) -> str:
 def environment_lines(environment: Mapping[str, str]) -> list[str]:
     """``Environment=`` lines for a mapping, in its order."""
     return [environment_line(k, str(v)) for k, v in environment.items()]
+
+
+def export_lines(environment: Mapping[str, str]) -> list[str]:
+    """``export NAME='value'`` shell lines for a mapping, in its order: the environment set by the shell that
+    execs the server, not by ``env NAME=value program``, whose argv shows the values until it execs."""
+    return [f"export {validate_env_name(k)}={shell_quote(str(v))}" for k, v in environment.items()]
 
 
 def sanitize_comment(text: str, limit: int = 200) -> str:

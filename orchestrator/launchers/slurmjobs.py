@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError, ServiceError
 from orchestrator.quoting import (
+    export_lines,
     one_line,
     sanitize_comment,
     sbatch_directive,
     shell_join,
     shell_quote,
     split_command,
-    validate_env_name,
 )
 from orchestrator.services.base import LogChunk
 
@@ -298,15 +298,13 @@ class JobSettings:
 
 
 def _command_lines(deployment: Deployment) -> list[str]:
-    """``export K='V'`` lines, then ``exec program args``: the environment is the shell's, so no ``env K=V``
-    holds a value on its command line (``ps`` on the node) until it execs the server."""
+    """``export K='V'`` lines, then ``exec program args`` (:func:`~orchestrator.quoting.export_lines`)."""
     if deployment.command is None:
         raise ServiceError(f"deployment {deployment.id} has no command for a Slurm job")
     argv = split_command(deployment.command, what="the process command")
     if "=" in argv[0]:
         raise ConfigError(f"the program {argv[0]!r} contains '='; give the program's path first")
-    exports = [f"export {validate_env_name(k)}={shell_quote(v)}" for k, v in deployment.environment.items()]
-    return [*exports, "exec " + shell_join(argv)]
+    return [*export_lines(deployment.environment), "exec " + shell_join(argv)]
 
 
 def render_batch_script(

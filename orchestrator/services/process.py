@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError, ServiceError
-from orchestrator.quoting import shell_join, shell_quote, split_command, validate_env_name
+from orchestrator.quoting import export_lines, shell_join, shell_quote, split_command
 from orchestrator.services.base import Leftover, LogChunk, ServiceState
 from orchestrator.services.hoststate import HostLock, controller_identity, lock_is_stale, read_json, write_json
 from orchestrator.services.secrets import Redactor, env_file_text, reference, require_values
@@ -64,7 +64,7 @@ if [ -n "$n" ]; then
 fi
 (specsweep_environment; exec "$@"); echo $? > "$0"
 """
-_ENVIRONMENT = "specsweep_environment"
+_ENVIRONMENT = "specsweep_environment"  # the function the wrapper's last line calls
 # Prints "alive", "exit N" or "gone" for a pid and its recorded start time.
 _PROBE = """p={pid}; s={start}
 if [ -r /proc/$p/stat ]; then
@@ -184,9 +184,7 @@ class ProcessService:
         """The launch file the wrapper reads (see _WRAPPER): the secrets, the argv, the environment."""
         argv = self.command_line(deployment)
         secrets = env_file_text(require_values(self.secrets)) if self.secrets else ""
-        exports = "".join(
-            f"export {validate_env_name(k)}={shell_quote(v)}\n" for k, v in deployment.environment.items()
-        )
+        exports = "".join(line + "\n" for line in export_lines(deployment.environment))
         return secrets + f"set -- {shell_join(argv)}\n{_ENVIRONMENT}() {{\n{exports}:\n}}\n"
 
     def apply(self, deployment: Deployment) -> None:

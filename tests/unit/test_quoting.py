@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.quoting import (
     environment_line,
     exec_start_value,
+    export_lines,
     sanitize_comment,
     shell_join,
     split_command,
@@ -181,3 +182,13 @@ def test_shell_join_through_a_real_shell() -> None:
     argv = ["; touch /nonexistent/x", "$(id)", "`id`", "a'b", 'c"d', "\n", "*"]
     out = subprocess.run(["/bin/sh", "-c", "printf '%s\\0' " + shell_join(argv)], capture_output=True, check=True)
     assert out.stdout.decode().split("\0")[:-1] == argv
+
+
+def test_export_lines_give_the_shell_each_value_exactly() -> None:
+    environment = {"A": "x y", "B": "it's $HOME `id` \\", "C": "", "D": "line\nbreak"}
+    script = "\n".join(export_lines(environment)) + "\nexec /usr/bin/env -0"
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, check=True, env={}).stdout
+    seen = dict(item.split("=", 1) for item in out.decode().split("\0") if item)
+    assert {k: seen.get(k) for k in environment} == environment
+    with pytest.raises(ConfigError):
+        export_lines({"A B": "x"})
