@@ -133,8 +133,9 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``meta_info`` on an OpenAI-shaped body is ignored: no engine writes one. The figures and their
     definitions are those of :func:`orchestrator.load.spec.summarize_spec`: ``accept_len`` token-weighted,
     ``accept_len_request_weighted`` the mean over responses, ``accept_len_engine`` SGLang's own formula,
-    ``acceptance_rate`` from accepted / proposed drafts; ``details`` counts the responses; ``exactness`` says
-    each figure is exact (integer counts the engine wrote).
+    ``acceptance_rate`` from accepted / proposed drafts, ``per_position_acceptance`` from the responses' histograms
+    of accepted drafts per step (its counts in ``details.accepted_per_position``); ``details`` counts the
+    responses; ``exactness`` says each figure is exact (integer counts the engine wrote).
     """
     read = [response_spec(response) for response in responses]
     summary = summarize_spec((spec, tokens or 0) for spec, tokens in read)
@@ -144,6 +145,7 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "accept_len_engine": summary["accept_len_engine"],
         "accept_len_engine_request_weighted": summary["accept_len_engine_request_weighted"],
         "acceptance_rate": summary["acceptance_rate"],
+        "per_position_acceptance": summary["per_position_acceptance"],
         "details": {
             "responses": len(read),
             "responses_with_verify_steps": summary["responses_with_verify_steps"],
@@ -152,6 +154,7 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "accepted_drafts": summary["accepted_drafts"],
             "proposed_drafts": summary["proposed_drafts"],
             "sources": summary["sources"],
+            "accepted_per_position": summary["accepted_per_position"],
         },
         "definitions": summary["definitions"],
         "exactness": summary["exactness"],

@@ -153,6 +153,19 @@ def test_n3_body_pools_every_choice_as_sglangs_counters_do(tmp_path: Path) -> No
     assert prom.details["accept_len_engine"] == pytest.approx(23 / 9)
 
 
+def test_a_non_streamed_body_keeps_per_position_acceptance(tmp_path: Path) -> None:
+    """SGLang writes each choice's ``spec_correct_drafts_histogram`` into the non-streamed body's
+    ``sglext.spec_tokens_details`` (utils.py ``spec_tokens_details_from_meta_info``): the body's figures keep the
+    per-position acceptance summarize_spec computes from it, as the streamed answer's do (issue 49)."""
+    body = json.loads(sglang_responses(SGLANG_N3_SCENARIO, tmp_path)["body"])
+    figures = response_figures([body])
+    # The summed histograms [0,1,2,1] + [3,1,0,1]: steps that accepted at least 1, 2, 3 drafts, of 9.
+    assert figures["per_position_acceptance"] == pytest.approx([6 / 9, 4 / 9, 2 / 9])
+    assert figures["details"]["accepted_per_position"] == [6, 4, 2]
+    assert figures["exactness"]["per_position_acceptance"]["kind"] == "exact"
+    assert "per_position_acceptance" in figures["definitions"]
+
+
 def test_n3_stream_through_the_load_decoder() -> None:
     decoder = DECODERS["completions"](RequestRecord(index=0))
     for i, event in enumerate(SGLANG_N3_COMPLETIONS_STREAM):
