@@ -55,8 +55,9 @@ class UntilSpec(_Strict):
 class WorkloadSpec(_Strict):
     """One named workload of ``load.workloads`` (``orchestrator/load/datasets.py`` reads it): ``source`` (or
     ``path``) is ``builtin:NAME``, ``synthetic:in=N,out=M`` or a file, relative to the experiment file;
-    ``format`` how to read the file; ``category`` keeps the rows of that category only; ``max_tokens`` caps every
-    request's output length (default ``load.max_tokens``). A plain string is a ``source``."""
+    ``format`` how to read the file; ``category`` keeps the rows of that category only; ``max_tokens`` is every
+    request's output length (default ``load.max_tokens``; a prompt's own limit only under
+    ``load.prompt_max_tokens``). A plain string is a ``source``."""
 
     source: str = Field(validation_alias=AliasChoices("source", "path"))
     format: Literal["auto", "jsonl", "sharegpt", "specbench", "speedbench"] = "auto"
@@ -115,6 +116,9 @@ class LoadSpec(_Strict):
     repeats_across_restarts: int = Field(1, ge=1, le=100)
     until: UntilSpec | None = None
     flush_cache: bool = False
+    ``max_tokens`` is what every request asks for, whatever a prompts file says; ``prompt_max_tokens: true``
+    opts in to each prompt's own limit where its file gives one (the builtin sets do), at most ``max_tokens``
+    (``orchestrator/load/workloads.py`` sent_max_tokens). Each point records what was sent (``max_tokens_sent``).
 
     @field_validator("concurrency", "rates", mode="before")
     @classmethod
@@ -125,6 +129,7 @@ class LoadSpec(_Strict):
     @classmethod
     def _prompts(cls, value: str) -> str:
         return _no_control(value, "prompts (builtin:NAME or a path)") or value
+    prompt_max_tokens: bool = False
 
     @model_validator(mode="after")
     def _complete(self) -> LoadSpec:

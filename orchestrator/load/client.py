@@ -49,7 +49,7 @@ from orchestrator.load.decoders import DECODERS, Decoder, StreamFault
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
 from orchestrator.load.sse import SSEEvent, SSEParser, single_event
-from orchestrator.load.workloads import Prompt
+from orchestrator.load.workloads import Prompt, sent_max_tokens
 
 __all__ = ["LoadClient", "discover_model"]
 
@@ -93,7 +93,7 @@ class LoadClient:
         """The request body for one prompt, in the configured API's shape, plus ``settings.extra_body`` (the
         engine-specific fields, e.g. SGLang's ``return_spec_tokens_details``) at its top level."""
         s = self.settings
-        max_tokens = prompt.max_tokens or s.max_tokens
+        max_tokens = sent_max_tokens(prompt, s.max_tokens, s.prompt_max_tokens)
         ignore_eos = prompt.ignore_eos if prompt.ignore_eos is not None else s.ignore_eos
         body: dict[str, Any]
         if s.api in ("chat", "completions"):
@@ -126,10 +126,10 @@ class LoadClient:
         session = self._session
         if session is None:
             raise LoadError("load: the client is not open (use it as an async context manager)")
-        record = RequestRecord(index=index, warmup=warmup, streamed=self.settings.stream)
-        decoder = self._make_decoder(record)
-        data = self.body(prompt)
         s = self.settings
+        sent = sent_max_tokens(prompt, s.max_tokens, s.prompt_max_tokens)  # what body() puts in the request
+        record, data = RequestRecord(index=index, warmup=warmup, streamed=s.stream, max_tokens=sent), self.body(prompt)
+        decoder = self._make_decoder(record)
         loop = asyncio.get_running_loop()
         start = loop.time()
         total_deadline = start + s.total_timeout

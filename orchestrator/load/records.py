@@ -45,6 +45,8 @@ class RequestRecord:
     spec: SpecFigures | None = None
     #: What was odd about a request that still succeeded (a stream without its end marker), or None.
     note: str | None = None
+    #: The ``max_tokens`` (``max_new_tokens``, ``n_predict``) the request carried (load/workloads.py sent_max_tokens).
+    max_tokens: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -84,6 +86,7 @@ class RequestRecord:
             "send_delay_s": self.send_delay,
             "ttft_s": self.ttft,
             "e2e_s": self.e2e,
+            "max_tokens": self.max_tokens,
             "output_tokens": self.output_tokens,
             "input_tokens": self.input_tokens,
             "finish_reason": self.finish_reason,
@@ -140,6 +143,7 @@ def request_row(record: RequestRecord, origin: float) -> dict[str, object]:
         "send_delay_ms": round(record.send_delay * 1000.0, 4),
         "ttft_ms": round(ttft * 1000.0, 4) if ttft is not None else None,
         "e2e_ms": round(e2e * 1000.0, 4) if e2e is not None else None,
+        "max_tokens": record.max_tokens,
         "output_tokens": record.output_tokens,
         "input_tokens": record.input_tokens,
         "chunks": len(times),

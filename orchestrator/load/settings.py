@@ -76,6 +76,8 @@ class LoadSettings:
     duration_s: float | None = None
     warmup: int = 3
     max_tokens: int = 256
+    # Send each prompt's own max_tokens where its file gives one (at most max_tokens): load.prompt_max_tokens.
+    prompt_max_tokens: bool = False
     temperature: float = 0.0
     # A workload spec (builtin:NAME, synthetic:..., a path) or a WorkloadSource (a format, a category, a cap).
     prompts: str | WorkloadSource = "builtin:chat"

@@ -12,6 +12,8 @@ Definitions (times from the client's clock; tokens of successful requests only, 
   request's bytes were written to the connection; ``send_delay_ms`` is the time from dispatch to then
   (connection set-up, and the client's own backlog: a large p99 there says the client was overloaded).
 - ``duration_s``: from the first dispatch to the last end.
+- ``max_tokens_sent``: the distinct output-length limits the measured requests carried (what was sent, beside
+  the configured ``max_tokens``: they differ only under ``load.prompt_max_tokens`` or a synthetic ``out``).
 - ``itl_ms``: gaps between token-bearing chunks, each gap spread over the tokens of the chunk that ends it
   (a chunk of 3 tokens 30 ms after the previous one gives three samples of 10 ms), pooled over requests.
 - ``tpot_ms``: per request, (end - first token) / (output tokens - 1), streamed requests with 2+ tokens.
@@ -140,6 +142,7 @@ def summarize(
         "errors": len(records) - len(ok),
         "errors_by_kind": dict(sorted(errors.items())),
         "output_tokens": output_tokens,
+        "max_tokens_sent": sorted({r.max_tokens for r in records if r.max_tokens is not None}) or None,
         "input_tokens": sum(known_inputs) if known_inputs else None,
         "duration_s": _r(duration, 4),
         "output_tok_s": _r(output_tok_s),

@@ -8,7 +8,9 @@ A workload spec is one of:
   Each item may be a string, ``{"prompt": ...}`` (also ``text``, ``input``, ``question``, ``instruction``),
   ``{"messages": [{"role": ..., "content": ...}, ...]}``, or ShareGPT's ``{"conversations": [{"from": "human",
   "value": ...}, ...]}`` (the first human turn). An optional ``max_tokens`` (or ``output_len``,
-  ``max_new_tokens``) sets that prompt's output length. A SpecBench row's ``turns`` gives its first turn.
+  ``max_new_tokens``) is that prompt's own output length: it is sent only when the load opts in
+  (``load.prompt_max_tokens``, at most ``max_tokens`` then); otherwise every request carries the load's
+  ``max_tokens`` (:func:`sent_max_tokens`). A SpecBench row's ``turns`` gives its first turn.
 - a :class:`~orchestrator.load.datasets.WorkloadSource` (``load.workloads`` in an experiment): one of the above
   with a ``format`` (``sharegpt``, ``specbench``, ``speedbench``, ...), a ``category`` that selects rows, and an
   output-length cap (see :mod:`orchestrator.load.datasets`).
@@ -17,7 +19,7 @@ Builtin sets (each prompt with the output length it expects): ``chat`` (varied i
 ``math``, ``summarization``, ``translation``, ``qa``: a few dozen prompts each, written for specsweep.
 - ``synthetic:in=128,out=256``: generated prompts of about ``in`` tokens (words that are one token in common
   vocabularies, freshly drawn per request so no prefix cache helps), each asking for exactly ``out`` tokens
-  (``ignore_eos`` is forced on).
+  (``ignore_eos`` is forced on): ``out`` is the workload's own configured length and is what is sent.
 
 Request ``i`` gets prompt ``order[i % n]`` where ``order`` is a permutation seeded by ``seed``; warm-up requests
 draw from the end of the permutation so the measured requests are the same whatever the warm-up count.
@@ -37,7 +39,7 @@ from orchestrator.errors import LoadError
 from orchestrator.files import NotReadable, read_bounded
 from orchestrator.load.datasets import WorkloadSource, read_rows, row_prompt_item, select_rows
 
-__all__ = ["Prompt", "Workload", "WorkloadSource", "builtin_names", "load_workload"]
+__all__ = ["Prompt", "Workload", "WorkloadSource", "builtin_names", "load_workload", "sent_max_tokens"]
 
 _TEXT_KEYS = ("prompt", "text", "input", "question", "instruction")
 _MAX_KEYS = ("max_tokens", "output_len", "max_new_tokens")
@@ -61,12 +63,14 @@ _WORDS = tuple(dict.fromkeys(_WORD_TEXT.split()))
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """One request's input: plain text, or chat messages; optionally its own output length."""
+    """One request's input: plain text, or chat messages; optionally its own output length (``fixed_length``:
+    that length is the workload's configuration, ``synthetic:...,out=N``, not a prompts file's suggestion)."""
 
     text: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     max_tokens: int | None = None
     ignore_eos: bool | None = None
+    fixed_length: bool = False
 
     def as_messages(self) -> list[dict[str, str]]:
         if self.messages is not None:
@@ -122,7 +126,19 @@ class Workload:
             while r >= n:
                 r = getrandbits(k)
             picks.append(_WORDS[r])
-        return Prompt(text=" ".join(picks), max_tokens=n_out, ignore_eos=True)
+        return Prompt(text=" ".join(picks), max_tokens=n_out, ignore_eos=True, fixed_length=True)
+
+
+def sent_max_tokens(prompt: Prompt, cap: int, own: bool = False) -> int:
+    """The ``max_tokens`` a request for ``prompt`` carries. ``cap`` is the load's ``max_tokens`` (a workload's
+    own cap under ``load.workloads``), and it is what is sent: a prompts file's per-prompt limit (the builtin
+    sets carry one) is used only when ``own`` opts in (``load.prompt_max_tokens``), and then at most ``cap``.
+    A synthetic workload's ``out`` is the experiment's own configuration and is sent as it is."""
+    if prompt.max_tokens is None:
+        return cap
+    if prompt.fixed_length:
+        return prompt.max_tokens
+    return min(prompt.max_tokens, cap) if own else cap
 
 
 def load_workload(spec: str | WorkloadSource, seed: int = 0) -> Workload:

@@ -583,6 +583,8 @@ def workload_text(load: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("workloads", "; ".join(_workload_text(k, v) for k, v in load["workloads"].items())))
     if "ignore_eos" in load:
         out.append(("ignore_eos", "yes" if load["ignore_eos"] else "no"))
+    if load.get("prompt_max_tokens"):
+        out.append(("max_tokens per prompt", "each prompt's own where its file gives one, at most max_tokens"))
     if "stream" in load:
         out.append(("streaming", "yes" if load["stream"] else "no"))
     return out

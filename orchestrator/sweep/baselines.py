@@ -49,6 +49,7 @@ COMPARED_SETTINGS = (
     "server.api",
     "server.model",
     "load.max_tokens",
+    "load.prompt_max_tokens",
     "load.temperature",
     "load.prompts",
     "load.seed",

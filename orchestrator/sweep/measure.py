@@ -94,6 +94,7 @@ def point_settings(experiment: Experiment, url: str, point: LoadPoint | None, **
         "max_tokens": load.max_tokens,
         "temperature": load.temperature,
         "prompts": load.prompts,
+        "prompt_max_tokens": load.prompt_max_tokens,
         "ignore_eos": load.ignore_eos,
         "seed": point.seed if point is not None and point.seed is not None else load.seed,
         "connect_timeout": load.timeouts.connect,
