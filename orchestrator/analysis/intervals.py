@@ -16,7 +16,8 @@ frame (``frame.py``) carries them as ``<figure>_lo``, ``<figure>_hi`` and ``<fig
   certainty than they give. ``ci_method`` then says ``bootstrap over N repeats (and M restarts) and their
   requests``.
 
-Counts (``requests``, ``errors``, ``output_tokens``, ...) are summed over the windows, other figures averaged;
+Counts (``requests``, ``errors``, ``output_tokens``, ...) and the errors by kind (``errors_by_kind``) are summed
+over the windows, other figures averaged;
 ``windows`` and ``windows_failed`` count them, ``point_ids`` lists them. A failed window stays a row of its own
 (its error and evidence are what the failed-points table shows) and does not enter the combined figure; a
 point with no successful window is its last failed window.
@@ -28,6 +29,7 @@ point with no successful window is its last failed window.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -151,6 +153,22 @@ def _method(windows: int, restarts: int) -> str:
     return f"bootstrap over {windows} repeats and their requests"
 
 
+def _errors_by_kind(windows: list[dict[str, Any]]) -> str | None:
+    """The windows' ``errors_by_kind`` (JSON text) summed kind by kind, as the counts are summed: every
+    repeat's errors, not the first window's alone."""
+    total: dict[str, int] = {}
+    for window in windows:
+        text = window.get("errors_by_kind")
+        try:
+            kinds = json.loads(text) if isinstance(text, str) and text else {}
+        except json.JSONDecodeError:
+            kinds = {}
+        for kind, count in (kinds.items() if isinstance(kinds, dict) else ()):
+            if isinstance(count, int | float) and not isinstance(count, bool):
+                total[str(kind)] = total.get(str(kind), 0) + int(count)
+    return json.dumps(dict(sorted(total.items())), sort_keys=True) if total else None
+
+
 def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """One row per (host, configuration, mode, load): see the module docstring. ``frame`` is the window frame
     (``tidy_frame``); alias rows are aggregated like the rows they stand for."""
@@ -212,6 +230,8 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
                     jobs.append(windows)
                     wanted.append((base, figure))
             base["finished_at"] = ok[-1].get("finished_at")
+            if "errors_by_kind" in base:
+                base["errors_by_kind"] = _errors_by_kind(ok)
         base["windows"] = len(ok)
         base["windows_failed"] = len(failed)
         base["ci_method"] = _method(len(ok), len(restarts))

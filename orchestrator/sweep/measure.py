@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from orchestrator.engines.cache import flush_prefix_cache
 from orchestrator.engines.info import read_engine_info
 from orchestrator.engines.integrity import Integrity
+from orchestrator.engines.registry import get_engine, is_engine
 from orchestrator.hosts.telemetry import GpuTelemetry, has_nvidia_smi
 from orchestrator.load import LoadSettings, run_load
 from orchestrator.load.settings import engine_request_extras
@@ -235,6 +236,9 @@ def server_metrics(
     )
     if open_end is not None:
         mark_open_end(window, open_end)
+    spec = client.get("spec") or {}
+    if is_engine(experiment.engine):
+        get_engine(experiment.engine).reconcile_log(window, spec)  # what the log counts that was not committed
     server = window.to_dict()
     sources: dict[str, Any] = {"journal": window}
     if before is not None and after is not None:
@@ -242,7 +246,6 @@ def server_metrics(
         _restart_spans_scrapes(window.integrity, prom)
         server["prometheus"] = prom.to_dict()
         sources["prometheus"] = prom
-    spec = client.get("spec") or {}
     if any(v is not None for v in spec.values()):
         sources["responses"] = spec
     if client.get("output_tok_s"):

@@ -1,0 +1,111 @@
+"""Issue 50, the first hour (fourth pass), through the real CLI as a subprocess against the simulator: the error
+breakdown of a point with repeats, findings at 80 columns, degraded points of one configuration, and the
+counts, estimates and small things a new user meets."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.reliability.harness import (
+    ROOT,
+    cli_env,
+    free_port,
+    local_experiment,
+    local_leftovers_restored,
+    run_cli,
+    run_dirs,
+    write_experiment,
+)
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("first_hour_fourth_pass")]
+
+NOTEBOOK = ROOT / "notebooks" / "sweep-results.ipynb"
+
+FLAKY = {
+    "autoregressive": "--algorithm ar",
+    "flaky": "--algorithm linear --draft-tokens 2 --fault http-500-rate=0.5",
+}
+#: Two repeats of 12 requests at each of two loads: each point's errors come from both of its repeats.
+FLAKY_LOAD = {"concurrency": [1, 4], "warmup": 1, "requests": 12, "max_tokens": 16, "repeats": 2}
+
+
+@dataclass
+class Flaky:
+    home: Path
+    run_dir: Path
+    sweep: subprocess.CompletedProcess[str]
+    #: The requests each point of ``flaky`` lost, from its records (every repeat): {load label: (errors, sent)}.
+    lost: dict[str, tuple[int, int]]
+
+
+@pytest.fixture(scope="module")
+def flaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flaky]:
+    base = tmp_path_factory.mktemp("flaky")
+    home = base / "home"
+    home.mkdir()
+    path = write_experiment(
+        base / "flaky.yaml", local_experiment("flaky", free_port(), FLAKY, baselines=["autoregressive"], load=FLAKY_LOAD)
+    )
+    with local_leftovers_restored(home, path):
+        proc = run_cli("sweep", str(path), "--results", str(base / "results"), env=cli_env(home), timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # degraded points
+    (run_dir,) = run_dirs(base / "results", "flaky")
+    lost: dict[str, tuple[int, int]] = {}
+    for line in (run_dir / "records.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("variant") != "flaky" or record.get("status") != "ok":
+            continue
+        label = f"C={record['concurrency']}"
+        client = record["client"]
+        assert sum(client["errors_by_kind"].values()) == client["errors"], client  # the simulator's 500s only
+        errors, sent = lost.get(label, (0, 0))
+        lost[label] = (errors + client["errors"], sent + client["requests"])
+    assert set(lost) == {"C=1", "C=4"} and all(errors for errors, _ in lost.values()), lost
+    yield Flaky(home, run_dir, proc, lost)
+
+
+def _executed_notebook(run_dir: Path, out: Path) -> str:
+    """The shipped notebook executed by papermill on ``run_dir``: its every cell's text output, joined."""
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "-p", "RUN_DIR", str(run_dir)]
+    proc = subprocess.run([*command, "--log-level", "ERROR"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    texts = []
+    for cell in json.loads(out.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            texts.append("".join(output.get("text", "")))
+            texts.append("".join(output.get("data", {}).get("text/plain", "")))
+            texts.append("".join(output.get("data", {}).get("text/html", "")))
+    return "\n".join(texts)
+
+
+# -- 1. the error breakdown counts every repeat -------------------------------------------------------------------
+
+
+def test_the_error_breakdown_counts_every_repeat_in_every_output(flaky: Flaky, tmp_path: Path) -> None:
+    """Each point's ``(http_500: N)`` is all its errors (both repeats), in the ending, report.md and .html,
+    ``report --json``, summary.csv and the notebook; before, N was the first repeat's alone."""
+    env = cli_env(flaky.home)
+    proc = run_cli("report", str(flaky.run_dir), env=env)
+    assert proc.returncode == 0, proc.stderr
+    as_json = run_cli("report", str(flaky.run_dir), "--json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    outputs = {
+        "the ending": flaky.sweep.stdout + flaky.sweep.stderr,
+        "report.md": (flaky.run_dir / "report.md").read_text(),
+        "report.html": (flaky.run_dir / "report.html").read_text(),
+        "report --json": as_json.stdout,
+        "summary.csv": (flaky.run_dir / "summary.csv").read_text(),
+        "the notebook": _executed_notebook(flaky.run_dir, tmp_path / "executed.ipynb"),
+    }
+    for label, (errors, sent) in flaky.lost.items():
+        for name, text in outputs.items():
+            said = {int(n) for n in re.findall(rf"{errors} of {sent} requests \w+ \(http_500: (\d+)\)", text)}
+            assert said == {errors}, f"{name}, {label}: {errors} of {sent} errored, said http_500: {said}"
