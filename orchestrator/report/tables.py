@@ -1,8 +1,9 @@
 """The report's tables and sentences, from an ``Analysis``: what a reader wants before any figure.
 
 Tables come back as pandas frames (a notebook shows them as they are); ``formatted`` turns one into text
-cells for Markdown and HTML. Findings repeated at several loads of one configuration are grouped, so the
-field report's bug reads as one line naming four loads, not four lines.
+cells for Markdown and HTML. Findings repeated word for word at several loads of one configuration are grouped,
+so the field report's bug reads as one line naming four loads, not four lines; a finding whose message differs
+from one load to the next keeps a line of its own.
 """
 
 from __future__ import annotations
@@ -69,13 +70,16 @@ class FindingGroup:
 
 
 def group_findings(findings: list[Finding]) -> list[FindingGroup]:
-    """Group findings by (severity, check, configuration, host), keeping the first message and evidence."""
+    """Group findings by (severity, check, configuration, host, message), keeping the first one's evidence: a
+    finding that says the same at several loads is one group naming them all, and one whose message differs
+    at another load (a degraded point's own count of lost requests) is a group of its own, never hidden
+    behind the first load's message. A configuration's findings that name no load keep the first message."""
     groups: dict[tuple[Any, ...], FindingGroup] = {}
     for finding in findings:
-        if finding.config is None and finding.point is None and finding.load is None:
-            key: tuple[Any, ...] = (finding.severity, finding.check, None, finding.host, finding.message)
-        else:
-            key = (finding.severity, finding.check, finding.config, finding.host, None)
+        # A configuration's finding that names no load (lossless, per prompt) stays one group, as before.
+        per_config = finding.config is not None and finding.load is None
+        message = None if per_config else finding.message
+        key: tuple[Any, ...] = (finding.severity, finding.check, finding.config, finding.host, message)
         group = groups.get(key)
         if group is None:
             group = groups[key] = FindingGroup(

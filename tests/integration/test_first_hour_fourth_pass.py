@@ -109,3 +109,19 @@ def test_the_error_breakdown_counts_every_repeat_in_every_output(flaky: Flaky, t
         for name, text in outputs.items():
             said = {int(n) for n in re.findall(rf"{errors} of {sent} requests \w+ \(http_500: (\d+)\)", text)}
             assert said == {errors}, f"{name}, {label}: {errors} of {sent} errored, said http_500: {said}"
+
+
+# -- 3. two degraded points of one configuration ----------------------------------------------------------------
+
+
+def test_two_degraded_points_of_one_configuration_keep_a_finding_each(flaky: Flaky, tmp_path: Path) -> None:
+    """report.md, the console's findings and the notebook say each degraded point's own count; before, the
+    second load's finding was merged into the first's line ("flaky at C=1, C=4: 11 of 24 ...")."""
+    proc = run_cli("report", str(flaky.run_dir), env=cli_env(flaky.home))
+    assert proc.returncode == 0, proc.stderr
+    markdown = (flaky.run_dir / "report.md").read_text()
+    for label, (errors, sent) in flaky.lost.items():
+        line = f"[request_errors] flaky at {label} on local: {errors} of {sent} requests errored"
+        assert line in markdown, markdown
+        assert re.search(rf"request_errors +flaky at {label} on local +{errors} of {sent} ", proc.stdout), proc.stdout
+    assert "flaky at C=1, C=4" not in markdown.split("## Winners")[0], markdown
