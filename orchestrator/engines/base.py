@@ -99,6 +99,8 @@ class Engine(Protocol):
 
     def request_extras(self, api: str) -> dict[str, Any]: ...
 
+    def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None: ...
+
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
 
 
@@ -162,6 +164,11 @@ class EngineBase:
 
     def request_extras(self, api: str) -> dict[str, Any]:
         return {}
+
+    def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None:
+        """Correct (or label) the log window's figures by what the window's responses say the log counts that
+        the engine did not commit (SGLang: orchestrator/engines/sglang/overshoot.py); nothing by default."""
+        return None
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
         """Empty the server's prefix cache through ``call``: ``(ok, note)``; None when the engine has no way."""

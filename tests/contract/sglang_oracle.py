@@ -432,7 +432,16 @@ def run_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dict[str, 
     algorithm = types.SimpleNamespace(is_none=lambda: False, is_dspark=lambda: False)
     scheduler = Settings(
         spec_algorithm=algorithm,
-        draft_worker=None,
+        # A scenario with "draft_worker": the worker's own speculative_num_draft_tokens, which
+        # _active_spec_config_snapshot exports as sglang:spec_num_draft_tokens (as NGRAMWorker has it); else 0.
+        draft_worker=(
+            types.SimpleNamespace(
+                speculative_num_steps=scenario["num_draft_tokens"] - 1,
+                speculative_num_draft_tokens=scenario["num_draft_tokens"],
+            )
+            if scenario.get("draft_worker")
+            else None
+        ),
         waiting_queue=waiting,
         disaggregation_mode=DisaggregationMode.NULL,
         enable_priority_scheduling=False,

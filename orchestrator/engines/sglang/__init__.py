@@ -1,6 +1,7 @@
 """SGLang: everything specsweep knows about it, each definition with the SGLang source file it comes from.
 
-``log`` (the scheduler's ``Decode batch`` lines: parser and window aggregation), ``prometheus`` (the
+``log`` (the scheduler's ``Decode batch`` lines: parser and window aggregation), ``overshoot`` (the drafts
+those lines count past a request's end), ``prometheus`` (the
 tokenizer's counters and the scheduler's gauges), ``responses`` (``sglext.spec_tokens_details`` and
 ``meta_info``, and the request field that asks for them), ``simdialect`` (the simulator's imitation of it).
 ``ENGINE`` is SGLang as the registry gives it; ``SIM`` is specsweep's simulator, which speaks SGLang's formats
@@ -10,6 +11,7 @@ unless told otherwise.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,16 @@ class SGLang(EngineBase):
         from orchestrator.engines.sglang.responses import request_extras
 
         return request_extras(api)
+
+    def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None:
+        """SGLang's Decode line counts drafts accepted past a request's end (overshoot.py): less them where the
+        responses say how many, else the log's figures are labelled bounded. Not the simulator's lines, which
+        count only committed tokens."""
+        if self.name != "sglang":
+            return
+        from orchestrator.engines.sglang.overshoot import correct_log
+
+        correct_log(window, spec)
 
 
 def _sglang(name: str, summary: str) -> SGLang:

@@ -24,9 +24,12 @@ gauge holds its group's last decode-log interval only (``report_decode_stats`` s
 ``--decode-log-interval`` decode batches, 40 by default, about a second at speed; ``gen_throughput`` decays to 0
 after 30 s without one, ``_current_gen_throughput``): a figure from gauges is a ``gauge``, the last ~interval's
 value at the scrapes, never the window's. That is accept length without the verify counter (SGLang < 0.5.13),
-``acceptance_rate`` always (no counter for it in any version), and ``gen_throughput`` when the window's seconds
-are not known. In a window that is not whole (orchestrator/metrics/prometheus.py) the gauges are not read: their
-samples may span two processes.
+``acceptance_rate`` without the verify counter or without the ``sglang:spec_num_draft_tokens`` gauge (SGLang has
+no draft counter; the counters give committed drafts, ``generation_tokens - num_requests - spec_verify_calls``,
+and that gauge, set from the draft worker's ``speculative_num_draft_tokens`` with every Decode line, gives the
+proposed ones per verify step: metrics_reporter.py ``_active_spec_config_snapshot``), and ``gen_throughput`` when
+the window's seconds are not known. In a window that is not whole (orchestrator/metrics/prometheus.py) the gauges
+are not read: their samples may span two processes.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 from orchestrator.engines.exposition import PromSnapshot, PromWindow, by_name
 from orchestrator.engines.integrity import exactness
 from orchestrator.engines.sglang.log import accept_rate_definition
+from orchestrator.engines.sglang.overshoot import COMMITTED_NOTE
 
 __all__ = ["COPY_LABELS", "DEFINITIONS", "PREFIX", "RATE_HELP_DRAFTS_ONLY", "RATE_HELP_INCL_BONUS", "derive"]
 
@@ -54,8 +58,14 @@ DEFINITIONS: dict[str, str] = {
         "end of the window, groups weighted by verify rate (gen_throughput / accept length)."
     ),
     "acceptance_rate": (
-        "SGLang (no counter for it): the "
-        "sglang:spec_accept_rate gauges, combined over DP groups like accept_len, only when their HELP text "
+        "SGLang: drafts committed per draft proposed, (d(sglang:generation_tokens_total) - "
+        "d(sglang:num_requests_total) - d(sglang:spec_verify_calls_total)) / (d(sglang:spec_verify_calls_total) x "
+        "(speculative_num_draft_tokens - 1)), the last from the sglang:spec_num_draft_tokens gauge (one value "
+        "through the window; metrics_reporter.py _active_spec_config_snapshot): each verify step commits one token "
+        "of its own and the drafts it keeps. SGLang's own rate also counts drafts accepted past a request's end "
+        "(overshoot.py). Without those, the "
+        "sglang:spec_accept_rate gauges (the last decode-log interval only), combined over DP groups like "
+        "accept_len, only when their HELP text "
         "(or the server version given) says drafts only ('accepted drafts / proposed drafts', sglang >= "
         "0.5.11); the older definition ('accepted tokens / total draft tokens', bonus counted) goes to "
         "details.acceptance_rate_incl_bonus, an unknown one to details.gauge_acceptance_rate only."
@@ -145,8 +155,16 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     elif gauge_len is not None:
         window.accept_len = gauge_len
         source = "gauges"
-    if idle is None and gauge_rate is not None and rate_definition == "drafts_only":
+    draft_tokens, draft_note = _draft_tokens(window, after)
+    rate_source = None
+    if source == "counters" and verifies and generated is not None and finished is not None and draft_tokens:
+        # Committed drafts: each verify step commits one token of its own (the bonus, or the target's token
+        # where every draft was rejected) and the drafts it accepted; the prefill commits the first token.
+        window.acceptance_rate = (generated - finished - verifies) / (verifies * (draft_tokens - 1))
+        rate_source = "counters"
+    elif idle is None and gauge_rate is not None and rate_definition == "drafts_only":
         window.acceptance_rate = gauge_rate
+        rate_source = "gauges"
     throughput_source = "counters" if window.gen_throughput is not None else None
     if window.gen_throughput is None and generated == 0:
         window.gen_throughput = 0.0  # no token counted: 0 tok/s over any seconds, not the last interval's gauge
@@ -155,7 +173,7 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
         window.gen_throughput = gauge_throughput  # DP groups serve different requests: their rates add up
         throughput_source = "gauges"
     window.details["verify_calls"] = verifies
-    _exactness(window, after, source, throughput_source)
+    _exactness(window, after, source, throughput_source, rate_source)
     window.details.update(
         {
             "verify_calls": verifies,
@@ -167,8 +185,12 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
             "gauge_gen_throughput": gauge_throughput,
             "gauge_groups": len(throughputs or lengths),
             "acceptance_rate_definition": rate_definition if gauge_rate is not None else None,
+            "acceptance_rate_source": rate_source,
+            "speculative_num_draft_tokens": draft_tokens,
         }
     )
+    if draft_note is not None and source == "counters":
+        window.details["no_counter_rate"] = draft_note
     if rate_definition == "incl_bonus":
         window.details["acceptance_rate_incl_bonus"] = gauge_rate
 
@@ -212,7 +234,34 @@ def _gauge_note(window: PromWindow, after: PromSnapshot, name: str, what: str) -
     )
 
 
-def _exactness(window: PromWindow, after: PromSnapshot, length_source: str | None, rate_source: str | None) -> None:
+def _draft_tokens(window: PromWindow, after: PromSnapshot) -> tuple[int | None, str | None]:
+    """``speculative_num_draft_tokens`` through the window, from the ``sglang:spec_num_draft_tokens`` gauges
+    (metrics_collector.py; set with each Decode line from ``_active_spec_config_snapshot``,
+    metrics_reporter.py report_decode_stats), or (None, why not): it must be one value > 1 at both scrapes and
+    in between (an adaptive drafter that changes it in the window has no single denominator)."""
+    name = f"{PREFIX}spec_num_draft_tokens"
+    seen: set[float] = set()
+    for key, stats in window.gauges.items():
+        if after.names.get(key) != name:
+            continue
+        seen.update(v for k in ("before", "after", "min", "max") if isinstance(v := stats.get(k), int | float) and v)
+    if not seen:
+        return None, f"no {name} gauge with a value (speculation off, or SGLang older than 0.5.23)"
+    if len(seen) > 1:
+        return None, f"{name} changed in the window ({', '.join(f'{v:g}' for v in sorted(seen))}): no one denominator"
+    value = next(iter(seen))
+    if not float(value).is_integer() or value <= 1:
+        return None, f"{name} = {value:g}: no drafts proposed per verify step"
+    return int(value), None
+
+
+def _exactness(
+    window: PromWindow,
+    after: PromSnapshot,
+    length_source: str | None,
+    rate_source: str | None,
+    acceptance_source: str | None = None,
+) -> None:
     """``exactness`` of each figure derive gave: the counters' figures exact, the gauges' a last-interval gauge."""
     if window.accept_len is not None:
         window.exactness["accept_len"] = (
@@ -235,8 +284,24 @@ def _exactness(window: PromWindow, after: PromSnapshot, length_source: str | Non
             )
         )
     if window.acceptance_rate is not None:
-        window.exactness["acceptance_rate"] = exactness(
-            "gauge", _gauge_note(window, after, "spec_accept_rate", "SGLang has no counter for it")
+        window.exactness["acceptance_rate"] = (
+            exactness(
+                "exact",
+                "(d(generation_tokens) - d(num_requests) - d(spec_verify_calls)) / (d(spec_verify_calls) x "
+                f"(speculative_num_draft_tokens - 1)), drafts committed per draft proposed: {_EXACT}; "
+                "speculative_num_draft_tokens from the sglang:spec_num_draft_tokens gauge, one value through "
+                f"the window. {COMMITTED_NOTE}",
+            )
+            if acceptance_source == "counters"
+            else exactness(
+                "gauge",
+                _gauge_note(
+                    window,
+                    after,
+                    "spec_accept_rate",
+                    "no verify counter or no sglang:spec_num_draft_tokens gauge to divide by",
+                ),
+            )
         )
     if window.gen_throughput is not None:
         window.exactness["gen_throughput"] = (

@@ -1,0 +1,120 @@
+"""SGLang's own code as the oracle for what its three channels count at a request's end, and for the acceptance rate
+its counters give (issue 47, seen on a real SGLang 0.5.23 with NGRAM).
+
+A verify step accepts up to speculative_num_draft_tokens tokens whatever max_new_tokens is left
+(speculative/eagle_utils.py eagle_sample); the scheduler adds the whole run to the Decode line's sums and to the
+request's spec_num_correct_drafts before Req.update_finish_state cuts the run at the cap
+(scheduler_components/batch_result_processor.py process_batch_result_decode and _resolve_spec_v2_tokens;
+orchestrator/engines/sglang/overshoot.py). So the oracle (tests/contract/sglang_oracle.py: SGLang's
+SchedulerMetricsReporter, TokenizerMetricsCollector and _calculate_spec_decoding_metrics) is fed what the scheduler
+feeds them in that case: the steps' uncapped drafts, and a request whose completion_tokens stop at the cap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.engines.registry import get_engine
+from orchestrator.engines.sglang.responses import from_meta_info
+from orchestrator.load.spec import summarize_spec
+from orchestrator.metrics import compare_sources, parse_window, scrape_delta
+from tests.contract.test_sglang_contract import CURRENT, PRINTED, K, journal, rank, run_oracle, steps
+
+# One request, max_new_tokens 15: the prefill's token, then four verify steps each accepting all K - 1 = 3 drafts
+# and the bonus (16 tokens in the log's sums); the fourth step's run crosses the cap, so the request keeps 14 of
+# the 16 and discards 2 drafts. SGLang's per-request draft count is uncapped (12), its completion_tokens capped.
+CAP = 15
+PLAN = steps(1, [3, 3, 3, 3], 0.1)
+REQUEST = {"completion_tokens": CAP, "spec_verify_ct": 4, "correct_drafts": 12}
+COMMITTED_LEN = (CAP - 1) / 4  # 3.5 tokens per verify step
+COMMITTED_RATE = (CAP - 1 - 4) / (4 * (K - 1))  # 10 of 12 drafts kept
+# The scheduler's draft worker (NGRAMWorker) has speculative_num_draft_tokens: SGLang exports it as the
+# sglang:spec_num_draft_tokens gauge (metrics_reporter.py _active_spec_config_snapshot), the counters' denominator.
+WORKER = {"draft_worker": True}
+
+
+@pytest.fixture(scope="module")
+def past_end(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("past-end")
+    scenario = {"decode_log_interval": 4, "ranks": [rank({}, PLAN)], "requests": [REQUEST], **WORKER}
+    return run_oracle(CURRENT, scenario, tmp)
+
+
+def _responses(result: dict[str, Any]) -> dict[str, Any]:
+    (meta,) = result["meta_info"]
+    spec = from_meta_info({**meta, "completion_tokens": CAP})  # meta_info carries completion_tokens beside these
+    return summarize_spec([(spec, CAP)])
+
+
+def test_the_log_counts_drafts_past_the_cap_and_the_responses_say_how_many(past_end: dict[str, Any]) -> None:
+    # SGLang's own line: accept len 4.00 and rate 1.00, over the 16 tokens its steps accepted.
+    (line,) = past_end["ranks"][0]["lines"]
+    assert "accept len: 4.00, accept rate: 1.00" in line
+    window = parse_window("sglang", journal(past_end), version=CURRENT)
+    assert window.accept_len == pytest.approx(4.0, abs=PRINTED)
+    prom = scrape_delta("", past_end["metrics"], "sglang", elapsed_s=1.0)
+    assert prom.accept_len == pytest.approx(COMMITTED_LEN)  # the counters count what the request kept
+    responses = _responses(past_end)
+    assert responses["accept_len"] == pytest.approx(COMMITTED_LEN)
+    # SGLang's per-request rate counts the discarded drafts too (12 of 12): its own figure, kept as is.
+    assert past_end["meta_info"][0]["spec_accept_rate"] == pytest.approx(1.0)
+
+    get_engine("sglang").reconcile_log(window, responses)
+    assert window.details["past_end"]["discarded_drafts"] == 2
+    assert window.details["past_end"]["accept_len_printed"] == pytest.approx(4.0)
+    assert window.accept_len == pytest.approx(prom.accept_len, abs=PRINTED)
+    assert prom.acceptance_rate == pytest.approx(COMMITTED_RATE)
+    assert window.acceptance_rate == pytest.approx(prom.acceptance_rate, abs=PRINTED)
+    assert "past the requests' ends" in window.exactness["accept_len"]["note"]
+    low, high = window.exactness["accept_len"]["bounds"]
+    assert low <= prom.accept_len <= high
+    agreed = compare_sources({"journal": window, "prometheus": prom}, rel_tol=0.0)
+    assert agreed["figures"]["accept_len"]["agree"] is True
+
+
+def test_without_responses_the_log_is_bounded_by_what_it_may_have_counted_past_the_end(
+    past_end: dict[str, Any],
+) -> None:
+    window = parse_window("sglang", journal(past_end), version=CURRENT)
+    assert window.exactness["accept_len"]["kind"] == "rounded"  # one line: as printed
+    get_engine("sglang").reconcile_log(window, {})
+    entry = window.exactness["accept_len"]
+    assert entry["kind"] == "bounded"
+    assert entry["bounds"] == pytest.approx([1.0, 4.0 + 0.005])
+    assert "max_new_tokens" in entry["note"] and "(speculative_num_draft_tokens - 1)" in entry["note"]
+    assert window.accept_len == pytest.approx(4.0, abs=PRINTED)  # the figure itself is left as printed
+    prom = scrape_delta("", past_end["metrics"], "sglang", elapsed_s=1.0)
+    assert entry["bounds"][0] <= prom.accept_len <= entry["bounds"][1]
+
+
+def test_the_simulators_lines_are_left_alone(past_end: dict[str, Any]) -> None:
+    window = parse_window("sim", journal(past_end), version=CURRENT)
+    before = (window.accept_len, dict(window.exactness))
+    get_engine("sim").reconcile_log(window, {})
+    assert (window.accept_len, window.exactness) == before
+
+
+def test_acceptance_rate_comes_from_the_counters_not_the_last_batchs_gauge(tmp_path: Path) -> None:
+    # Two intervals: nothing accepted, then everything; the gauge holds the last interval's 1.00.
+    plan = steps(1, [0, 0, 0, 0], 0.1) + steps(1, [3, 3, 3, 3], 0.1)
+    requests = [{"completion_tokens": 21, "spec_verify_ct": 8, "correct_drafts": 12}]
+    scenario = {"decode_log_interval": 4, "ranks": [rank({}, plan)], "requests": requests, **WORKER}
+    result = run_oracle(CURRENT, scenario, tmp_path)
+    prom = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
+    assert prom.details["gauge_acceptance_rate"] == pytest.approx(1.0)
+    assert prom.details["speculative_num_draft_tokens"] == K
+    assert prom.acceptance_rate == pytest.approx(12 / (8 * (K - 1)))
+    assert prom.details["acceptance_rate_source"] == "counters"
+    assert prom.exactness["acceptance_rate"]["kind"] == "exact"
+    # SGLang's own per-request rate on the same counts (no draft past the end here) is the same number.
+    assert result["meta_info"][0]["spec_accept_rate"] == pytest.approx(prom.acceptance_rate)
+
+    # Without the spec_num_draft_tokens gauge (no denominator) the rate is the gauge's, and labelled so.
+    exposition = "\n".join(line for line in result["metrics"].splitlines() if "spec_num_draft_tokens" not in line)
+    gauge_only = scrape_delta("", exposition + "\n", "sglang", elapsed_s=1.0)
+    assert gauge_only.acceptance_rate == pytest.approx(1.0)
+    assert gauge_only.exactness["acceptance_rate"]["kind"] == "gauge"
+    assert "spec_num_draft_tokens" in gauge_only.details["no_counter_rate"]

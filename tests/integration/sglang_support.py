@@ -1,0 +1,104 @@
+"""Shared by the real-SGLang tests: where the engine is (``scripts/get-sglang-cpu.sh`` prints ``SGLANG_PYTHON`` and
+``SGLANG_MODEL``; scripts/test.sh sets it up beside the suite), and SGLang's own counters over a point's window as
+the oracle.
+
+SGLang reports its speculative figures through three channels: the scheduler's ``Decode batch`` lines (ratios with
+two decimals, over decode-log intervals; they count drafts accepted past a request's end:
+orchestrator/engines/sglang/overshoot.py), the tokenizer's counters on ``/metrics``
+(``sglang:generation_tokens_total``, ``sglang:num_requests_total``, ``sglang:spec_verify_calls_total``, all
+incremented when a request finishes) and each response's ``meta_info`` / ``sglext.spec_tokens_details`` (integer
+counts). Over a window the counters and the responses count the same requests, so accept length and the committed
+acceptance rate agree exactly; the log's figures agree within their stated bounds, after the drafts past the ends
+(known exactly from the responses) are taken out.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from orchestrator.runs.store import Record
+from tests.engine_setup import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "get-sglang-cpu.sh"
+#: At most one SGLang server at a time in the whole suite (3-4.6 GiB each on two cores): every real-SGLang test
+#: module runs in this one pytest-xdist group.
+GROUP = "sglang"
+
+
+def engine_paths() -> tuple[str, str] | str:
+    """(SGLANG_PYTHON, SGLANG_MODEL) from the environment, or why the real-SGLang tests skip. Where scripts/test.sh
+    sets SGLang up beside the suite, this waits for that set-up and takes the paths it printed
+    (tests/engine_setup.py)."""
+    stage = wait_for("sglang")
+    if stage is not None:
+        if not stage.ok:
+            return stage.reason
+        for name in ("SGLANG_PYTHON", "SGLANG_MODEL"):
+            if stage.values.get(name):
+                os.environ[name] = stage.values[name]
+    python, model = os.environ.get("SGLANG_PYTHON"), os.environ.get("SGLANG_MODEL")
+    if not python or not model:
+        return (
+            'SGLANG_PYTHON / SGLANG_MODEL not set: run eval "$(scripts/get-sglang-cpu.sh)"; '
+            "export SGLANG_PYTHON SGLANG_MODEL"
+        )
+    if not Path(python).is_file() or not (Path(model) / "config.json").is_file():
+        return f"SGLANG_PYTHON ({python}) or SGLANG_MODEL ({model}) is not there: run scripts/get-sglang-cpu.sh"
+    return python, model
+
+
+def paths() -> tuple[str, str]:
+    """(SGLANG_PYTHON, SGLANG_MODEL) for a test that runs (tests/conftest.py skipped it otherwise)."""
+    found = engine_paths()
+    assert not isinstance(found, str), found
+    return found
+
+
+def counter_oracle(record: Record) -> dict[str, Any]:
+    """SGLang's counters over the record's window (the deltas of the two scrapes specsweep took around it):
+    verify steps, committed tokens (completion tokens less each request's prefill token), committed drafts, and
+    the accept length and committed acceptance rate they give."""
+    prom = (record.server or {}).get("prometheus") or {}
+    details = prom.get("details") or {}
+    verifies, generated = details.get("verify_calls"), details.get("generated")
+    finished = details.get("finished_requests")
+    draft_tokens = details.get("speculative_num_draft_tokens")
+    assert verifies and generated and finished and draft_tokens, f"no counters in {record.point_id}: {details}"
+    committed = int(generated) - int(finished)
+    return {
+        "verify_steps": int(verifies),
+        "committed_tokens": committed,
+        "committed_drafts": committed - int(verifies),
+        "proposed_drafts": int(verifies) * (int(draft_tokens) - 1),
+        "accept_len": committed / verifies,
+        "acceptance_rate": (committed - verifies) / (verifies * (draft_tokens - 1)),
+    }
+
+
+def three_sources(record: Record) -> dict[str, dict[str, Any]]:
+    """Accept length and acceptance rate as each source gave them for the record, with the counts behind them."""
+    server = record.server or {}
+    prom = server.get("prometheus") or {}
+    spec = (record.client or {}).get("spec") or {}
+    details = server.get("details") or {}
+    return {
+        "journal": {
+            "accept_len": server.get("accept_len"),
+            "acceptance_rate": server.get("acceptance_rate"),
+            "exactness": server.get("exactness") or {},
+            "past_end": details.get("past_end"),
+        },
+        "prometheus": {
+            "accept_len": prom.get("accept_len"),
+            "acceptance_rate": prom.get("acceptance_rate"),
+            "exactness": prom.get("exactness") or {},
+        },
+        "responses": {
+            "accept_len": spec.get("accept_len"),
+            "acceptance_rate": spec.get("acceptance_rate"),
+            "counts": (spec.get("verify_steps"), spec.get("proposed_drafts"), spec.get("accepted_drafts")),
+        },
+    }
