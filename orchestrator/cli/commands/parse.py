@@ -7,7 +7,9 @@ the same JSON keys as a log window (``accept_len``, ``acceptance_rate``, ``gen_t
 A window that is not whole (a process start inside it, a counter that went down, a pair of lines cut apart:
 orchestrator/engines/integrity.py) still exits 0: the figures are those of its whole part (or none), the JSON
 carries ``integrity`` and ``exactness``, and one warning line on stderr names the reason
-(``Integrity.describe()``).
+(``Integrity.describe()``). A log whose engine's last stats tick still holds requests lacks its last interval
+(orchestrator/metrics/saved.py): its figures are withheld (``details.open_end_figures``), as a sweep withholds
+an open window's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from rich.table import Table
 from orchestrator.cli.console import console, err_console
 from orchestrator.engines.registry import BUILTIN, engine_names
 from orchestrator.errors import MetricsError
-from orchestrator.metrics import PromWindow, WindowMetrics, parse_window, scrape_delta
+from orchestrator.metrics import PromWindow, WindowMetrics, scrape_delta
+from orchestrator.metrics.saved import parse_saved_log
 
 
 def _read(source: str) -> bytes:
@@ -250,7 +253,7 @@ def parse(
     if source is None:
         raise typer.BadParameter("a log FILE (or - for stdin), or --prometheus BEFORE AFTER", param_hint="FILE|-")
     data = _read(source)
-    wm = parse_window(engine, data, _user_parsers(regex), cut=window)
+    wm = parse_saved_log(engine, data, _user_parsers(regex), cut=window)
     warnings = [w for w in (_engine_warning(engine, data), wm.integrity.describe()) if w]
     warnings += _impossible_lines(wm, data)
     if as_json:
