@@ -24,6 +24,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.analysis.corpus import drafter_corpus
 from orchestrator.analysis.drafts import command_schedule, k_used
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
@@ -869,6 +870,7 @@ CHECKS: dict[str, CheckFunction] = {
     "lossless": lossless,
     "runaway_outputs": runaway_outputs,
     "schedule_ignored": schedule_ignored,
+    "drafter_corpus": drafter_corpus,
 }
 
 

@@ -101,6 +101,8 @@ class Engine(Protocol):
 
     def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None: ...
 
+    def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None: ...
+
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
 
 
@@ -168,6 +170,11 @@ class EngineBase:
     def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None:
         """Correct (or label) the log window's figures by what the window's responses say the log counts that
         the engine did not commit (SGLang: orchestrator/engines/sglang/overshoot.py); nothing by default."""
+        return None
+
+    def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None:
+        """Why the deployment's drafter keeps a corpus across requests (orchestrator/sweep/corpus.py), from the
+        server's reported settings or its command; None when it does not (the default)."""
         return None
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:

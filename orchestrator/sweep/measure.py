@@ -46,6 +46,7 @@ from orchestrator.metrics.scrape import GaugeSampler, get, scrape
 from orchestrator.metrics.window import mark_open_end
 from orchestrator.runs.store import Record, utc_now_iso
 from orchestrator.sweep.closing import close_window, open_window, ticking
+from orchestrator.sweep.corpus import point_corpus
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -564,6 +565,10 @@ class PointMeasurer:
                 "close_wait_s": round(closed.waited_s, 3),
                 "interval_s": closed.interval_s,
             }
+        settings = point_settings(exp, server.url, point)
+        corpus = point_corpus(exp.engine, engine_info, deployment.command or "", cache_flush, client, settings)
+        if corpus is not None:
+            server_fields["drafter_corpus"] = corpus  # did the drafter's corpus already know these prompts
         alive = server.alive()
         verdict = classify_point(client, alive=alive, stopped=stop.is_set())
         record = new_record(

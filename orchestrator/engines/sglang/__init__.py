@@ -27,6 +27,25 @@ __all__ = ["ENGINE", "SIM", "SGLang"]
 class SGLang(EngineBase):
     """SGLang's formats (and the simulator's, which imitates them)."""
 
+    def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None:
+        """NGRAM keeps one corpus for all requests: speculative/ngram_worker.py ``_update_ngram_corpus`` inserts
+        every request's verified tokens after each verify step and ``_prepare_for_speculative_decoding`` drafts
+        from it for any request; only ``clear_cache_pool`` (called by managers/scheduler.py ``flush_cache``,
+        i.e. ``/flush_cache``) empties it (0.5.23)."""
+        if self.name != "sglang":  # the simulator's drafts come from its configured truth, not a corpus
+            return None
+        algorithm = settings.get("speculative_algorithm")
+        if not isinstance(algorithm, str):
+            found = _SPEC_ALGORITHM.search(command)
+            algorithm = found.group(1) if found else None
+        if algorithm is None or algorithm.upper() != "NGRAM":
+            return None
+        return (
+            "SGLang's NGRAM drafter keeps one n-gram corpus for all requests (speculative/ngram_worker.py "
+            "_update_ngram_corpus), emptied only by /flush_cache (managers/scheduler.py flush_cache -> "
+            "clear_cache_pool)"
+        )
+
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
         from orchestrator.engines.sglang.control import flush_cache
 
@@ -65,6 +84,9 @@ class SGLang(EngineBase):
         from orchestrator.engines.sglang.overshoot import correct_log
 
         correct_log(window, spec)
+
+
+_SPEC_ALGORITHM = re.compile(r"--speculative[-_]algorithm[= ]+['\"]?([A-Za-z0-9_]+)")
 
 
 def _sglang(name: str, summary: str) -> SGLang:

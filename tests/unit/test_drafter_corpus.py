@@ -1,0 +1,73 @@
+"""Drafters that keep a corpus across requests (SGLang's NGRAM): each point says whether its corpus may already
+have held its prompts' answers (orchestrator/sweep/corpus.py), and the analysis warns of every point where it may
+(orchestrator/analysis/corpus.py). Issue 47: on a real SGLang 0.5.23 the same prompts sent again went from accept
+length 1.63 to 3.23."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.engines.registry import get_engine
+from orchestrator.load.settings import LoadSettings
+from orchestrator.sweep.corpus import corpus_note, point_corpus
+from tests.unit.test_analysis_checks import findings, point, record
+
+NGRAM = "python -m sglang.launch_server --speculative-algorithm NGRAM --speculative-num-draft-tokens 4"
+FLUSHED = {"engine": "sglang", "ok": True, "requests": 1, "note": None}
+
+
+def test_only_sglangs_ngram_keeps_a_corpus() -> None:
+    sglang = get_engine("sglang")
+    assert "ngram_worker.py" in (sglang.drafter_corpus({"speculative_algorithm": "NGRAM"}, "") or "")
+    assert sglang.drafter_corpus({}, NGRAM) is not None  # no settings reported: the command says it
+    assert sglang.drafter_corpus({}, "launch_server --speculative_algorithm=ngram") is not None
+    assert sglang.drafter_corpus({"speculative_algorithm": "EAGLE"}, NGRAM) is None  # the server's word wins
+    assert sglang.drafter_corpus({}, "python -m sglang.launch_server --model-path m") is None
+    assert get_engine("sim").drafter_corpus({"speculative_algorithm": "NGRAM"}, NGRAM) is None
+    assert get_engine("vllm").drafter_corpus({}, "--speculative-config '{\"method\":\"ngram\"}'") is None
+
+
+def test_a_flushed_point_with_distinct_prompts_is_clean() -> None:
+    note = corpus_note("keeps", flush=FLUSHED, warmup=1, requests=4, distinct=5)
+    assert note is not None and note["clean"] is True and note["note"] is None
+    assert corpus_note(None, flush=None, warmup=1, requests=4, distinct=5) is None
+    # A synthetic workload never repeats a prompt.
+    assert corpus_note("keeps", flush=FLUSHED, warmup=8, requests=64, distinct=0)["clean"] is True  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("flush", "warmup", "requests", "says"),
+    [
+        (None, 1, 4, "load.flush_cache is off"),
+        ({"ok": False, "note": "HTTP 400"}, 1, 4, "emptying it was refused (HTTP 400)"),
+        (FLUSHED, 2, 4, "2 warm-up and 4 measured requests over 5 distinct prompts"),
+    ],
+)
+def test_a_point_whose_corpus_may_know_its_prompts_says_why(
+    flush: dict[str, object] | None, warmup: int, requests: int, says: str
+) -> None:
+    note = corpus_note("keeps", flush=flush, warmup=warmup, requests=requests, distinct=5)
+    assert note is not None and note["clean"] is False and says in note["note"]
+
+
+def test_point_corpus_reads_the_workloads_distinct_prompts() -> None:
+    settings = LoadSettings(url="http://x:1", prompts="builtin:summarization", concurrency=1, requests=4, warmup=1)
+    client = {"warmup_requests": 1, "requests": 4}
+    note = point_corpus("sglang", {"settings": {"speculative_algorithm": "NGRAM"}}, "", FLUSHED, client, settings)
+    assert note is not None and note["clean"] is True and note["distinct_prompts"] > 5
+    assert point_corpus("sglang", {"settings": {}}, "launch_server", FLUSHED, client, settings) is None
+    many = {"warmup_requests": 1, "requests": 1000}
+    assert point_corpus("sglang", None, NGRAM, FLUSHED, many, settings)["clean"] is False  # type: ignore[index]
+
+
+def test_the_analysis_warns_of_each_point_whose_corpus_may_have_known_its_prompts() -> None:
+    dirty = {"keeps_corpus": "NGRAM corpus", "clean": False, "note": "the corpus was not emptied before the point"}
+    clean = {**dirty, "clean": True, "note": None}
+    records = [
+        record("autoregressive", 1, **point(100.0)),
+        record("ngram", 1, **point(150.0, 2.0, drafter_corpus=clean)),
+        record("ngram", 2, **point(250.0, 2.5, drafter_corpus=dirty)),
+    ]
+    found = [f for f in findings(records) if f.check == "drafter_corpus"]
+    assert [(f.severity, f.load) for f in found] == [("warning", "C=2")]
+    assert "not emptied" in found[0].message and found[0].evidence == ["NGRAM corpus"]
