@@ -125,3 +125,28 @@ def test_two_degraded_points_of_one_configuration_keep_a_finding_each(flaky: Fla
         assert line in markdown, markdown
         assert re.search(rf"request_errors +flaky at {label} on local +{errors} of {sent} ", proc.stdout), proc.stdout
     assert "flaky at C=1, C=4" not in markdown.split("## Winners")[0], markdown
+
+
+# -- 2. findings at 80 columns -----------------------------------------------------------------------------------
+
+
+def test_findings_at_80_columns_keep_each_check_name_configuration_and_load(flaky: Flaky) -> None:
+    """``COLUMNS=80 specsweep report``: every finding's whole check name with its configuration and load on one
+    line, and no line wider than 80; before, the table cut ``request_errors`` to ``reques`` and broke the
+    place into letters, so two degraded points printed as alike rows."""
+    proc = run_cli("report", str(flaky.run_dir), env=cli_env(flaky.home, COLUMNS="80"))
+    assert proc.returncode == 0, proc.stderr
+    findings = json.loads((flaky.run_dir / "checks.json").read_text())
+    findings = findings["findings"] if isinstance(findings, dict) else findings
+    lines = proc.stdout.split("best configuration at each load")[0].splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), proc.stdout
+    for finding in findings:
+        if finding["severity"] == "info":
+            continue
+        parts = [p for p in (finding.get("config"), finding.get("load")) if p]
+        assert any(
+            line.startswith(f"{finding['severity']} {finding['check']} ") and all(p in line for p in parts)
+            for line in lines
+        ), (finding, proc.stdout)
+    for label in flaky.lost:
+        assert f"error request_errors flaky at {label} on local:" in lines, proc.stdout

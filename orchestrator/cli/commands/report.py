@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.text import Text
 
 from orchestrator.cli.console import console, err_console
-from orchestrator.cli.textfit import Column, fit_table
+from orchestrator.cli.textfit import Column, fit_table, plain_width
 
 if TYPE_CHECKING:  # matplotlib and pandas load only when a report is built
     from orchestrator.report import ReportResult
@@ -31,12 +32,26 @@ def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
         Column("where", "left", required=True, wrap=True),
         Column("what", "left", required=True, wrap=True),
     ]
-    rows = [
-        [f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)]
-        for g in tables.group_findings(result.analysis.findings)
-    ]
+    groups = tables.group_findings(result.analysis.findings)
+    rows = [[f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)] for g in groups]
     title = f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
-    return fit_table(columns, rows, width, title=title)
+    # The table while each check name and place fits on its line beside a readable message; narrower (80
+    # columns), one finding a paragraph: its severity, whole check name and place, then the message, wrapped
+    # at words. (A table squeezed to 80 columns cut the check names and broke the place into letters.)
+    fixed = max(plain_width(c) for c in ("severity", *(g.severity for g in groups)))
+    fixed += max(plain_width(c) for c in ("check", *(g.check for g in groups)))
+    fixed += max(plain_width(c) for c in ("where", *(g.where for g in groups)))
+    if fixed + _MESSAGE_MIN + 8 <= width:
+        return fit_table(columns, rows, width, title=title)
+    lines: list[RenderableType] = [Text(title)]
+    for g in groups:
+        head = Text.assemble((g.severity, _STYLE[g.severity]), " ", g.check, " ", (g.where, "bold"), ":")
+        lines += [head, Padding(Text(g.message), (0, 0, 0, 2))]
+    return Group(*lines)
+
+
+#: The narrowest a finding's message may be in the findings table before findings print as paragraphs.
+_MESSAGE_MIN = 30
 
 
 def render_winners(result: ReportResult, width: int = 80) -> RenderableType:
