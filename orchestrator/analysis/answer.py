@@ -15,7 +15,10 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
   (:mod:`orchestrator.analysis.breakeven`, from the winners above);
 - per configuration deployed with a batch-size schedule, whether it beats, ties or loses to the best static
   configuration at each load and over the ramp, and the k the engine ran at each concurrency
-  (:mod:`orchestrator.analysis.verification`).
+  (:mod:`orchestrator.analysis.verification`);
+- per host with lossless probe answers, the lossless verdict: where the autoregressive baseline differs from
+  itself (alone, again, batched) and each configuration lossless, lossy beyond that, or inconclusive
+  (:mod:`orchestrator.analysis.lossless`).
 
 The sweep's ending, ``report`` (HTML, Markdown, CSV, Parquet, ``--json``), ``recommend`` (an objective's choice
 on top of the same rows), ``compare``, ``ls``, every ``--json`` and the notebook render it; where one shows
@@ -34,6 +37,7 @@ from typing import Any
 
 from orchestrator.analysis.breakeven import BreakEven, break_even
 from orchestrator.analysis.checks import Finding
+from orchestrator.analysis.lossless import HostVerdict
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.roles import finite as _num
 from orchestrator.analysis.statuses import STATUSES
@@ -220,6 +224,8 @@ class Answer:
     break_even: list[BreakEven] = field(default_factory=list)
     #: Per configuration deployed with a batch-size schedule, against the best static one (analysis/verification.py).
     schedule_verdicts: list[ScheduleVerdict] = field(default_factory=list)
+    #: Per host, the lossless verdict: the baseline against itself and each configuration (analysis/lossless.py).
+    lossless: list[HostVerdict] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -257,6 +263,7 @@ class Answer:
             "findings": [f.model_dump() for f in self.findings],
             "break_even": [b.to_dict() for b in self.break_even],
             "schedule_verdicts": [v.to_dict() for v in self.schedule_verdicts],
+            "lossless": [h.to_dict() for h in self.lossless],
         }
 
 
@@ -359,6 +366,7 @@ def answer_of(analysis: Analysis) -> Answer:
         findings=list(analysis.findings),
         break_even=break_even(points, loads, analysis.frame),
         schedule_verdicts=verdicts(points, loads, measured),
+        lossless=list(analysis.lossless.hosts) if analysis.lossless is not None else [],
     )
 
 

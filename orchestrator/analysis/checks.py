@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -30,8 +30,11 @@ from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, fin
 from orchestrator.analysis.statuses import MEASURED
 from orchestrator.errors import ConfigError, StoreError
 from orchestrator.files import read_bounded
-from orchestrator.runs.reading import confined, parse_json
+from orchestrator.runs.reading import confined
 from orchestrator.runs.store import SkippedLine
+
+if TYPE_CHECKING:
+    from orchestrator.analysis.lossless import LosslessResult
 
 __all__ = [
     "CHECKS",
@@ -136,6 +139,25 @@ class CheckContext:
         if not measured.index.is_unique:
             return None
         return dict(zip(measured.index, _rows(measured), strict=True))
+
+    @cached_property
+    def lossless_result(self) -> LosslessResult | None:
+        """The lossless verdict of the run's probe answers (``orchestrator/analysis/lossless.py``), None when the
+        run has none."""
+        from orchestrator.analysis.lossless import LOSSLESS_DIR, check_lossless, read_answers
+
+        if self.run_path is None or not (self.run_path / LOSSLESS_DIR).is_dir():
+            return None
+        answers, labels = read_answers(self.run_path)
+        if not answers:
+            return None
+        baseline: dict[str, tuple[str, str] | None] = {}
+        for key, label in labels.items():
+            if self.roles.ar is not None and _RESTART_SUFFIX.sub("", label) == self.roles.ar:
+                current = baseline.get(key[0])
+                if current is None or labels[current] != self.roles.ar:
+                    baseline[key[0]] = key
+        return check_lossless(answers, labels, baseline)
 
     def rows(self, frame: pd.DataFrame) -> list[dict[str, Any]]:
         """The rows of ``frame`` (a selection of ``measured``) as records, made once for every check: a record
@@ -668,42 +690,16 @@ _RESTART_SUFFIX = re.compile(r" \[restart \d+\]$")
 
 
 def lossless(ctx: CheckContext) -> list[Finding]:
-    """At temperature 0 speculation must not change the output: every configuration's answers to the lossless
-    probe against the autoregressive baseline's on the same host (``orchestrator/analysis/lossless.py``). A
-    difference names the configuration, the prompt and the first character and token that differ; a baseline
-    that is not deterministic (its two answers differ) is said instead, and nothing is checked against it."""
-    from orchestrator.analysis.lossless import LOSSLESS_DIR, check_lossless
-
-    if ctx.run_path is None or not (ctx.run_path / LOSSLESS_DIR).is_dir():
+    """At temperature 0 speculation must not change the output beyond what the server's own batching does to
+    the autoregressive output: every configuration's answers to the lossless probe against the baseline's
+    answers on the same host, alone and batched (``orchestrator/analysis/lossless.py``). Lossy beyond the
+    baseline's own variance is an error naming the configuration, the prompt and the token; inconclusive a
+    warning; lossless (and the baseline's own divergence) a note."""
+    result = ctx.lossless_result
+    if result is None:
         return []
-    answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    labels: dict[tuple[str, str], str] = {}
-    for path in sorted((ctx.run_path / LOSSLESS_DIR).rglob("*.jsonl")):
-        try:
-            lines = read_bounded(path, 256 * 1024 * 1024).decode("utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            try:
-                answer = parse_json(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(answer, dict) or "prompt_index" not in answer:
-                continue
-            key = (str(answer.get("host")), str(answer.get("deployment_id")))
-            answers.setdefault(key, []).append(answer)
-            labels[key] = str(answer.get("label"))
-    if not answers:
-        return []
-    baseline: dict[str, tuple[str, str] | None] = {}
-    for key, label in labels.items():
-        if ctx.roles.ar is not None and _RESTART_SUFFIX.sub("", label) == ctx.roles.ar:
-            current = baseline.get(key[0])
-            if current is None or labels[current] != ctx.roles.ar:
-                baseline[key[0]] = key
-    result = check_lossless(answers, labels, baseline)
     findings: list[Finding] = []
-    severity: dict[str, Severity] = {"changed": "error", "nondeterministic": "info", "unchecked": "info"}
+    severity: dict[str, Severity] = {"lossy": "error", "inconclusive": "warning"}
     for item in result.findings:
         config = _RESTART_SUFFIX.sub("", item.config) if item.config else None
         findings.append(
@@ -715,18 +711,6 @@ def lossless(ctx: CheckContext) -> list[Finding]:
                 evidence=list(item.evidence),
                 host=item.host,
                 config=config,
-            )
-        )
-    if result.passed and result.compared and not any(f.severity == "error" for f in findings):
-        findings.append(
-            Finding(
-                check="lossless",
-                point=None,
-                severity="info",
-                message=(
-                    f"lossless: every one of {result.compared} answers of {result.configurations} configuration(s) "
-                    "equals the autoregressive baseline's at temperature 0"
-                ),
             )
         )
     return findings

@@ -1,34 +1,63 @@
-"""The lossless check: at temperature 0, speculative decoding must not change a single token of the output.
+"""The lossless check: at temperature 0, speculative decoding must not change a single token of the output,
+beyond what the server's own batching does to the autoregressive output.
 
 The sweep's probe (:mod:`orchestrator.sweep.lossless`) keeps each configuration's temperature-0 answers in
-``lossless/<deployment id>.jsonl`` (:data:`LOSSLESS_DIR`); the autoregressive baseline answers every prompt twice.
+``lossless/<deployment id>.jsonl`` (:data:`LOSSLESS_DIR`). Every configuration answers each prompt alone (one
+request at a time); the autoregressive baseline answers each prompt alone twice and, batched, with the sweep's
+concurrencies in flight (each answer's ``batch``).
 
-**The check** (:func:`check_lossless`, run by the analysis as the ``lossless`` check): every configuration's
-answer to each prompt against the autoregressive baseline's on the same host; a difference is an error naming
-the configuration, the prompt and the first position that differs: the character, and the token of the
-baseline's answer (its chunks are its tokens: an autoregressive stream commits one token per chunk; where the
-server sent cumulative token counts, those), with a few characters of context from both answers. If the
-baseline's two answers differ, the server is not deterministic at temperature 0 and no configuration can be
-checked against it, which the check says instead of failing.
+**Why the baseline against itself.** A real engine's kernels are not batch-invariant: which requests share a
+step changes the order of its floating-point reductions (bf16 on a CPU, or GPU kernels that split work by
+batch size), and a near-tie between two tokens can flip. A speculative verify step computes k + 1 positions in
+one pass, another shape again. So the speculative output can differ from the autoregressive one without any
+speculation bug, exactly where the autoregressive output differs from itself under another batching.
+
+**The verdict** (:func:`check_lossless`), per host:
+
+- the baseline's own divergence on each prompt: the first token where any of its answers (alone, alone again,
+  batched at C) differs from its first answer alone, and which two; a prompt where all agree is *stable*;
+- each speculative answer's reach: the first token where it leaves the baseline answer it agrees with longest
+  (the token counted in that answer: an autoregressive stream commits one token per chunk; where the server
+  sent cumulative token counts, those);
+- a prompt is ``identical`` (the answer equals one of the baseline's), ``within_variance`` (it differs, at or
+  after the token where the baseline differs from itself), ``lossy`` (it differs on a prompt the baseline is
+  stable on, or earlier than the baseline's own divergence) or ``inconclusive`` (it differs and the baseline
+  answered that prompt once only, so its variance there is unknown); a prompt that cannot be compared (an error,
+  another prompt) is ``unchecked``;
+- a configuration is **lossy beyond the baseline's variance** when one prompt is lossy, **inconclusive** when none
+  is and one is inconclusive or no prompt was compared, else **lossless** (``exact`` when every answer is
+  identical to one of the baseline's).
+
+An engine with a batch-invariant mode makes the baseline stable under batching (docs/trust.md, "Lossless").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from orchestrator.files import read_bounded
+from orchestrator.runs.reading import parse_json
 
 __all__ = [
     "LOSSLESS_DIR",
+    "ConfigVerdict",
+    "Divergence",
+    "HostVerdict",
     "LosslessFinding",
     "LosslessResult",
+    "PromptVerdict",
     "check_lossless",
     "first_difference",
+    "read_answers",
 ]
 
 #: The run directory's folder of probe answers, one ``<deployment id>.jsonl`` each (written by the sweep).
 LOSSLESS_DIR = "lossless"
 _CONTEXT = 24
+_MAX_FILE = 256 * 1024 * 1024
 
 
 def first_difference(a: str, b: str) -> int | None:
@@ -57,11 +86,155 @@ def _token_at(answer: Mapping[str, Any], position: int) -> int:
     return len(ends)
 
 
+def batching(answer: Mapping[str, Any]) -> str:
+    """How a baseline answer was asked: ``alone``, ``alone again`` or ``batched at C=N``."""
+    batch = answer.get("batch") or 1
+    if isinstance(batch, int) and batch > 1:
+        return f"batched at C={batch}"
+    return "alone" if answer.get("run", 1) == 1 else "alone again"
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where two answers of one prompt first differ: the token (of the first's) and the character."""
+
+    prompt_index: int
+    token: int
+    char: int
+    between: str  # "alone vs batched at C=4"
+
+    def text(self) -> str:
+        return f"prompt {self.prompt_index} at token {self.token} ({self.between})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt_index": self.prompt_index, "token": self.token, "char": self.char, "between": self.between}
+
+
+@dataclass(frozen=True)
+class PromptVerdict:
+    """One speculative answer against the baseline's answers to the same prompt."""
+
+    prompt_index: int
+    outcome: str  # identical | within_variance | lossy | inconclusive | unchecked
+    token: int | None = None  # where it leaves the baseline answer it agrees with longest
+    char: int | None = None
+    baseline: Divergence | None = None  # the baseline's own divergence on this prompt (None: stable)
+    why: str = ""
+    evidence: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_index": self.prompt_index,
+            "outcome": self.outcome,
+            "token": self.token,
+            "char": self.char,
+            "baseline_divergence": None if self.baseline is None else self.baseline.to_dict(),
+            "why": self.why,
+        }
+
+
+@dataclass(frozen=True)
+class ConfigVerdict:
+    """One configuration's verdict on one host: ``lossless``, ``lossy`` (beyond the baseline's own variance)
+    or ``inconclusive``."""
+
+    host: str
+    config: str
+    verdict: str
+    exact: bool  # lossless and every answer identical to one of the baseline's
+    prompts: list[PromptVerdict]
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for p in self.prompts if p.outcome == outcome)
+
+    @property
+    def compared(self) -> int:
+        return sum(1 for p in self.prompts if p.outcome != "unchecked")
+
+    def text(self) -> str:
+        """The verdict as one sentence."""
+        n = self.compared
+        if self.verdict == "lossy":
+            bad = [p for p in self.prompts if p.outcome == "lossy"]
+            return f"{self.config}: lossy beyond the baseline's own variance: " + "; ".join(p.why for p in bad)
+        if self.verdict == "inconclusive":
+            if not n:
+                return f"{self.config}: inconclusive: no answer could be compared with the baseline's"
+            unsure = [p for p in self.prompts if p.outcome == "inconclusive"]
+            return f"{self.config}: inconclusive: " + "; ".join(p.why for p in unsure)
+        if self.exact:
+            return f"{self.config}: lossless: each of {n} answers equals one of the baseline's"
+        within = [p for p in self.prompts if p.outcome == "within_variance"]
+        return (
+            f"{self.config}: lossless within the baseline's own variance: {len(within)} of {n} answers differ "
+            "from the baseline's, none before the baseline differs from itself ("
+            + "; ".join(p.why for p in within)
+            + ")"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "config": self.config,
+            "verdict": self.verdict,
+            "exact": self.exact,
+            "compared": self.compared,
+            "identical": self.count("identical"),
+            "within_variance": self.count("within_variance"),
+            "lossy": self.count("lossy"),
+            "inconclusive": self.count("inconclusive"),
+            "unchecked": self.count("unchecked"),
+            "text": self.text(),
+            "prompts": [p.to_dict() for p in self.prompts],
+        }
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    """The lossless verdict on one host: the baseline's own divergence and each configuration's verdict."""
+
+    host: str
+    baseline: str  # the baseline's label
+    batchings: list[str]  # how the baseline answered: alone, alone again, batched at C=N
+    prompts: list[int]  # the prompts the baseline answered
+    divergences: list[Divergence]  # per prompt where the baseline differs from itself
+    configs: list[ConfigVerdict]
+
+    @property
+    def stable(self) -> list[int]:
+        unstable = {d.prompt_index for d in self.divergences}
+        return [p for p in self.prompts if p not in unstable]
+
+    def baseline_text(self) -> str:
+        """The baseline against itself, as one sentence."""
+        how = ", ".join(self.batchings)
+        if len(self.batchings) < 2:
+            return f"{self.baseline} answered each prompt once ({how}): its own variance was not measured"
+        if not self.divergences:
+            return f"{self.baseline} gave the same answer to each of {len(self.prompts)} prompts ({how})"
+        return (
+            f"{self.baseline} differs from itself on {len(self.divergences)} of {len(self.prompts)} prompts ({how}): "
+            + "; ".join(d.text() for d in self.divergences)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "baseline": self.baseline,
+            "batchings": list(self.batchings),
+            "prompts": list(self.prompts),
+            "stable_prompts": self.stable,
+            "baseline_divergences": [d.to_dict() for d in self.divergences],
+            "baseline_text": self.baseline_text(),
+            "configurations": [c.to_dict() for c in self.configs],
+        }
+
+
 @dataclass(frozen=True)
 class LosslessFinding:
-    """One thing the check found: ``kind`` is ``changed`` (an answer differs from the baseline's),
-    ``nondeterministic`` (the baseline's two answers differ), ``unchecked`` (an answer is missing or failed)
-    or ``no_baseline``."""
+    """One thing the check found: ``kind`` is ``lossy``, ``inconclusive``, ``lossless`` (a configuration's
+    verdict), ``baseline`` (the baseline against itself), ``unchecked`` (an answer is missing or failed) or
+    ``no_baseline``."""
 
     kind: str
     host: str
@@ -78,7 +251,8 @@ class LosslessResult:
     findings: list[LosslessFinding] = field(default_factory=list)
     compared: int = 0  # answers compared with the baseline's
     configurations: int = 0
-    passed: bool = True
+    passed: bool = True  # no configuration is lossy beyond the baseline's variance
+    hosts: list[HostVerdict] = field(default_factory=list)
 
 
 def _context(text: str, position: int) -> str:
@@ -86,12 +260,87 @@ def _context(text: str, position: int) -> str:
     return repr(text[start : position + _CONTEXT])
 
 
+def _baseline_divergence(index: int, base: list[Mapping[str, Any]]) -> Divergence | None:
+    """The earliest point where one of the baseline's answers to a prompt differs from its first (the earliest
+    over all its pairs too: a common prefix with the first bounds the pair's)."""
+    ref = base[0]
+    found: Divergence | None = None
+    for other in base[1:]:
+        position = first_difference(ref.get("text", ""), other.get("text", ""))
+        if position is None:
+            continue
+        token = _token_at(ref, position)
+        if found is None or (token, position) < (found.token, found.char):
+            found = Divergence(index, token, position, f"{batching(ref)} vs {batching(other)}")
+    return found
+
+
+def _judge(index: int, answer: Mapping[str, Any], base: list[Mapping[str, Any]], label: str) -> PromptVerdict:
+    """One speculative answer against the baseline's (error-free) answers to the same prompt."""
+    text = answer.get("text", "")
+    divergence = _baseline_divergence(index, base)
+    reach: tuple[int, int, Mapping[str, Any]] | None = None  # (token, char, the baseline answer)
+    for other in base:
+        position = first_difference(other.get("text", ""), text)
+        if position is None:
+            return PromptVerdict(index, "identical", baseline=divergence, why=f"prompt {index}: identical")
+        token = _token_at(other, position)
+        if reach is None or (token, position) > (reach[0], reach[1]):
+            reach = (token, position, other)
+    assert reach is not None
+    token, position, nearest = reach
+    evidence = (
+        f"baseline: {_context(nearest.get('text', ''), position)} ({batching(nearest)})",
+        f"{label}: {_context(text, position)}",
+    )
+    where = f"prompt {index} differs from every baseline answer at token {token} (character {position})"
+    if len(base) < 2:
+        return PromptVerdict(
+            index,
+            "inconclusive",
+            token,
+            position,
+            None,
+            f"{where}, and the baseline answered it once only (its own variance there unknown)",
+            evidence,
+        )
+    if divergence is None:
+        return PromptVerdict(
+            index,
+            "lossy",
+            token,
+            position,
+            None,
+            f"{where}, where the baseline is stable ({len(base)} answers alike)",
+            evidence,
+        )
+    if token < divergence.token:
+        return PromptVerdict(
+            index,
+            "lossy",
+            token,
+            position,
+            divergence,
+            f"{where}, before the baseline differs from itself (token {divergence.token}, {divergence.between})",
+            evidence,
+        )
+    return PromptVerdict(
+        index,
+        "within_variance",
+        token,
+        position,
+        divergence,
+        f"prompt {index} at token {token}, the baseline at token {divergence.token} ({divergence.between})",
+        evidence,
+    )
+
+
 def check_lossless(
     answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
     labels: Mapping[tuple[str, str], str],
     baseline: Mapping[str, tuple[str, str] | None],
 ) -> LosslessResult:
-    """Compare every deployment's answers with its host's baseline (see the module docstring).
+    """Judge every deployment's answers against its host's baseline (see the module docstring).
 
     ``answers``: (host, deployment id) -> answer dicts (``Answer.to_dict``); ``labels``: the same keys ->
     configuration label; ``baseline``: host -> the (host, deployment id) of its autoregressive baseline."""
@@ -105,97 +354,105 @@ def check_lossless(
                 )
             )
             continue
-        base = answers[key]
-        first = {a["prompt_index"]: a for a in base if a.get("run", 1) == 1}
-        second = {a["prompt_index"]: a for a in base if a.get("run", 1) == 2}
-        deterministic = True
-        for index, again in sorted(second.items()):
-            one = first.get(index)
-            if one is None or one.get("error") or again.get("error"):
-                continue
-            position = first_difference(one.get("text", ""), again.get("text", ""))
-            if position is not None:
-                deterministic = False
-                result.findings.append(
-                    LosslessFinding(
-                        "nondeterministic",
-                        host,
-                        labels.get(key),
-                        f"the autoregressive baseline answered prompt {index} differently twice (first at "
-                        f"character {position}, token {_token_at(one, position)}): the server is not deterministic "
-                        "at temperature 0, so no configuration is checked against it",
-                        index,
-                        position,
-                        _token_at(one, position),
-                        (
-                            f"first:  {_context(one.get('text', ''), position)}",
-                            f"second: {_context(again.get('text', ''), position)}",
-                        ),
-                    )
-                )
-                break
-        if not deterministic:
-            continue
+        by_prompt: dict[int, list[Mapping[str, Any]]] = {}
+        for a in sorted(answers[key], key=lambda a: (a.get("run", 1), a.get("batch") or 1)):
+            if not a.get("error"):
+                by_prompt.setdefault(int(a["prompt_index"]), []).append(a)
+        batchings = list(dict.fromkeys(batching(a) for rows in by_prompt.values() for a in rows))
+        divergences = [d for i, rows in sorted(by_prompt.items()) if (d := _baseline_divergence(i, rows))]
+        verdicts: list[ConfigVerdict] = []
         for other, theirs in answers.items():
             if other[0] != host or other == key:
                 continue
             result.configurations += 1
             label = labels.get(other, other[1])
-            differing: list[LosslessFinding] = []
-            for answer in theirs:
-                index = answer["prompt_index"]
-                ours = first.get(index)
-                if ours is None or ours.get("error") or answer.get("error"):
-                    why = answer.get("error") or (ours or {}).get("error") or "the baseline has no answer to it"
-                    result.findings.append(
-                        LosslessFinding("unchecked", host, label, f"prompt {index} could not be compared: {why}", index)
+            prompts: list[PromptVerdict] = []
+            for answer in sorted(theirs, key=lambda a: int(a["prompt_index"])):
+                index = int(answer["prompt_index"])
+                base = by_prompt.get(index) or []
+                if not base or answer.get("error"):
+                    why = answer.get("error") or "the baseline has no answer to it"
+                    prompts.append(
+                        PromptVerdict(index, "unchecked", why=f"prompt {index} could not be compared: {why}")
                     )
                     continue
-                if ours.get("prompt_sha256") != answer.get("prompt_sha256"):
-                    result.findings.append(
-                        LosslessFinding(
-                            "unchecked", host, label, f"prompt {index} is not the prompt the baseline answered", index
-                        )
+                if base[0].get("prompt_sha256") != answer.get("prompt_sha256"):
+                    prompts.append(
+                        PromptVerdict(index, "unchecked", why=f"prompt {index} is not the prompt the baseline answered")
                     )
                     continue
                 result.compared += 1
-                position = first_difference(ours.get("text", ""), answer.get("text", ""))
-                if position is None:
-                    continue
-                token = _token_at(ours, position)
-                differing.append(
-                    LosslessFinding(
-                        "changed",
-                        host,
-                        label,
-                        f"the output differs from the autoregressive baseline's for prompt {index}: first at "
-                        f"character {position}, token {token} of the baseline's answer (both counted from 0)",
-                        index,
-                        position,
-                        token,
-                        (
-                            f"baseline: {_context(ours.get('text', ''), position)}",
-                            f"{label}: {_context(answer.get('text', ''), position)}",
-                        ),
-                    )
-                )
-            if differing:
-                result.passed = False
-                first_found = differing[0]
-                others = [f"prompt {f.prompt_index} at character {f.position}" for f in differing[1:]]
-                message = first_found.message + (
-                    f"; {len(differing)} of {len(theirs)} prompts differ ({', '.join(others)})" if others else ""
-                )
-                result.findings.append(
-                    LosslessFinding(
-                        "changed",
-                        host,
-                        label,
-                        message,
-                        first_found.prompt_index,
-                        first_found.position,
-                        first_found.token,
-                        first_found.evidence,
-                    )
-                )
+                prompts.append(_judge(index, answer, base, label))
+            outcomes = {p.outcome for p in prompts}
+            if "lossy" in outcomes:
+                verdict = "lossy"
+            elif "inconclusive" in outcomes or not (outcomes - {"unchecked"}):
+                verdict = "inconclusive"
+            else:
+                verdict = "lossless"
+            exact = verdict == "lossless" and "within_variance" not in outcomes
+            verdicts.append(ConfigVerdict(host, label, verdict, exact, prompts))
+        verdicts.sort(key=lambda v: v.config)
+        host_verdict = HostVerdict(host, labels.get(key, key[1]), batchings, sorted(by_prompt), divergences, verdicts)
+        result.hosts.append(host_verdict)
+        _findings(result, host_verdict)
     return result
+
+
+def _findings(result: LosslessResult, host: HostVerdict) -> None:
+    """The check's findings of one host's verdict: the baseline against itself, then each configuration."""
+    if host.divergences or len(host.batchings) < 2:
+        first = host.divergences[0] if host.divergences else None
+        result.findings.append(
+            LosslessFinding(
+                "baseline",
+                host.host,
+                host.baseline,
+                "the autoregressive baseline against itself: " + host.baseline_text(),
+                None if first is None else first.prompt_index,
+                None if first is None else first.char,
+                None if first is None else first.token,
+            )
+        )
+    for verdict in host.configs:
+        for p in verdict.prompts:
+            if p.outcome == "unchecked":
+                result.findings.append(LosslessFinding("unchecked", host.host, verdict.config, p.why, p.prompt_index))
+        shown = next((p for p in verdict.prompts if p.outcome == verdict.verdict), None)
+        if verdict.verdict == "lossy":
+            result.passed = False
+        result.findings.append(
+            LosslessFinding(
+                verdict.verdict,
+                host.host,
+                verdict.config,
+                verdict.text(),
+                None if shown is None else shown.prompt_index,
+                None if shown is None else shown.char,
+                None if shown is None else shown.token,
+                () if shown is None else shown.evidence,
+            )
+        )
+
+
+def read_answers(run_path: Path) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], dict[tuple[str, str], str]]:
+    """Every probe answer kept under ``run_path/lossless``: (host, deployment id) -> its answers, and -> its
+    configuration label."""
+    answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    labels: dict[tuple[str, str], str] = {}
+    for path in sorted((run_path / LOSSLESS_DIR).rglob("*.jsonl")):
+        try:
+            lines = read_bounded(path, _MAX_FILE).decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                answer = parse_json(line)
+            except ValueError:
+                continue
+            if not isinstance(answer, dict) or "prompt_index" not in answer:
+                continue
+            key = (str(answer.get("host")), str(answer.get("deployment_id")))
+            answers.setdefault(key, []).append(answer)
+            labels[key] = str(answer.get("label"))
+    return answers, labels

@@ -17,6 +17,7 @@ from orchestrator.analysis.compare import (
     significance,
 )
 from orchestrator.analysis.frame import RunData, open_run
+from orchestrator.analysis.lossless import LosslessResult
 from orchestrator.analysis.roles import BaselineRoles, annotate, baseline_roles
 from orchestrator.analysis.statuses import STATUSES
 
@@ -35,6 +36,8 @@ class Analysis:
     best: pd.DataFrame
     pareto: pd.DataFrame
     metric: str = THROUGHPUT
+    #: The lossless verdict of the run's probe answers (analysis/lossless.py); None: no probe, or check disabled.
+    lossless: LosslessResult | None = None
 
     @property
     def path(self) -> Path:
@@ -87,15 +90,17 @@ def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
     context = CheckContext(
         frame=frame, roles=roles, settings=settings, run_path=run.path, skipped_lines=run.skipped_lines
     )
+    findings = run_checks(context)
     return Analysis(
         run=run,
         roles=roles,
         settings=settings,
         frame=frame,
-        findings=run_checks(context),
+        findings=findings,
         best=best_per_load(frame, metric=metric, rule=significance(settings.confidence), statuses=ranked),
         pareto=pareto_front(frame, y=metric, level=settings.confidence, statuses=ranked),
         metric=metric,
+        lossless=None if "lossless" in settings.disabled else context.lossless_result,
     )
 
 

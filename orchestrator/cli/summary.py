@@ -270,9 +270,24 @@ def _places(wheres: list[str]) -> str:
     return "; ".join(wheres)
 
 
+def lossless_lines(analysis: Analysis) -> list[OneLine]:
+    """The lossless verdict as the answer holds it (``analysis.lossless``, orchestrator/analysis/lossless.py): per
+    host the baseline against itself, then each configuration's verdict."""
+    if analysis.lossless is None:
+        return []
+    style = {"lossless": "green", "lossy": "red", "inconclusive": "yellow"}
+    lines: list[OneLine] = []
+    for host in analysis.lossless.hosts:
+        lines.append(OneLine(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}"))
+        lines += [
+            OneLine(f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}") for v in host.configs
+        ]
+    return lines
+
+
 def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None = None) -> list[RenderableType]:
     """Everything the sweep prints at its end: the points table, the best at each load, each error and
-    warning finding with its advice, how it was made."""
+    warning finding with its advice, the lossless verdict, how it was made."""
     from orchestrator.analysis import analyse
 
     analysis = analysis or analyse(run_dir)
@@ -280,6 +295,7 @@ def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None 
         points_table(analysis, width),
         best_table(analysis, width),
         *findings_lines(analysis),
+        *lossless_lines(analysis),
         *how_made_lines(analysis),
     ]
 

@@ -289,6 +289,27 @@ def _verdict_blocks(made: Answer) -> list[Block]:
     return blocks
 
 
+def _lossless_blocks(made: Answer) -> list[Block]:
+    """The lossless verdict, as the answer has it (``Answer.lossless``): the baseline against itself, then each
+    configuration lossless, lossy beyond the baseline's own variance, or inconclusive."""
+    if not made.lossless:
+        return []
+    blocks: list[Block] = [
+        Heading("Lossless at temperature 0"),
+        Paragraph(
+            "Each configuration's answers to the lossless probe against the autoregressive baseline's, alone and "
+            "batched: speculation is called lossy only where it differs earlier than the baseline differs from "
+            "itself, or on a prompt the baseline is stable on.",
+            "muted",
+        ),
+    ]
+    css = {"lossless": "ok", "lossy": "error", "inconclusive": "warning"}
+    for host in made.lossless:
+        blocks.append(Paragraph(f"{host.host}: {host.baseline_text()}", ""))
+        blocks.append(Items([(css[v.verdict], v.text(), []) for v in host.configs]))
+    return blocks
+
+
 def report_blocks(
     analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path, made: Answer | None = None
 ) -> list[Block]:
@@ -335,6 +356,7 @@ def report_blocks(
 
     blocks += _break_even_blocks(made)
     blocks += _verdict_blocks(made)
+    blocks += _lossless_blocks(made)
 
     from orchestrator.report.workloads import workload_blocks
 

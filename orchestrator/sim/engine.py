@@ -260,12 +260,13 @@ class Engine:
         step = Counts(steps=1)
         tokens = accepted = reported = depth = batch = 0
         ended = False
+        reshaped = speculative or len(self._running) > 1  # faults.py batch-rounding: another shape than 1 x 1
         for req in self._running:
             if not req.live:
                 ended = True
                 continue
             outcome = step_fn(req.truth, req.accept_rng)
-            n = req.generate(outcome.commit_len)
+            n = req.generate(outcome.commit_len, reshaped=reshaped)
             batch += 1
             tokens += n
             if speculative:

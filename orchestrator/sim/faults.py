@@ -13,6 +13,14 @@ wrong-token[=P]     a verification that accepts a wrong draft: each verify step 
                     0.05), and the answer goes on from there as the target would after that token (its own
                     seeded continuation), so the output is no longer the autoregressive one; AR is untouched
                     (it drafts nothing), which is what the lossless check is tested against
+batch-rounding[=P]  what a kernel that is not batch-invariant does at temperature 0: about P of the positions
+                    of each answer (default 0.05; seeded by the request and the position, so the same for every
+                    configuration) are near-ties between two tokens, and a step that computes such a position in
+                    another shape than one request and one position (a decode step of two or more requests, or
+                    a verify step of a chain, k + 1 positions at once) takes the other token; the text goes on
+                    from there as the target would (its own seeded continuation). Alone, autoregressive answers
+                    are the same each time; batched, or speculative, they differ at the near-ties: bf16
+                    reductions split differently by batch size round differently (docs/trust.md, "Lossless")
 drain-tail          answers of unequal length: each request stops at an EOS drawn uniformly from 1 .. its
                     max_tokens by its own seeded token stream (unless the client sets ignore_eos), so a
                     closed-loop point's batch no longer runs in lockstep and each point's last decode-log
@@ -92,6 +100,7 @@ FAULT_NAMES = (
     "bad-metrics",
     "commit-bug",
     "wrong-token",
+    "batch-rounding",
     "drain-tail",
     "idle-debug-intervals",
     "restart-mid-point",
@@ -110,6 +119,7 @@ FAULT_NAMES = (
 
 DEFAULT_SLOW_START_SECONDS = 30.0
 DEFAULT_WRONG_TOKEN_RATE = 0.05
+DEFAULT_BATCH_ROUNDING_RATE = 0.05
 DEFAULT_IDLE_DEBUG_ENGINES = 2
 
 
@@ -125,6 +135,7 @@ class Faults:
     bad_metrics: bool = False
     commit_bug: bool = False
     wrong_token_rate: float = 0.0
+    batch_rounding_rate: float = 0.0  # batch-rounding: the share of positions that are near-ties
     drain_tail: bool = False
     idle_debug_engines: int = 0  # idle-debug-intervals: the vLLM dialect's data-parallel engines (0: off)
     restart_after: int | None = None  # restart-mid-point: completed requests before the simulated restart
@@ -186,6 +197,9 @@ def parse_faults(specs: Iterable[str]) -> Faults:
         elif name == "wrong-token":
             rate = DEFAULT_WRONG_TOKEN_RATE if arg is None else _number(spec, arg, float, 0, 1)
             faults = replace(faults, wrong_token_rate=rate)
+        elif name == "batch-rounding":
+            rate = DEFAULT_BATCH_ROUNDING_RATE if arg is None else _number(spec, arg, float, 0, 1)
+            faults = replace(faults, batch_rounding_rate=rate)
         elif name == "drain-tail":
             faults = replace(faults, drain_tail=True)
         elif name == "idle-debug-intervals":

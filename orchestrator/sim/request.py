@@ -7,8 +7,10 @@ and the same request always gets the same text: every token takes the next 8 bit
 tokens one step commits, so a chain, a tree and AR write the same words. Acceptance draws come from a second
 generator with the same key, so the same request also gets the same acceptance. The ``wrong-token`` fault
 (``wrong_token_rate``) breaks exactly that: a step that commits drafts may put a wrong word in its last accepted
-draft's place, and the text goes on from a generator seeded by where it went wrong. Each ``generate`` call is
-one scheduler step and becomes one delta, hence one streamed chunk.
+draft's place, and the text goes on from a generator seeded by where it went wrong. The ``batch-rounding`` fault
+(``batch_rounding_rate``) makes some positions near-ties that flip when a step computes them in another shape
+than one request and one position (``generate(n, reshaped=True)``), as a kernel that is not batch-invariant
+rounds. Each ``generate`` call is one scheduler step and becomes one delta, hence one streamed chunk.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class SimRequest:
         "accept_rng",
         "admitted_at",
         "arrival",
+        "batch_rounding_rate",
         "completion_tokens",
         "eos_at",
         "extra",
@@ -106,6 +109,7 @@ class SimRequest:
         log_metrics: bool = True,
         streaming: bool = False,
         wrong_token_rate: float = 0.0,
+        batch_rounding_rate: float = 0.0,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         key = (server_seed, prompt_key, round(temperature, 6), request_seed)
@@ -114,6 +118,7 @@ class SimRequest:
         self._token_key = key
         self._wrong_rng = random.Random(seed_for("wrong-token", *key)) if wrong_token_rate > 0 else None
         self.wrong_token_rate = wrong_token_rate
+        self.batch_rounding_rate = batch_rounding_rate
         self.accept_rng = random.Random(seed_for("accept", *key))
         self.truth = drafter.at_temperature(temperature, temperature_penalty)
         self.rid = rid
@@ -157,8 +162,10 @@ class SimRequest:
         """Still to be scheduled: not finished, not stalled."""
         return self.finish_reason is None and not self.stalled
 
-    def generate(self, n: int) -> int:
-        """Commit up to ``n`` tokens (one scheduler step, one delta); return how many were committed."""
+    def generate(self, n: int, *, reshaped: bool = False) -> int:
+        """Commit up to ``n`` tokens (one scheduler step, one delta); return how many were committed.
+        ``reshaped``: the step computes them in another shape than one request and one position (the
+        ``batch-rounding`` fault's near-ties flip there)."""
         done = self.completion_tokens
         limit = self.max_tokens - done
         if self.eos_at is not None:
@@ -183,6 +190,8 @@ class SimRequest:
                 self._token_bits = diverged.getrandbits
                 words[at + 1 :] = [VOCAB[self._token_bits(8)] for _ in range(take - at - 1)]
             delta = "".join(words)
+        if reshaped and self.batch_rounding_rate > 0:
+            delta = "".join(self._rounded([delta] if take == 1 else words, done))
         self.completion_tokens = done + take
         if self.stop:
             delta = self._apply_stop(delta)
@@ -197,6 +206,22 @@ class SimRequest:
         self.pending.append(delta)
         self._wake()
         return take
+
+    def _rounded(self, words: list[str], done: int) -> list[str]:
+        """The batch-rounding fault: the first near-tie among these positions takes the other token, and the
+        text goes on from that prefix (seeded by where it flipped, so every configuration that flips there
+        writes the same continuation)."""
+        for at in range(len(words)):
+            position = done + at
+            tie = random.Random(seed_for("near-tie", *self._token_key, position))
+            if tie.random() >= self.batch_rounding_rate:
+                continue
+            words[at] = VOCAB[(VOCAB.index(words[at]) + 1 + tie.randrange(255)) % 256]
+            rounded = random.Random(seed_for("rounded", *self._token_key, position))
+            self._token_bits = rounded.getrandbits
+            words[at + 1 :] = [VOCAB[self._token_bits(8)] for _ in range(len(words) - at - 1)]
+            break
+        return words
 
     def _apply_stop(self, delta: str) -> str:
         # Look for a stop string across the end of the text so far and the new delta.

@@ -308,6 +308,7 @@ class SimServer:
             log_metrics=log_metrics,
             streaming=params.stream,
             wrong_token_rate=self.config.faults.wrong_token_rate if faults else 0.0,
+            batch_rounding_rate=self.config.faults.batch_rounding_rate if faults else 0.0,
         )
 
     def _submit(self, req: SimRequest) -> None:

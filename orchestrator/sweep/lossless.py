@@ -5,12 +5,13 @@ workload (its seed, so every configuration gets the same ones), sent one at a ti
 with the load's ``max_tokens`` (or ``lossless.max_tokens``), in the load's API and request shape. One at a time,
 because batch composition changes the floating-point reductions of real engines: greedy outputs of the same
 prompt can differ between batch sizes on a non-batch-invariant kernel, which says nothing about speculation.
-The autoregressive baseline answers every prompt twice: if its two answers differ, the server is not
-deterministic at temperature 0 and no configuration can be checked against it, which the check says instead
-of failing. Each answer is kept in ``lossless/<deployment id>.jsonl``
+The autoregressive baseline answers every prompt twice alone and then, at each of the sweep's concurrencies
+above 1 (``batches``), batched: the prompts sent with C in flight (each prompt again, in turn, until C were
+sent), so the check can measure what the server's own batching does to its output and judge speculation only
+beyond that. Each answer is kept in ``lossless/<deployment id>.jsonl``
 (:data:`~orchestrator.analysis.lossless.LOSSLESS_DIR`): the prompt's index and hash, the text, its SHA-256,
 its length, where each streamed chunk ended (characters and, where the server counts them in the stream,
-tokens), the finish reason and any error.
+tokens), the finish reason, any error and how many requests were in flight (``batch``, 1 alone).
 
 The check that compares them with the autoregressive baseline's is the analysis's:
 :func:`orchestrator.analysis.lossless.check_lossless`.
@@ -18,10 +19,12 @@ The check that compares them with the autoregressive baseline's is the analysis'
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +33,10 @@ import httpx
 if TYPE_CHECKING:
     from orchestrator.load.settings import LoadSettings
 
-__all__ = ["Answer", "probe", "read_stream"]
+__all__ = ["MAX_BATCH_PER_PROMPT", "Answer", "probe", "probe_batches", "read_stream"]
+
+#: The baseline's batched probe sends at most this many requests a prompt at one concurrency.
+MAX_BATCH_PER_PROMPT = 4
 
 
 @dataclass
@@ -39,7 +45,8 @@ class Answer:
 
     prompt_index: int
     prompt_sha256: str
-    run: int  # 1, or 2 for the baseline's second answer
+    run: int  # 1; the baseline's: 2 (alone again), 3 and on (batched)
+    batch: int = 1  # requests in flight while it was asked (1: alone)
     text: str = ""
     chunk_ends: list[int] = field(default_factory=list)  # cumulative characters at the end of each chunk
     chunk_tokens: list[int | None] = field(default_factory=list)  # cumulative tokens, where the server said
@@ -51,6 +58,7 @@ class Answer:
             "prompt_index": self.prompt_index,
             "prompt_sha256": self.prompt_sha256,
             "run": self.run,
+            "batch": self.batch,
             "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(),
             "chars": len(self.text),
             "chunks": len(self.chunk_ends),
@@ -153,17 +161,26 @@ def _post_stream(url: str, body: bytes, headers: dict[str, str], timeout: float)
         yield from response.iter_lines()
 
 
+def probe_batches(concurrency: Sequence[int], prompts: int) -> list[int]:
+    """The concurrencies the baseline answers the probe at, batched: each of the sweep's above 1, at most
+    :data:`MAX_BATCH_PER_PROMPT` times the prompts (an open-loop sweep without concurrencies: all the prompts
+    at once)."""
+    levels = sorted({min(c, MAX_BATCH_PER_PROMPT * prompts) for c in concurrency if c > 1})
+    return levels or ([prompts] if prompts > 1 else [])
+
+
 def probe(
     settings: LoadSettings,
     prompts: int,
     *,
     runs: int = 1,
+    batches: Sequence[int] = (),
     stop: threading.Event | None = None,
     post: Post = _post_stream,
 ) -> list[Answer]:
     """Ask the server of ``settings`` (the load's request shape, at temperature 0: ``PointMeasurer`` builds
-    them) the first ``prompts`` prompts of the workload, ``runs`` times each, one at a time (see the module
-    docstring); the answers, in order."""
+    them) the first ``prompts`` prompts of the workload, ``runs`` times each, one at a time, then once with each
+    of ``batches`` requests in flight (see the module docstring); the answers, in order."""
     from orchestrator.load.client import LoadClient
     from orchestrator.load.workloads import load_workload
 
@@ -172,18 +189,37 @@ def probe(
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
+
+    def ask(index: int, run: int, batch: int) -> Answer:
+        prompt = workload.prompt(index)
+        answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
+        try:
+            read_stream(
+                settings.api, post(settings.endpoint, client.body(prompt), headers, settings.total_timeout), answer
+            )
+        except (httpx.HTTPError, OSError) as exc:
+            answer.error = f"{type(exc).__name__}: {exc}"[:300]
+        return answer
+
     answers: list[Answer] = []
     for run in range(1, runs + 1):
         for index in range(prompts):
             if stop is not None and stop.is_set():
                 return answers
-            prompt = workload.prompt(index)
-            answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run)
-            try:
-                read_stream(
-                    settings.api, post(settings.endpoint, client.body(prompt), headers, settings.total_timeout), answer
-                )
-            except (httpx.HTTPError, OSError) as exc:
-                answer.error = f"{type(exc).__name__}: {exc}"[:300]
-            answers.append(answer)
+            answers.append(ask(index, run, 1))
+    for offset, batch in enumerate(batches, start=1):
+        if stop is not None and stop.is_set():
+            return answers
+        order = [i % prompts for i in range(max(batch, prompts))]
+        # The first C requests leave together, so the server admits them into the same steps from the start.
+        start = threading.Barrier(min(batch, len(order)))
+
+        def batched(seq: int, run: int = runs + offset, batch: int = batch, order: list[int] = order) -> Answer:
+            if seq < start.parties:  # noqa: B023 (the pool is done with it before the loop goes on)
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    start.wait(timeout=10.0)  # noqa: B023
+            return ask(order[seq], run, batch)
+
+        with ThreadPoolExecutor(max_workers=batch, thread_name_prefix="lossless-probe") as pool:
+            answers += list(pool.map(batched, range(len(order))))
     return answers

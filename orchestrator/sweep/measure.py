@@ -433,9 +433,13 @@ class PointMeasurer:
         api_key = self.experiment.server.api_key_value
         return read_engine_info(self.experiment.engine, lambda path: self.tools.get(url, path, api_key))
 
-    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event) -> list[Any]:
+    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event, batched: bool = False) -> list[Any]:
         """The lossless check's answers of the server at ``url`` (``orchestrator/sweep/lossless.py``): the load's
-        request shape, one request at a time, at temperature 0, with ``lossless.max_tokens`` or the load's."""
+        request shape, at temperature 0, with ``lossless.max_tokens`` or the load's; one request at a time
+        ``runs`` times, then (``batched``) with each of :func:`~orchestrator.sweep.lossless.probe_batches` in
+        flight."""
+        from orchestrator.sweep.lossless import probe_batches
+
         exp = self.experiment
         settings = point_settings(
             exp,
@@ -447,7 +451,8 @@ class PointMeasurer:
             stream=True,
             max_tokens=exp.lossless.max_tokens or exp.load.max_tokens,
         )
-        return self.tools.probe(settings, exp.lossless.prompts, runs=runs, stop=stop)
+        batches = probe_batches(exp.load.concurrency, exp.lossless.prompts) if batched else []
+        return self.tools.probe(settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop)
 
     def wait_serving(self, url: str, stop: threading.Event, *, timeout: float, poll: float = 1.0) -> bool:
         """Wait until every health path of the experiment answers 2xx at ``url`` (a server systemd restarted

@@ -286,15 +286,15 @@ class SlotWorker:
 
     def lossless_probe(self, deployment: Deployment, server: RunningServer) -> None:
         """The lossless check's answers of this deployment (``orchestrator/sweep/lossless.py``), kept in
-        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice."""
+        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice alone, then batched."""
         sweep = self.sweep
         role = sweep.lossless_role(deployment)
         if role is None or sweep.stop:
             return
         from orchestrator.analysis.lossless import LOSSLESS_DIR
 
-        runs = 2 if role == "ar" else 1
-        answers = sweep.measurer.lossless_probe(server.url, runs=runs, stop=sweep.stop.requested)
+        runs, batched = (2, True) if role == "ar" else (1, False)
+        answers = sweep.measurer.lossless_probe(server.url, runs=runs, batched=batched, stop=sweep.stop.requested)
         if not answers:
             return
         name = sweep.store.write_lines(

@@ -349,21 +349,26 @@ def test_the_check_names_configuration_prompt_and_position() -> None:
         {"h": ("h", "ar")},
     )
     assert not result.passed and result.compared == 4 and result.configurations == 2
-    [finding] = [f for f in result.findings if f.kind == "changed"]
+    [finding] = [f for f in result.findings if f.kind == "lossy"]
     assert (finding.config, finding.prompt_index, finding.position, finding.token) == ("broken", 0, 12, 12)
     assert "prompt 0" in finding.message and "character 12" in finding.message
     assert first_difference("abc", "abc") is None and first_difference("ab", "abc") == 2
 
 
-def test_a_baseline_that_is_not_deterministic_is_said_not_failed() -> None:
+def test_a_baseline_that_differs_from_itself_bounds_what_is_called_lossy() -> None:
     base = [answers("the quick brown fox"), answers("the quick brown cat", run=2)]
     result = check_lossless(
-        {("h", "ar"): base, ("h", "bad"): [answers("something else")]},
-        {("h", "ar"): "autoregressive", ("h", "bad"): "broken"},
+        {("h", "ar"): base, ("h", "bad"): [answers("something else")], ("h", "ok"): [answers("the quick brown cow")]},
+        {("h", "ar"): "autoregressive", ("h", "bad"): "broken", ("h", "ok"): "rounded"},
         {"h": ("h", "ar")},
     )
-    assert result.passed and [f.kind for f in result.findings] == ["nondeterministic"]
-    assert "not deterministic" in result.findings[0].message
+    assert not result.passed
+    assert [(f.kind, f.config) for f in result.findings] == [
+        ("baseline", "autoregressive"),
+        ("lossy", "broken"),
+        ("lossless", "rounded"),
+    ]
+    assert "differs from itself on 1 of 1 prompts" in result.findings[0].message
     missing = check_lossless({("h", "x"): [answers("a")]}, {("h", "x"): "x"}, {"h": None})
     assert [f.kind for f in missing.findings] == ["no_baseline"]
 
