@@ -43,6 +43,7 @@ REASONS: dict[str, str] = {
     "open_interval": "the window ended before the engine logged its last stats interval (the log is short by it)",
     "duplicate_series": "a scrape holds one series twice (the same name and labels): which value counts is not known",
     "non_finite": "a counter's value is NaN or infinite in a scrape: no difference can be taken over it",
+    "unlogged_requests": "a request the engine counted ended without its figures in the log (cancelled in flight)",
 }
 
 

@@ -229,6 +229,10 @@ class LlamaRequestSample(Sample):
     # Whether the window holds its "launch_slot_: ... processing task" line (None: the window holds none of any
     # request, as a build that does not print them): False is a request that began before the window.
     launched_in_window: bool | None = None
+    # False: the request's slot was released ("release: ... stop processing") without its print_timings lines (a
+    # request cancelled in flight: server-context.cpp SERVER_TASK_TYPE_CANCEL calls slot.release() alone), so
+    # the engine's counters hold its drafts (callback_on_reset -> metrics_on_prediction) and the log does not.
+    timings_logged: bool = True
 
 
 @dataclass(slots=True)

@@ -35,9 +35,14 @@ class LlamaCpp(EngineBase):
         from orchestrator.engines.llamacpp.log import DEFINITIONS, aggregate_llamacpp
         from orchestrator.engines.samples import LlamaRequestSample
 
-        # one sample per request, already assembled: no interval edges
+        # One sample per request, already assembled: no interval edges. Whether the window's start cuts into
+        # what ran before it (a sweep's window) or the log is read whole (`specsweep parse`) decides whether a
+        # request launched before the text is left out (DEFINITIONS' window_edge): ``edges`` leaves out a
+        # group's first line exactly when the window was cut at its start.
         requests = [s for s in result.samples if isinstance(s, LlamaRequestSample)]
-        return WindowFigures(aggregate_llamacpp(requests), dict(DEFINITIONS), intervals=False)
+        probe = LlamaRequestSample()
+        cut = len(edges([probe, probe])[0]) < 2
+        return WindowFigures(aggregate_llamacpp(requests, cut=cut), dict(DEFINITIONS), intervals=False)
 
     def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None:
         from orchestrator.engines.llamacpp.prometheus import derive

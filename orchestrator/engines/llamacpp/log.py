@@ -80,6 +80,9 @@ _CONTEXT_MARKER = "| task "
 # server_context::launch_slot_with_task (tools/server/server-context.cpp, the tree _SOURCE names) logs
 # SLT_INF(slot, "processing task, ...") when a request takes a slot: __func__ cut to 12 characters
 _LAUNCH = "launch_slot_"
+# server_slot::release logs SLT_INF(*this, "stop processing: n_tokens = %d, truncated = %d\n") whenever a slot is
+# freed: after print_timings when a request finishes, alone when it is cancelled (SERVER_TASK_TYPE_CANCEL)
+_RELEASE = "stop processing:"
 MARKERS = (_CONTEXT_MARKER, "draft acceptance", "acc per pos", "eval time", "total time", "#gen drafts")
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf|-nan)"
@@ -151,11 +154,22 @@ DEFINITIONS: dict[str, str] = {
     ),
     "window_edge": (
         "llama.cpp prints a request's lines once, when it finishes (before its final response is sent), so a "
-        "window holds whole requests: those that finished inside it. A request whose 'launch_slot_: ... "
-        "processing task' line is not in the window began before it (the warm-up's or the previous point's "
-        "last request, whose lines reached the journal after the window opened): it is left out "
+        "window holds whole requests: those that finished inside it. In a window cut from a longer log (a "
+        "sweep's), a request whose 'launch_slot_: ... processing task' line is not in the window began before it "
+        "(the warm-up's or the previous point's last request, whose lines reached the journal after the window "
+        "opened and which the scrape before the window had already counted): it is left out "
         "(details.requests_started_before), when the window holds any such line at all (a build that prints "
-        "none keeps every request)."
+        "none keeps every request). A saved log read whole keeps every request that finished in it, as the "
+        "engine's counters over its span do (metrics_on_prediction when the slot is released)."
+    ),
+    "unlogged_requests": (
+        "A request whose slot was released ('release: ... stop processing', server_slot::release) without its "
+        "print_timings lines was cancelled in flight (server-context.cpp SERVER_TASK_TYPE_CANCEL calls "
+        "slot.release() alone): /metrics counts its drafts (callback_on_reset -> metrics_on_prediction), the log "
+        "has no figure of it. The log's accept length, acceptance rate and per-position acceptance then cover "
+        "the other requests only: they are withheld as partial (details.accept_len_partial, "
+        "details.acceptance_rate_partial, details.per_position_acceptance_partial), integrity "
+        "'unlogged_requests', details.requests_unlogged counts them; the counters' figures are whole."
     ),
 }
 
@@ -257,12 +271,15 @@ def parse_llamacpp(text: str) -> ParseResult:
     result = ParseResult()
     asm = _Assembler()
     launched: set[Key] = set()
+    released: list[Key] = []
     for offset, line in candidate_lines(text, MARKERS):
         ctx = _CONTEXT.search(line) if _CONTEXT_MARKER in line else None
         if ctx is not None:
             asm.current = (int(ctx.group("slot")), int(ctx.group("task")))
             if _LAUNCH in line:
                 launched.add(asm.current)
+            elif _RELEASE in line and asm.current not in released:
+                released.append(asm.current)
         metric = any(marker in line for marker in MARKERS[1:])
         if not metric:
             continue
@@ -277,6 +294,17 @@ def parse_llamacpp(text: str) -> ParseResult:
         if req.accepted is not None and req.mean_len is not None:
             req.verify_steps, req.verify_steps_low, req.verify_steps_high = recover_request_steps(
                 req.accepted, req.mean_len, req.generated, req.acc_per_pos
+            )
+    timed = {(req.slot, req.task) for req in asm.requests}
+    for slot, task in released:
+        # Released without print_timings: cancelled in flight (DEFINITIONS' unlogged_requests). Only a request
+        # launched in the text counts, when it holds launch lines: a release at a cut window's start may follow
+        # timing lines before it.
+        if (slot, task) not in timed and (not launched or (slot, task) in launched):
+            asm.requests.append(
+                LlamaRequestSample(
+                    slot=slot, task=task, launched_in_window=True if launched else None, timings_logged=False
+                )
             )
     result.samples[:0] = asm.requests
     return result
@@ -382,11 +410,42 @@ def _rate_bounds(tokens: int, ms: float, requests: int) -> tuple[float, float] |
     return 1000.0 * tokens / (ms + slack), 1000.0 * tokens / (ms - slack)
 
 
-def aggregate_llamacpp(window: list[LlamaRequestSample]) -> dict[str, Any]:
+def aggregate_llamacpp(window: list[LlamaRequestSample], *, cut: bool = True) -> dict[str, Any]:
     """Window figures (see DEFINITIONS and docs/engines.md) from the window's requests, with the ``exactness``
-    of each (orchestrator/engines/integrity.py); a request that began before the window is left out
-    (DEFINITIONS' window_edge)."""
-    requests = [r for r in window if r.launched_in_window is not False]
+    of each (orchestrator/engines/integrity.py); in a window ``cut`` from a longer log a request that began
+    before it is left out, a saved log read whole keeps it (DEFINITIONS' window_edge). A request cancelled in
+    flight makes the log's figures partial (DEFINITIONS' unlogged_requests)."""
+    unlogged = [r for r in window if not r.timings_logged]
+    requests = [r for r in window if r.timings_logged and (not cut or r.launched_in_window is not False)]
+    figures = _aggregate_requests(window, requests)
+    if unlogged:
+        _partial(figures, unlogged)
+    return figures
+
+
+def _partial(figures: dict[str, Any], unlogged: list[LlamaRequestSample]) -> None:
+    """The log's draft figures cover the requests it shows only: withheld as partial (unlogged_requests)."""
+    details = figures["details"]
+    details["requests_unlogged"] = len(unlogged)
+    details["acceptance_rate_partial"] = figures["acceptance_rate"]
+    if details["per_position_acceptance"] is not None:
+        details["per_position_acceptance_partial"] = details["per_position_acceptance"]
+    figures["accept_len"] = figures["acceptance_rate"] = details["per_position_acceptance"] = None
+    for name in ("accept_len", "acceptance_rate", "per_position_acceptance"):
+        figures["exactness"].pop(name, None)
+    tasks = ", ".join(f"task {r.task} (slot {r.slot})" for r in unlogged[:4])
+    more = f" and {len(unlogged) - 4} more" if len(unlogged) > 4 else ""
+    figures["integrity"] = [
+        (
+            "unlogged_requests",
+            f"{len(unlogged)} request(s) released without their print_timings lines, cancelled in flight ({tasks}"
+            f"{more}): /metrics counts their drafts, the log does not; the log's draft figures are partial "
+            "(details.accept_len_partial, details.acceptance_rate_partial)",
+        )
+    ]
+
+
+def _aggregate_requests(window: list[LlamaRequestSample], requests: list[LlamaRequestSample]) -> dict[str, Any]:
     drafted = [r for r in requests if r.accepted is not None and r.generated]
     accepted = sum(r.accepted or 0 for r in drafted)
     generated = sum(r.generated or 0 for r in drafted)
@@ -461,7 +520,7 @@ def aggregate_llamacpp(window: list[LlamaRequestSample]) -> dict[str, Any]:
         "gen_throughput": None,
         "details": {
             "requests": len(requests),
-            "requests_started_before": len(window) - len(requests),
+            "requests_started_before": sum(1 for r in window if r.timings_logged) - len(requests),
             "requests_with_drafts": len(drafted),
             "requests_without_steps": len(drafted) - len(stepped),
             "accept_len_partial": partial,
