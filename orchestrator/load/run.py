@@ -73,8 +73,10 @@ async def run_load(
 
                 await run_batch(send_warmup, settings.warmup, settings.in_flight_cap or 1, stop, warm)
 
+            prompt = workload.warmup_prompt if settings.warmup_prompts else workload.prompt
+
             async def send(i: int) -> RequestRecord:
-                return await client.send(i, workload.prompt(i))
+                return await client.send(i, prompt(i))
 
             if not warm.partial:
                 if settings.open_loop:

@@ -75,6 +75,10 @@ class LoadSettings:
     requests: int | None = None
     duration_s: float | None = None
     warmup: int = 3
+    # The measured requests send the warm-up prompts (the end of the seeded order, Workload.warmup_prompt): a
+    # sweep's warm-up of a new server, which must not answer beforehand the prompts its points measure (a drafter
+    # that keeps a corpus, SGLang's NGRAM, would draft them from those answers: orchestrator/sweep/corpus.py).
+    warmup_prompts: bool = False
     max_tokens: int = 256
     # Send each prompt's own max_tokens where its file gives one (at most max_tokens): load.prompt_max_tokens.
     prompt_max_tokens: bool = False

@@ -425,9 +425,11 @@ async def _worker(conn: Connection, settings_values: dict[str, Any], model: str 
                 if delay > 0:
                     await asyncio.sleep(delay)
 
+                prompt = workload.warmup_prompt if settings.warmup_prompts else workload.prompt
+
                 async def send(local: int) -> RequestRecord:
                     i = share.index(local)
-                    return await client.send(i, workload.prompt(i))
+                    return await client.send(i, prompt(i))
 
                 if settings.open_loop:
                     assert share.rate is not None

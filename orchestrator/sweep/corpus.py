@@ -26,10 +26,12 @@ def point_corpus(
     flush: Mapping[str, Any] | None,
     client: Mapping[str, Any],
     settings: Any,
+    warmup: int = 0,
 ) -> dict[str, Any] | None:
     """:func:`corpus_note` for one measured point: the engine's word on its drafter (``engine_info`` settings,
-    else the deployment's ``command``), the point's flush, its client's warm-up and measured requests, and the
-    distinct prompts of its workload (``settings``: the point's LoadSettings)."""
+    else the deployment's ``command``), the point's flush, the server's warm-up requests (``warmup``: the
+    experiment's ``load.warmup``, sent once per deployment) and the point's own (its client's), its measured
+    requests, and the distinct prompts of its workload (``settings``: the point's LoadSettings)."""
     from orchestrator.engines.registry import get_engine, is_engine
     from orchestrator.load.workloads import load_workload
 
@@ -42,7 +44,7 @@ def point_corpus(
     return corpus_note(
         reason,
         flush=flush,
-        warmup=int(client.get("warmup_requests") or 0),
+        warmup=warmup + int(client.get("warmup_requests") or 0),
         requests=int(client.get("requests") or 0),
         distinct=load_workload(settings.prompts, settings.seed).size,
     )

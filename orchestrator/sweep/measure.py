@@ -476,7 +476,8 @@ class PointMeasurer:
         warmup = self.experiment.load.warmup
         if warmup <= 0 or stop.is_set():
             return None
-        settings = point_settings(self.experiment, url, None, concurrency=1, requests=warmup)
+        # The warm-up prompts, not the points' (a drafter that keeps a corpus would have their answers).
+        settings = point_settings(self.experiment, url, None, concurrency=1, requests=warmup, warmup_prompts=True)
         return self.tools.load(settings, stop, None)
 
     def measure(
@@ -571,7 +572,9 @@ class PointMeasurer:
                 "interval_s": closed.interval_s,
             }
         settings = point_settings(exp, server.url, point)
-        corpus = point_corpus(exp.engine, engine_info, deployment.command or "", cache_flush, client, settings)
+        corpus = point_corpus(
+            exp.engine, engine_info, deployment.command or "", cache_flush, client, settings, warmup=exp.load.warmup
+        )
         if corpus is not None:
             server_fields["drafter_corpus"] = corpus  # did the drafter's corpus already know these prompts
         alive = server.alive()

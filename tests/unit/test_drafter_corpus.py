@@ -5,11 +5,21 @@ length 1.63 to 3.23."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+import orchestrator.load.run as load_run
 from orchestrator.engines.registry import get_engine
+from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
+from orchestrator.load.workloads import Prompt, load_workload
 from orchestrator.sweep.corpus import corpus_note, point_corpus
+from orchestrator.sweep.measure import PointMeasurer
+from tests.unit.launch_fakes import fake_tools, make_experiment
 from tests.unit.test_analysis_checks import findings, point, record
 
 NGRAM = "python -m sglang.launch_server --speculative-algorithm NGRAM --speculative-num-draft-tokens 4"
@@ -24,7 +34,7 @@ def test_only_sglangs_ngram_keeps_a_corpus() -> None:
     assert sglang.drafter_corpus({"speculative_algorithm": "EAGLE"}, NGRAM) is None  # the server's word wins
     assert sglang.drafter_corpus({}, "python -m sglang.launch_server --model-path m") is None
     assert get_engine("sim").drafter_corpus({"speculative_algorithm": "NGRAM"}, NGRAM) is None
-    assert get_engine("vllm").drafter_corpus({}, "--speculative-config '{\"method\":\"ngram\"}'") is None
+    assert get_engine("vllm").drafter_corpus({}, '--speculative-config \'{"method":"ngram"}\'') is None
 
 
 def test_a_flushed_point_with_distinct_prompts_is_clean() -> None:
@@ -71,3 +81,50 @@ def test_the_analysis_warns_of_each_point_whose_corpus_may_have_known_its_prompt
     found = [f for f in findings(records) if f.check == "drafter_corpus"]
     assert [(f.severity, f.load) for f in found] == [("warning", "C=2")]
     assert "not emptied" in found[0].message and found[0].evidence == ["NGRAM corpus"]
+
+
+def test_the_sweeps_warm_up_sends_the_warm_up_prompts_not_the_points(tmp_path: Path) -> None:
+    # The deployment's warm-up ran the points' first prompts: SGLang's NGRAM corpus then held their answers
+    # (issue 47). It now sends the warm-up prompts, from the other end of the seeded order.
+    exp = make_experiment(tmp_path, warmup=2)
+    seen: list[Any] = []
+    PointMeasurer(exp, fake_tools(on_load=seen.append)).warm_up("http://box:9000", threading.Event())
+    assert seen[0].warmup_prompts is True and seen[0].requests == 2
+
+
+def test_a_load_of_warm_up_prompts_sends_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+
+    class Client:
+        def __init__(self, settings: LoadSettings, model: str | None) -> None:
+            self.tokens_seen = 0
+
+        async def __aenter__(self) -> Client:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def send(self, index: int, prompt: Prompt, *, warmup: bool = False) -> RequestRecord:
+            sent.append(prompt.as_text())
+            return RequestRecord(index=index, warmup=warmup)
+
+    monkeypatch.setattr(load_run, "LoadClient", Client)
+    workload = load_workload("builtin:summarization", 7)
+    for flag, expected in ((True, workload.warmup_prompt), (False, workload.prompt)):
+        sent.clear()
+        settings = LoadSettings(
+            url="http://x:1",
+            model="m",
+            prompts="builtin:summarization",
+            seed=7,
+            concurrency=1,
+            requests=3,
+            warmup=0,
+            warmup_prompts=flag,
+        )
+        asyncio.run(load_run.run_load(settings))
+        assert sent == [expected(i).as_text() for i in range(3)]
+    assert {workload.warmup_prompt(i).as_text() for i in range(3)}.isdisjoint(
+        workload.prompt(i).as_text() for i in range(3)
+    )
