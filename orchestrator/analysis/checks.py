@@ -642,8 +642,10 @@ def unreadable_records(ctx: CheckContext) -> list[Finding]:
     """Lines of records.jsonl that could not be read (a torn last line after kill -9, or damage)."""
     if not ctx.skipped_lines:
         return []
-    evidence = [f"line {s.line_number}: {s.reason}: {s.text[:120]}" for s in ctx.skipped_lines]
-    message = f"{len(ctx.skipped_lines)} line(s) of records.jsonl could not be read and were left out"
+    evidence = [
+        f"{f'line {s.line_number}: ' if s.line_number else ''}{s.reason}: {s.text[:120]}" for s in ctx.skipped_lines
+    ]
+    message = f"{len(ctx.skipped_lines)} line(s) of records.jsonl were left out (unreadable, or outside the plan)"
     return [
         Finding(
             check="unreadable_records",

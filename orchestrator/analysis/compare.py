@@ -171,7 +171,8 @@ def best_per_load(
     if metric not in candidates.columns:
         return pd.DataFrame(columns=columns)
     candidates[metric] = pd.to_numeric(candidates[metric], errors="coerce")
-    candidates = candidates.dropna(subset=[metric])
+    # A point without a finite figure never wins (Infinity is no measurement; runs/plausible.py refuses it).
+    candidates = candidates[candidates[metric].abs() < float("inf")]
     # The columns a row shows and a rule reads (the metric and its interval) only: the rows of a group are
     # walked one by one, and a row of the whole wide frame costs far more to make (bench/RESULTS-scale.md).
     keep = [*JOIN_KEYS, *shown, *intervals, *COMPARISON_COLUMNS, *(f"{c}_se" for c in shown)]

@@ -70,6 +70,7 @@ from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
+from orchestrator.runs.plausible import within_plan
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
 __all__ = [
@@ -208,6 +209,7 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
     except Exception:  # a run killed before plan.json landed is still worth reading
         plan = {}
     commands = {d.get("id"): d.get("command") for d in plan.get("deployments", []) if isinstance(d, dict)}
+    records, outside = within_plan(records, plan, store.info.kind)
     chosen = records if all_attempts else list({r.key: r for r in records}.values())
     windows, params = tidy_frame(chosen, commands=commands)
     checks = experiment.get("checks")
@@ -223,7 +225,7 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         plan=plan,
         frame=frame,
         param_columns=params,
-        skipped_lines=list(store.skipped_lines),
+        skipped_lines=list(store.skipped_lines) + outside,
         records_total=len(records),
         windows=windows,
         provenance=store.read_json("provenance.json"),

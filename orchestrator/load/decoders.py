@@ -88,6 +88,11 @@ class _Chunk(msgspec.Struct, gc=False):
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
 _LLAMACPP_STOP = {"limit": "length", "eos": "stop", "word": "stop"}
+#: The most output tokens one response may claim (``usage.completion_tokens``, ``meta_info.completion_tokens``):
+#: above the longest context any engine serves (10M). A server claiming more (or a negative count) is not
+#: believed: the request fails ``implausible_count`` instead of the claim reaching the statistics (per-token
+#: arrays of 10^15 entries ended a sweep with MemoryError, issue 49).
+MAX_CLAIMED_TOKENS = 16_000_000
 
 
 class StreamFault(Exception):
@@ -222,6 +227,17 @@ class Decoder:
         record = self.record
         counts = self._counts
         final = self._final_total
+        claimed = max(final or 0, self._last_cum)
+        if claimed > MAX_CLAIMED_TOKENS or (final is not None and final < 0):
+            shown = final if final is not None and final < 0 else claimed
+            if record.ok:
+                record.fail(
+                    "implausible_count",
+                    f"the server claimed {shown} output tokens for one response (at most "
+                    f"{MAX_CLAIMED_TOKENS:,} and never negative): not believed",
+                )
+            record.chunk_times, record.chunk_tokens, record.output_tokens, record.first_token = [], [], 0, None
+            return
         if self._usage_chunks >= 2 and counts and not self._uncounted:
             # Every kept chunk had the cumulative count: its tokens are what that count rose by (never below
             # zero, against the highest count so far), worked out as the chunks came.

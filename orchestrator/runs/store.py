@@ -55,6 +55,7 @@ from orchestrator.files import NotReadable, bounded_lines, read_bounded
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
+from orchestrator.runs.record import RUN_SCHEMA_VERSION, Record
 from orchestrator.runs.runlock import RunLock
 
 __all__ = [
@@ -73,9 +74,6 @@ __all__ = [
     "utc_now_iso",
 ]
 
-# One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
-# would misread the new one (adding an optional field does not need a bump).
-RUN_SCHEMA_VERSION = 1
 
 #: The most of run.json, plan.json, experiment.yaml or another JSON file of a run read whole (a plan of 20,000
 #: points is tens of megabytes); more is refused, as is anything that is not a regular file.
@@ -85,70 +83,10 @@ RunState = Literal["running", "done", "interrupted", "failed", "stopped"]
 _FINAL_STATES = ("done", "interrupted", "failed", "stopped")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
-Scalar = str | int | float | bool
-
 
 def utc_now_iso() -> str:
     """Now, as ISO 8601 UTC with milliseconds and a ``Z`` (the time format of every store file)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class Record(BaseModel):
-    """One finished (deployment, load point) on one host: one line of ``records.jsonl``.
-
-    ``client`` is the load generator's ``LoadResult.to_dict()``, ``server`` the metrics'
-    ``WindowMetrics.to_dict()``; both stay plain dicts here so the store never depends on those packages.
-    Unknown extra fields are kept, so a newer runner adding an optional field does not break older readers.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    schema_version: int = RUN_SCHEMA_VERSION
-    run_id: str
-    experiment: str
-    deployment_id: str
-    point_id: str
-    config_hash: str
-    host: str
-    variant: str
-    params: dict[str, Scalar] = Field(default_factory=dict)
-    aliases: list[dict[str, Any]] = Field(default_factory=list)
-    baseline: bool = False
-    # A run directory when the baseline was reused from an earlier run instead of measured in this one.
-    baseline_source: str | None = None
-    mode: Literal["concurrency", "rate"]
-    concurrency: int | None = None
-    rate: float | None = None
-    status: Literal["ok", "failed", "skipped"]
-    attempt: int = 1
-    started_at: str
-    finished_at: str
-    client: dict[str, Any] | None = None
-    server: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None  # {kind, message, evidence: [lines]}
-    window_file: str | None = None
-    # The engine's version and settings as the server reported them (orchestrator/engines/info.py).
-    engine_info: dict[str, Any] | None = None
-    # Which measurement of its load this is (load.repeats) and which deployment of its configuration
-    # (load.repeats_across_restarts); both 1 in runs made before repeats existed.
-    repeat: int = 1
-    restart: int = 1
-    # The window's confidence intervals ({level, method, figures: {name: {value, lo, hi, se, n}}}) and the
-    # file of its requests (``requests/<point id>.jsonl``, relative to the run directory).
-    intervals: dict[str, Any] | None = None
-    requests_file: str | None = None
-    # What emptying the prefix cache before the point answered (load.flush_cache), and the GPU telemetry of
-    # the window (orchestrator/hosts/telemetry.py).
-    cache_flush: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | None = None
-    # The other specsweep controllers that ran on the controller's machine during the point (pid, machine,
-    # experiment, hosts, run_dir, since; orchestrator/sweep/overlap.py): both runs' figures are contaminated.
-    overlapped: list[dict[str, Any]] | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """What identifies a point across attempts and resumes: (host, point id)."""
-        return (self.host, self.point_id)
 
 
 class Controller(BaseModel):
@@ -782,7 +720,8 @@ class RunStore:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
-                skipped.append(SkippedLine(number, f"not a record ({where}: {first['msg']})", text[:200]))
+                why = str(first["msg"]).removeprefix("Value error, ")
+                skipped.append(SkippedLine(number, f"not a record ({where + ': ' if where else ''}{why})", text[:200]))
         self.skipped_lines = skipped
         return records
 

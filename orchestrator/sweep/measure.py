@@ -44,6 +44,7 @@ from orchestrator.load.settings import engine_request_extras
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
 from orchestrator.metrics.scrape import GaugeSampler, get, scrape
 from orchestrator.metrics.window import mark_open_end
+from orchestrator.runs.plausible import impossible_figure
 from orchestrator.runs.store import Record, utc_now_iso
 from orchestrator.sweep.closing import close_window, open_window, ticking
 from orchestrator.sweep.corpus import point_corpus
@@ -325,6 +326,13 @@ def new_record(
     so records of runs without workloads stay as they were)."""
     if point.workload is not None:
         fields["workload"] = point.workload
+    figures = {"client": fields.get("client"), "server": fields.get("server"), "intervals": fields.get("intervals")}
+    if status == "ok" and (why := impossible_figure(figures)):
+        # What the server or the client claimed is no measurement (orchestrator/runs/plausible.py): the point
+        # failed, its impossible figures left out of the record, the figure named.
+        status = "failed"
+        fields.update(client=None, server=None, intervals=None)
+        fields["error"] = {"kind": "implausible_figures", "message": f"not a measurement: {why}", "evidence": []}
     return Record(
         run_id=run_id,
         experiment=experiment,

@@ -20,8 +20,10 @@ engine ran by its counters) is the verification run's answer: ``orchestrator/ana
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,56 @@ __all__ = ["VERIFY_FILE", "default_ramp_rate", "verification_experiment"]
 VERIFY_FILE = "verify-schedule.yaml"
 SCHEDULE_VARIANT = "schedule"
 
-_SPEC_CONFIG = re.compile(r"""(--speculative[-_]config(?:=|\s+)['"]?)(\{.*?\})(['"]?(?:\s|$))""", re.DOTALL)
+_SPEC_FLAGS = ("--speculative-config", "--speculative_config")
 _SIM = re.compile(r"orchestrator\.sim|specsweep\s+sim")
+
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    """The shell words of ``text`` with where each stands in it (start, end), quotes and line breaks
+    included; ValueError for text a shell would not split (an open quote)."""
+    stream = io.StringIO(text)
+    lexer = shlex.shlex(stream, posix=True)
+    lexer.whitespace_split, lexer.commenters = True, ""
+    words: list[tuple[str, int, int]] = []
+    end = 0
+    while True:
+        start = end
+        while start < len(text) and text[start].isspace():
+            start += 1
+        word = lexer.get_token()
+        if word is None:
+            return words
+        end = stream.tell()
+        if end > start and end <= len(text) and text[end - 1].isspace():
+            end -= 1  # the separator that ended the word
+        words.append((word, start, end))
+
+
+def _with_spec_config(text: str, flag_json: str) -> str | None:
+    """``text`` with the value of its ``--speculative-config`` replaced by ``flag_json``, the rest as it was;
+    None without one. The command is read as shell words and the old value as JSON, whatever its quoting and
+    however many lines it spans (a regular expression stopped at the first ``}``, leaving the tail: issue 49)."""
+    try:
+        words = _words(text)
+    except ValueError:
+        return None
+    for index, (word, start, end) in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if flag not in _SPEC_FLAGS:
+            continue
+        if eq:
+            span, old = (start, end), value
+        elif index + 1 < len(words):
+            old, span = words[index + 1][0], (words[index + 1][1], words[index + 1][2])
+        else:
+            return None
+        try:
+            json.loads(old)
+        except ValueError:
+            return None
+        new = f"{flag}={shlex.quote(flag_json)}" if eq else shlex.quote(flag_json)
+        return text[: span[0]] + new + text[span[1] :]
+    return None
 
 
 def _escape(text: str) -> str:
@@ -72,7 +122,7 @@ def verification_experiment(
     if sched.unsupported is not None:
         raise ScheduleError(f"{run_dir}: {sched.engine} takes no batch-size schedule: {sched.unsupported}")
     stored = run_dir / "experiment.yaml"
-    experiment = load_experiment(stored)
+    experiment = load_experiment(stored, read_secrets=False)  # read where the sweep reads them (verifysecrets)
     doc: dict[str, Any] = yaml.safe_load(stored.read_text(encoding="utf-8"))
     variant = sched.variant
     if variant not in experiment.variants:
@@ -97,8 +147,8 @@ def verification_experiment(
     flag_json = json.dumps(config, separators=(",", ":"))
     replaced = False
     for name, text in fields.items():
-        new, count = _SPEC_CONFIG.subn(lambda m: m.group(1) + flag_json + m.group(3), text, count=1)
-        if count:
+        new = _with_spec_config(text, flag_json)
+        if new is not None:
             fields[name], replaced = new, True
             break
     if not replaced:

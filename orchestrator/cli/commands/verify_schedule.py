@@ -4,6 +4,7 @@ it beats, ties or loses, and whether the engine ran the k it was given (docs/sch
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -63,13 +64,21 @@ def verify_schedule(
     from orchestrator.cli.commands.sweep import sweep
     from orchestrator.runs.identity import require_points
     from orchestrator.runs.runref import resolve_run
+    from orchestrator.runs.store import RunStore
     from orchestrator.sweep.verification import VERIFY_FILE, verification_experiment
+    from orchestrator.sweep.verifysecrets import restore_secrets
 
     run_dir = resolve_run(run, results)
     require_points(run_dir, "verify-schedule", usable=True)
     ans = answer(run_dir)
     sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
     doc = verification_experiment(run_dir, ans, sched, rates=list(rates) or None)
+    source = RunStore.open(run_dir).info.experiment_file
+    secrets = restore_secrets(doc, run_dir / "experiment.yaml", source)
+    os.environ.update(secrets)  # the inline secrets, read again from the experiment file, for this sweep only
+    if secrets and not (quiet or as_json):
+        names = ", ".join(f"${name}" for name in secrets)
+        typer.echo(f"secrets written inline in {source} reach the verification sweep as {names}", err=True)
     path = run_dir / VERIFY_FILE
     path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
     root = results if results is not None else run_dir.parent.parent

@@ -1,0 +1,120 @@
+"""What a record may claim: the figures a client or a server could really have measured (issue 49).
+
+A record's figures come from a server anyone may run and from a file anyone may edit. A figure that no
+measurement gives is refused where it enters (the ``Record``'s own validation, so both the sweep that makes a
+record and every reader of ``records.jsonl`` see the same rule), instead of reaching the analysis, where an
+``Infinity`` throughput lost its figure yet still won its load, a negative token count gave negative tok/s and
+``1e308`` overflowed an integer conversion in report, compare, recommend and verify-schedule:
+
+- every number in the record's ``client``, ``server`` and ``intervals`` is finite (no NaN, no Infinity) and at
+  most :data:`MAX_FIGURE` in size (a microsecond timestamp is 1.8e15; ``1e308`` is no measurement);
+- the headline figures (:data:`COUNTED`) are not negative: a count, a duration, a rate or a length.
+
+A record of a point its run never planned (a line added to records.jsonl by hand or by another tool) is left
+out of the analysis, as a skipped line that says so (:func:`within_plan`): counted, it made "9 ok of 8
+planned" and a point row no plan names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.runs.record import Record
+    from orchestrator.runs.store import SkippedLine
+
+__all__ = ["COUNTED", "MAX_FIGURE", "impossible_figure", "within_plan"]
+
+#: The largest number a record may hold anywhere in its figures.
+MAX_FIGURE = 1e18
+#: Figures that are counts, durations, rates or lengths: never below zero.
+COUNTED: dict[str, tuple[str, ...]] = {
+    "client": (
+        "requests",
+        "completed",
+        "errors",
+        "output_tokens",
+        "input_tokens",
+        "duration_s",
+        "output_tok_s",
+        "steady_output_tok_s",
+        "per_user_tok_s",
+        "requests_per_s",
+        "cancelled",
+        "warmup_requests",
+        "warmup_errors",
+    ),
+    "server": ("accept_len", "acceptance_rate", "gen_throughput", "lines_total", "lines_matched"),
+}
+_MAX_DEPTH = 64
+
+
+def _numbers(value: Any, where: str, depth: int = 0) -> Iterator[tuple[str, float]]:
+    if isinstance(value, bool) or depth > _MAX_DEPTH:
+        return
+    if isinstance(value, int | float):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{where}.{key}", depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _numbers(item, f"{where}[{index}]", depth + 1)
+
+
+def impossible_figure(sections: dict[str, Any]) -> str | None:
+    """Why the figures of a record (``{"client": ..., "server": ..., "intervals": ...}``) cannot be a
+    measurement, naming the first such figure; None when every figure could be."""
+    for section, value in sections.items():
+        if value is None:
+            continue
+        for where, number in _numbers(value, section):
+            if isinstance(number, float) and not math.isfinite(number):
+                return f"{where} is {number!r}, not a finite number"
+            if abs(number) > MAX_FIGURE:
+                return f"{where} is {number:.3g}, larger than any measurement (at most {MAX_FIGURE:.0e})"
+        if isinstance(value, dict):
+            for key in COUNTED.get(section, ()):
+                figure = value.get(key)
+                if isinstance(figure, int | float) and not isinstance(figure, bool) and figure < 0:
+                    return f"{section}.{key} is {figure!r}: a count, duration or rate is never negative"
+    return None
+
+
+def within_plan(
+    records: list[Record], plan: dict[str, Any], kind: str | None
+) -> tuple[list[Record], list[SkippedLine]]:
+    """``records`` without those of a point ``plan`` does not hold, and a skipped line for each left out.
+
+    Only a sweep's plan names every point it measures (a search deploys what its strategy proposes; a baseline
+    reused from an earlier run, ``baseline_source``, left the plan); a run without a plan keeps every record."""
+    from orchestrator.runs.store import SkippedLine
+
+    deployments = plan.get("deployments") if isinstance(plan, dict) else None
+    if kind not in (None, "sweep") or not isinstance(deployments, list) or not deployments:
+        return records, []
+    planned = {
+        point.get("id")
+        for dep in deployments
+        if isinstance(dep, dict)
+        for point in dep.get("load_points") or []
+        if isinstance(point, dict)
+    }
+    planned.update(plan.get("decide_point_ids") or [])  # the rounds of load.decide (orchestrator/plan/deciding.py)
+    kept: list[Record] = []
+    outside: list[SkippedLine] = []
+    for record in records:
+        if record.point_id in planned or record.baseline_source:
+            kept.append(record)
+            continue
+        outside.append(
+            SkippedLine(
+                0,
+                f"a record of point {record.point_id!r} (deployment {record.deployment_id!r}, host "
+                f"{record.host!r}), which plan.json does not hold: left out of every count",
+                f"{record.variant} {record.params}",
+            )
+        )
+    return kept, outside
