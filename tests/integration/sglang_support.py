@@ -102,3 +102,59 @@ def three_sources(record: Record) -> dict[str, dict[str, Any]]:
             "counts": (spec.get("verify_steps"), spec.get("proposed_drafts"), spec.get("accepted_drafts")),
         },
     }
+
+
+def _within(entry: Any, value: float) -> bool:
+    bounds = entry.get("bounds") if isinstance(entry, dict) else None
+    return isinstance(bounds, list) and len(bounds) == 2 and bounds[0] - 1e-9 <= value <= bounds[1] + 1e-9
+
+
+def check_speculative_point(record: Record, *, flushed: bool = True) -> dict[str, Any]:
+    """One NGRAM point against SGLang's counters over its window (returns what it saw, for the test's report):
+
+    - the responses' accept length and verify steps equal the counters' exactly; their accepted drafts (SGLang's
+      spec_num_correct_drafts, which counts drafts past a request's end) exceed the counters' committed drafts by
+      D >= 0, the drafts the requests discarded at max_new_tokens or a stop;
+    - /metrics gives accept length and acceptance rate from the counters, both ``exact`` (never the gauge);
+    - the log's figures less the D drafts the responses name (``details.past_end``) hold the counters' values
+      within their stated bounds, or the log gave none and the record says why;
+    - ``flushed``: the drafter's corpus was emptied before the point and no prompt was sent twice
+      (``drafter_corpus`` clean); else the record says the corpus was not emptied."""
+    oracle = counter_oracle(record)
+    sources = three_sources(record)
+    spec = (record.client or {}).get("spec") or {}
+    server = record.server or {}
+    where = record.point_id
+    responses, prom, journal = sources["responses"], sources["prometheus"], sources["journal"]
+    assert spec.get("verify_steps") == oracle["verify_steps"], (where, spec, oracle)
+    assert spec.get("proposed_drafts") == oracle["proposed_drafts"], (where, spec, oracle)
+    assert abs(responses["accept_len"] - oracle["accept_len"]) <= 1e-12 * oracle["accept_len"], (where, responses)
+    discarded = int(spec["accepted_drafts"]) - oracle["committed_drafts"]
+    assert discarded >= 0, (where, spec, oracle)
+    # SGLang's own per-response rate counts the discarded drafts: exactly D / proposed above the counters'.
+    own = (oracle["committed_drafts"] + discarded) / oracle["proposed_drafts"]
+    assert abs(responses["acceptance_rate"] - own) <= 1e-12, (where, responses, oracle)
+    for figure in ("accept_len", "acceptance_rate"):
+        assert abs(prom[figure] - oracle[figure]) <= 1e-12 * max(1.0, oracle[figure]), (where, figure, prom, oracle)
+        assert prom["exactness"][figure]["kind"] == "exact", (where, figure, prom["exactness"])
+    log: dict[str, Any] = {"refused": None}
+    if journal["accept_len"] is None:
+        reasons = [r.get("reason") for r in (server.get("integrity") or {}).get("reasons") or []]
+        assert reasons or server.get("open_end"), (where, "no log figure and no reason", server)
+        log["refused"] = reasons or server.get("open_end")
+    else:
+        past_end = journal["past_end"]
+        assert past_end is not None and past_end["discarded_drafts"] == discarded, (where, past_end, discarded)
+        for figure in ("accept_len", "acceptance_rate"):
+            entry = journal["exactness"].get(figure)
+            assert _within(entry, oracle[figure]), (where, figure, journal[figure], entry, oracle[figure])
+        log.update(
+            accept_len=journal["accept_len"],
+            printed=past_end["accept_len_printed"],
+            kind=journal["exactness"]["accept_len"]["kind"],
+        )
+    corpus = server.get("drafter_corpus") or {}
+    assert corpus.get("keeps_corpus") and corpus.get("clean") is flushed, (where, corpus)
+    if not flushed:
+        assert "not emptied before the point" in corpus["note"], (where, corpus)
+    return {"oracle": oracle, "discarded": discarded, "log": log, "responses_rate": responses["acceptance_rate"]}
