@@ -131,15 +131,17 @@ def verification_experiment(
     choices = [c for r in sched.ranges for c in r.evidence]
     params_of = {p.label: {k: _plain(v) for k, v in p.params.items()} for p in ans.points if p.variant == variant}
     static = sorted(
-        {c.winner for c in choices if c.winner in params_of} | {c.label for c in choices if c.label in params_of}
+        {c.winner for c in choices if c.winner in params_of}
+        | {c.label for c in choices if c.label in params_of}
+        | ({sched.static} if sched.static in params_of else set())
     )
     top = max(r.k for r in sched.ranges)
     top_label = next((c.label for c in choices if c.k == top and c.label in params_of), None)
     config = vllm_speculative_config(sched)
     if config is None or top_label is None:
         raise ScheduleError(
-            f"{run_dir}: the schedule runs autoregressive at every batch size: nothing to verify against "
-            f"{sched.ar} (the source sweep already measured it)"
+            f"{run_dir}: the schedule drafts nothing at any batch size: nothing to verify "
+            f"(recommended: {sched.recommendation_text()})"
         )
 
     values = experiment.template_values(variant, dict(params_of[top_label]))
@@ -167,13 +169,13 @@ def verification_experiment(
     source_variant["matrix"] = {k: sorted({params_of[label][k] for label in static}) for k in keys}
     source_variant["include"], source_variant["exclude"] = [], []
     name = SCHEDULE_VARIANT if SCHEDULE_VARIANT not in doc["variants"] else f"{SCHEDULE_VARIANT}_{variant}"
-    ar_variant = next(p.variant for p in ans.points if p.label == sched.ar)
+    ar_variant = next((p.variant for p in ans.points if p.label == sched.ar), None)
     doc["variants"] = {
-        ar_variant: doc["variants"][ar_variant],
+        **({ar_variant: doc["variants"][ar_variant]} if ar_variant is not None else {}),
         variant: source_variant,
         name: {"matrix": {}, "include": [], "exclude": [], **{k: _escape(v) for k, v in fields.items()}},
     }
-    doc["baselines"] = [ar_variant]
+    doc["baselines"] = [ar_variant] if ar_variant is not None else []
     doc["name"] = f"{doc['name']}-verify"
     doc["description"] = (
         f"verification of the draft-length schedule {sched.entries} of variant {variant} "

@@ -148,9 +148,7 @@ def test_the_sweep_makes_a_point_with_an_impossible_figure_a_failed_one_naming_i
     from orchestrator.plan.deployments import Deployment, LoadPoint
     from orchestrator.sweep.measure import new_record
 
-    deployment = Deployment(
-        id="d-0", variant="autoregressive", params={}, command="x", config_hash="c", load_points=[]
-    )
+    deployment = Deployment(id="d-0", variant="autoregressive", params={}, command="x", config_hash="c", load_points=[])
     point = LoadPoint(id="p-0", mode="concurrency", concurrency=1)
     made = new_record(
         "r", "e", "local", deployment, point, "ok", "2026-01-01T00:00:00Z",

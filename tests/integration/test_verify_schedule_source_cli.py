@@ -61,7 +61,8 @@ def _command(params: dict[str, Any]) -> str:
 def _source_run(base: Path, port: int) -> tuple[Path, Path]:
     """A finished sweep of known figures whose experiment file holds the token and the key inline."""
     gate = base / "needs-token.sh"
-    gate.write_text(f'#!/bin/sh\n[ "$HF_TOKEN" = "{TOKEN}" ] || {{ echo "HF_TOKEN is not the token" >&2; exit 7; }}\nexec "$@"\n')
+    refuse = '{ echo "HF_TOKEN is not the token" >&2; exit 7; }'
+    gate.write_text(f'#!/bin/sh\n[ "$HF_TOKEN" = "{TOKEN}" ] || {refuse}\nexec "$@"\n')
     variants = {"autoregressive": "--engine vllm --algorithm ar", "ngram": SPEC}
     load = {"concurrency": [1, 4], "requests": 4, "warmup": 1, "max_tokens": 16}
     doc = local_experiment("vss", port, variants, baselines=["autoregressive"], load=load)
