@@ -100,8 +100,10 @@ DEFINITIONS: dict[str, str] = {
         "weighted by the mean of its interval's first and last batch size (#running-req of the group's previous "
         "line and its own; every interval has the same number of batches, --decode-log-interval). The exact "
         "window figure comes from /metrics: sglang:generation_tokens_total / sglang:spec_verify_calls_total "
-        "(SGLang 0.5.13+, the prometheus source). Lines from other windows never enter; copies of a DP group's "
-        "line (other ATTN_CP/PP/TP ranks) count once."
+        "(SGLang 0.5.13+, the prometheus source). The line's tokens include drafts a request's last verify step "
+        "accepted past max_new_tokens or a stop token, which the request discards (overshoot.py): a sweep takes "
+        "them out with the window's responses' counts (details.past_end), else the figure is bounded below by 1. "
+        "Lines from other windows never enter; copies of a DP group's line (other ATTN_CP/PP/TP ranks) count once."
     ),
     "acceptance_rate": (
         "Accepted drafts / proposed drafts, bonus excluded (SGLang >= 0.5.11 'accept rate' = "
