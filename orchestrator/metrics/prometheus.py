@@ -134,6 +134,11 @@ def _counter_values(snap: PromSnapshot) -> dict[str, float]:
     }
 
 
+def _maxima(snap: PromSnapshot) -> dict[str, float]:
+    """The running maxima of one scrape (``MAXIMA``: llama.cpp's ``n_tokens_max``), finite values only."""
+    return {k: v for k, v in snap.values.items() if snap.names.get(k) in MAXIMA and math.isfinite(v)}
+
+
 def _check_window(window: PromWindow, snaps: list[PromSnapshot], texts: list[str]) -> bool:
     """Fill ``window.integrity`` and ``window.resets`` from consecutive scrapes; True when the figures come from
     the after scrape alone, the counts since a restart (the module docstring)."""
@@ -144,16 +149,30 @@ def _check_window(window: PromWindow, snaps: list[PromSnapshot], texts: list[str
     partial: list[str] = []
     previous: dict[str, float] | None = None
     previous_start: float | None = None
+    previous_maxima: dict[str, float] = {}
     for i, snap in enumerate(snaps):
         counters = _counter_values(snap)
+        maxima = _maxima(snap)
         start = starts[i]
         if previous is not None:
             # A series above zero that is gone went down to zero (a new process has not made it yet).
             down = [k for k, v in previous.items() if v > 0 and counters.get(k, 0.0) < v]
             could = [k for k, v in previous.items() if v > 0]
             restarted = start is not None and previous_start is not None and start != previous_start
+            # A running maximum (MAXIMA) that went down while no counter did: one process never lowers it, so a
+            # new process runs whose counters grew past the old ones (llama.cpp exports no start time). With
+            # counters down too, a reset and a restart look alike: counter_reset below says so.
+            lowered = [
+                f"{k} went from {v:g} to {maxima[k]:g}" for k, v in previous_maxima.items() if maxima.get(k, v) < v
+            ]
             if restarted:
                 restarts.append(f"{PROCESS_START} went from {previous_start!r} to {start!r}")
+            elif lowered and not down:
+                restarted = True
+                restarts.append(
+                    f"{'; '.join(lowered[:_NAMED])}: a running maximum that one process never lowers (a new process)"
+                )
+            if restarted:
                 if len(down) != len(could):
                     partial.append(
                         f"a restart with {len(down)} of the {len(could)} counters above zero gone down: the others "
@@ -167,6 +186,7 @@ def _check_window(window: PromWindow, snaps: list[PromSnapshot], texts: list[str
             down_all += [k for k in down if k not in down_all]
         previous = counters
         previous_start = start if start is not None else previous_start
+        previous_maxima = maxima
     window.resets = list(down_all)
     if restarts:
         integrity.broken("restart", "; ".join(restarts))

@@ -15,13 +15,15 @@ the counters from ``llamacpp_metrics.py`` (``server_task_result_metrics::to_metr
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from orchestrator.metrics import parse_window, scrape_delta
-from tests.contract.llamacpp_metrics import compile_metrics, metrics_text
+from tests.contract.llamacpp_metrics import compile_metrics, harness_source, metrics_text
 from tests.contract.llamacpp_requests import Request, compile_requests, request_lines
 from tests.reliability.harness import cli_env, run_cli
 
@@ -112,3 +114,49 @@ def test_a_request_cancelled_in_flight_makes_the_logs_figures_partial(
     # A log where every request finished stays whole and exact.
     clean = parse_window("llamacpp", request_lines(lines, OTHERS, n_max=N_MAX))
     assert clean.integrity.whole and clean.accept_len == pytest.approx(shown_len, rel=1e-12)
+
+
+# ------------------------------------------------------------------------ a restart only n_tokens_max shows
+
+
+def compile_metrics_with_max(work: Path) -> Path:
+    """llamacpp_metrics.py's program, with ``server_metrics::n_tokens_max`` (std::max of every slot's tokens in
+    server-context.cpp ``metrics_post_decode``) set from a sixth number, as ``to_metrics`` writes it."""
+    source = harness_source().replace(
+        "    std::fputs(res.to_metrics().c_str(), stdout);",
+        "    unsigned long long n_max = 0;\n"
+        '    if (std::scanf("%llu", &n_max) == 1) res.metrics.n_tokens_max = n_max;\n'
+        "    std::fputs(res.to_metrics().c_str(), stdout);",
+    )
+    assert "res.metrics.n_tokens_max = n_max" in source
+    binary = work / f"to-metrics-max-{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+    if not binary.exists():
+        path = binary.with_suffix(".cpp")
+        path.write_text(source)
+        subprocess.run(["c++", "-std=c++17", "-O1", "-o", str(binary), str(path)], check=True, capture_output=True)
+    return binary
+
+
+def scrape(binary: Path, counts: tuple[int, int, int, int], per_position: list[int], n_tokens_max: int) -> str:
+    numbers = [*counts, len(per_position), *per_position, n_tokens_max]
+    done = subprocess.run([str(binary)], input=" ".join(map(str, numbers)) + "\n", capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_restart_only_the_running_maximum_shows_gives_no_figure(tmp_path: Path) -> None:
+    """The first process served short requests; a new one (a restart between the scrapes: llama-server exports
+    no start time) served more and longer ones, so every counter ends above its old value and only
+    ``n_tokens_max``, which one process never lowers, went down."""
+    binary = compile_metrics_with_max(tmp_path)
+    before = scrape(binary, (400, 600, 300, 200), [150, 100, 50, 0], n_tokens_max=900)
+    after = scrape(binary, (1000, 1600, 1300, 400), [400, 350, 300, 250], n_tokens_max=300)
+    assert "llamacpp:n_tokens_max 900" in before and "llamacpp:n_tokens_max 300" in after
+    window = scrape_delta(before, after, "llamacpp", elapsed_s=30.0)
+    assert (window.accept_len, window.acceptance_rate, window.gen_throughput) == (None, None, None)
+    assert "restart" in window.integrity.names()
+    assert any("n_tokens_max" in r["detail"] for r in window.integrity.reasons)
+    # One process scraped twice: its maximum only grows, the window is whole.
+    later = scrape(binary, (1000, 1600, 1300, 400), [400, 350, 300, 250], n_tokens_max=900)
+    whole = scrape_delta(before, later, "llamacpp", elapsed_s=30.0)
+    assert whole.integrity.whole and whole.accept_len == pytest.approx(1 + 1000 / 200)
