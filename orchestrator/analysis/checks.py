@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.analysis.agreement import MIN_WINDOW_LINES, disagreements, record_disagreements, uncompared_throughput
 from orchestrator.analysis.corpus import drafter_corpus
 from orchestrator.analysis.drafts import command_schedule, k_used
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
@@ -52,8 +53,6 @@ SEVERITY_ORDER: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 # Metric lines print two decimals; a difference below this is rounding, not physics.
 _PRINT_SLACK = 0.011
 _EVIDENCE_LINES = 12
-# Below this many metric lines in a window, its ramp-up and drain intervals dominate the server's throughput.
-MIN_WINDOW_LINES = 8
 
 
 class Finding(BaseModel):
@@ -470,44 +469,19 @@ def speedup_vs_accept_len(ctx: CheckContext) -> list[Finding]:
 
 
 def client_vs_server(ctx: CheckContext) -> list[Finding]:
-    """What the client measured against what the server says: throughput and accept length.
-
-    Compared: the client's steady-state tok/s (else its plain tok/s) with the server's window throughput, only
-    when the window holds at least ``MIN_WINDOW_LINES`` metric lines (in a shorter one the ramp and drain
-    intervals dominate the server's figure); the client's per-response accept length with the server's; and
-    Prometheus figures with the log's only when Prometheus derived them from counters (gauges sampled at two
-    instants are not a window figure).
-    """
+    """What the client measured against what the server says, each pair over one window and within its stated
+    bounds (``orchestrator/analysis/agreement.py`` says which window each figure covers): output tokens (the
+    client's, the counters' and the log's, each over its own window that encloses the load), accept length (the
+    same requests in every source), and, for a journal that gives no window seconds, the client's steady tok/s
+    against the log's busy-window rate when the window holds at least ``MIN_WINDOW_LINES`` metric lines."""
     tol = ctx.settings.client_server_tolerance
     out: list[Finding] = []
     short = 0
     for row in ctx.rows(ctx.ok):
-        lines = finite(row.get("server_details_decode_lines"))
-        if lines is None:
-            lines = finite(row.get("server_lines_matched"))
-        client_tok_s = "steady_output_tok_s" if finite(row.get("steady_output_tok_s")) else "output_tok_s"
-        pairs = [("accept length", "client_accept_len", "server_accept_len")]
-        long_enough = lines is not None and lines >= MIN_WINDOW_LINES
-        if long_enough:
-            pairs.append(("throughput (tok/s)", client_tok_s, "server_gen_throughput"))
-        elif finite(row.get("server_gen_throughput")) is not None:
-            short += 1
-        if finite(row.get("prom_details_drafts")):
-            pairs.append(("accept length", "prom_accept_len", "server_accept_len"))
-        if finite(row.get("prom_details_generated")) and finite(row.get("prom_elapsed_s")) and long_enough:
-            pairs.append(("throughput (tok/s)", "prom_gen_throughput", "server_gen_throughput"))
-        for what, left, right in pairs:
-            a, b = finite(row.get(left)), finite(row.get(right))
-            if a is None or b is None or max(a, b) <= 0:
-                continue
-            gap = abs(a - b) / max(a, b)
-            if gap > tol:
-                message = (
-                    f"{what} disagrees: {left} {_f(a)} against {right} {_f(b)} ({gap:.0%} apart, "
-                    f"checks.client_server_tolerance is {tol:.0%})"
-                )
-                evidence = ctx.window_lines(row, _metric_lines(row.get("server_engine")), limit=2)
-                out.append(_finding("client_vs_server", row, "warning", message, evidence))
+        short += uncompared_throughput(row)
+        for message, _kind in disagreements(row, tol):
+            evidence = ctx.window_lines(row, _metric_lines(row.get("server_engine")), limit=2)
+            out.append(_finding("client_vs_server", row, "warning", message, evidence))
     if short:
         out.append(
             Finding(
@@ -518,6 +492,18 @@ def client_vs_server(ctx: CheckContext) -> list[Finding]:
                 f"{MIN_WINDOW_LINES} metric lines (raise load.requests or load.duration for longer windows)",
             )
         )
+    return out
+
+
+def source_agreement(ctx: CheckContext) -> list[Finding]:
+    """Every disagreement between sources that a record holds (its own comparison, ``server.sources``), with
+    its size, as information: those rates are each over their own window, and the token counts beside them
+    (``client_vs_server``) say whether the sources or only the windows differ."""
+    out: list[Finding] = []
+    for row in ctx.rows(ctx.ok):
+        for sentence in record_disagreements(row):
+            message = f"the record's sources disagree on {sentence}"
+            out.append(_finding("source_agreement", row, "info", message, []))
     return out
 
 
@@ -846,6 +832,7 @@ CHECKS: dict[str, CheckFunction] = {
     "speculation_off": speculation_off,
     "engine_mismatch": engine_mismatch,
     "client_vs_server": client_vs_server,
+    "source_agreement": source_agreement,
     "window_integrity": window_integrity,
     "failed_points": failed_points,
     "request_errors": request_errors,

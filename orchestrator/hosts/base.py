@@ -8,8 +8,10 @@ connection that could not be retried) or a host that cannot be reached
 
 A ``str`` command is a POSIX ``sh`` script; a ``list`` is one program and its arguments, quoted for you. The
 file operations are built on ``run`` (so ``sudo`` applies to them exactly as to commands, and a local and a
-remote host behave alike): ``write_text`` writes a temporary file beside the target and renames it, so a
-reader never sees half a file.
+remote host behave alike): ``write_text`` writes a temporary file beside the target, checks it holds every
+byte sent, syncs it, renames it and syncs the directory, so a reader never sees half a file: a controller
+killed while it writes (its stdin closed early) leaves the old file, or none, never a torn one renamed into
+place (issue 49).
 """
 
 from __future__ import annotations
@@ -107,10 +109,13 @@ mkdir -p -- "$(dirname -- "$p")"
 t=$(mktemp -- "$p.specsweep-XXXXXX")
 trap 'rm -f -- "$t"' EXIT
 cat > "$t"
+n=$(wc -c < "$t")
+[ "$n" -eq {size} ] || {{ echo "only $n of {size} bytes arrived: $p left as it was" >&2; exit 75; }}
 chmod {mode:o} -- "$t"
 sync -- "$t" 2>/dev/null || true
 mv -f -- "$t" "$p"
 trap - EXIT
+sync -- "$(dirname -- "$p")" 2>/dev/null || true
 """
 
 
@@ -130,7 +135,7 @@ class ShellFileOps:
         raise NotImplementedError
 
     def write_text(self, path: str, text: str, mode: int = 0o644) -> None:
-        script = _WRITE_SCRIPT.format(path=shell_quote(path), mode=mode)
+        script = _WRITE_SCRIPT.format(path=shell_quote(path), mode=mode, size=len(text.encode()))
         self.run(script, input=text).check(f"writing {path}", host=self.name)
 
     def read_text(self, path: str) -> str:

@@ -132,7 +132,7 @@ class Leftover:
         source = self.marker or self.lock or {}
         if source:
             who = f" by {source.get('controller', '?')} pid {source.get('pid', '?')} at {source.get('started', '?')}"
-        what = "a configuration change" if self.marker else "a lock"
+        what = "a configuration change" if self.marker else "a lock" if self.lock else "a server it started"
         return f"{self.host}: {self.service}: {what} left{who}{(': ' + self.detail) if self.detail else ''}"
 
     def __str__(self) -> str:

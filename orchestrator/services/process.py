@@ -341,14 +341,16 @@ class ProcessService:
     def restore(self) -> bool:
         paths = self._paths()
         marker = read_json(self.host, paths["marker"])
-        if marker is None and self._current is None:
+        # The pid file records the server apart from the marker: one it started is found and stopped without
+        # the marker (removed by hand after a kill left it torn: issue 49).
+        unrecorded = self._from_pid_file()
+        if marker is None and self._current is None and unrecorded is None:
             self._marker_ready = False
             return False
         process = (marker or {}).get("process") or self._current
         if process:
             self._stopped_by_us = True
             self._stop(process)
-        unrecorded = self._from_pid_file()
         if unrecorded is not None and (not process or int(process["pid"]) != unrecorded["pid"]):
             self._stopped_by_us = True
             self._stop(unrecorded)
@@ -374,11 +376,12 @@ class ProcessService:
         lock = lock_obj.read()
         if lock is not None and lock_obj.held and lock.get("token") == lock_obj.token:
             lock = None
-        if marker is None and lock is None:
+        running = self._from_pid_file() if marker is None and lock is None else None
+        if marker is None and lock is None and running is None:
             return None
         stale, why = lock_is_stale(lock) if lock and not lock.get("corrupt") else (True, "")
         detail = why if lock else ""
-        process = (marker or {}).get("process") or (self._from_pid_file() if marker is not None else None)
+        process = (marker or {}).get("process") or running or (self._from_pid_file() if marker is not None else None)
         if process:
             alive = self._probe(process) == "alive"
             detail = f"process {process['pid']} {'still running' if alive else 'gone'}" + (f"; {why}" if lock else "")
@@ -394,7 +397,7 @@ class ProcessService:
 
     def recover(self) -> Leftover | None:
         leftover = self.find_leftovers()
-        if leftover is None or leftover.marker is None:
+        if leftover is None or (leftover.marker is None and leftover.lock is not None):
             return None
         self.restore()
         return leftover
