@@ -18,7 +18,10 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
   (:mod:`orchestrator.analysis.verification`);
 - per host with lossless probe answers, the lossless verdict: where the autoregressive baseline differs from
   itself (alone, again, batched) and each configuration lossless, lossy beyond that, or inconclusive
-  (:mod:`orchestrator.analysis.lossless`).
+  (:mod:`orchestrator.analysis.lossless`);
+- per point with an accept length from any source, that figure from each source (the log's window, the
+  ``/metrics`` counters, the responses' own figures), the one reported and their spread
+  (:mod:`orchestrator.analysis.agreement`).
 
 The sweep's ending, ``report`` (HTML, Markdown, CSV, Parquet, ``--json``), ``recommend`` (an objective's choice
 on top of the same rows), ``compare``, ``ls``, every ``--json`` and the notebook render it; where one shows
@@ -35,12 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.agreement import AcceptLenSources, accept_len_by_source
 from orchestrator.analysis.breakeven import BreakEven, break_even
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.lossless import HostVerdict
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.roles import finite as _num
-from orchestrator.analysis.statuses import STATUSES
+from orchestrator.analysis.statuses import MEASURED, STATUSES
 from orchestrator.analysis.verification import ScheduleVerdict, verdicts
 
 __all__ = [
@@ -226,6 +230,8 @@ class Answer:
     schedule_verdicts: list[ScheduleVerdict] = field(default_factory=list)
     #: Per host, the lossless verdict: the baseline against itself and each configuration (analysis/lossless.py).
     lossless: list[HostVerdict] = field(default_factory=list)
+    #: Per point, its accept length from each source that has one (analysis/agreement.py).
+    accept_len_sources: list[AcceptLenSources] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -264,6 +270,7 @@ class Answer:
             "break_even": [b.to_dict() for b in self.break_even],
             "schedule_verdicts": [v.to_dict() for v in self.schedule_verdicts],
             "lossless": [h.to_dict() for h in self.lossless],
+            "accept_len_sources": [a.to_dict() for a in self.accept_len_sources],
         }
 
 
@@ -367,6 +374,9 @@ def answer_of(analysis: Analysis) -> Answer:
         break_even=break_even(points, loads, analysis.frame),
         schedule_verdicts=verdicts(points, loads, measured),
         lossless=list(analysis.lossless.hosts) if analysis.lossless is not None else [],
+        accept_len_sources=accept_len_by_source(
+            [{str(k): v for k, v in r.items()} for r in measured.to_dict("records") if r.get("status") in MEASURED]
+        ),
     )
 
 

@@ -8,7 +8,11 @@ output tokens per second of the load window) unless a caller names another colum
 Columns added by ``add_baseline_comparisons``:
 
 - ``ar_<metric>``, ``linear_<metric>``, ``ar_accept_len``, ``linear_accept_len``: the baselines' figures;
-- ``speedup_vs_ar`` = metric / AR metric, ``speedup_vs_linear`` = metric / linear metric;
+- ``speedup_vs_ar`` = metric / AR metric, ``speedup_vs_linear`` = metric / linear metric, each with its
+  standard error ``speedup_vs_ar_se`` / ``speedup_vs_linear_se`` (delta method on the two independent
+  figures' ``<metric>_se``: ratio x sqrt((se / metric)^2 + (se_base / base)^2); 0 on the baseline's own
+  points, whose ratio is 1 by definition; none where either figure has no interval), so ``compare`` judges
+  a speedup's move against its noise as it judges the throughput's (``orchestrator/analysis/diff.py``);
 - ``accept_len_vs_linear`` = accept length / the linear baseline's accept length.
 
 Winners (``best_per_load``) are ranked by point estimate and judged by a winner rule: with
@@ -75,13 +79,14 @@ def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metri
     """``frame`` with its baselines' figures and the ratios to them (see the module docstring)."""
     frame = with_workload(frame)
     out = frame.copy()
-    for column in (metric, "accept_len"):
+    for column in (metric, "accept_len", f"{metric}_se"):
         if column not in out.columns:
             out[column] = float("nan")
     for role, variant in (("ar", roles.ar), ("linear", roles.linear)):
         base = baseline_rows(frame, variant)
         renamed = {metric: f"{role}_{metric}", "accept_len": f"{role}_accept_len"}
-        columns = JOIN_KEYS + [c for c in (metric, "accept_len") if c in base.columns]
+        renamed[f"{metric}_se"] = f"{role}_{metric}_se"
+        columns = JOIN_KEYS + [c for c in (metric, "accept_len", f"{metric}_se") if c in base.columns]
         table = base.drop_duplicates(JOIN_KEYS, keep="last")[columns].rename(columns=renamed)
         out = out.drop(columns=[c for c in renamed.values() if c in out.columns]).merge(table, on=JOIN_KEYS, how="left")
         for column in renamed.values():
@@ -91,6 +96,13 @@ def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metri
     ok = _ok(out, MEASURED)
     out["speedup_vs_ar"] = (value / pd.to_numeric(out[f"ar_{metric}"], errors="coerce")).where(ok)
     out["speedup_vs_linear"] = (value / pd.to_numeric(out[f"linear_{metric}"], errors="coerce")).where(ok)
+    relative_se = pd.to_numeric(out[f"{metric}_se"], errors="coerce") / value
+    for role, variant in (("ar", roles.ar), ("linear", roles.linear)):
+        base = pd.to_numeric(out[f"{role}_{metric}"], errors="coerce")
+        base_relative_se = pd.to_numeric(out[f"{role}_{metric}_se"], errors="coerce") / base
+        ratio = out[f"speedup_vs_{role}"]
+        se = ratio * np.sqrt(relative_se**2 + base_relative_se**2)
+        out[f"speedup_vs_{role}_se"] = se.where(out["variant"] != variant, 0.0).where(ratio.notna())
     accept = pd.to_numeric(out["accept_len"], errors="coerce")
     out["accept_len_vs_linear"] = (accept / pd.to_numeric(out["linear_accept_len"], errors="coerce")).where(ok)
     return out
