@@ -40,6 +40,7 @@ FLAKY_LOAD = {"concurrency": [1, 4], "warmup": 1, "requests": 12, "max_tokens": 
 @dataclass
 class Flaky:
     home: Path
+    path: Path
     run_dir: Path
     sweep: subprocess.CompletedProcess[str]
     #: The requests each point of ``flaky`` lost, from its records (every repeat): {load label: (errors, sent)}.
@@ -69,7 +70,7 @@ def flaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flaky]:
         errors, sent = lost.get(label, (0, 0))
         lost[label] = (errors + client["errors"], sent + client["requests"])
     assert set(lost) == {"C=1", "C=4"} and all(errors for errors, _ in lost.values()), lost
-    yield Flaky(home, run_dir, proc, lost)
+    yield Flaky(home, path, run_dir, proc, lost)
 
 
 def _executed_notebook(run_dir: Path, out: Path) -> str:
@@ -150,3 +151,28 @@ def test_findings_at_80_columns_keep_each_check_name_configuration_and_load(flak
         ), (finding, proc.stdout)
     for label in flaky.lost:
         assert f"error request_errors flaky at {label} on local:" in lines, proc.stdout
+
+
+# -- 4. compare judges a speedup's move against its noise -----------------------------------------------------
+
+
+def test_compare_flags_a_speedup_only_when_its_move_is_beyond_noise(flaky: Flaky) -> None:
+    """Two runs of one experiment: each speedup's change has a noise test (``speedup_vs_ar_significant`` is
+    true or false, never missing where both runs have intervals), and ×AR is among a point's changed figures
+    only when its change is significant; before, ×AR and ×linear had no interval, so any move of 5% or more
+    was flagged (a -5.5% flag where --json said the throughput's move was not significant)."""
+    env = cli_env(flaky.home)
+    results = flaky.run_dir.parent.parent
+    with local_leftovers_restored(flaky.home, flaky.path):
+        again = run_cli("sweep", str(flaky.path), "--results", str(results), env=env, timeout=300)
+    assert again.returncode == 3, again.stdout + again.stderr
+    proc = run_cli("compare", str(flaky.run_dir), "latest", "--results", str(results), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    points = json.loads(proc.stdout)["points"]
+    flaky_points = [p for p in points if p["label"] == "flaky" and p["presence"] == "both"]
+    assert len(flaky_points) == 2, points
+    for point in points:
+        if point["speedup_vs_ar_a"] is not None and point["speedup_vs_ar_b"] is not None:
+            assert point["speedup_vs_ar_significant"] in (True, False), point
+        if "speedup_vs_ar" in point["changed_figures"]:
+            assert point["speedup_vs_ar_significant"] is True, point
