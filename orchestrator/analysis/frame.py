@@ -22,7 +22,8 @@ in an empty or all-failed run):
   ``server_lines_matched`` ...), DDTree averages as ``ddtree_<key>`` (``ddtree_avg_commit_len``,
   ``ddtree_avg_accepted_depth`` ...), the Prometheus window's scalars as ``prom_<key>``
   (``prom_accept_len``, ``prom_gen_throughput``, ``prom_details_drafts`` ...; raw counters, gauges and
-  prose left out), per-source figures as ``source_<source>_<figure>``; samples and prose are left to the
+  prose left out), per-source figures as ``source_<source>_<figure>`` and the figures the record's comparison
+  flagged as ``source_disagreements`` (JSON text: each one's values and size); samples and prose are left to the
   window file. Whether each window is whole (orchestrator/engines/integrity.py): ``server_integrity_whole``,
   ``server_integrity_part`` and ``server_integrity_reasons`` (the reasons as JSON text) for the log window,
   ``prom_integrity_*`` for the ``/metrics`` one.
@@ -539,6 +540,13 @@ def _flatten_sources(value: dict[str, Any]) -> dict[str, Any]:
                 for source, v in values.items():
                     if _scalar(v):
                         out[f"source_{_clean(str(source))}_{_clean(str(figure))}"] = v
+        flagged = [f for f in value.get("disagreements") or () if isinstance(figures.get(f), dict)]
+        keep = ("values", "max_rel_diff")  # what analysis/agreement.py shows of each flagged figure
+        out["source_disagreements"] = (
+            json.dumps({f: {**{k: figures[f].get(k) for k in keep}, "rel_tol": value.get("rel_tol")} for f in flagged})
+            if flagged
+            else None
+        )
         return out
     for source, entry in value.items():
         if isinstance(entry, dict):

@@ -28,6 +28,7 @@ from orchestrator.report import tables
 from orchestrator.report.axes import tag_png
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
+from orchestrator.report.sources import accept_sources_blocks
 from orchestrator.runs.identity import playbook_verdict
 
 __all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
@@ -357,6 +358,7 @@ def report_blocks(
     blocks += _break_even_blocks(made)
     blocks += _verdict_blocks(made)
     blocks += _lossless_blocks(made)
+    blocks += accept_sources_blocks(made)
 
     from orchestrator.report.workloads import workload_blocks
 

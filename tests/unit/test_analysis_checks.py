@@ -154,6 +154,7 @@ def test_every_check_is_named_and_documented() -> None:
         "speculation_off",
         "engine_mismatch",
         "client_vs_server",
+        "source_agreement",
         "window_integrity",
         "failed_points",
         "request_errors",
