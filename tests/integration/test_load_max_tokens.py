@@ -7,6 +7,7 @@ say what the server was asked for."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,15 @@ async def test_a_synthetic_out_is_sent_as_configured(sim: str) -> None:
     result = await run_load(_settings(sim, prompts="synthetic:in=8,out=7", max_tokens=50, requests=2))
     assert [r.output_tokens for r in result.records] == [7, 7]
     assert result.to_dict()["max_tokens_sent"] == [7]
+
+
+def test_the_sweep_passes_the_opt_in_to_the_load(tmp_path: Path) -> None:
+    from orchestrator.plan import build_plan
+    from orchestrator.sweep.measure import point_settings
+    from tests.unit.launch_fakes import make_experiment
+
+    exp = make_experiment(tmp_path)
+    point = build_plan(exp).deployments[0].load_points[0]
+    assert point_settings(exp, "http://x:1", point).prompt_max_tokens is False
+    opted = exp.model_copy(update={"load": exp.load.model_copy(update={"prompt_max_tokens": True})})
+    assert point_settings(opted, "http://x:1", point).prompt_max_tokens is True
