@@ -8,7 +8,16 @@ from orchestrator.errors import StoreError
 from orchestrator.files import read_bounded
 from orchestrator.runs.reading import parse_json
 
-__all__ = ["find_latest", "next_sequence", "run_directories", "run_order", "run_sequence", "unreadable_run"]
+__all__ = [
+    "find_latest",
+    "newer_unreadable",
+    "next_sequence",
+    "refuse_unreadable",
+    "run_directories",
+    "run_order",
+    "run_sequence",
+    "unreadable_run",
+]
 
 
 def run_sequence(run_dir: Path) -> int | None:
@@ -56,20 +65,50 @@ def find_latest(root: str | Path, experiment: str) -> Path:
     one): refused instead, naming it, when its name (its UTC start) is newer than the run found."""
     dirs = run_directories(root, experiment)
     latest = dirs[-1]
-    for run_dir in dirs:
-        if run_sequence(run_dir) is None and run_dir.name > latest.name and unreadable_run(run_dir):
-            raise StoreError(
-                f"the newest run of {experiment!r}, {run_dir}, has a run.json that cannot be read "
-                f"({unreadable_run(run_dir)}): latest would be an older run; repair or move it, or name a run "
-                "directory instead of latest"
-            )
+    refuse_unreadable(dirs, latest, experiment)
     return latest
 
 
+def refuse_unreadable(runs: list[Path], chosen: Path, experiment: str) -> None:
+    """StoreError naming the run.json of a run newer than ``chosen`` that cannot be read (:func:`newer_unreadable`),
+    or of ``chosen`` itself."""
+    broken = newer_unreadable(runs, chosen) or (chosen if unreadable_run(chosen) else None)
+    if broken is not None:
+        raise StoreError(
+            f"the newest run of {experiment!r} has a run.json that cannot be read as a run's: {broken / 'run.json'} "
+            f"({unreadable_run(broken)}); latest would be an older run: repair or move it, or name a run "
+            "directory instead of latest"
+        )
+
+
+_STATES = ("running", "done", "interrupted", "failed", "stopped")
+
+
 def unreadable_run(run_dir: Path) -> str | None:
-    """Why ``run_dir``'s run.json cannot be read as a JSON object, or None when it can."""
+    """Why ``run_dir``'s run.json cannot be read as a run's (JSON, an object, and the shape of
+    ``orchestrator.runs.store.RunInfo``: what identifies and orders a run), or None when it can."""
     try:
         raw = parse_json(read_bounded(run_dir / "run.json", 64 * 1024 * 1024).decode("utf-8"))
     except (OSError, ValueError) as exc:
         return str(getattr(exc, "strerror", None) or exc)
-    return None if isinstance(raw, dict) else "not a JSON object"
+    if not isinstance(raw, dict):
+        return "not a JSON object"
+    for key in ("run_id", "experiment", "started_at"):
+        if not isinstance(raw.get(key), str):
+            return f"its {key} is {'missing' if key not in raw else 'not a string'}"
+    if not isinstance(raw.get("controller"), dict):
+        return "its controller is not an object"
+    if raw.get("state", "running") not in _STATES:
+        return f"its state {raw.get('state')!r} is none of {', '.join(_STATES)}"
+    if raw.get("sequence") is not None and type(raw.get("sequence")) is not int:
+        return f"its sequence {raw.get('sequence')!r} is not a whole number"
+    return None
+
+
+def newer_unreadable(runs: list[Path], chosen: Path) -> Path | None:
+    """A run of ``runs`` started after ``chosen`` (its directory name is its UTC start) whose run.json cannot
+    be read as a run's: it sorts first (no sequence known), so ``latest`` would silently be ``chosen``."""
+    for run_dir in runs:
+        if run_dir.name > chosen.name and run_dir.parent == chosen.parent and unreadable_run(run_dir):
+            return run_dir
+    return None

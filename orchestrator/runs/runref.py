@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import StoreError
 from orchestrator.runs.identity import DEFAULT_KINDS, RUN_KINDS, run_kind
-from orchestrator.runs.listing import run_order
+from orchestrator.runs.listing import refuse_unreadable, run_order
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -240,4 +240,6 @@ def resolve_run(ref: str | Path, root: str | Path | None = None) -> Path:
     if back >= len(runs):
         what = f"{kinds_text(kinds)} run(s)" if kinds != frozenset(RUN_KINDS) else "run(s)"
         raise StoreError(f"{text}: {name} has {len(runs)} {what} under {base}, not {back + 1}")
+    if back == 0:
+        refuse_unreadable(every, runs[-1], name)  # a newest run.json unreadable made latest an older run
     return runs[-1 - back]
