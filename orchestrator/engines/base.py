@@ -103,6 +103,8 @@ class Engine(Protocol):
 
     def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None: ...
 
+    def version_from_log(self, text: str) -> str | None: ...
+
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
 
 
@@ -175,6 +177,11 @@ class EngineBase:
     def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None:
         """Why the deployment's drafter keeps a corpus across requests (orchestrator/sweep/corpus.py), from the
         server's reported settings or its command; None when it does not (the default)."""
+        return None
+
+    def version_from_log(self, text: str) -> str | None:
+        """What the log itself says of the engine's version where no server told it (a saved log read by
+        ``specsweep parse``): a version, or a lower bound written ``X.Y.Z+``; None by default."""
         return None
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:

@@ -352,6 +352,7 @@ def parse_window(
         text = text.decode("utf-8", errors="replace")
     text = plain_log(text)  # colour codes out, JSON log records back to LEVEL TIME MESSAGE
     spec = get_engine(engine)
+    version = version or spec.version_from_log(text)  # a saved log without a server to ask
     result = spec.parse_log(text)
     tree = ddtree.parse_ddtree(text)
     metric_offsets = sorted({*result.status, *tree.status})

@@ -511,6 +511,10 @@ class PointMeasurer:
         t0 = tools.clock()
         api_key = exp.server.api_key_value
         metrics_path = exp.server.metrics_path
+        if engine_info is not None and engine_info.get("version") is None and engine_info.get("error") == "no answer":
+            # Asked right after /health, SGLang's /server_info waits for a scheduler busy with its own warm-up
+            # (a CPU takes seconds): ask again now, so the version that gives its figures' meaning is known.
+            engine_info = self.engine_info(server.url)
         cache_flush = tools.flush(server.url, exp.engine, api_key) if exp.load.flush_cache else None
         opened = open_window(
             exp.engine, server.logs, command=deployment.command, environment=deployment.environment, stop=stop

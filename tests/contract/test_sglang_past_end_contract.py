@@ -118,3 +118,25 @@ def test_acceptance_rate_comes_from_the_counters_not_the_last_batchs_gauge(tmp_p
     assert gauge_only.acceptance_rate == pytest.approx(1.0)
     assert gauge_only.exactness["acceptance_rate"]["kind"] == "gauge"
     assert "spec_num_draft_tokens" in gauge_only.details["no_counter_rate"]
+
+
+# SGLang's start line (entrypoints/engine.py _launch_subprocesses): a dict from 0.5.12 on (0.5.22, 0.5.23:
+# f"server_args={_server_args_for_logging(server_args)}"), f"{server_args=}" (a ServerArgs repr) up to 0.5.11.
+DICT_START = "[2026-12-06 02:29:42] server_args={'model_path': 'm', 'tp_size': 1, 'speculative_algorithm': 'NGRAM'}"
+REPR_START = "[2026-12-06 02:29:42] server_args=ServerArgs(model_path='m', tp_size=1, speculative_algorithm='NGRAM')"
+
+
+def test_a_saved_log_says_its_version_is_one_whose_accept_rate_counts_drafts_only(tmp_path: Path) -> None:
+    # The log, read without a server to ask: 'accept rate' stayed null although SGLang printed it.
+    plan = steps(1, [1, 2, 1, 0, 3, 1, 2, 2, 1], 0.1)
+    result = run_oracle(CURRENT, {"decode_log_interval": 3, "ranks": [rank({}, plan)], **WORKER}, tmp_path)
+    lines = journal(result)
+    assert parse_window("sglang", lines).acceptance_rate is None  # no start line: the version is unknown
+    window = parse_window("sglang", DICT_START + "\n" + lines)
+    assert window.details["engine_version"] == "0.5.12+"
+    assert window.details["acceptance_rate_definition"] == "drafts_only"
+    low, high = window.exactness["acceptance_rate"]["bounds"]
+    assert window.acceptance_rate is not None and low <= window.acceptance_rate <= high
+    older = parse_window("sglang", REPR_START + "\n" + lines)
+    assert older.acceptance_rate is None and older.details["acceptance_rate_definition"] == "unknown"
+    assert parse_window("sim", DICT_START + "\n" + lines).acceptance_rate is None

@@ -6,6 +6,7 @@ length 1.63 to 3.23."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from orchestrator.engines.registry import get_engine
 from orchestrator.load.records import RequestRecord
 from orchestrator.load.settings import LoadSettings
 from orchestrator.load.workloads import Prompt, load_workload
+from orchestrator.plan.deployments import build_plan
 from orchestrator.sweep.corpus import corpus_note, point_corpus
-from orchestrator.sweep.measure import PointMeasurer
-from tests.unit.launch_fakes import fake_tools, make_experiment
+from orchestrator.sweep.measure import PointMeasurer, Tools
+from tests.unit.launch_fakes import FakeSlot, fake_tools, make_experiment
 from tests.unit.test_analysis_checks import findings, point, record
 
 NGRAM = "python -m sglang.launch_server --speculative-algorithm NGRAM --speculative-num-draft-tokens 4"
@@ -128,3 +130,32 @@ def test_a_load_of_warm_up_prompts_sends_them(monkeypatch: pytest.MonkeyPatch) -
     assert {workload.warmup_prompt(i).as_text() for i in range(3)}.isdisjoint(
         workload.prompt(i).as_text() for i in range(3)
     )
+
+
+def test_a_point_asks_the_version_again_when_the_server_did_not_answer_at_its_start(tmp_path: Path) -> None:
+    # Asked right after /health, a real SGLang 0.5.23 on two busy cores had not answered /server_info (its
+    # scheduler busy with its own warm-up): the version stayed unknown and so did the log's acceptance rate.
+    exp = make_experiment(tmp_path)
+    deployment = build_plan(exp).deployments[0]
+    slot = FakeSlot("box", url="http://box:9000")
+    server = slot.launch(deployment, progress=None, stop=threading.Event())
+    asked: list[str] = []
+
+    def get(url: str, path: str, key: str | None) -> tuple[int | None, str | None]:
+        asked.append(path)
+        return 200, json.dumps({"version": "0.5.23", "speculative_algorithm": "NGRAM"})
+
+    base = fake_tools([slot])
+    tools = Tools(load=base.load, scrape=base.scrape, get=get, sampler=base.sampler, flush=base.flush)
+    measured = PointMeasurer(exp, tools).measure(
+        server,
+        deployment,
+        deployment.load_points[0],
+        run_id="run-1",
+        host="box",
+        attempt=1,
+        stop=threading.Event(),
+        write_window=lambda text: "windows/1.log",
+        engine_info={"engine": exp.engine, "version": None, "error": "no answer"},
+    )
+    assert asked and measured.record.engine_info["version"] == "0.5.23"

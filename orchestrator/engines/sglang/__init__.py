@@ -46,6 +46,16 @@ class SGLang(EngineBase):
             "clear_cache_pool)"
         )
 
+    def version_from_log(self, text: str) -> str | None:
+        """``0.5.12+`` when the log holds SGLang's start line in its dict form, ``server_args={...}``
+        (entrypoints/engine.py ``_launch_subprocesses``: ``logger.info(f"server_args={_server_args_for_logging(
+        server_args)}")`` in 0.5.22 and 0.5.23; ``logger.info(f"{server_args=}")``, ``server_args=ServerArgs(...)``,
+        up to 0.5.11 at least): a version whose 'accept rate' counts drafts only (log.py DRAFTS_ONLY_SINCE).
+        Not the simulator's."""
+        if self.name != "sglang" or _DICT_START.search(text) is None:
+            return None
+        return "0.5.12+"
+
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
         from orchestrator.engines.sglang.control import flush_cache
 
@@ -86,6 +96,7 @@ class SGLang(EngineBase):
         correct_log(window, spec)
 
 
+_DICT_START = re.compile(r"\bserver_args=\{'")
 _SPEC_ALGORITHM = re.compile(r"--speculative[-_]algorithm[= ]+['\"]?([A-Za-z0-9_]+)")
 
 
