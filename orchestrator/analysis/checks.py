@@ -660,7 +660,8 @@ def overlapping_runs(ctx: CheckContext) -> list[Finding]:
     frame = ctx.measured
     if "overlapped_with" not in frame.columns:
         return []
-    rows = [r for r in _rows(frame) if r.get("overlapped_with")]
+    # Only text names a neighbour: a point measured alone is None, or NaN once the column has been merged.
+    rows = [r for r in _rows(frame) if isinstance(r.get("overlapped_with"), str) and r["overlapped_with"]]
     if not rows:
         return []
     others = list(dict.fromkeys(part for r in rows for part in str(r["overlapped_with"]).split("; ")))

@@ -238,7 +238,8 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
         base["ci_level"] = level
         base["point_ids"] = [str(r.get("point_id")) for r in ok]
         # Any window measured beside another sweep makes the point so (not only the first window's say).
-        beside = list(dict.fromkeys(str(r["overlapped_with"]) for r in ok if r.get("overlapped_with")))
+        beside = list(dict.fromkeys(r["overlapped_with"] for r in ok if isinstance(r.get("overlapped_with"), str)))
+        beside = [name for name in beside if name]
         if "overlapped_with" in base:
             base["overlapped_with"] = "; ".join(beside) or None
         rows.append(base)

@@ -176,3 +176,30 @@ def test_compare_flags_a_speedup_only_when_its_move_is_beyond_noise(flaky: Flaky
             assert point["speedup_vs_ar_significant"] in (True, False), point
         if "speedup_vs_ar" in point["changed_figures"]:
             assert point["speedup_vs_ar_significant"] is True, point
+
+
+# -- 5. the overlapping-runs warning names only the runs beside ------------------------------------------------
+
+
+def test_the_overlapping_runs_warning_counts_the_points_beside_and_says_no_nan(flaky: Flaky, tmp_path: Path) -> None:
+    """One window of the run measured beside another sweep (its record's ``overlapped``, as the sweep writes
+    it): the warning counts that one point and names that one run; before, every point measured alone read as
+    beside ``nan`` ("4 of 4 points ... (nan; other ...)")."""
+    import shutil
+
+    run_dir = shutil.copytree(flaky.run_dir, tmp_path / "run")
+    (run_dir / "answer.json").unlink(missing_ok=True)
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    assert last["status"] == "ok" and not last.get("overlapped"), last
+    last["overlapped"] = [
+        {"experiment": "other", "pid": 4242, "machine": "box", "run_dir": "results/other/1", "hosts": ["local"]}
+    ]
+    (run_dir / "records.jsonl").write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    proc = run_cli("report", str(run_dir), "--json", env=cli_env(flaky.home))
+    assert proc.returncode == 0, proc.stderr
+    (finding,) = [f for f in json.loads(proc.stdout)["findings"] if f["check"] == "overlapping_runs"]
+    points = len({(p["label"], p["load_label"]) for p in json.loads(proc.stdout)["answer"]["points"]})
+    said = f"1 of {points} points were measured while another specsweep sweep ran on this machine (other (pid 4242"
+    assert finding["message"].startswith(said), finding
+    assert "nan" not in finding["message"] + " ".join(finding["evidence"]), finding
