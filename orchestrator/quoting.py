@@ -49,6 +49,7 @@ __all__ = [
     "usable_text",
     "validate_env_name",
     "validate_unit_name",
+    "visible",
 ]
 
 # systemd unit-name grammar (src/basic/unit-name.c): a prefix of [A-Za-z0-9:_.\-], an optional @instance,
@@ -195,6 +196,18 @@ def sanitize_comment(text: str, limit: int = 200) -> str:
     """Text safe for a ``#`` comment line in a unit file or a shell script: printable ASCII only, one line."""
     cleaned = "".join(ch if 0x20 <= ord(ch) < 0x7F else "?" for ch in text)
     return cleaned[:limit]
+
+
+_SHOWN_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\x1b``, ``\\x07``, ``\\n``): a name a
+    run holds (a matrix value, a hand-edited record's host) shown in a terminal, report.md or summary.csv can
+    then never colour, ring, move the cursor or start a row of its own (issue 49)."""
+    if not _SHOWN_CONTROL.search(text):
+        return text
+    return _SHOWN_CONTROL.sub(lambda m: _C_ESCAPES.get(m.group(), m.group().encode("unicode_escape").decode()), text)
 
 
 def one_line(value: str, *, what: str = "a value") -> str:

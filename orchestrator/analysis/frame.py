@@ -71,6 +71,7 @@ from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
+from orchestrator.quoting import visible
 from orchestrator.runs.plausible import within_plan
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
@@ -181,11 +182,27 @@ class RunData:
         return len(keys)
 
 
+def _shown(record: Record) -> Record:
+    """``record`` with its names and error text escaped for display (``quoting.visible``), when they need it."""
+    update: dict[str, Any] = {}
+    for key in ("experiment", "host", "variant"):
+        if (shown := visible(getattr(record, key))) != getattr(record, key):
+            update[key] = shown
+    error = record.error
+    if isinstance(error, dict):
+        shown_error = {k: visible(v) if isinstance(v, str) else v for k, v in error.items()}
+        if isinstance(evidence := error.get("evidence"), list):
+            shown_error["evidence"] = [visible(str(x)) for x in evidence]
+        if shown_error != error:
+            update["error"] = shown_error
+    return record.model_copy(update=update) if update else record
+
+
 def config_label(variant: str, params: dict[str, Any]) -> str:
     """``ddtree(budget=7, topk=1)``: the same text as the plan's deployment label."""
     if not params:
-        return variant
-    return variant + "(" + ", ".join(f"{k}={_text(v)}" for k, v in params.items()) + ")"
+        return visible(variant)
+    return visible(variant + "(" + ", ".join(f"{k}={_text(v)}" for k, v in params.items()) + ")")
 
 
 def _text(value: Any) -> str:
@@ -288,6 +305,9 @@ def _configurations(record: Record) -> list[tuple[str, dict[str, Any], str | Non
 
 
 def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | None, command: Any) -> dict[str, Any]:
+    # Names and messages as every output shows them: a control character escaped (quoting.visible).
+    params = {k: visible(v) if isinstance(v, str) else v for k, v in params.items()}
+    record = _shown(record)
     error = record.error or {}
     evidence = error.get("evidence")
     workload = str(getattr(record, "workload", None) or "")
@@ -303,7 +323,7 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "deployment_id": record.deployment_id,
         "point_id": record.point_id,
         "config_hash": record.config_hash,
-        "command": command if isinstance(command, str) else None,
+        "command": visible(command) if isinstance(command, str) else None,
         "mode": record.mode,
         "concurrency": record.concurrency,
         "rate": record.rate,

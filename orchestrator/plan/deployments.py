@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.experiment.rendering import expand_matrix, server_config
 from orchestrator.experiment.search import admitted
+from orchestrator.quoting import visible
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -129,9 +130,10 @@ class Deployment(BaseModel):
 
     @property
     def config_label(self) -> str:
+        """``variant(k=v, ...)``, a control character in it escaped (``quoting.visible``: shown in a terminal)."""
         if not self.params:
-            return self.variant
-        return self.variant + "(" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ")"
+            return visible(self.variant)
+        return visible(self.variant + "(" + ", ".join(f"{k}={v}" for k, v in self.params.items()) + ")")
 
     @property
     def label(self) -> str:

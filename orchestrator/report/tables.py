@@ -18,6 +18,7 @@ from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
 from orchestrator.analysis.statuses import MEASURED
 from orchestrator.experiment.slots import as_fields
+from orchestrator.quoting import visible
 
 __all__ = [
     "FindingGroup",
@@ -631,8 +632,8 @@ def how_made(analysis: Analysis) -> HowMade:
         commands.append(
             (
                 label,
-                as_fields(command) if isinstance(command, str) else None,
-                {str(k): as_fields(str(v)) for k, v in environment.items()},
+                visible(as_fields(command)) if isinstance(command, str) else None,
+                {str(k): visible(as_fields(str(v))) for k, v in environment.items()},
             )
         )
     service = experiment.get("service") if isinstance(experiment.get("service"), dict) else {}

@@ -14,7 +14,7 @@ from orchestrator.experiment.schema import Experiment
 from orchestrator.experiment.service import SystemdServiceSpec
 from orchestrator.experiment.slots import as_fields
 from orchestrator.plan.deployments import Plan, build_plan
-from orchestrator.quoting import shell_join, split_command
+from orchestrator.quoting import shell_join, split_command, visible
 from orchestrator.redaction import redact_text
 from orchestrator.services.secrets import reference
 from orchestrator.services.systemd import (
@@ -149,7 +149,7 @@ def _describe(
             out.append(f"load {point.label}: {size} ({point.id})")
         out.append("")
     out.append(_restore_line(service))
-    return "\n".join(out)
+    return "\n".join(visible(line) for line in out)  # a matrix value's control characters escaped, not sent raw
 
 
 def _restore_line(service: Any) -> str:
