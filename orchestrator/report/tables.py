@@ -291,6 +291,10 @@ def winners_table(analysis: Analysis) -> pd.DataFrame:
             "ahead" if d is True else ("indistinguishable" if d is False else "not judged") for d in best["decided"]
         ]
         best["tied with"] = [", ".join(t) if isinstance(t, list) else "" for t in best["tied"]]
+    if "margin" in best.columns:
+        # A percentage, as its interval beside it (a float column showed 1.31e-02 in the notebook).
+        margins = pd.to_numeric(best["margin"], errors="coerce")
+        best["margin"] = [f"{m:+.1%}" if m == m else "" for m in margins]
     columns = {
         "load_label": "load",
         "label": "best configuration",

@@ -73,6 +73,31 @@ def flaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flaky]:
     yield Flaky(home, path, run_dir, proc, lost)
 
 
+@dataclass
+class Grid:
+    home: Path
+    path: Path
+    run_dir: Path
+    sweep: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
+    """Autoregressive and a linear chain at two loads: each load has a winner, a runner-up and a margin."""
+    base = tmp_path_factory.mktemp("grid")
+    home = base / "home"
+    home.mkdir()
+    variants = {"autoregressive": "--algorithm ar", "linear": "--algorithm linear --draft-tokens 4"}
+    load = {"concurrency": [1, 4], "warmup": 1, "requests": 8, "max_tokens": 16}
+    doc = local_experiment("grid", free_port(), variants, baselines=["autoregressive"], load=load)
+    path = write_experiment(base / "grid.yaml", doc)
+    with local_leftovers_restored(home, path):
+        proc = run_cli("sweep", str(path), "--results", str(base / "results"), env=cli_env(home), timeout=300)
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    (run_dir,) = run_dirs(base / "results", "grid")
+    yield Grid(home, path, run_dir, proc)
+
+
 def _executed_notebook(run_dir: Path, out: Path) -> str:
     """The shipped notebook executed by papermill on ``run_dir``: its every cell's text output, joined."""
     command = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "-p", "RUN_DIR", str(run_dir)]
@@ -203,3 +228,19 @@ def test_the_overlapping_runs_warning_counts_the_points_beside_and_says_no_nan(f
     said = f"1 of {points} points were measured while another specsweep sweep ran on this machine (other (pid 4242"
     assert finding["message"].startswith(said), finding
     assert "nan" not in finding["message"] + " ".join(finding["evidence"]), finding
+
+
+# -- 6. the notebook's margin -----------------------------------------------------------------------------------
+
+
+def test_the_notebooks_winners_table_shows_the_margin_as_a_percentage(grid: Grid, tmp_path: Path) -> None:
+    """The winners table (notebook and report.md) gives each load's margin over the runner-up as ``+12.3%``,
+    as its interval beside it; before, the notebook showed a float column (``1.31e-02``)."""
+    answer = json.loads(run_cli("report", str(grid.run_dir), "--json", env=cli_env(grid.home)).stdout)["answer"]
+    margins = [lv["margin"] for lv in answer["loads"] if lv.get("margin") is not None]
+    assert margins, answer["loads"]
+    text = _executed_notebook(grid.run_dir, tmp_path / "executed.ipynb")
+    markdown = (grid.run_dir / "report.md").read_text()
+    for margin in margins:
+        assert f"{margin:+.1%}" in text and f"{margin:+.1%}" in markdown, (margin, text[-4000:])
+    assert not re.search(r"\d\.\d+e-0\d", text.split("indistinguishable from")[0]), text[-4000:]
