@@ -198,12 +198,15 @@ class ResumeState:
 
 
 def _configuration_texts(resolved_experiment: dict[str, Any] | str, plan_json: dict[str, Any]) -> tuple[str, str]:
-    """experiment.yaml's and plan.json's texts, every inline secret redacted (orchestrator/redaction.py)."""
+    """experiment.yaml's and plan.json's texts, every inline secret redacted (orchestrator/redaction.py). The plan
+    first: a ``vars`` or matrix value is found as a secret where the plan renders it (``--api-key VALUE``,
+    ``HF_TOKEN=VALUE``), then masked by value in the experiment, where it stands as a bare value (issue 49)."""
+    plan_text = json.dumps(redact(plan_json), indent=2, default=str) + "\n"
     if isinstance(resolved_experiment, str):
         experiment_text = redact_text(resolved_experiment)
     else:
         experiment_text = yaml.safe_dump(redact(resolved_experiment), sort_keys=False, allow_unicode=True)
-    return experiment_text, json.dumps(redact(plan_json), indent=2, default=str) + "\n"
+    return experiment_text, plan_text
 
 
 def discard_run(path: Path) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import StoreError
+from orchestrator.redaction import redact
 from orchestrator.runs.identity import experiment_file, host_identities, resolved_experiment
 from orchestrator.runs.store import Record, ResumeState, RunStore, find_latest, run_directories
 
@@ -193,7 +194,10 @@ def compare_run(
     ``latest`` (the run's last record of each point) and ``resolved`` (the current experiment resolved) are
     read or computed here unless the caller already has them."""
     old = _normalized(store.experiment())
-    new = resolved if resolved is not None else resolved_experiment(experiment)
+    # The values the plan renders as secrets (a vars or matrix value after --api-key) are masked in the stored
+    # experiment (runs/store.py _configuration_texts): learnt here too, so the two compare alike.
+    redact(plan.to_json_dict())
+    new = redact(resolved if resolved is not None else resolved_experiment(experiment))
     check = ResumeCheck()
     flat_old, flat_new = _flatten(old), _flatten(new)
     cosmetic = False
