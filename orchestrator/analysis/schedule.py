@@ -4,12 +4,13 @@
 Made from the run's answer alone (:func:`orchestrator.analysis.answer.answer`: per load the winner, those tied
 with it, those it beats, the margin over the runner-up and its interval); nothing here computes a statistic.
 
-The rule, per measured load of a closed-loop (concurrency) sweep, over one speculative variant whose
-configurations differ in k alone, and the autoregressive baseline (k = 0):
-
-- the winner's k; where the rule cannot tell the winner from others (``tied``), the smallest k among them;
-- where no configuration of the variant beats autoregressive beyond noise (autoregressive wins, or is tied
-  with the winner), k = 0: the tied set then holds autoregressive, the smallest k of all.
+The rule (:mod:`orchestrator.analysis.schedule_fit`), over one speculative variant whose configurations
+differ in k alone, per measured load of a closed-loop (concurrency) sweep: the k of the variant's measured
+configurations that fits the measured figures best while never growing with the load (an isotonic fit,
+weighted by how precisely each load was measured). k = 0 is a configuration of the variant only where the
+sweep measured one (a speculative server drafting nothing is not the autoregressive server); the autoregressive
+baseline is a static configuration of its own. The schedule is recommended only where it is expected to beat
+the best static configuration; otherwise that configuration is, and the schedule is shown for reference.
 
 Ranges: consecutive measured loads with the same k form one range. The first starts at 1 (vLLM requires it:
 ``vllm/v1/spec_decode/dynamic/utils.py`` lines 67-72). A range extends up to the next range's first measured
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.breakeven import frame_roles
 from orchestrator.analysis.roles import chain_length
+from orchestrator.analysis.schedule_fit import Measured, fit_schedule
 from orchestrator.errors import SpecsweepError
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ class LoadChoice:
     load: int
     load_label: str
     k: int
-    label: str  # the configuration chosen (the autoregressive baseline for k = 0)
+    label: str  # the configuration chosen
     winner: str
     tied: list[str]
     beats_ar: bool | None  # True: the winner beats autoregressive beyond noise; None: no AR at this load
@@ -125,13 +127,17 @@ class Schedule:
     host: str
     workload: str
     variant: str
-    ar: str
+    ar: str | None  # the autoregressive baseline (a static configuration), None when the run has none
     metric: str
     max_batch_size: int
     ranges: list[Range]
     base_config: dict[str, Any] | None = None  # the variant's --speculative-config, when its command has one
     notes: list[str] = field(default_factory=list)
     engine: str = "vllm"  # whose dialect the run spoke (the simulator's --engine for a simulator run)
+    recommend: str = "schedule"  # "schedule", or "static": run ``static`` at every batch size instead
+    static: str | None = None  # the best static configuration (schedule_fit.py)
+    why: str = ""  # why the recommendation is what it is
+    scores: dict[str, float] = field(default_factory=dict)  # the schedule's and each static one's weighted total
 
     @property
     def unsupported(self) -> str | None:
@@ -146,6 +152,16 @@ class Schedule:
     @property
     def speculates(self) -> bool:
         return any(r.k > 0 for r in self.ranges)
+
+    @property
+    def constant(self) -> bool:
+        """One configuration at every measured load: no schedule, a static configuration."""
+        return len({c.label for r in self.ranges for c in r.evidence}) <= 1
+
+    def recommendation_text(self) -> str:
+        if self.recommend == "static":
+            return f"run {self.static} at every batch size (a static configuration), not a schedule: {self.why}"
+        return f"the schedule: {self.why}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,6 +179,14 @@ class Schedule:
             "flag": flag_text(self),
             "ranges": [r.to_dict() for r in self.ranges],
             "notes": list(self.notes),
+            "recommendation": {
+                "kind": self.recommend,
+                "configuration": self.static if self.recommend == "static" else "schedule",
+                "best_static": self.static,
+                "why": self.why,
+                "text": self.recommendation_text(),
+                "scores": dict(self.scores),
+            },
         }
 
 
@@ -197,9 +221,12 @@ def _pct(value: float | None) -> str:
 def schedule_text(sched: Schedule) -> str:
     """The schedule as a person reads it: the flag, then each range with its evidence, then the notes."""
     where = f"{sched.host}" + (f" {sched.workload}" if sched.workload else "")
-    lines = [f"# draft-length schedule of variant {sched.variant} on {where} ({sched.metric}; k = 0: {sched.ar})"]
+    lines = [f"# draft-length schedule of variant {sched.variant} on {where} ({sched.metric})"]
+    lines.append(f"# recommended: {sched.recommendation_text()}")
     if sched.unsupported is not None:
         lines.append(f"# the recommendation stays per load on {sched.engine}: {sched.unsupported}")
+    elif sched.recommend == "static":
+        lines.append(f"# the fitted schedule, for reference: {flag_text(sched) or ''}")
     else:
         lines.append(flag_text(sched) or "")
         if sched.base_config is None and sched.speculates:
@@ -265,12 +292,7 @@ def schedule(
     points = [p for p in points if p.host == host and p.workload == workload]
 
     ar_labels = {p.label for p in points if frame_rows.get(p.label, {}).get("role") == "ar"}
-    if not ar_labels:
-        raise ScheduleError(
-            f"{ans.path}: the run has no autoregressive baseline; k = 0 needs one to compare with "
-            "(baselines: [autoregressive])"
-        )
-    ar = sorted(ar_labels)[0]
+    ar = sorted(ar_labels)[0] if ar_labels else None
 
     k_of: dict[str, int] = {}
     by_variant: dict[str, dict[str, Any]] = {}
@@ -313,8 +335,7 @@ def schedule(
                 "a schedule changes k alone, so the variant's matrix must vary k alone"
             )
         seen_k[k] = label
-    k_of[ar] = 0
-    candidates = set(labels) | {ar}
+    candidates = {label: k_of[label] for label in labels}
 
     command = next((frame_rows[lb]["command"] for lb in sorted(labels) if frame_rows.get(lb, {}).get("command")), None)
     base = _base_config(command)
@@ -328,17 +349,28 @@ def schedule(
         (lv for lv in ans.loads if lv.host == host and lv.workload == workload and lv.mode == "concurrency"),
         key=lambda lv: lv.load,
     )
-    choices: list[LoadChoice] = []
+    values = {
+        (int(p.load), p.label): Measured(f.value, f.lo, f.hi)
+        for p in points
+        if (f := p.figures.get(ans.metric)) is not None and (p.label in candidates or p.label == ar)
+    }
     notes: list[str] = []
+    measured = [lv for lv in loads if any((int(lv.load), label) in values for label in candidates)]
     for lv in loads:
-        choice = _choose(lv, candidates, k_of, ar, variant)
-        if choice is None:
-            notes.append(
-                f"{lv.load_label}: the winner {lv.winner} is neither of variant {variant!r} nor autoregressive, "
-                "and none of them is tied with it; this load is left out"
-            )
-            continue
-        choices.append(choice)
+        if lv not in measured:
+            notes.append(f"{lv.load_label}: no configuration of variant {variant!r} measured there; left out")
+    by_load = {int(lv.load): lv for lv in measured}
+
+    def beats(load: int, a: str, b: str) -> bool:
+        lv = by_load[load]
+        return lv.winner == a and b in lv.beats
+
+    statics = sorted(candidates) + ([ar] if ar is not None else [])
+    fit = fit_schedule(list(by_load), candidates, statics, values, beats)
+    choices = [
+        _choice(by_load[load], pick, best, candidates, ar, values)
+        for load, pick, best in zip(fit.loads, fit.picks, fit.best_here, strict=True)
+    ]
     if not choices:
         raise ScheduleError(f"{ans.path}: no measured load of variant {variant!r} to make a schedule from")
     if choices[-1].load > max_batch_size:
@@ -382,40 +414,37 @@ def schedule(
         base_config=base,
         notes=notes,
         engine=_engine(ans, command),
+        recommend=fit.recommend,
+        static=fit.static,
+        why=fit.why,
+        scores={"schedule": fit.score, **fit.scores},
     )
 
 
-def _choose(lv: LoadAnswer, candidates: set[str], k_of: dict[str, int], ar: str, variant: str) -> LoadChoice | None:
-    """The k at one load: the smallest k among the winner and those tied with it (autoregressive counts as 0)."""
-    pool = [lb for lb in [lv.winner, *lv.tied] if lb in candidates]
-    if not pool:
-        return None
-    label = min(pool, key=lambda lb: (k_of[lb], lb))
-    k = k_of[label]
-    if lv.winner == ar:
-        beats_ar: bool | None = False
-    elif ar in lv.beats:
-        beats_ar = True
-    elif ar in lv.tied:
-        beats_ar = False
+def _choice(
+    lv: LoadAnswer, label: str, best: str, k_of: dict[str, int], ar: str | None, values: dict[tuple[int, str], Measured]
+) -> LoadChoice:
+    """The k the fit chose at one load, and why."""
+    if ar is None or ar not in {lv.winner, *lv.tied, *lv.beats}:
+        beats_ar: bool | None = None
     else:
-        beats_ar = None
-    if k == 0:
+        beats_ar = lv.winner != ar and ar in lv.beats
+    mine, theirs = values.get((int(lv.load), label)), values.get((int(lv.load), best))
+    if mine is None or theirs is None:
+        why = "not measured at this load; the neighbouring loads' k carried (k may only fall as the batch grows)"
+    elif label == best:
+        why = "the best figure of the variant at this load"
+        why += " (beats autoregressive beyond noise)" if beats_ar else ""
+    else:
+        here, top = mine.value, theirs.value
         why = (
-            "autoregressive wins"
-            if lv.winner == ar
-            else f"no configuration of {variant} beats autoregressive beyond noise (tied with the winner {lv.winner})"
+            f"the non-increasing fit ({best} measured {(top / here - 1) * 100:+.1f}% here, but k may only fall "
+            "as the batch grows)"
         )
-    elif label == lv.winner:
-        why = "the winner" + (" (beats autoregressive beyond noise)" if beats_ar else "")
-        if beats_ar is None:
-            why += " (autoregressive not measured at this load)"
-    else:
-        why = f"the smallest k among those tied with the winner {lv.winner}"
     return LoadChoice(
         load=int(lv.load),
         load_label=lv.load_label,
-        k=k,
+        k=k_of[label],
         label=label,
         winner=lv.winner,
         tied=list(lv.tied),

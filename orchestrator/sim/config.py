@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from orchestrator.errors import ConfigError
 from orchestrator.sim.faults import FAULT_NAMES, Faults, parse_faults
@@ -175,6 +175,13 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
     add("--decode-log-interval", type=int, default=40, help="decode steps per SGLang decode-log line (40)")
     add("--ttft-ms", type=float, default=None, help="metronome: time to first token; others: extra prefill")
     add("--itl-ms", type=float, default=None, help="metronome: time between tokens; others: step floor")
+    add(
+        "--draft-ms-per-token",
+        type=float,
+        default=None,
+        help="drafting cost per drafted token of each request in a step (the profile's; a draft model's cost "
+        "grows with batch x k, so a long k pays at small batches only)",
+    )
     add("--model", default="sim", help="served model id (default 'sim')")
     add("--log-stats-interval", type=float, default=10.0, help="vLLM dialect: seconds between stats lines (10)")
     add("--tp-size", type=int, default=1, help="SGLang dialect: tensor-parallel size shown in prefixes and labels (1)")
@@ -231,10 +238,16 @@ def parse_args(argv: Sequence[str] | None = None, *, prog: str | None = None) ->
     parser = build_parser(prog) if prog else build_parser()
     ns = parser.parse_args(list(argv) if argv is not None else None)
     profile = get_profile(ns.profile)
-    for flag, value in (("--ttft-ms", ns.ttft_ms), ("--itl-ms", ns.itl_ms)):
+    for flag, value in (
+        ("--ttft-ms", ns.ttft_ms),
+        ("--itl-ms", ns.itl_ms),
+        ("--draft-ms-per-token", ns.draft_ms_per_token),
+    ):
         if value is not None and value < 0:
             raise ConfigError(f"{flag} must not be negative")
     profile = profile.with_overrides(ttft_ms=ns.ttft_ms, itl_ms=ns.itl_ms)
+    if ns.draft_ms_per_token is not None:
+        profile = replace(profile, draft_ms_per_token=ns.draft_ms_per_token)
     draft_tokens = ns.draft_tokens
     spec_schedule: tuple[tuple[int, int, int], ...] = ()
     if ns.speculative_config:

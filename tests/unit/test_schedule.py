@@ -1,7 +1,8 @@
-"""The draft-length schedule's rules on hand-made answers (the answer's winners, ties and beaten ones as the
-analysis gives them; nothing here recomputes a statistic): ties take the smallest k, no win over
-autoregressive beyond noise gives k = 0, boundaries sit at the higher measured load, the last range runs to
-the maximum batch size, and the flag text is vLLM's ``--speculative-config``."""
+"""The draft-length schedule's rules on hand-made answers (the answer's figures, winners, ties and beaten ones
+as the analysis gives them): the k fitted to the figures never grows with the load, k = 0 only where the
+variant measured it, a schedule only where it is expected to beat the best static configuration (else that
+one), boundaries sit at the higher measured load, the last range runs to the maximum batch size, and the flag
+text is vLLM's ``--speculative-config``."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from orchestrator.analysis.answer import Answer, Counts, LoadAnswer, PointAnswer
+from orchestrator.analysis.answer import Answer, Counts, Figure, LoadAnswer, PointAnswer
 from orchestrator.analysis.breakeven import BreakEven
 from orchestrator.analysis.breakeven import break_even as _break_even
-from orchestrator.analysis.schedule import ScheduleError, schedule, vllm_speculative_config
+from orchestrator.analysis.schedule import ScheduleError, schedule, schedule_text, vllm_speculative_config
 
 AR = "autoregressive"
 
@@ -25,7 +26,12 @@ def _cmd(k: int) -> str:
     return f"vllm serve m --speculative-config '{spec}'"
 
 
-def _point(label: str, variant: str, load: int, k: int | None, baseline: bool = False) -> PointAnswer:
+def _point(
+    label: str, variant: str, load: int, k: int | None, baseline: bool = False, value: float | None = None
+) -> PointAnswer:
+    figures = {}
+    if value is not None:  # an interval of +-5%
+        figures["output_tok_s"] = Figure(value, value * 0.95, value * 1.05, value * 0.025, "client", "exact")
     return PointAnswer(
         host="h",
         workload="",
@@ -42,7 +48,7 @@ def _point(label: str, variant: str, load: int, k: int | None, baseline: bool = 
         lost_requests=0,
         why=None,
         ci_method=None,
-        figures={},
+        figures=figures,
     )
 
 
@@ -70,13 +76,27 @@ def _level(load: int, winner: str, tied: list[str], beats: list[str], margin: fl
     )
 
 
-def _answer(ks: list[int], loads: list[int], levels: list[LoadAnswer]) -> Answer:
+def _from_levels(levels: list[LoadAnswer]) -> dict[tuple[str, int], float]:
+    """Figures that agree with the levels: the winner 100, those tied with it 97, the beaten 70."""
+    out: dict[tuple[str, int], float] = {}
+    for lv in levels:
+        out[(lv.winner, int(lv.load))] = 100.0
+        out.update({(label, int(lv.load)): 97.0 for label in lv.tied})
+        out.update({(label, int(lv.load)): 70.0 for label in lv.beats})
+    return out
+
+
+def _answer(
+    ks: list[int], loads: list[int], levels: list[LoadAnswer], values: dict[tuple[str, int], float] | None = None
+) -> Answer:
+    values = values if values is not None else _from_levels(levels)
     points: list[PointAnswer] = []
     rows: list[dict[str, Any]] = []
     for load in loads:
-        points.append(_point(AR, AR, load, None, baseline=True))
+        points.append(_point(AR, AR, load, None, baseline=True, value=values.get((AR, load))))
         for k in ks:
-            points.append(_point(f"ngram k={k}", "ngram", load, k))
+            label = f"ngram k={k}"
+            points.append(_point(label, "ngram", load, k, value=values.get((label, load))))
     rows.append({"label": AR, "command": "vllm serve m", "role": "ar", "speculative": False})
     for k in ks:
         rows.append({"label": f"ngram k={k}", "command": _cmd(k), "role": None, "speculative": True})
@@ -117,27 +137,88 @@ def test_the_winner_changes_with_load_and_the_boundary_sits_at_the_higher_measur
     }
 
 
-def test_ties_take_the_smallest_k() -> None:
+def test_erratic_ties_give_a_monotone_schedule_that_beats_the_best_static() -> None:
+    # The figures of bench/RESULTS-schedule.md section 1's shape: k = 4 best at C=1, ties at C=2 and C=4 (the old
+    # rule's smallest tied k gave 2, 1, 2, 0), k = 1 best at C=8.
+    figures = {
+        (AR, 1): 50.0, ("ngram k=1", 1): 80.0, ("ngram k=2", 1): 95.0, ("ngram k=4", 1): 100.0,
+        (AR, 2): 90.0, ("ngram k=1", 2): 150.0, ("ngram k=2", 2): 148.0, ("ngram k=4", 2): 152.0,
+        (AR, 4): 170.0, ("ngram k=1", 4): 230.0, ("ngram k=2", 4): 236.0, ("ngram k=4", 4): 228.0,
+        (AR, 8): 300.0, ("ngram k=1", 8): 340.0, ("ngram k=2", 8): 320.0, ("ngram k=4", 8): 280.0,
+    }  # fmt: skip
     levels = [
-        _level(1, "ngram k=4", ["ngram k=2"], _others("ngram k=4", ["ngram k=2"])),
-        _level(4, "ngram k=2", ["ngram k=4", "ngram k=1"], [AR]),
+        _level(1, "ngram k=4", ["ngram k=2"], ["ngram k=1", AR]),
+        _level(2, "ngram k=4", ["ngram k=1", "ngram k=2"], [AR]),
+        _level(4, "ngram k=2", ["ngram k=1", "ngram k=4"], [AR]),
+        _level(8, "ngram k=1", ["ngram k=2", AR], ["ngram k=4"]),
     ]
-    sched = schedule(_answer([1, 2, 4], [1, 4], levels), max_batch_size=16)
-    assert sched.entries == [[1, 3, 2], [4, 16, 1]]
-    assert sched.ranges[0].evidence[0].label == "ngram k=2"
-    assert "smallest k among those tied" in sched.ranges[0].evidence[0].why
+    sched = schedule(_answer([1, 2, 4], [1, 2, 4, 8], levels, figures), max_batch_size=16)
+    ks = [c.k for r in sched.ranges for c in r.evidence]
+    assert ks == sorted(ks, reverse=True), ks  # never grows with the load
+    assert ks == [4, 4, 2, 1]
+    assert sched.entries == [[1, 3, 4], [4, 7, 2], [8, 16, 1]]
+    assert sched.recommend == "schedule" and sched.static == "ngram k=2"
+    assert sched.scores["schedule"] > sched.scores["ngram k=2"]
+    assert "expected to beat the best static configuration ngram k=2" in schedule_text(sched)
+    assert sched.ranges[0].evidence[0].why.startswith("the best figure of the variant at this load")
+    assert sched.to_dict()["recommendation"]["kind"] == "schedule"
 
 
-def test_no_speculative_win_over_ar_gives_k_0_and_no_speculative_config() -> None:
+def test_when_a_static_configuration_is_best_it_is_recommended_instead() -> None:
+    # Autoregressive best everywhere (the README's vLLM example, where the old rule gave k = 0 everywhere).
     levels = [
         _level(1, AR, ["ngram k=1"], ["ngram k=2", "ngram k=4"]),
-        _level(4, "ngram k=4", [AR, "ngram k=2"], ["ngram k=1"]),
+        _level(4, AR, ["ngram k=4", "ngram k=2"], ["ngram k=1"]),
     ]
     sched = schedule(_answer([1, 2, 4], [1, 4], levels), max_batch_size=16)
-    assert sched.entries == [[1, 16, 0]]
-    assert [c.beats_ar for c in sched.ranges[0].evidence] == [False, False]
-    assert "beats autoregressive beyond noise" in sched.ranges[0].evidence[1].why
-    assert vllm_speculative_config(sched) is None
+    assert 0 not in {r.k for r in sched.ranges}  # k = 0 was not measured in the variant: never scheduled
+    assert (sched.recommend, sched.static) == ("static", AR)
+    text = schedule_text(sched)
+    assert f"# recommended: run {AR} at every batch size (a static configuration), not a schedule" in text
+    assert "# the fitted schedule, for reference: --speculative-config" in text
+    # A schedule that is one static configuration everywhere: that configuration.
+    one = [_level(c, "ngram k=2", [], ["ngram k=1", "ngram k=4", AR]) for c in (1, 4)]
+    sched = schedule(_answer([1, 2, 4], [1, 4], one), max_batch_size=16)
+    assert sched.constant and (sched.recommend, sched.static) == ("static", "ngram k=2")
+    assert sched.why == "the fitted schedule runs ngram k=2 at every measured load"
+
+
+def test_a_schedule_beaten_beyond_noise_by_the_best_static_is_not_recommended() -> None:
+    # k = 1 best at C=1 and C=8, k = 4 at C=4: the fit (4, 4, 1) totals more than static k = 1, but at C=1 the
+    # answer says k = 1 beats k = 4 beyond noise, so the schedule is not expected to beat k = 1 there.
+    figures = {
+        ("ngram k=1", 1): 100.0, ("ngram k=2", 1): 60.0, ("ngram k=4", 1): 95.0,
+        ("ngram k=1", 4): 60.0, ("ngram k=2", 4): 90.0, ("ngram k=4", 4): 100.0,
+        ("ngram k=1", 8): 100.0, ("ngram k=2", 8): 60.0, ("ngram k=4", 8): 50.0,
+    }  # fmt: skip
+    levels = [
+        _level(1, "ngram k=1", [], ["ngram k=2", "ngram k=4"]),
+        _level(4, "ngram k=4", ["ngram k=2"], ["ngram k=1"]),
+        _level(8, "ngram k=1", [], ["ngram k=2", "ngram k=4"]),
+    ]
+    ans = _answer([1, 2, 4], [1, 4, 8], levels, figures)
+    ans.analysis.frame = ans.analysis.frame[ans.analysis.frame["label"] != AR].reset_index(drop=True)
+    ans.points = [p for p in ans.points if p.label != AR]
+    sched = schedule(ans, max_batch_size=16)
+    assert [c.k for r in sched.ranges for c in r.evidence] == [4, 4, 1]
+    assert sched.ranges[0].evidence[0].why.startswith("the non-increasing fit (ngram k=1 measured +5.3% here")
+    assert sched.scores["schedule"] > sched.scores["ngram k=1"]
+    assert (sched.recommend, sched.static) == ("static", "ngram k=1")
+    assert "ngram k=1 beats the schedule's choice beyond noise at C=1" in sched.why
+
+
+def test_k_0_is_scheduled_only_where_the_variant_measured_it() -> None:
+    figures = {(AR, 1): 40.0, (AR, 8): 130.0}
+    for load, ks in ((1, {0: 40.0, 1: 70.0, 2: 60.0}), (8, {0: 125.0, 1: 90.0, 2: 80.0})):
+        figures.update({(f"ngram k={k}", load): v for k, v in ks.items()})
+    levels = [
+        _level(1, "ngram k=1", [], ["ngram k=0", "ngram k=2", AR]),
+        _level(8, AR, ["ngram k=0"], ["ngram k=1", "ngram k=2"]),
+    ]
+    sched = schedule(_answer([0, 1, 2], [1, 8], levels, figures), max_batch_size=16)
+    assert sched.entries == [[1, 7, 1], [8, 16, 0]]
+    assert sched.ranges[1].evidence[0].label == "ngram k=0"  # the speculative server drafting nothing, measured
+    assert sched.recommend == "schedule" and sched.static == "ngram k=1"
 
 
 def test_a_k_that_never_wins_is_absent_and_gaps_between_loads_are_filled_by_the_rule() -> None:
@@ -147,11 +228,12 @@ def test_a_k_that_never_wins_is_absent_and_gaps_between_loads_are_filled_by_the_
         _level(64, AR, [], ALL),
     ]
     sched = schedule(_answer([1, 2, 4], [2, 16, 64], levels), max_batch_size=256)
-    assert sched.entries == [[1, 63, 2], [64, 256, 0]]
-    assert 4 not in {r.k for r in sched.ranges} and 1 not in {r.k for r in sched.ranges}
+    assert sched.entries == [[1, 63, 2], [64, 256, 1]]  # at C=64 the variant's k tie: the shorter one
+    assert 4 not in {r.k for r in sched.ranges}
     assert any("1..1 were not measured" in n for n in sched.notes)
     assert any("65..256 were not measured" in n for n in sched.notes)
     assert vllm_speculative_config(sched)["num_speculative_tokens"] == 2  # type: ignore[index]
+    assert (sched.recommend, sched.static) == ("static", "ngram k=2")  # the schedule only ties with it
 
 
 def test_one_load_only_gives_one_range_to_the_maximum_batch_size() -> None:
@@ -159,11 +241,11 @@ def test_one_load_only_gives_one_range_to_the_maximum_batch_size() -> None:
     assert sched.entries == [[1, 128, 4]]  # vLLM's default max_num_seqs when the command sets none
 
 
-def test_a_run_without_an_autoregressive_baseline_or_with_k_fixed_is_refused() -> None:
+def test_a_run_without_an_autoregressive_baseline_is_fitted_and_with_k_fixed_is_refused() -> None:
     ans = _answer([1, 2], [1], [_level(1, "ngram k=2", [], ["ngram k=1", AR])])
     ans.analysis.frame.loc[0, "role"] = None
-    with pytest.raises(ScheduleError, match="no autoregressive baseline"):
-        schedule(ans)
+    sched = schedule(ans)
+    assert sched.ar is None and sched.entries == [[1, 128, 2]]
     fixed = _answer([2], [1], [_level(1, "ngram k=2", [], [AR])])
     with pytest.raises(ScheduleError, match="draft length varies; found none"):
         schedule(fixed)

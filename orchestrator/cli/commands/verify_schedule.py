@@ -54,6 +54,8 @@ def verify_schedule(
     whether the schedule beats, ties or loses to the best static configuration, and the k the engine ran
     there by its own counters (draft tokens per draft; a schedule it ignored is the error finding
     schedule_ignored). The verdict is in the verification run's report and in `recommend VERIFY_RUN --schedule`.
+    Where the schedule fitted to RUN runs one configuration at every load, there is nothing to deploy: the verdict
+    is that static configuration (exit 0).
 
     Exit codes are the sweep's (0, 1, 2, 3, 4, 130); a verdict of losing is not an error."""
     import yaml
@@ -72,6 +74,9 @@ def verify_schedule(
     require_points(run_dir, "verify-schedule", usable=True)
     ans = answer(run_dir)
     sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
+    if sched.constant and sched.unsupported is None:  # one configuration everywhere: nothing to deploy
+        typer.echo(f"# verdict: no schedule to verify: {sched.recommendation_text()}")
+        return
     doc = verification_experiment(run_dir, ans, sched, rates=list(rates) or None)
     source = RunStore.open(run_dir).info.experiment_file
     secrets = restore_secrets(doc, run_dir / "experiment.yaml", source)
