@@ -21,7 +21,9 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
   (:mod:`orchestrator.analysis.lossless`);
 - per point with an accept length from any source, that figure from each source (the log's window, the
   ``/metrics`` counters, the responses' own figures), the one reported and their spread
-  (:mod:`orchestrator.analysis.agreement`).
+  (:mod:`orchestrator.analysis.agreement`);
+- with ``load.decide``, per load: ``decided``, or the budget ran out first, with the seconds and requests the
+  extra rounds spent (:mod:`orchestrator.analysis.deciding`).
 
 The sweep's ending, ``report`` (HTML, Markdown, CSV, Parquet, ``--json``), ``recommend`` (an objective's choice
 on top of the same rows), ``compare``, ``ls``, every ``--json`` and the notebook render it; where one shows
@@ -41,6 +43,7 @@ from typing import Any
 from orchestrator.analysis.agreement import AcceptLenSources, accept_len_by_source
 from orchestrator.analysis.breakeven import BreakEven, break_even
 from orchestrator.analysis.checks import Finding
+from orchestrator.analysis.deciding import decisions
 from orchestrator.analysis.lossless import HostVerdict
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.roles import finite as _num
@@ -228,6 +231,8 @@ class Answer:
     break_even: list[BreakEven] = field(default_factory=list)
     #: Per configuration deployed with a batch-size schedule, against the best static one (analysis/verification.py).
     schedule_verdicts: list[ScheduleVerdict] = field(default_factory=list)
+    #: With ``load.decide``, per load: decided, or the budget ran out, and what was spent (analysis/deciding.py).
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     #: Per host, the lossless verdict: the baseline against itself and each configuration (analysis/lossless.py).
     lossless: list[HostVerdict] = field(default_factory=list)
     #: Per point, its accept length from each source that has one (analysis/agreement.py).
@@ -269,6 +274,7 @@ class Answer:
             "findings": [f.model_dump() for f in self.findings],
             "break_even": [b.to_dict() for b in self.break_even],
             "schedule_verdicts": [v.to_dict() for v in self.schedule_verdicts],
+            "decisions": self.decisions,
             "lossless": [h.to_dict() for h in self.lossless],
             "accept_len_sources": [a.to_dict() for a in self.accept_len_sources],
         }
@@ -373,6 +379,7 @@ def answer_of(analysis: Analysis) -> Answer:
         findings=list(analysis.findings),
         break_even=break_even(points, loads, analysis.frame),
         schedule_verdicts=verdicts(points, loads, measured),
+        decisions=decisions(analysis),
         lossless=list(analysis.lossless.hosts) if analysis.lossless is not None else [],
         accept_len_sources=accept_len_by_source(
             [{str(k): v for k, v in r.items()} for r in measured.to_dict("records") if r.get("status") in MEASURED]

@@ -15,6 +15,7 @@ from rich.console import RenderableType
 from rich.markup import escape
 from rich.text import Text
 
+from orchestrator.analysis.deciding import decision_lines
 from orchestrator.cli.textfit import Column, fit_table
 
 if TYPE_CHECKING:
@@ -294,6 +295,7 @@ def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None 
     return [
         points_table(analysis, width),
         best_table(analysis, width),
+        *(Text(line) for line in decision_lines(analysis)),  # load.decide: decided, or the budget ran out
         *findings_lines(analysis),
         *lossless_lines(analysis),
         *how_made_lines(analysis),

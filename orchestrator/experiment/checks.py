@@ -390,6 +390,9 @@ def _semantic_problems(exp: ExperimentLike) -> list[_Problem]:
     from orchestrator.experiment.slots import slot_problems
 
     problems += [_Problem(path, message) for path, message in slot_problems(exp)]  # type: ignore[arg-type]
+    from orchestrator.experiment.load import decide_problems
+
+    problems += [_Problem(path, message) for path, message in decide_problems(exp)]
     if len(problems) > existing:
         return problems  # the template checks would only say the same again
     try:

@@ -11,7 +11,17 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from orchestrator.experiment.common import _NAME, Duration, _no_control, _Strict
 from orchestrator.experiment.validation import suggest
 
-__all__ = ["UNTIL_FIGURES", "LoadSpec", "LosslessSpec", "TelemetrySpec", "TimeoutsSpec", "UntilSpec", "WorkloadSpec"]
+__all__ = [
+    "UNTIL_FIGURES",
+    "DecideSpec",
+    "LoadSpec",
+    "LosslessSpec",
+    "TelemetrySpec",
+    "TimeoutsSpec",
+    "UntilSpec",
+    "WorkloadSpec",
+    "decide_problems",
+]
 
 
 MIN_RATE = 1e-3
@@ -49,6 +59,27 @@ class UntilSpec(_Strict):
             raise ValueError("max_duration must be positive")
         if self.max_requests is not None and self.max_requests < self.min_requests:
             raise ValueError(f"max_requests ({self.max_requests}) is below min_requests ({self.min_requests})")
+        return self
+
+
+class DecideSpec(_Strict):
+    """Rounds until the winner at each load is decided (``orchestrator/sweep/deciding.py``): after the planned
+    windows, each load where the answer's rule cannot tell the winner from the runner-up gets one more window (a
+    repeat) of every configuration still in contention there, round after round, until every load is decided
+    or the budget is spent. The budget: ``max_requests`` per point (a configuration at a load, all its windows
+    together), ``max_duration`` of all the extra rounds together (restarts included; a round whose estimate
+    would pass it is not started) and ``max_rounds``; at least one of the first two."""
+
+    max_requests: int | None = Field(None, ge=2)
+    max_duration: Duration | None = None
+    max_rounds: int = Field(8, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _capped(self) -> DecideSpec:
+        if self.max_requests is None and self.max_duration is None:
+            raise ValueError("decide needs a budget: max_requests (per point) and/or max_duration (e.g. 20m)")
+        if self.max_duration is not None and self.max_duration <= 0:
+            raise ValueError("max_duration must be positive")
         return self
 
 
@@ -92,6 +123,7 @@ class LoadSpec(_Strict):
     window differs from the next. ``repeats_across_restarts``: each configuration is deployed that many times,
     interleaved with the others (all configurations, then all again), so restart-to-restart variance (CUDA
     graphs, memory layout) shows too. ``until``: adaptive stopping per point (see :class:`UntilSpec`).
+    ``decide``: extra rounds until the winner at each load is decided, within a budget (:class:`DecideSpec`).
     ``flush_cache``: empty the server's prefix cache before every point (SGLang ``/flush_cache``, vLLM
     ``/reset_prefix_cache``, llama.cpp slot erase; ``orchestrator/engines/cache.py``).
     """
@@ -119,6 +151,7 @@ class LoadSpec(_Strict):
     ``max_tokens`` is what every request asks for, whatever a prompts file says; ``prompt_max_tokens: true``
     opts in to each prompt's own limit where its file gives one (the builtin sets do), at most ``max_tokens``
     (``orchestrator/load/workloads.py`` sent_max_tokens). Each point records what was sent (``max_tokens_sent``).
+    decide: DecideSpec | None = None
 
     @field_validator("concurrency", "rates", mode="before")
     @classmethod
@@ -141,6 +174,18 @@ class LoadSpec(_Strict):
             raise ValueError("duration must be positive")
         if self.requests is None and self.duration is None:
             self.requests = 32
+        if self.decide is not None and self.decide.max_requests is not None:
+            if self.requests is None or self.until is not None:
+                raise ValueError(
+                    "decide.max_requests counts whole windows of load.requests requests: set load.requests "
+                    "(not duration or until), or give decide a max_duration instead"
+                )
+            if self.decide.max_requests < self.requests * (self.repeats + 1):
+                raise ValueError(
+                    f"decide.max_requests ({self.decide.max_requests}) leaves no room for an extra round: the "
+                    f"planned windows already send {self.requests * self.repeats} requests a point and a round "
+                    f"{self.requests} more"
+                )
         if self.workloads is not None:
             if not self.workloads:
                 raise ValueError("workloads is empty; name at least one (code: builtin:code) or leave it out")
@@ -170,3 +215,19 @@ class TelemetrySpec(_Strict):
 
     gpu: bool = True
     interval_ms: int = Field(500, ge=100, le=60000)
+
+
+def decide_problems(exp: Any) -> list[tuple[tuple[str, ...], str]]:
+    """What ``load.decide`` cannot run with: its rounds redeploy configurations on the one host the rule compares
+    them on, one after another, as repeats of one restart."""
+    if exp.load.decide is None:
+        return []
+    where: tuple[str, ...] = ("load", "decide")
+    problems: list[tuple[tuple[str, ...], str]] = []
+    if exp.search is not None and exp.search.strategy != "grid":
+        problems.append((where, "decide rounds run on the grid; a search decides what to measure itself"))
+    if len(exp.host_specs()) > 1 or exp.launcher is not None or exp.gpu_slots:
+        problems.append((where, "decide rounds run on one host (not a pool, a scheduler or GPU slots)"))
+    if exp.load.repeats_across_restarts > 1:
+        problems.append((where, "decide adds repeats; drop load.repeats_across_restarts or decide"))
+    return problems

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,8 +51,11 @@ __all__ = [
     "Plan",
     "build_plan",
     "content_id",
+    "decide_point_ids",
+    "decide_rounds",
     "expand_matrix",
     "make_deployment",
+    "round_deployment",
     "server_config",
     "window_seed",
 ]
@@ -151,6 +155,9 @@ class Plan(BaseModel):
     schema_version: int = PLAN_SCHEMA_VERSION
     experiment: str
     deployments: list[Deployment]
+    #: The points the rounds of ``load.decide`` may add (``orchestrator/plan/deciding.py``): planned, but measured
+    #: only where a load is not yet decided; not in the totals.
+    decide_point_ids: list[str] = Field(default_factory=list)
 
     @property
     def restarts(self) -> int:
@@ -174,12 +181,15 @@ class Plan(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON shape scripts rely on (``specsweep plan --json``)."""
-        return {
+        out = {
             "schema_version": self.schema_version,
             "experiment": self.experiment,
             "deployments": [d.model_dump(mode="json") for d in self.deployments],
             "totals": self.totals(),
         }
+        if self.decide_point_ids:
+            out["decide_point_ids"] = list(self.decide_point_ids)
+        return out
 
 
 def _until(experiment: Experiment) -> dict[str, Any] | None:
@@ -373,4 +383,53 @@ def build_plan(experiment: Experiment) -> Plan:
         for restart in range(1, experiment.load.repeats_across_restarts + 1)
         for entry in by_hash.values()
     ]
-    return Plan(experiment=experiment.name, deployments=deployments)
+    plan = Plan(experiment=experiment.name, deployments=deployments)
+    if experiment.load.decide is not None:
+        plan = plan.model_copy(update={"decide_point_ids": decide_point_ids(experiment, plan)})
+    return plan
+
+
+# -- the rounds of load.decide (orchestrator/plan/deciding.py has their budget) ------------------------------
+
+
+def decide_rounds(experiment: Experiment) -> tuple[int, str]:
+    """How many extra rounds ``load.decide`` allows at most, and what sets it (``max_rounds`` or
+    ``max_requests``: its windows of ``load.requests`` beyond the planned ones)."""
+    decide, load = experiment.load.decide, experiment.load
+    if decide is None:
+        return 0, "max_rounds"
+    if decide.max_requests is not None and load.requests:
+        by_requests = max(decide.max_requests // load.requests - load.repeats, 0)
+        if by_requests < decide.max_rounds:
+            return by_requests, "max_requests"
+    return decide.max_rounds, "max_rounds"
+
+
+def round_deployment(
+    experiment: Experiment, deployment: Deployment, round_: int, wanted: Callable[[LoadPoint], bool]
+) -> Deployment:
+    """``deployment`` once more for extra round ``round_`` (from 1) of ``load.decide``, with the points of repeat
+    ``load.repeats + round_`` that ``wanted`` keeps: the points a larger ``load.repeats`` would have planned, in a
+    deployment with an id of its own (it is a restart the plan did not hold) and the same configuration hash."""
+    repeat = experiment.load.repeats + round_
+    points: list[LoadPoint] = []
+    for index, (workload, identity, cap) in enumerate(_workloads(experiment)):
+        made = _round_points(
+            experiment, deployment.config_hash, deployment.restart, repeat, workload, identity, cap, index == 0
+        )
+        points += [p for p in made if wanted(p)]
+    return deployment.model_copy(
+        update={"id": content_id("d", [deployment.id, {"decide_round": round_}]), "load_points": points}
+    )
+
+
+def decide_point_ids(experiment: Experiment, plan: Plan) -> list[str]:
+    """The ids of every point the rounds of ``load.decide`` may measure (planned: a resume and the analysis
+    know them)."""
+    rounds, _by = decide_rounds(experiment)
+    return [
+        p.id
+        for number in range(1, rounds + 1)
+        for d in plan.deployments
+        for p in round_deployment(experiment, d, number, lambda _p: True).load_points
+    ]

@@ -96,6 +96,7 @@ def _describe(
             ]
         ),
         *searching,
+        *_decide_lines(experiment, plan),
         "# nothing below has been run",
     ]
     out += _workload_lines(experiment)
@@ -150,6 +151,16 @@ def _describe(
         out.append("")
     out.append(_restore_line(service))
     return "\n".join(visible(line) for line in out)  # a matrix value's control characters escaped, not sent raw
+
+
+def _decide_lines(experiment: Experiment, plan: Plan) -> list[str]:
+    """``load.decide``: the extra rounds' budget and worst case (they follow the planned points below)."""
+    from orchestrator.plan.deciding import decide_budget
+
+    budget = decide_budget(experiment, plan)
+    if budget is None:
+        return []
+    return [f"# {budget.lead()}", "# the rounds run after the points below, at the loads not yet decided"]
 
 
 def _restore_line(service: Any) -> str:

@@ -17,8 +17,9 @@ the current ones, and refuses when anything that shapes a measurement changed, w
 
 The repeats (``load.repeats``, ``repeats_across_restarts``) and adaptive stopping (``load.until``) are planned
 settings too: more repeats add points, fewer leave the extra ones out. Settings that change nothing measured
-are ignored (``description``, ``failure_policy``, ``checks``, ``lossless``, ``telemetry``,
-``baselines_from``, ``results_dir``, ``server.ready_timeout``, ``expected_load_time``,
+are ignored (``description``, ``failure_policy``, ``checks``, ``lossless``, ``telemetry``, ``load.decide``
+(its budget: a larger one continues the rounds, and their points count as planned), ``baselines_from``,
+``results_dir``, ``server.ready_timeout``, ``expected_load_time``,
 ``expected_tokens_per_second``, how a host is reached apart from its target, ``service.stop_timeout``,
 ``service.log_file``).
 
@@ -69,6 +70,7 @@ IGNORED = (
     "hosts",
     "lossless",
     "telemetry",
+    "load.decide",
 )
 #: Keys whose change shows in the plan's content hashes (so only the points it touches are affected).
 PLANNED = (
@@ -217,12 +219,13 @@ def compare_run(
         check.everything = True
     stored_plan = store.plan()
     known = {p.get("id") for d in stored_plan.get("deployments", []) for p in d.get("load_points", [])}
-    current = {p.id for d in plan.deployments for p in d.load_points}
+    planned = {p.id for d in plan.deployments for p in d.load_points}
+    current = planned | set(plan.decide_point_ids)  # a round of load.decide measured is no change
     if latest is None:
         latest = store.latest_records()
     check.finished = len(latest)
     check.affected = set(latest) if check.everything else {k for k in latest if k[1] not in current}
-    check.new_points = len(current - known)
+    check.new_points = len(planned - known)
     removed = len(known - current)
     if removed and not check.everything:
         check.changes.append(f"{removed} planned point(s) are no longer in the plan")

@@ -563,7 +563,7 @@ class SweepState:
     def lossless_role(self, deployment: Deployment) -> str | None:
         """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to
         check against it, None when the probe is off or there is no baseline to check against."""
-        if not self.experiment.lossless.enabled:
+        if not self.experiment.lossless.enabled or self.schedule.extra_round(deployment):
             return None
         if self._lossless_ar is False:
             from orchestrator.analysis.roles import baseline_roles

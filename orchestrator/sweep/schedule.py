@@ -130,6 +130,10 @@ class Schedule:
         """The deployments the sweep plans (a search: its budget of restarts)."""
         return len(self.plan.deployments)
 
+    def extra_round(self, deployment: Deployment) -> bool:
+        """Whether ``deployment`` is a round ``load.decide`` added (it measures no lossless probe again)."""
+        return False
+
     def position(self, deployment: Deployment) -> tuple[int, int]:
         """Which deployment of how many this is (progress lines say ``[index/total]``)."""
         return self.plan.deployments.index(deployment) + 1, len(self.plan.deployments)

@@ -237,4 +237,8 @@ def schedule_for(
     """The schedule of a sweep: the plan's fixed order, or a search's (see the module docstring)."""
     if uses_search(experiment):
         return SearchSchedule(experiment, plan, targets, resume, run_dir)
+    if experiment.load.decide is not None:  # rounds until each load is decided (orchestrator/sweep/deciding.py)
+        from orchestrator.sweep.deciding import DecidingSchedule
+
+        return DecidingSchedule(experiment, plan, targets, resume, run_dir)
     return Schedule(plan, targets, resume.final)

@@ -115,7 +115,8 @@ def plan(
     the one they teach (their time per deployment and per point). With a search, the candidates (measured at
     the objective's load only) and the restarts and GPU-hours of the grid and of the budget. On hosts that
     declare their GPUs, the GPU slots: each slot's GPUs, port and service instance, what runs where, and the
-    wall-clock and GPU-hours before and after packing.
+    wall-clock and GPU-hours before and after packing. With ``load.decide``, the budget of the extra rounds
+    and their worst case.
     """
     from orchestrator.plan.eta import eta_history
     from orchestrator.runs.runref import results_root
@@ -130,6 +131,9 @@ def plan(
     reuse = reuse_baselines(experiment, the_plan, source) if source is not None else None
     shown = reuse.plan if reuse is not None else the_plan
     history = eta_history(root, experiment.name)
+    from orchestrator.plan.deciding import decide_budget
+
+    decide = decide_budget(experiment, shown)  # load.decide: the extra rounds' budget and worst case
     if as_json:
         data = shown.to_json_dict()
         data["results_root"] = str(root)
@@ -153,6 +157,8 @@ def plan(
             }
         if cost is not None:
             data["search"] = cost.to_dict()
+        if decide is not None:
+            data["decide"] = decide.to_dict()
         if experiment.gpu_slots:
             from orchestrator.cli.slotview import slots_json
 
@@ -169,6 +175,8 @@ def plan(
 
         in_slots = slot_totals(experiment, shown)
     console.print(render_plan(shown, history, console.width, search=cost is not None, in_slots=in_slots))
+    if decide is not None:
+        console.print(escape(decide.lead()), soft_wrap=True)
     if experiment.gpu_slots:  # GPU slots: what runs where, and the time before and after packing
         from orchestrator.cli.slotview import render_slots
 
