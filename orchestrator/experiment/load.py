@@ -126,6 +126,9 @@ class LoadSpec(_Strict):
     ``decide``: extra rounds until the winner at each load is decided, within a budget (:class:`DecideSpec`).
     ``flush_cache``: empty the server's prefix cache before every point (SGLang ``/flush_cache``, vLLM
     ``/reset_prefix_cache``, llama.cpp slot erase; ``orchestrator/engines/cache.py``).
+    ``max_tokens`` is what every request asks for, whatever a prompts file says; ``prompt_max_tokens: true``
+    opts in to each prompt's own limit where its file gives one (the builtin sets do), at most ``max_tokens``
+    (``orchestrator/load/workloads.py`` sent_max_tokens). Each point records what was sent (``max_tokens_sent``).
     """
 
     concurrency: list[Annotated[int, Field(ge=1, le=100000)]] = Field(default_factory=list)
@@ -136,6 +139,7 @@ class LoadSpec(_Strict):
     requests: int | None = Field(None, ge=1)
     duration: Duration | None = None
     max_tokens: int = Field(256, ge=1)
+    prompt_max_tokens: bool = False
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False)
     prompts: str = "builtin:chat"
     #: Named workloads, each a load point of every deployment (``WorkloadSpec``); none: ``prompts`` alone.
@@ -147,11 +151,8 @@ class LoadSpec(_Strict):
     repeats: int = Field(1, ge=1, le=1000)
     repeats_across_restarts: int = Field(1, ge=1, le=100)
     until: UntilSpec | None = None
-    flush_cache: bool = False
-    ``max_tokens`` is what every request asks for, whatever a prompts file says; ``prompt_max_tokens: true``
-    opts in to each prompt's own limit where its file gives one (the builtin sets do), at most ``max_tokens``
-    (``orchestrator/load/workloads.py`` sent_max_tokens). Each point records what was sent (``max_tokens_sent``).
     decide: DecideSpec | None = None
+    flush_cache: bool = False
 
     @field_validator("concurrency", "rates", mode="before")
     @classmethod
@@ -162,7 +163,6 @@ class LoadSpec(_Strict):
     @classmethod
     def _prompts(cls, value: str) -> str:
         return _no_control(value, "prompts (builtin:NAME or a path)") or value
-    prompt_max_tokens: bool = False
 
     @model_validator(mode="after")
     def _complete(self) -> LoadSpec:
