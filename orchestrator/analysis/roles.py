@@ -63,7 +63,8 @@ _COMMAND_DRAFTS: list[tuple[re.Pattern[str], int]] = [
     (re.compile(r"--speculative[-_]num[-_]draft[-_]tokens[=\s]+(\d+)"), -1),
     (re.compile(r"--draft[-_]tokens[=\s]+(\d+)"), 0),
     (re.compile(r"--draft[-_]max[=\s]+(\d+)"), 0),
-    (re.compile(r"""["']?num_speculative_tokens["']?\s*[:=]\s*(\d+)"""), 0),
+    # The value as a JSON number or a JSON string ("num_speculative_tokens": "{k}" renders "4"; issue 49).
+    (re.compile(r"""["']?num_speculative_tokens["']?\s*[:=]\s*["']?(\d+)"""), 0),
 ]
 _TOPK_PARAMS = ("topk", "top_k", "eagle_topk", "speculative_eagle_topk")
 _BUDGET_PARAMS = ("budget", "tree_budget", "max_nodes")

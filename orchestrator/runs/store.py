@@ -455,6 +455,14 @@ class RunStore:
         return self._info.run_id
 
     @property
+    def resume_command(self) -> str:
+        """The whole command that continues this run (``ls`` shows an interrupted run with it): a run made by
+        ``verify-schedule`` is continued by ``sweep`` of its verification experiment, not by an option."""
+        from orchestrator.runs.liveness import resume_hint
+
+        return resume_hint(self.path, self.info.experiment_file)
+
+    @property
     def info(self) -> RunInfo:
         return self._info
 

@@ -810,7 +810,7 @@ def _drive(
     frame.raise_for(
         end,
         named=lambda error: _named(error, store.path),
-        interrupted=f"interrupted; hosts restored; resume with --resume {store.path}",
+        interrupted=f"interrupted; hosts restored; resume with {store.resume_command}",
     )
     return SweepResult(
         run_dir=store.path,

@@ -167,7 +167,8 @@ def test_ctrl_c_restores_exits_130_and_resume_latest_completes(tmp_path: Path, h
     assert proc.returncode == 130, err
     assert "interrupt: stopping the load and restoring the host" in err
     assert (
-        err.strip().splitlines()[-1] == f"specsweep: error: interrupted; hosts restored; resume with --resume {run_dir}"
+        err.strip().splitlines()[-1]
+        == f"specsweep: error: interrupted; hosts restored; resume with specsweep sweep {path} --resume {run_dir}"
     )
     assert run_state(run_dir) == "interrupted"
     finished = point_ids(records(run_dir))

@@ -182,7 +182,7 @@ def test_resume_runs_only_what_is_left_reading_the_records_once(
             launcher=FakeLauncher(slot),
             measurer=PointMeasurer(exp, fake_tools([slot])),
         )
-    assert "resume with --resume" in str(info.value)
+    assert "resume with specsweep sweep " in str(info.value) and " --resume " in str(info.value)
     reads: list[str] = []
     real = RunStore.records
 

@@ -64,13 +64,19 @@ def verify_schedule(
     from orchestrator.analysis.schedule import schedule
     from orchestrator.analysis.verification import verdict_text
     from orchestrator.cli.commands.sweep import sweep
+    from orchestrator.errors import StoreError
     from orchestrator.runs.identity import require_points
+    from orchestrator.runs.liveness import still_running
     from orchestrator.runs.runref import resolve_run
     from orchestrator.runs.store import RunStore
     from orchestrator.sweep.verification import VERIFY_FILE, verification_experiment
     from orchestrator.sweep.verifysecrets import restore_secrets
 
     run_dir = resolve_run(run, results)
+    if still_running(run_dir):  # first: its points, its winners and so the schedule are not yet what they will be
+        raise StoreError(
+            f"{run_dir}: the sweep is still running (a controller holds its lock): verify its schedule once it ends"
+        )
     require_points(run_dir, "verify-schedule", usable=True)
     ans = answer(run_dir)
     sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
