@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 from orchestrator.engines.registry import get_engine, is_engine
 
 __all__ = ["flush_prefix_cache", "post"]

@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 from orchestrator.engines.listening import Listening, listening_lines, ready_line, url_port
 from orchestrator.errors import StartFailed
 from orchestrator.services.base import Service, ServiceState, select_evidence

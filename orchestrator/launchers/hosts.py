@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 from orchestrator.errors import ServiceError, SpecsweepError
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
@@ -98,7 +98,8 @@ def check_port_free(service: Service, experiment: Experiment, url: str, name: st
     api_key = experiment.server.api_key_value
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     path = experiment.health_paths[0]
-    with httpx.Client(timeout=2.0, trust_env=False) as client:  # a total deadline (orchestrator/control.py)
+    # A total deadline (orchestrator/engines/controlplane.py).
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
         answer = request(client, "GET", url + path, headers=headers, deadline_s=2.0)
     if answer.status is None:
         return

@@ -10,7 +10,7 @@ import threading
 
 import httpx
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 
 __all__ = ["GaugeSampler", "get", "scrape"]
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 from orchestrator.errors import StartFailed
 from orchestrator.services.base import Leftover, LogChunk, ServiceState
 from orchestrator.services.process import DEFAULT_STATE_DIR, ProcessService
@@ -89,7 +89,7 @@ class ExistingService:
 
     def _answer(self) -> tuple[bool, str]:
         """(whether the server answers at all, what happened)."""
-        # Through the control plane's request: a total deadline and a size cap (orchestrator/control.py).
+        # Through the control plane's request: a total deadline and a size cap (orchestrator/engines/controlplane.py).
         with httpx.Client(timeout=self.timeout, trust_env=False) as client:
             answer = request(client, "GET", self.url + self.health_path, headers=self._headers, deadline_s=self.timeout)
         if answer.status is not None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from orchestrator.control import request
+from orchestrator.engines.controlplane import request
 from orchestrator.metrics.scrape import scrape
 
 Behaviour = Callable[[socket.socket, threading.Event], None]

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.control import Answer
+from orchestrator.engines.controlplane import Answer
 from orchestrator.errors import HostLockedError, ServiceError, StartFailed
 from orchestrator.experiment.schema import load_experiment
 from orchestrator.launchers import (
