@@ -98,8 +98,8 @@ def add_baseline_comparisons(frame: pd.DataFrame, roles: BaselineRoles, *, metri
     out["speedup_vs_linear"] = (value / pd.to_numeric(out[f"linear_{metric}"], errors="coerce")).where(ok)
     relative_se = pd.to_numeric(out[f"{metric}_se"], errors="coerce") / value
     for role, variant in (("ar", roles.ar), ("linear", roles.linear)):
-        base = pd.to_numeric(out[f"{role}_{metric}"], errors="coerce")
-        base_relative_se = pd.to_numeric(out[f"{role}_{metric}_se"], errors="coerce") / base
+        baseline = pd.to_numeric(out[f"{role}_{metric}"], errors="coerce")
+        base_relative_se = pd.to_numeric(out[f"{role}_{metric}_se"], errors="coerce") / baseline
         ratio = out[f"speedup_vs_{role}"]
         se = ratio * np.sqrt(relative_se**2 + base_relative_se**2)
         out[f"speedup_vs_{role}_se"] = se.where(out["variant"] != variant, 0.0).where(ratio.notna())
