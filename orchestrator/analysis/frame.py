@@ -323,7 +323,7 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
         "deployment_id": record.deployment_id,
         "point_id": record.point_id,
         "config_hash": record.config_hash,
-        "command": visible(command) if isinstance(command, str) else None,
+        "command": command if isinstance(command, str) else None,  # data (schedule.py reads its JSON): shown escaped
         "mode": record.mode,
         "concurrency": record.concurrency,
         "rate": record.rate,

@@ -23,6 +23,7 @@ from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.errors import StoreError
+from orchestrator.quoting import visible
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.axes import tag_png
@@ -516,7 +517,9 @@ def build_report(
         figures = write_figures(analysis, target / "figures", progress)
         figures.update(search_figures(run_dir, target / "figures"))  # a search's history (orchestrator/search)
         summary = target / "summary.csv"
-        tables.summary_table(analysis).to_csv(summary, index=False)
+        shown = tables.summary_table(analysis)  # a control character in a cell (a command's) written escaped
+        shown = shown.apply(lambda col: col.map(lambda v: visible(v) if isinstance(v, str) else v))
+        shown.to_csv(summary, index=False)
         files["summary.csv"] = summary
         parquet = target / "records.parquet"
         _parquet_ready(analysis.frame).to_parquet(parquet, index=False)

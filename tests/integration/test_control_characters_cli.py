@@ -13,7 +13,7 @@ from orchestrator.experiment.schema import load_experiment
 from orchestrator.runs.identity import resolved_experiment
 from orchestrator.runs.store import RunStore
 from tests.reliability.harness import cli_env, local_experiment, run_cli, write_experiment
-from tests.unit.synthetic_runs import append_point
+from tests.unit.synthetic_runs import append_point, plan_of
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,20 +35,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict:
     doc["variants"]["chain"]["matrix"] = {"k": [VALUE, "c"]}
     path = write_experiment(base / "cc.yaml", doc)
     configs = [("autoregressive", {}, True), ("chain", {"k": VALUE}, False), ("chain", {"k": "c"}, False)]
-    plan = {
-        "deployments": [
-            {
-                "id": f"d-{i}",
-                "variant": variant,
-                "params": params,
-                "baseline": baseline,
-                "config_hash": f"c-{i}",
-                "command": f"sim --draft-tokens {params.get('k', 0)}",
-                "load_points": [{"id": f"p-{i}-1-1", "mode": "concurrency", "concurrency": 1, "rate": None}],
-            }
-            for i, (variant, params, baseline) in enumerate(configs)
-        ]
-    }
+    plan = plan_of(configs, [1], lambda params: f"sim --draft-tokens {params.get('k', 0)}")
     store = RunStore.create(base / "results", "cc", resolved_experiment(load_experiment(path)), plan)
     for i, (variant, params, baseline) in enumerate(configs):
         append_point(

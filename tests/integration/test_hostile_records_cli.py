@@ -21,27 +21,12 @@ from orchestrator.experiment.schema import load_experiment
 from orchestrator.runs.identity import resolved_experiment
 from orchestrator.runs.store import Record, RunStore
 from tests.reliability.harness import cli_env, local_experiment, run_cli, write_experiment
+from tests.unit.synthetic_runs import plan_of
 
 pytestmark = pytest.mark.timeout(300)
 
 VARIANTS = {"autoregressive": "--algorithm ar", "chain": "--algorithm linear --draft-tokens {k}"}
 CONFIGS = [("autoregressive", {}, True), ("chain", {"k": 2}, False), ("chain", {"k": 4}, False)]
-
-
-def _plan() -> dict[str, Any]:
-    return {
-        "deployments": [
-            {
-                "id": f"d-{i}",
-                "variant": variant,
-                "params": params,
-                "baseline": baseline,
-                "config_hash": f"c-{i}",
-                "load_points": [{"id": f"p-{i}", "mode": "concurrency", "concurrency": 1, "rate": None}],
-            }
-            for i, (variant, params, baseline) in enumerate(CONFIGS)
-        ]
-    }
 
 
 def _record(store: RunStore, i: int, tok_s: float, **client: Any) -> dict[str, Any]:
@@ -50,7 +35,7 @@ def _record(store: RunStore, i: int, tok_s: float, **client: Any) -> dict[str, A
         "run_id": store.run_id,
         "experiment": "hostile",
         "deployment_id": f"d-{i}",
-        "point_id": f"p-{i}",
+        "point_id": f"p-{i}-1-1",
         "config_hash": f"c-{i}",
         "host": "local",
         "variant": variant,
@@ -69,7 +54,7 @@ def _run(root: Path, lines: list[dict[str, Any]], name: str = "hostile") -> Path
     doc = local_experiment(name, 9, dict(VARIANTS), baselines=["autoregressive"], load={"concurrency": [1]})
     doc["variants"]["chain"]["matrix"] = {"k": [2, 4]}
     experiment = load_experiment(write_experiment(root.parent / f"{name}.yaml", doc))
-    store = RunStore.create(root, name, resolved_experiment(experiment), _plan())
+    store = RunStore.create(root, name, resolved_experiment(experiment), plan_of(CONFIGS, [1]))
     with (store.path / "records.jsonl").open("a", encoding="utf-8") as out:
         for line in lines:
             out.write(json.dumps(line) + "\n")  # json writes inf as Infinity, as a hand or a tool could

@@ -19,7 +19,7 @@ from orchestrator.experiment.schema import load_experiment
 from orchestrator.runs.identity import experiment_file, resolved_experiment
 from orchestrator.runs.store import RunStore
 from tests.reliability.harness import cli_env, local_experiment, run_cli, write_experiment
-from tests.unit.synthetic_runs import append_point
+from tests.unit.synthetic_runs import append_point, plan_of
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,22 +40,7 @@ def _run(base: Path, *, finished: bool) -> RunStore:
     doc["engine"] = "vllm"
     doc["variants"]["ngram"]["matrix"] = {"k": [1, 2, 4]}
     experiment = load_experiment(write_experiment(base / "sq.yaml", doc))
-    plan = {
-        "deployments": [
-            {
-                "id": f"d-{i}",
-                "variant": variant,
-                "params": params,
-                "baseline": baseline,
-                "config_hash": f"c-{i}",
-                "command": _command(params),
-                "load_points": [
-                    {"id": f"p-{i}-{c}-1", "mode": "concurrency", "concurrency": c, "rate": None} for c in (1, 4)
-                ],
-            }
-            for i, (variant, params, baseline) in enumerate(CONFIGS)
-        ]
-    }
+    plan = plan_of(CONFIGS, [1, 4], _command)
     store = RunStore.create(
         base / "results", "sq", resolved_experiment(experiment), plan, experiment_file=experiment_file(experiment)
     )

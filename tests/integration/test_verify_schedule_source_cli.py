@@ -33,7 +33,7 @@ from tests.reliability.harness import (
     run_dirs,
     write_experiment,
 )
-from tests.unit.synthetic_runs import append_point
+from tests.unit.synthetic_runs import append_point, plan_of
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("verify_schedule_source_cli")]
 
@@ -74,22 +74,7 @@ def _source_run(base: Path, port: int) -> tuple[Path, Path]:
     doc["server"]["api_key"] = API_KEY
     path = write_experiment(base / "vss.yaml", doc)
     experiment = load_experiment(path)
-    plan = {
-        "deployments": [
-            {
-                "id": f"d-{i}",
-                "variant": variant,
-                "params": params,
-                "baseline": baseline,
-                "config_hash": f"c-{i}",
-                "command": _command(params),
-                "load_points": [
-                    {"id": f"p-{i}-{c}-1", "mode": "concurrency", "concurrency": c, "rate": None} for c in (1, 4)
-                ],
-            }
-            for i, (variant, params, baseline) in enumerate(CONFIGS)
-        ]
-    }
+    plan = plan_of(CONFIGS, [1, 4], _command)
     store = RunStore.create(
         base / "results", "vss", resolved_experiment(experiment), plan, experiment_file=experiment_file(experiment)
     )

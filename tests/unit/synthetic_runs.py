@@ -7,7 +7,32 @@ from typing import Any
 
 from orchestrator.runs.store import Record, RunStore
 
-__all__ = ["append_point"]
+__all__ = ["append_point", "plan_of"]
+
+
+def plan_of(
+    configs: list[tuple[str, dict[str, Any], bool]],
+    loads: list[int],
+    command: Any = None,
+) -> dict[str, Any]:
+    """plan.json of ``configs`` ((variant, params, baseline) each, configuration ``i`` as :func:`append_point`
+    names it) at the concurrencies ``loads``; ``command(params)`` gives each deployment's server command."""
+    return {
+        "deployments": [
+            {
+                "id": f"d-{i}",
+                "variant": variant,
+                "params": params,
+                "baseline": baseline,
+                "config_hash": f"c-{i}",
+                **({"command": command(params)} if command is not None else {}),
+                "load_points": [
+                    {"id": f"p-{i}-{c}-1", "mode": "concurrency", "concurrency": c, "rate": None} for c in loads
+                ],
+            }
+            for i, (variant, params, baseline) in enumerate(configs)
+        ]
+    }
 
 
 def append_point(
