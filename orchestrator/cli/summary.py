@@ -198,9 +198,10 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
     )
 
 
-def how_made_lines(analysis: Analysis) -> list[str]:
+def how_made_lines(analysis: Analysis) -> list[OneLine]:
     """How the run was made, in a few lines: engine and version, the workload, the server commands (their
-    shared words once, then what each configuration changes)."""
+    shared words once, then what each configuration changes). Each line is printed whole (``OneLine``): a
+    command, a path or a JSON argument broken at the terminal's width could not be copied."""
     from orchestrator.report import tables
 
     made = tables.how_made(analysis)
@@ -212,7 +213,7 @@ def how_made_lines(analysis: Analysis) -> list[str]:
     commands = [(label, command) for label, command, _env in made.commands if command]
     if not commands:
         lines.append("  server commands: none (the server is not started by specsweep)")
-        return lines
+        return [OneLine(line) for line in lines]
     # Only what ran: a search's plan holds every candidate of the grid, most of which it never deployed.
     measured = set(analysis.frame["label"]) if "label" in analysis.frame else set()
     ran = [(label, c) for label, c in commands if not measured or label.split(" = ")[0] in measured]
@@ -229,7 +230,7 @@ def how_made_lines(analysis: Analysis) -> list[str]:
         lines += [f"  {escape(label)}: {escape(command)}" for label, command in commands]
     if never:
         lines.append(f"  and {never} more in the plan, never run (`specsweep plan` lists them)")
-    return lines
+    return [OneLine(line) for line in lines]
 
 
 class OneLine(str):

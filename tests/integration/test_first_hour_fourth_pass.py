@@ -92,7 +92,8 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
     doc = local_experiment("grid", free_port(), variants, baselines=["autoregressive"], load=load)
     path = write_experiment(base / "grid.yaml", doc)
     with local_leftovers_restored(home, path):
-        proc = run_cli("sweep", str(path), "--results", str(base / "results"), env=cli_env(home), timeout=300)
+        env = cli_env(home, COLUMNS="80")  # the ending as an 80-column terminal shows it
+        proc = run_cli("sweep", str(path), "--results", str(base / "results"), env=env, timeout=300)
     assert proc.returncode in (0, 3), proc.stdout + proc.stderr
     (run_dir,) = run_dirs(base / "results", "grid")
     yield Grid(home, path, run_dir, proc)
@@ -244,3 +245,18 @@ def test_the_notebooks_winners_table_shows_the_margin_as_a_percentage(grid: Grid
     for margin in margins:
         assert f"{margin:+.1%}" in text and f"{margin:+.1%}" in markdown, (margin, text[-4000:])
     assert not re.search(r"\d\.\d+e-0\d", text.split("indistinguishable from")[0]), text[-4000:]
+
+
+# -- 7. "how it was made" at 80 columns ---------------------------------------------------------------------------
+
+
+def test_how_it_was_made_prints_each_command_whole_at_80_columns(grid: Grid) -> None:
+    """The ending's server command and each configuration's arguments are one line each, however wide, so they
+    can be copied; before, an 80-column terminal broke the command inside its path and arguments."""
+    lines = grid.sweep.stdout.split("how it was made")[1].splitlines()
+    command = next(line for line in lines if line.startswith("  server command: "))
+    assert "-m orchestrator.sim --host 127.0.0.1 --port " in command, lines
+    assert "--profile tiny --load-seconds 0.3 --decode-log-interval 1" in command, lines
+    assert "    linear: --algorithm linear --draft-tokens 4" in lines, lines
+    workload = next(line for line in lines if line.startswith("  workload: "))
+    assert workload.endswith("streaming yes"), lines
