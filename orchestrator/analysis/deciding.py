@@ -25,7 +25,16 @@ if TYPE_CHECKING:
 
     from orchestrator.analysis.result import Analysis
 
-__all__ = ["DECIDE_FILE", "LoadState", "decision_lines", "decisions", "load_key", "load_states", "read_decide_log"]
+__all__ = [
+    "DECIDE_FILE",
+    "LoadState",
+    "decision_lines",
+    "decision_text",
+    "decisions",
+    "load_key",
+    "load_states",
+    "read_decide_log",
+]
 
 #: What the sweep's extra rounds did and spent (written by ``orchestrator/sweep/deciding.py``).
 DECIDE_FILE = "decide.json"
@@ -143,23 +152,25 @@ def decisions(analysis: Analysis) -> list[dict[str, Any]]:
     return out
 
 
+def decision_text(entry: dict[str, Any]) -> str:
+    """One load of :func:`decisions` as the answer says it: ``C=1: decided after 2 extra rounds (linear)`` or
+    ``C=4: budget ran out (41 s / 48 requests spent; why); still tied: a, b``."""
+    rounds = entry["extra_rounds"]
+    after = f"after {rounds} extra round{'s' if rounds != 1 else ''}" if rounds else "in the planned round"
+    if entry["status"] == "decided":
+        return f"{entry['load']}: decided {after} ({entry['winner']})"
+    spent = f"{entry['seconds']:g} s / {entry['requests']} requests spent"
+    what = "budget ran out" if entry["status"] == "budget" else "not decided (the run ended before its rounds)"
+    why = entry["why"] or "no reason kept"
+    return f"{entry['load']}: {what} ({spent}; {why}); still tied: {', '.join(entry['contenders'])}"
+
+
 def decision_lines(analysis: Analysis) -> list[str]:
     """The answer's line per load of a run with ``load.decide``: decided, or why not, with what was spent."""
     entries = decisions(analysis)
     if not entries:
         return []
     log = read_decide_log(analysis.path) or {}
-    lines = [f"decide (load.decide; {log.get('budget') or 'budget unknown'}):"]
-    for entry in entries:
-        rounds = entry["extra_rounds"]
-        after = f" after {rounds} extra round{'s' if rounds != 1 else ''}" if rounds else " in the planned round"
-        if entry["status"] == "decided":
-            lines.append(f"  {entry['load']}: decided{after} ({entry['winner']})")
-            continue
-        spent = f"{entry['seconds']:g} s / {entry['requests']} requests spent"
-        what = "budget ran out" if entry["status"] == "budget" else "not decided (the run ended before its rounds)"
-        lines.append(
-            f"  {entry['load']}: {what} ({spent}; {entry['why'] or 'no reason kept'}); "
-            f"still tied: {', '.join(entry['contenders'])}"
-        )
-    return lines
+    return [f"decide (load.decide; {log.get('budget') or 'budget unknown'}):"] + [
+        "  " + decision_text(entry) for entry in entries
+    ]

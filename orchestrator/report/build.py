@@ -27,6 +27,7 @@ from orchestrator.quoting import visible
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.axes import tag_png
+from orchestrator.report.deciding import decide_blocks
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
 from orchestrator.report.sources import accept_sources_blocks
@@ -356,6 +357,7 @@ def report_blocks(
     else:
         blocks.append(Paragraph("No successful point to rank.", "warning"))
 
+    blocks += decide_blocks(made)  # load.decide: decided, or the budget ran out (report/deciding.py)
     blocks += _break_even_blocks(made)
     blocks += _verdict_blocks(made)
     blocks += _lossless_blocks(made)

@@ -96,12 +96,16 @@ def _check_the_rounds(run_dir: Path, env: dict[str, str]) -> None:
     assert log["ended"] == "budget" and "max_requests (12 a point) reached" in log["why"]
     report = run_cli("report", str(run_dir), "--json", env=env)
     assert report.returncode == 0, report.stderr
-    decisions = {d["load"]: d for d in json.loads(report.stdout)["answer"]["decisions"]}
+    payload = json.loads(report.stdout)
+    decisions = {d["load"]: d for d in payload["answer"]["decisions"]}
     assert decisions["code C=1"]["status"] == "decided" and decisions["code C=1"]["extra_rounds"] == 0
     tie = decisions["translation C=1"]
     assert tie["status"] == "budget" and tie["extra_rounds"] == 2
     assert tie["requests"] == 2 * MAX_REQUESTS and tie["seconds"] > 0
     assert sorted(tie["contenders"]) == ["ar", "ar_again"]
+    markdown = Path(payload["files"]["report.md"]).read_text(encoding="utf-8")
+    assert "Deciding each load" in markdown and "code C=1: decided in the planned round (linear)" in markdown
+    assert "translation C=1: budget ran out (" in markdown
 
 
 def test_a_clear_winner_stops_after_the_planned_round_and_a_tie_runs_to_the_budget(tmp_path: Path) -> None:
