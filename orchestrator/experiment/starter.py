@@ -75,7 +75,7 @@ _HEADER = """\
 #   specsweep plan {{file}}              # deployments (= restarts), load points, ETA
 #   specsweep sweep {{file}} --dry-run   # what would be written and run, touching nothing
 #   specsweep sweep {{file}}
-# Every key is described in the README ("An experiment file").
+# Every key is described in docs/guide.md ("An experiment file").
 name: {name}
 description: {description}
 """

@@ -260,3 +260,21 @@ def test_how_it_was_made_prints_each_command_whole_at_80_columns(grid: Grid) -> 
     assert "    linear: --algorithm linear --draft-tokens 4" in lines, lines
     workload = next(line for line in lines if line.startswith("  workload: "))
     assert workload.endswith("streaming yes"), lines
+
+
+# -- 8. the section init's file points to --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sim", "vllm"])
+def test_the_file_init_writes_points_to_a_section_that_exists(engine: str, tmp_path: Path) -> None:
+    """The starter's comment names a document of the repository and a heading in it that describes every key;
+    before, it named the README's "An experiment file", a section that had moved to docs/guide.md."""
+    home = tmp_path / "home"
+    home.mkdir()
+    path = tmp_path / "starter.yaml"
+    proc = run_cli("init", str(path), "--engine", engine, env=cli_env(home))
+    assert proc.returncode == 0, proc.stderr
+    (pointer,) = re.findall(r"^# Every key is described in (\S+) \(\"([^\"]+)\"\)", path.read_text(), re.M)
+    document, section = pointer
+    headings = [line.lstrip("#").strip() for line in (ROOT / document).read_text().splitlines() if line.startswith("#")]
+    assert section in headings, (document, section)
