@@ -114,7 +114,10 @@ def test_local_sweep_with_a_real_sglang(tmp_path: Path, record_property: Any) ->
     path, port = small_copy(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
-    env = {**os.environ, "HOME": str(home), "COLUMNS": "200"}
+    # NGRAM's corpus is C++ that SGLang compiles at its first start (kernels/jit, under ~/.cache/sglang/jit): the
+    # user's cache, not the test's empty home, so that only the first run on a machine compiles it.
+    jit = os.environ.get("SGLANG_JIT_CACHE_DIR") or str(Path.home() / ".cache" / "sglang" / "jit")
+    env = {**os.environ, "HOME": str(home), "COLUMNS": "200", "SGLANG_JIT_CACHE_DIR": jit}
     results = tmp_path / "results"
     state = home / ".local" / "state" / "specsweep"
     try:
