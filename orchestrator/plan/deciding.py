@@ -97,4 +97,3 @@ def decide_budget(experiment: Experiment, plan: Plan) -> DecideBudget | None:
         round_requests=per_round,
         rounds_by=rounds_by,
     )
-
