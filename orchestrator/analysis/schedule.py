@@ -13,10 +13,11 @@ baseline is a static configuration of its own. The schedule is recommended only 
 the best static configuration; otherwise that configuration is, and the schedule is shown for reference.
 
 Ranges: consecutive measured loads with the same k form one range. The first starts at 1 (vLLM requires it:
-``vllm/v1/spec_decode/dynamic/utils.py`` lines 67-72). A range extends up to the next range's first measured
-load minus one: where the chosen k changes between two measured loads ``a < b``, the change lies somewhere in
-``(a, b]``, the measurements bracket it and say no more; the boundary is put at ``b`` (``b`` is the first
-batch size the new k was measured at). The last range runs to the engine's maximum batch size (vLLM carries
+``vllm/v1/spec_decode/dynamic/utils.py`` lines 67-72). Where the chosen k changes between two measured loads
+``a < b``, the change lies somewhere in ``(a, b]``, the measurements bracket it and say no more; the boundary
+is put at ``a + 1``: a closed-loop point at ``C = b`` runs batches of up to ``b`` (fewer while requests start and
+end), all of which ran ``b``'s k when it was measured, while the point at ``a`` never ran a batch above ``a``.
+The last range runs to the engine's maximum batch size (vLLM carries
 the last k on up to ``max_num_seqs`` anyway: ``utils.py`` lines 140-146). Ranges are inclusive at both ends
 (``utils.py`` lines 12-14; ``vllm/config/speculative.py`` lines 524-529) and k = 0 is allowed (``utils.py``
 lines 52-55).
@@ -387,13 +388,14 @@ def schedule(
             groups.append([c])
     ranges: list[Range] = []
     for i, group in enumerate(groups):
-        start = 1 if i == 0 else group[0].load
-        end = groups[i + 1][0].load - 1 if i + 1 < len(groups) else max_batch_size
+        start = 1 if i == 0 else groups[i - 1][-1].load + 1
+        end = group[-1].load if i + 1 < len(groups) else max_batch_size
         ranges.append(Range(start=start, end=end, k=group[0].k, evidence=group))
     for a, b in itertools.pairwise(groups):
         notes.append(
             f"k changes from {a[-1].k} to {b[0].k} between the measured loads C={a[-1].load} and C={b[0].load}: "
-            f"the boundary is placed at C={b[0].load} (the change lies in ({a[-1].load}, {b[0].load}], not measured)"
+            f"the boundary is placed at C={a[-1].load + 1} (the change lies in ({a[-1].load}, {b[0].load}], not "
+            f"measured; a point at C={b[0].load} runs batches of up to {b[0].load}, so its k from C={a[-1].load + 1})"
         )
     if ranges[0].evidence[0].load > 1:
         below = ranges[0].evidence[0].load - 1

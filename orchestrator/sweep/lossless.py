@@ -32,8 +32,9 @@ import httpx
 
 if TYPE_CHECKING:
     from orchestrator.load.settings import LoadSettings
+    from orchestrator.plan.deployments import Plan
 
-__all__ = ["MAX_BATCH_PER_PROMPT", "Answer", "probe", "probe_batches", "read_stream"]
+__all__ = ["MAX_BATCH_PER_PROMPT", "Answer", "plan_chains", "probe", "probe_batches", "read_stream"]
 
 #: The baseline's batched probe sends at most this many requests a prompt at one concurrency.
 MAX_BATCH_PER_PROMPT = 4
@@ -161,12 +162,21 @@ def _post_stream(url: str, body: bytes, headers: dict[str, str], timeout: float)
         yield from response.iter_lines()
 
 
-def probe_batches(concurrency: Sequence[int], prompts: int) -> list[int]:
-    """The concurrencies the baseline answers the probe at, batched: each of the sweep's above 1, at most
-    :data:`MAX_BATCH_PER_PROMPT` times the prompts (an open-loop sweep without concurrencies: all the prompts
-    at once)."""
-    levels = sorted({min(c, MAX_BATCH_PER_PROMPT * prompts) for c in concurrency if c > 1})
+def probe_batches(concurrency: Sequence[int], prompts: int, chains: Sequence[int] = ()) -> list[int]:
+    """The concurrencies the baseline answers the probe at, batched: each of the sweep's above 1 and, for each
+    chain of k drafts the sweep deploys, k + 1 (a verify step computes k + 1 positions of one request in one
+    pass: as many rows in each matrix product as a decode step of k + 1 requests); at most
+    :data:`MAX_BATCH_PER_PROMPT` times the prompts (none of them above 1: all the prompts at once)."""
+    wanted = [*concurrency, *(k + 1 for k in chains if k > 0)]
+    levels = sorted({min(c, MAX_BATCH_PER_PROMPT * prompts) for c in wanted if c > 1})
     return levels or ([prompts] if prompts > 1 else [])
+
+
+def plan_chains(plan: Plan) -> list[int]:
+    """The chain lengths (drafts a step) of the plan's deployments, where a deployment says one."""
+    from orchestrator.analysis.roles import chain_length
+
+    return sorted({k for d in plan.deployments if (k := chain_length(d.params, d.command)) is not None})
 
 
 def probe(

@@ -52,7 +52,7 @@ from orchestrator.sweep.corpus import point_corpus
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
     from orchestrator.launchers.base import RunningServer
-    from orchestrator.plan.deployments import Deployment, LoadPoint
+    from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
 
 __all__ = [
     "REQUEST_RECORDS",
@@ -441,12 +441,12 @@ class PointMeasurer:
         api_key = self.experiment.server.api_key_value
         return read_engine_info(self.experiment.engine, lambda path: self.tools.get(url, path, api_key))
 
-    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event, batched: bool = False) -> list[Any]:
+    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event, batched: Plan | None = None) -> list[Any]:
         """The lossless check's answers of the server at ``url`` (``orchestrator/sweep/lossless.py``): the load's
         request shape, at temperature 0, with ``lossless.max_tokens`` or the load's; one request at a time
-        ``runs`` times, then (``batched``) with each of :func:`~orchestrator.sweep.lossless.probe_batches` in
-        flight."""
-        from orchestrator.sweep.lossless import probe_batches
+        ``runs`` times, then (``batched``: the sweep's plan) with each of
+        :func:`~orchestrator.sweep.lossless.probe_batches` in flight."""
+        from orchestrator.sweep.lossless import plan_chains, probe_batches
 
         exp = self.experiment
         settings = point_settings(
@@ -459,7 +459,8 @@ class PointMeasurer:
             stream=True,
             max_tokens=exp.lossless.max_tokens or exp.load.max_tokens,
         )
-        batches = probe_batches(exp.load.concurrency, exp.lossless.prompts) if batched else []
+        prompts = exp.lossless.prompts
+        batches = probe_batches(exp.load.concurrency, prompts, plan_chains(batched)) if batched is not None else []
         return self.tools.probe(settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop)
 
     def wait_serving(self, url: str, stop: threading.Event, *, timeout: float, poll: float = 1.0) -> bool:

@@ -293,7 +293,7 @@ class SlotWorker:
             return
         from orchestrator.analysis.lossless import LOSSLESS_DIR
 
-        runs, batched = (2, True) if role == "ar" else (1, False)
+        runs, batched = (2, sweep.plan) if role == "ar" else (1, None)
         answers = sweep.measurer.lossless_probe(server.url, runs=runs, batched=batched, stop=sweep.stop.requested)
         if not answers:
             return

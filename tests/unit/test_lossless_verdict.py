@@ -128,3 +128,21 @@ def test_the_answer_dict_names_the_baseline_divergence() -> None:
     assert data["baseline_divergences"] == [{"prompt_index": 0, "token": 9, "char": len("".join(WORDS[:9])) + 1,
                                              "between": "alone vs alone again"}]  # fmt: skip
     assert data["configurations"][0]["verdict"] == "lossless"
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "prompts", "chains", "expected"),
+    [
+        pytest.param([1, 2, 4], 4, [], [2, 4], id="the-sweeps-concurrencies-above-1"),
+        pytest.param([1, 2, 4], 4, [1, 2, 4], [2, 3, 4, 5], id="and-k-plus-1-rows-of-each-chain"),
+        pytest.param([64], 4, [], [16], id="at-most-4-a-prompt"),
+        pytest.param([], 4, [], [4], id="open-loop-all-prompts-at-once"),
+        pytest.param([1], 1, [], [], id="one-prompt-one-at-a-time"),
+    ],
+)
+def test_the_baseline_is_batched_at_the_sweeps_concurrencies_and_verify_widths(
+    concurrency: list[int], prompts: int, chains: list[int], expected: list[int]
+) -> None:
+    from orchestrator.sweep.lossless import probe_batches
+
+    assert probe_batches(concurrency, prompts, chains) == expected

@@ -123,7 +123,7 @@ def test_the_winner_changes_with_load_and_the_boundary_sits_at_the_higher_measur
         _level(8, "ngram k=1", [], _others("ngram k=1", [])),
     ]
     sched = schedule(_answer([1, 2, 4], [1, 2, 4, 8], levels), max_batch_size=64)
-    assert sched.entries == [[1, 3, 4], [4, 64, 1]]
+    assert sched.entries == [[1, 2, 4], [3, 64, 1]]  # the boundary just above the lower load: C=4 runs k = 1 at 3
     assert [c.load for c in sched.ranges[0].evidence] == [1, 2]
     assert sched.ranges[0].evidence[0].beats_ar is True
     assert sched.ranges[0].evidence[0].margin_lo == 0.05
@@ -133,7 +133,7 @@ def test_the_winner_changes_with_load_and_the_boundary_sits_at_the_higher_measur
         "method": "ngram",
         "prompt_lookup_max": 4,
         "num_speculative_tokens": 4,
-        "num_speculative_tokens_per_batch_size": [[1, 3, 4], [4, 64, 1]],
+        "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 64, 1]],
     }
 
 
@@ -156,7 +156,7 @@ def test_erratic_ties_give_a_monotone_schedule_that_beats_the_best_static() -> N
     ks = [c.k for r in sched.ranges for c in r.evidence]
     assert ks == sorted(ks, reverse=True), ks  # never grows with the load
     assert ks == [4, 4, 2, 1]
-    assert sched.entries == [[1, 3, 4], [4, 7, 2], [8, 16, 1]]
+    assert sched.entries == [[1, 2, 4], [3, 4, 2], [5, 16, 1]]
     assert sched.recommend == "schedule" and sched.static == "ngram k=2"
     assert sched.scores["schedule"] > sched.scores["ngram k=2"]
     assert "expected to beat the best static configuration ngram k=2" in schedule_text(sched)
@@ -216,7 +216,7 @@ def test_k_0_is_scheduled_only_where_the_variant_measured_it() -> None:
         _level(8, AR, ["ngram k=0"], ["ngram k=1", "ngram k=2"]),
     ]
     sched = schedule(_answer([0, 1, 2], [1, 8], levels, figures), max_batch_size=16)
-    assert sched.entries == [[1, 7, 1], [8, 16, 0]]
+    assert sched.entries == [[1, 1, 1], [2, 16, 0]]
     assert sched.ranges[1].evidence[0].label == "ngram k=0"  # the speculative server drafting nothing, measured
     assert sched.recommend == "schedule" and sched.static == "ngram k=1"
 
@@ -228,7 +228,7 @@ def test_a_k_that_never_wins_is_absent_and_gaps_between_loads_are_filled_by_the_
         _level(64, AR, [], ALL),
     ]
     sched = schedule(_answer([1, 2, 4], [2, 16, 64], levels), max_batch_size=256)
-    assert sched.entries == [[1, 63, 2], [64, 256, 1]]  # at C=64 the variant's k tie: the shorter one
+    assert sched.entries == [[1, 16, 2], [17, 256, 1]]  # at C=64 the variant's k tie: the shorter one
     assert 4 not in {r.k for r in sched.ranges}
     assert any("1..1 were not measured" in n for n in sched.notes)
     assert any("65..256 were not measured" in n for n in sched.notes)
