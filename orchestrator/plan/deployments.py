@@ -168,6 +168,17 @@ class Plan(BaseModel):
         return sum(len(d.load_points) for d in self.deployments)
 
     @property
+    def points_text(self) -> str:
+        """``18 load points``, and with repeats or restart rounds ``(36 measurements ...)``: points as the sweep
+        and its answer count them (a configuration at a load), each repeat another measurement of one point."""
+        windows = [p for d in self.deployments for p in d.load_points]
+        points = sum(1 for p in windows if p.repeat == 1 and p.restart == 1)
+        said = f"{points} load points"
+        if points == len(windows):
+            return said
+        return f"{said} ({len(windows)} measurements with their repeats and restarts)"
+
+    @property
     def eta_seconds(self) -> float:
         return sum(d.estimated_seconds() for d in self.deployments)
 

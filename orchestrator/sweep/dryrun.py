@@ -88,13 +88,7 @@ def _describe(
         plan, cost = first_round(experiment, plan)
         searching = [f"# {cost.describe()}", "# the first round (the baselines and the strategy's first batch):"]
     out: list[str] = [
-        *(
-            head
-            or [
-                f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.load_point_count} load points "
-                f"on {hosts}"
-            ]
-        ),
+        *(head or [f"# dry run of {experiment.name}: {plan.restarts} deployments, {plan.points_text} on {hosts}"]),
         *searching,
         *_decide_lines(experiment, plan),
         "# nothing below has been run",
@@ -188,7 +182,7 @@ def _describe_jobs(experiment: Experiment, plan: Plan) -> str:
     reach = " through the login node's SSH connection" if experiment.server.via == "ssh" else ""
     out = [
         f"# dry run of {experiment.name}: {plan.restarts} deployments (one Slurm job each, {spec.max_jobs} at once), "
-        f"{plan.load_point_count} load points; login {spec.login.display_name}",
+        f"{plan.points_text}; login {spec.login.display_name}",
         "# nothing below has been run",
         "",
     ]

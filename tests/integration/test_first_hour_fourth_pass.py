@@ -278,3 +278,23 @@ def test_the_file_init_writes_points_to_a_section_that_exists(engine: str, tmp_p
     document, section = pointer
     headings = [line.lstrip("#").strip() for line in (ROOT / document).read_text().splitlines() if line.startswith("#")]
     assert section in headings, (document, section)
+
+
+# -- 9. the counts add up -----------------------------------------------------------------------------------------
+
+
+def test_plan_and_dry_run_count_points_as_the_sweep_does_and_say_the_repeats_apart(flaky: Flaky) -> None:
+    """Two repeats of four points: ``plan`` and ``sweep --dry-run`` say 4 load points (8 measurements), the
+    count the sweep's start line and its answer give; before, both said 8 load points."""
+    env = cli_env(flaky.home)
+    answer = json.loads(run_cli("report", str(flaky.run_dir), "--json", env=env).stdout)["answer"]
+    planned = answer["counts"]["planned"]
+    assert planned == 4, answer["counts"]
+    assert f"{planned} of {planned} points to measure" in flaky.sweep.stderr + flaky.sweep.stdout
+    said = f"2 deployments, {planned} load points ({2 * planned} measurements with their repeats and restarts)"
+    plan = run_cli("plan", str(flaky.path), env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert said in " ".join(plan.stdout.split()), plan.stdout
+    dry = run_cli("sweep", str(flaky.path), "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert said in dry.stdout.splitlines()[0], dry.stdout[:400]

@@ -78,7 +78,7 @@ def render_plan(
         eta = f"ETA {format_duration(seconds)} in slots"
     caption = (
         "the whole grid: " if search else ""
-    ) + f"{totals['deployments']} deployments, {totals['load_points']} load points, {restarts}, {eta}; * baseline"
+    ) + f"{totals['deployments']} deployments, {plan.points_text}, {restarts}, {eta}; * baseline"
     return fit_table(columns, rows, width, title=f"plan: {escape(plan.experiment)}", caption=caption)
 
 
