@@ -277,7 +277,8 @@ def accept_len_by_source(rows: list[dict[str, Any]]) -> list[AcceptLenSources]:
         spread = None
         if len(values) > 1:
             top, low = max(values.values()), min(values.values())
-            spread = (top - low) / top if top > 0 else None
+            # the same count divided in another order differs in its last bit: that is agreement, not a spread
+            spread = (0.0 if top - low <= 1e-9 * top else (top - low) / top) if top > 0 else None
         used = _USED.get(str(row.get("accept_len_source")))
         out.append(
             AcceptLenSources(
