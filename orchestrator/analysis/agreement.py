@@ -1,9 +1,9 @@
 """Agreement between the sources of one point's figures, each pair compared over one window.
 
 Two figures are compared only over the same window, or their difference is the windows', not the sources'
-(a client's tok/s over its steady window against the log's tok/s over its stats rounds differed by 44% at a
-point of a real vLLM run whose three sources counted the same 492 tokens). The windows, and where each
-comes from:
+(at a point of a real vLLM run the client's steady tok/s was 58% above the log's tok/s over its stats rounds,
+while the client, ``/metrics`` and the log counted the same 441 tokens: bench/RESULTS-checks.md). The
+windows, and where each comes from:
 
 - **client**: every token of the point's measured, successful requests (``output_tokens``, from the
   responses' usage: orchestrator/load/stats.py); its window is the load, from the first dispatch to the last
