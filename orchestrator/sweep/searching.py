@@ -209,17 +209,26 @@ class SearchSchedule(Schedule):
         baseline = sum(
             len(self.pending_points(t, d)) for t in self.targets for d in self.plan.deployments if d.baseline
         )
-        return baseline + max(self.budget - len(self.space.baselines) - self._measured_candidates(), 0) * per
+        return baseline + max(self._new_candidates() - self._measured_candidates(), 0) * per
 
     def _measured_candidates(self) -> int:
+        """The candidates measured before a resume (each once, however many rungs measured it)."""
         hashes = {c.key for c in self.space.candidates}
-        return len({r.deployment_id for r in self.resume.latest.values() if r.config_hash in hashes})
+        return len({r.config_hash for r in self.resume.latest.values() if r.config_hash in hashes})
 
     @property
     def total_points(self) -> int:
         per = max((len(d.load_points) for d in self.plan.deployments if not d.baseline), default=0)
         base = sum(len(d.load_points) for d in self.plan.deployments if d.baseline)
-        return base + max(self.budget - len(self.space.baselines), 0) * per
+        return base + self._new_candidates() * per
+
+    def _new_candidates(self) -> int:
+        """The candidates the budget can deploy for the first time: the restarts past the baselines, no more
+        than the space holds, and for successive halving no more than its first rung (its later rungs measure
+        those again, more windows of the same points, not new ones: the count said 22 points for 20)."""
+        room = min(max(self.budget - len(self.space.baselines), 0), len(self.space.candidates))
+        first_rung = getattr(self.strategy, "first_rung", None)
+        return min(room, first_rung) if isinstance(first_rung, int) else room
 
     def remaining_loads(self) -> int:
         done = len({r.deployment_id for r in self.resume.latest.values()})

@@ -52,9 +52,8 @@ def flaky(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flaky]:
     base = tmp_path_factory.mktemp("flaky")
     home = base / "home"
     home.mkdir()
-    path = write_experiment(
-        base / "flaky.yaml", local_experiment("flaky", free_port(), FLAKY, baselines=["autoregressive"], load=FLAKY_LOAD)
-    )
+    doc = local_experiment("flaky", free_port(), FLAKY, baselines=["autoregressive"], load=FLAKY_LOAD)
+    path = write_experiment(base / "flaky.yaml", doc)
     with local_leftovers_restored(home, path):
         proc = run_cli("sweep", str(path), "--results", str(base / "results"), env=cli_env(home), timeout=300)
     assert proc.returncode == 3, proc.stdout + proc.stderr  # degraded points
@@ -298,3 +297,36 @@ def test_plan_and_dry_run_count_points_as_the_sweep_does_and_say_the_repeats_apa
     dry = run_cli("sweep", str(flaky.path), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert said in dry.stdout.splitlines()[0], dry.stdout[:400]
+
+
+def test_a_successive_halving_search_counts_the_points_it_measures(tmp_path: Path) -> None:
+    """A successive-halving search measures its promoted candidates again (more windows of the same points):
+    its start line and progress count the points its answer holds, so ``[n/N]`` ends at N and the ending's
+    counts add up to N; before, it said 10 points to measure, stopped at [8/10] and every output said 8 ok."""
+    home = tmp_path / "home"
+    home.mkdir()
+    variants = {
+        "autoregressive": "--algorithm ar",
+        "linear": "--algorithm linear --draft-tokens 4",
+        "ddtree": "--algorithm ddtree --budget {budget} --topk {topk} --draft-tokens 4",
+    }
+    load = {"concurrency": [1, 4], "warmup": 1, "requests": 4, "max_tokens": 16}
+    doc = local_experiment("halving", free_port(), variants, baselines=["autoregressive", "linear"], load=load)
+    doc["variants"]["ddtree"]["matrix"] = {"budget": [2, 4, 8], "topk": [1, 2]}
+    doc["lossless"] = {"enabled": False}
+    doc["objective"] = {"maximize": "output_tok_s", "at": {"concurrency": 4}}
+    doc["search"] = {"strategy": "successive-halving", "budget": {"restarts": 8}, "seed": 3}
+    path = write_experiment(tmp_path / "halving.yaml", doc)
+    with local_leftovers_restored(home, path):
+        proc = run_cli("sweep", str(path), "--results", str(tmp_path / "results"), env=cli_env(home), timeout=400)
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    said = re.search(r"^(\d+) of (\d+) points to measure", proc.stderr + proc.stdout, re.M)
+    assert said is not None, proc.stderr
+    total = int(said[2])
+    progress = [int(n) for n in re.findall(rf"^\[(\d+)/{total}\] ", proc.stderr + proc.stdout, re.M)]
+    assert progress and max(progress) == total, proc.stderr
+    assert any("[restart 2]" in line for line in proc.stderr.splitlines()), proc.stderr  # a rung measured again
+    ending = r"^(\d+) points ok(?:, (\d+) degraded)?(?:, (\d+) failed)?(?:, (\d+) skipped)?"
+    counts = re.search(ending, proc.stdout, re.M)
+    assert counts is not None, proc.stdout
+    assert sum(int(n) for n in counts.groups() if n) == total, (counts[0], total)
