@@ -31,7 +31,7 @@ from orchestrator.report.deciding import decide_blocks
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
 from orchestrator.report.sources import accept_sources_blocks
-from orchestrator.runs.identity import playbook_verdict
+from orchestrator.runs.identity import playbook_verdict, resumed_at
 
 __all__ = ["CHECKS_SCHEMA_VERSION", "ReportResult", "build_report", "report_blocks", "write_figures"]
 
@@ -157,6 +157,9 @@ def _run_lines(analysis: Analysis) -> list[str]:
     ]
     if info.state != "done":
         lines.append(f"This run is {info.state}: the figures show only the points it finished.")
+    resumed = resumed_at(analysis.path)
+    if resumed:
+        lines.append(f"Resumed {len(resumed)} time(s) (--resume): at {', '.join(resumed)}.")
     lines += provenance_lines(analysis)
     methods = sorted({str(m) for m in analysis.frame.get("ci_method", pd.Series(dtype=object)).dropna()})
     if methods:

@@ -42,6 +42,7 @@ __all__ = [
     "point_counts",
     "require_points",
     "resolved_experiment",
+    "resumed_at",
     "run_kind",
 ]
 
@@ -222,6 +223,23 @@ def playbook_verdict(run_dir: str | Path) -> PlaybookVerdict | None:
         counts={str(k): int(v) for k, v in counts.items() if isinstance(v, int)},
         failures=failures,
     )
+
+
+def resumed_at(run_dir: Path) -> list[str]:
+    """When the run was resumed (``--resume``), oldest first: its ``start`` events that say ``resumed``."""
+    try:
+        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    times = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("kind") == "start" and event.get("resumed") is True:
+            times.append(str(event.get("time") or "?"))
+    return times
 
 
 def _ending_error(run_dir: Path) -> str | None:

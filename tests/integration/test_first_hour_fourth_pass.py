@@ -330,3 +330,27 @@ def test_a_successive_halving_search_counts_the_points_it_measures(tmp_path: Pat
     counts = re.search(ending, proc.stdout, re.M)
     assert counts is not None, proc.stdout
     assert sum(int(n) for n in counts.groups() if n) == total, (counts[0], total)
+
+
+# -- 10. a resumed run says so ------------------------------------------------------------------------------------
+
+
+def test_a_resumed_run_is_marked_resumed_in_ls_and_the_report(flaky: Flaky) -> None:
+    """A run stopped after two of its records and continued with ``--resume``: ``ls`` shows it ``done
+    (resumed)`` (``--json``: when) and its report's header says when it was resumed; before, nothing did."""
+    import shutil
+
+    results = flaky.run_dir.parent.parent / "resumed"
+    copy = shutil.copytree(flaky.run_dir, results / "flaky" / f"{flaky.run_dir.name}-part")
+    records = (copy / "records.jsonl").read_text().splitlines(keepends=True)
+    (copy / "records.jsonl").write_text("".join(records[:2]))
+    env = cli_env(flaky.home)
+    with local_leftovers_restored(flaky.home, flaky.path):
+        proc = run_cli("sweep", str(flaky.path), "--resume", str(copy), env=env, timeout=300)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    listed = run_cli("ls", "--results", str(results), env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(rf"{flaky.run_dir.name} +done \(resumed\)", listed.stdout), listed.stdout
+    (run,) = json.loads(run_cli("ls", "--results", str(results), "--json", env=env).stdout)["runs"]
+    assert len(run["resumed_at"]) == 1, run
+    assert f"Resumed 1 time(s) (--resume): at {run['resumed_at'][0]}." in (copy / "report.md").read_text()

@@ -1,5 +1,5 @@
 """`specsweep ls [FILE|EXPERIMENT] [--kind KIND]`: the runs under a results root, newest last: experiment, run,
-kind, hosts, state (a playbook's PASS or FAIL), points ok and failed, when it started and how long it took. The
+kind, hosts, state (a playbook's PASS or FAIL; ``(resumed)`` for a run continued with --resume), points ok and failed, when it started and how long it took. The
 sweeps and searches by default; `--kind playbook` (or `search`, `sweep`, several joined by commas, `all`)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
             "state": "unreadable",
             "error": str(exc),
         }
-    from orchestrator.runs.identity import playbook_verdict, run_kind
+    from orchestrator.runs.identity import playbook_verdict, resumed_at, run_kind
 
     info = info if isinstance(info, dict) else {}
     points = info.get("points") if isinstance(info.get("points"), dict) else None
@@ -81,6 +81,8 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "ended_at": info.get("ended_at"),
         "seconds": round((ended - started).total_seconds(), 1) if started and ended else None,
         "stop_reason": info.get("stop_reason"),
+        # When it was resumed (--resume), oldest first: the state column says "resumed" beside how it ended.
+        "resumed_at": resumed_at(run_dir),
         "resume": resume_hint(run_dir, info.get("experiment_file")) if state in ("interrupted", "stopped") else None,
     }
 
@@ -202,12 +204,13 @@ def ls(
     for run in shown:
         started = _time(run.get("started_at"))
         state = str(run["state"])
+        shown_state = f"{state} (resumed)" if run.get("resumed_at") else state
         rows.append(
             [
                 Text(str(run["experiment"])),
                 Text(str(run["run_id"])),
                 *([Text(str(run.get("kind", "?")))] if several_kinds else []),
-                Text(state, style=_STATE_STYLE.get(state, "")),
+                Text(shown_state, style=_STATE_STYLE.get(state, "")),
                 str(run.get("ok", "-")),
                 *(
                     [Text(str(run.get("degraded", 0)), style="red" if run.get("degraded") else "")]
