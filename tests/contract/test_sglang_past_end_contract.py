@@ -13,11 +13,14 @@ feeds them in that case: the steps' uncapped drafts, and a request whose complet
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from orchestrator.engines.integrity import exactness
 from orchestrator.engines.registry import get_engine
+from orchestrator.engines.sglang.overshoot import correct_log
 from orchestrator.engines.sglang.responses import from_meta_info
 from orchestrator.load.spec import summarize_spec
 from orchestrator.metrics import compare_sources, parse_window, scrape_delta
@@ -140,3 +143,29 @@ def test_a_saved_log_says_its_version_is_one_whose_accept_rate_counts_drafts_onl
     older = parse_window("sglang", REPR_START + "\n" + lines)
     assert older.acceptance_rate is None and older.details["acceptance_rate_definition"] == "unknown"
     assert parse_window("sim", DICT_START + "\n" + lines).acceptance_rate is None
+
+
+def test_bounds_less_the_drafts_past_the_end_stay_possible() -> None:
+    # Seen on a real 0.5.23 at C = 1: printed accept lens 1.00 to 4.00, 4 drafts past the ends over 81 steps; the
+    # bounds less them fell below 1 token per step and below a rate of 0, which no verify step can give.
+    window = SimpleNamespace(
+        accept_len=1.1,
+        acceptance_rate=0.033,
+        details={},
+        exactness={
+            "accept_len": exactness("bounded", "printed", bounds=(0.995, 4.005)),
+            "acceptance_rate": exactness("bounded", "printed", bounds=(-0.005, 1.005)),
+        },
+    )
+    spec = {
+        "verify_steps": 81,
+        "accepted_drafts": 8,
+        "proposed_drafts": 243,
+        "accept_len": 85 / 81,
+        "responses_with_verify_steps": 3,
+        "responses_with_drafts": 3,
+    }
+    correct_log(window, spec)
+    assert window.details["past_end"]["discarded_drafts"] == 4
+    assert window.exactness["accept_len"]["bounds"] == pytest.approx([1.0, 4.005 - 4 / 81])
+    assert window.exactness["acceptance_rate"]["bounds"] == pytest.approx([0.0, 1.005 - 4 / 243])

@@ -95,12 +95,13 @@ def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
     window.accept_len -= shift
     if window.acceptance_rate is not None and rate_shift is not None:
         window.acceptance_rate -= rate_shift
-    for figure, amount in (("accept_len", shift), ("acceptance_rate", rate_shift)):
+    for figure, amount, floor in (("accept_len", shift, 1.0), ("acceptance_rate", rate_shift, 0.0)):
         entry = window.exactness.get(figure)
         if not isinstance(entry, dict) or amount is None or getattr(window, figure) is None:
             continue
         bounds = entry.get("bounds")
-        moved = (bounds[0] - amount, bounds[1] - amount) if isinstance(bounds, list | tuple) else None
+        # Every verify step commits at least one token (accept length >= 1, rate >= 0).
+        moved = (max(floor, bounds[0] - amount), bounds[1] - amount) if isinstance(bounds, list | tuple) else None
         window.exactness[figure] = exactness(
             entry["kind"],
             f"{entry['note']}; less {amount:.6g}: {discarded} drafts accepted past the requests' ends over "
