@@ -372,6 +372,19 @@ def schedule(
         _choice(by_load[load], pick, best, candidates, ar, values)
         for load, pick, best in zip(fit.loads, fit.picks, fit.best_here, strict=True)
     ]
+    for load, pick in zip(fit.loads, fit.picks, strict=True):
+        other = max(statics, key=lambda lb: values[(load, lb)].value if (load, lb) in values else 0.0)
+        if (
+            other not in candidates
+            and (load, other) in values
+            and values[(load, other)].value > values[(load, pick)].value
+        ):
+            noise = "beyond noise" if beats(load, other, pick) else "within noise"
+            notes.append(
+                f"{by_load[load].load_label}: {other} measured "
+                f"{(values[(load, other)].value / values[(load, pick)].value - 1) * 100:+.1f}% over the schedule's "
+                f"{pick} ({noise}); a range the variant did not measure (k = 0 in this server) cannot run it"
+            )
     if not choices:
         raise ScheduleError(f"{ans.path}: no measured load of variant {variant!r} to make a schedule from")
     if choices[-1].load > max_batch_size:

@@ -176,6 +176,7 @@ def test_when_a_static_configuration_is_best_it_is_recommended_instead() -> None
     text = schedule_text(sched)
     assert f"# recommended: run {AR} at every batch size (a static configuration), not a schedule" in text
     assert "# the fitted schedule, for reference: --speculative-config" in text
+    assert any(n.startswith("C=1: autoregressive measured +3.1% over the schedule's") for n in sched.notes), sched.notes
     # A schedule that is one static configuration everywhere: that configuration.
     one = [_level(c, "ngram k=2", [], ["ngram k=1", "ngram k=4", AR]) for c in (1, 4)]
     sched = schedule(_answer([1, 2, 4], [1, 4], one), max_batch_size=16)
