@@ -48,7 +48,6 @@ SPEC = (
 CONFIGS: list[tuple[str, dict[str, Any], bool]] = [("autoregressive", {}, True)]
 CONFIGS += [("ngram", {"k": k}, False) for k in (1, 2, 4)]
 TOK_S = {1: [100.0, 150.0, 170.0, 200.0], 4: [400.0, 520.0, 480.0, 430.0]}
-SCHEDULE = [[1, 3, 4], [4, 128, 1]]
 
 
 def _command(params: dict[str, Any]) -> str:
@@ -119,7 +118,10 @@ def test_the_dry_run_writes_a_structural_flag_and_no_secret_in_clear(source: dic
     written = yaml.safe_load(text)
     flag = _schedule_flag(written)
     assert flag["method"] == "ngram"
-    assert flag["num_speculative_tokens_per_batch_size"] == SCHEDULE
+    recommended = run_cli("recommend", str(source["run"]), "--schedule", "--json", env=source["env"])
+    assert recommended.returncode == 0, recommended.stderr
+    schedule = json.loads(recommended.stdout)["num_speculative_tokens_per_batch_size"]
+    assert flag["num_speculative_tokens_per_batch_size"] == schedule and len(schedule) == 2
     assert "$SPECSWEEP_VERIFY_ENVIRONMENT_HF_TOKEN" in proc.stderr
 
 
