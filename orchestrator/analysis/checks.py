@@ -25,7 +25,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.analysis.agreement import MIN_WINDOW_LINES, disagreements, record_disagreements, uncompared_throughput
-from orchestrator.analysis.corpus import drafter_corpus
+from orchestrator.analysis.corpus import corpus_points
 from orchestrator.analysis.drafts import command_schedule, k_used
 from orchestrator.analysis.roles import BaselineRoles, expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
@@ -832,6 +832,12 @@ def schedule_ignored(ctx: CheckContext) -> list[Finding]:
             message = f"cannot tell whether the engine ran the schedule at C={int(load)}: {used.why}"
             out.append(_finding("schedule_ignored", row, "info", message, evidence))
     return out
+
+
+def drafter_corpus(ctx: CheckContext) -> list[Finding]:
+    """A drafter that keeps a corpus across requests (SGLang's NGRAM) whose corpus may already have held the
+    point's prompts: not emptied before it, or a prompt sent twice (``analysis/corpus.py``)."""
+    return [_finding("drafter_corpus", row, "warning", msg, evidence) for row, msg, evidence in corpus_points(ctx.ok)]
 
 
 CHECKS: dict[str, CheckFunction] = {
