@@ -354,3 +354,42 @@ def test_a_resumed_run_is_marked_resumed_in_ls_and_the_report(flaky: Flaky) -> N
     (run,) = json.loads(run_cli("ls", "--results", str(results), "--json", env=env).stdout)["runs"]
     assert len(run["resumed_at"]) == 1, run
     assert f"Resumed 1 time(s) (--resume): at {run['resumed_at'][0]}." in (copy / "report.md").read_text()
+
+
+# -- 11. the host lock is keyed by the port, not the experiment's name -----------------------------------------
+
+
+def test_the_host_lock_is_the_servers_port_not_the_experiments_name(tmp_path: Path) -> None:
+    """A sweep of ``twin`` holds its server's port: another ``twin`` on another port runs beside it, and an
+    experiment of another name on the same port is refused; before, the lock was the name's, so it was the
+    other way round (a same-named experiment on a different port blocked a sweep)."""
+    import os
+    import signal
+
+    from tests.reliability.harness import records, started_cli, wait_until
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = cli_env(home)
+    variants = {"ar": "--algorithm ar"}
+    long_load = {"concurrency": [1], "repeats": 500, "warmup": 1, "requests": 8, "max_tokens": 16}
+    short_load = {"concurrency": [1], "warmup": 1, "requests": 4, "max_tokens": 8}
+    port = free_port()
+    first = write_experiment(tmp_path / "first.yaml", local_experiment("twin", port, variants, load=long_load))
+    twin = write_experiment(tmp_path / "twin.yaml", local_experiment("twin", free_port(), variants, load=short_load))
+    other = write_experiment(tmp_path / "other.yaml", local_experiment("other", port, variants, load=short_load))
+    results = tmp_path / "results"
+    with (
+        local_leftovers_restored(home, first, twin, other),
+        started_cli("sweep", str(first), "--results", str(results), env=env) as running,
+    ):
+        run = wait_until(lambda: (run_dirs(results, "twin") or [None])[0], timeout=60)
+        wait_until(lambda: records(run), timeout=120)  # the first sweep holds its port and measures
+        beside = run_cli("sweep", str(twin), "--results", str(tmp_path / "results-twin"), env=env, timeout=300)
+        refused = run_cli("sweep", str(other), "--results", str(tmp_path / "results-other"), env=env, timeout=300)
+        assert running.poll() is None, "the first sweep ended before the others ran"
+        os.kill(running.pid, signal.SIGINT)
+        running.communicate(timeout=120)
+    assert beside.returncode == 0, beside.stdout + beside.stderr
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    assert "lock" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr

@@ -411,10 +411,11 @@ def test_every_class_of_secret_is_masked_by_value_everywhere(tmp_path: Path, out
     leaks = []
     # The server's own output (its log file on the host, as journald is a unit's) holds what the server prints:
     # the model id it serves. What specsweep copies of it (windows/) is searched with the run directory.
-    server_log = home / ".local" / "state" / "specsweep" / "byvalue.log"
+    # (named after the port it listens on: orchestrator/services/__init__.py)
+    server_logs = {str(p) for p in (home / ".local" / "state" / "specsweep").glob("server-*.log")}
     for value in (served, db_pass, neutral, quoted):
         leaks += _files_containing(results, value.encode())
-        leaks += [p for p in _files_containing(home, value.encode()) if p != str(server_log)]
+        leaks += [p for p in _files_containing(home, value.encode()) if p not in server_logs]
         leaks += [f"output of {' '.join(o.args[3:5])}" for o in outputs if value in o.stdout + o.stderr]
     outcome.secret_checks = sum(1 for p in [*results.rglob("*"), *home.rglob("*")] if p.is_file()) + len(outputs)
     outcome.secret_leaks = len(leaks)
@@ -494,11 +495,12 @@ def test_dash_led_and_digit_values_the_wrappers_argv_quiet_and_a_bad_url(tmp_pat
     assert statuses == ["failed", "failed", "ok"], statuses
     # The server's own output file (as journald is a unit's) holds what the server printed; specsweep's copies
     # of it (windows/, the failures' evidence) are searched with the run directory.
-    server_log = home / ".local" / "state" / "specsweep" / "classes.log"
+    # (named after the port it listens on: orchestrator/services/__init__.py)
+    server_logs = {str(p) for p in (home / ".local" / "state" / "specsweep").glob("server-*.log")}
     leaks = list(seen)
     for value in values:
         leaks += _files_containing(results, value.encode())
-        leaks += [p for p in _files_containing(home, value.encode()) if p != str(server_log)]
+        leaks += [p for p in _files_containing(home, value.encode()) if p not in server_logs]
         leaks += [f"output of {' '.join(o.args[3:5])}" for o in outputs if value in o.stdout + o.stderr]
     outcome.secret_checks = sum(1 for p in [*results.rglob("*"), *home.rglob("*")] if p.is_file()) + len(outputs)
     outcome.secret_checks += 1  # the command lines, sampled while the sweep ran

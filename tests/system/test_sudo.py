@@ -151,12 +151,14 @@ def test_a_process_server_runs_as_the_login_user_unless_asked(
         assert result.state == "done"
         assert owners == [runs_as]
         # Its files are that user's too, in that user's home, and gone but the log once restored.
-        left = [f for f in host.admin(f"ls -A {state_dir} 2>/dev/null; true").stdout.split() if f.startswith(name)]
-        assert left in ([], [f"{name}.log"]), left
+        # Named after the server's port (orchestrator/services/__init__.py).
+        files = f"server-{port}"
+        left = [f for f in host.admin(f"ls -A {state_dir} 2>/dev/null; true").stdout.split() if f.startswith(files)]
+        assert left in ([], [f"{files}.log"]), left
         if left:
-            assert host.admin(f"stat -c %U {state_dir}/{name}.log").stdout.strip() == runs_as
+            assert host.admin(f"stat -c %U {state_dir}/{files}.log").stdout.strip() == runs_as
     finally:
-        host.admin(f"rm -rf {state_dir}/{name}.*", check=False)
+        host.admin(f"rm -rf {state_dir}/server-{port}.*", check=False)
 
 
 def test_without_sudo_one_clear_error_before_anything_changes(sim_unit: SimUnit, tmp_path: Path) -> None:
