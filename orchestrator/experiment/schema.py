@@ -32,7 +32,7 @@ from orchestrator.experiment.load import LoadSpec, LosslessSpec, TelemetrySpec
 from orchestrator.experiment.search import ObjectiveSpec, SearchSpec
 from orchestrator.experiment.service import EXISTING_VARIANT, RegexParserSpec, ServerSpec, ServiceSpec
 from orchestrator.experiment.slots import SLOT_FIELDS, SLOT_TOKENS, SlotsSpec, gpu_slots_enabled, slot_values
-from orchestrator.experiment.validation import error_from_validation, suggest, with_problems
+from orchestrator.experiment.validation import _doc_path, error_from_validation, problems_of, suggest, with_problems
 from orchestrator.experiment.variants import Variant
 from orchestrator.experiment.yamlsource import Positions, load_yaml_with_positions, locate
 
@@ -249,7 +249,11 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
     try:
         exp = Experiment.model_validate(data)
     except ValidationError as exc:
-        raise error_from_validation(exc, data, positions, file, root=Experiment) from None
+        fields = error_from_validation(exc, data, positions, file, root=Experiment)
+        # The checks across sections (variants, baselines, placeholders) too, on the file without the values
+        # just refused: every error at once, not a second batch once the first is fixed.
+        beyond = [_config_error(found, positions, file) for found in _problems_despite(exc, data)]
+        raise (with_problems([*problems_of(fields), *beyond]) if beyond else fields) from None
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
     problems = _semantic_problems(exp) + log_file_problems(exp, file)
@@ -263,16 +267,48 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
         except _Problem as unreadable:
             problems.append(unreadable)
     if problems:
-        errors = []
-        for found in problems:
-            line, column = locate(positions, found.path)
-            errors.append(
-                ConfigError(
-                    found.message, file=file, line=line, column=column, key=".".join(str(p) for p in found.path)
-                )
-            )
-        raise with_problems(errors) from None
+        raise with_problems([_config_error(found, positions, file) for found in problems]) from None
     return exp
+
+
+def _config_error(found: _Problem, positions: Positions, file: str) -> ConfigError:
+    line, column = locate(positions, found.path)
+    return ConfigError(found.message, file=file, line=line, column=column, key=".".join(str(p) for p in found.path))
+
+
+def _problems_despite(exc: ValidationError, data: dict[str, Any]) -> list[_Problem]:
+    """The checks across sections of ``data`` with every value pydantic refused left out (a default stands in
+    where there is one); none when a required key is missing or the rest does not validate, and none under a
+    list that lost an element (its indexes moved)."""
+    import copy
+
+    pruned = copy.deepcopy(data)
+    removed: list[tuple[Any, ...]] = []
+    for error in exc.errors(include_url=False):
+        if error["type"] == "missing":
+            return []
+        path = _doc_path(tuple(error["loc"]), data)
+        if path and path not in removed:
+            removed.append(path)
+    # The deepest and the last elements of a list first, so each removal leaves the others' places as they were.
+    for path in sorted(removed, key=lambda p: [(0, x, "") if isinstance(x, int) else (1, 0, str(x)) for x in p])[::-1]:
+        node: Any = pruned
+        for part in path[:-1]:
+            node = node[part] if isinstance(node, dict | list) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+        elif isinstance(node, list) and isinstance(path[-1], int) and path[-1] < len(node):
+            del node[path[-1]]
+    try:
+        exp = Experiment.model_validate(pruned)
+    except (ValidationError, RecursionError, TypeError, OverflowError):
+        return []
+    lists = {p[:-1] for p in removed if isinstance(p[-1], int)}
+    return [
+        found
+        for found in _semantic_problems(exp)
+        if not any(tuple(found.path[: len(p)]) == p for p in [*removed, *lists])
+    ]
 
 
 def load_experiment(path: str | Path, *, read_secrets: bool = True) -> Experiment:

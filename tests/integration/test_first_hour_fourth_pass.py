@@ -393,3 +393,42 @@ def test_the_host_lock_is_the_servers_port_not_the_experiments_name(tmp_path: Pa
     assert beside.returncode == 0, beside.stdout + beside.stderr
     assert refused.returncode != 0, refused.stdout + refused.stderr
     assert "lock" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
+
+
+# -- 12. validate reports every error at once -------------------------------------------------------------------
+
+EVERY_KIND_OF_ERROR = """\
+name: bad
+host: local
+service:
+  kind: process
+  command: "{python} -m orchestrator.sim --port 19999 {spec_args}"
+server: {url: "http://127.0.0.1:19999", expected_load_time: 2x}
+engine: sim
+variants:
+  autoregressive: {spec_args: "--algorithm ar", colour: red}
+  linear: {spec_args: "--algorithm linear --draft-tokens {k}"}
+baselines: [autoregressive, nope]
+load: {concurrency: [1, -4], requests: 0, max_tokens: 16, bogus: 1}
+"""
+
+
+def test_validate_reports_the_checks_across_sections_with_the_values_refused(tmp_path: Path) -> None:
+    """A file with refused values (a bad duration, a negative concurrency, an unknown load key) and errors
+    across sections (an unused variant key, a placeholder no matrix fills, a baseline that is no variant):
+    ``validate`` names all seven at once; before, the second kind appeared only once the first was fixed."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(EVERY_KIND_OF_ERROR)
+    proc = run_cli("validate", str(path), env=cli_env(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    for where in (
+        "6:41: server.expected_load_time:",
+        "9:49: variants.autoregressive.colour: unknown key 'colour'",
+        "10:12: variants.linear.spec_args: unknown placeholder {k}",
+        "11:29: baselines.1: baseline 'nope' is not a variant",
+        "12:25: load.concurrency.1:",
+        "12:30: load.requests:",
+        "12:59: load.bogus: unknown key 'bogus'",
+    ):
+        assert f"invalid {path}:{where}" in proc.stderr, (where, proc.stderr)
+    assert f"{path}: 7 errors" in proc.stderr, proc.stderr
