@@ -45,7 +45,8 @@ def main(run_dir: str) -> None:
             f"{_f(row.get('speedup_vs_ar'))} | {_f(past.get('accept_len_printed'), 3)} | "
             f"{_f(server.get('accept_len'), 3)} | {_f(prom.get('accept_len'), 3)} | {_f(spec.get('accept_len'), 3)} | "
             f"{_f(server.get('acceptance_rate'), 3)} | {_f(prom.get('acceptance_rate'), 3)} | "
-            f"{_f(spec.get('acceptance_rate'), 3)} | {past.get('discarded_drafts', '-')} | "
+            f"{_f(spec.get('acceptance_rate'), 3)} ({_f(spec.get('acceptance_rate_engine'), 3)}) | "
+            f"{past.get('discarded_drafts', '-')} | "
             f"{'-' if not corpus else ('yes' if corpus.get('flushed') else 'no')} |"
         )
     print()

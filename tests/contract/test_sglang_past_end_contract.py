@@ -66,6 +66,9 @@ def test_the_log_counts_drafts_past_the_cap_and_the_responses_say_how_many(past_
     assert past_end["meta_info"][0]["spec_accept_rate"] == pytest.approx(1.0)
 
     get_engine("sglang").reconcile_log(window, responses)
+    # The responses' rate is now the committed one, as the counters count it; SGLang's own kept beside it.
+    assert responses["acceptance_rate"] == pytest.approx(prom.acceptance_rate)
+    assert responses["acceptance_rate_engine"] == pytest.approx(1.0) and responses["drafts_past_end"] == 2
     assert window.details["past_end"]["discarded_drafts"] == 2
     assert window.details["past_end"]["accept_len_printed"] == pytest.approx(4.0)
     assert window.accept_len == pytest.approx(prom.accept_len, abs=PRINTED)

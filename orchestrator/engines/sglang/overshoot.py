@@ -33,7 +33,7 @@ requests ending in the window / verify steps``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 from orchestrator.engines.integrity import exactness
@@ -74,7 +74,10 @@ def discarded_drafts(spec: Mapping[str, Any]) -> tuple[int, int] | None:
 def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
     """The log's accept length and acceptance rate (``window``: a WindowMetrics) less what the window's requests
     discarded past their ends, when the responses say it (:func:`discarded_drafts`); else the log's figures are
-    labelled bounded by how much they may read high (:func:`label_log`)."""
+    labelled bounded by how much they may read high (:func:`label_log`). The responses' own ``acceptance_rate``
+    (``spec``, the client's summary, changed in place) becomes the committed one too, SGLang's kept as
+    ``acceptance_rate_engine`` and the count as ``drafts_past_end``: all three sources then count drafts as the
+    counters do."""
     if window.accept_len is None:
         return
     found = discarded_drafts(spec)
@@ -85,6 +88,18 @@ def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
     shift = discarded / steps
     proposed = spec.get("proposed_drafts")
     rate_shift = shift * steps / proposed if isinstance(proposed, int) and proposed > 0 else None
+    if isinstance(spec, MutableMapping) and rate_shift is not None and spec.get("acceptance_rate") is not None:
+        # The responses' rate as the counters count it (drafts committed); SGLang's own beside it.
+        spec["acceptance_rate_engine"] = spec["acceptance_rate"]
+        spec["acceptance_rate"] = spec["acceptance_rate"] - rate_shift
+        spec["drafts_past_end"] = discarded
+        definitions = spec.get("definitions")
+        if isinstance(definitions, MutableMapping):
+            definitions["acceptance_rate"] = (
+                "(sum of accepted drafts - drafts past the requests' ends) / sum of proposed drafts: "
+                f"{COMMITTED_NOTE}; "
+                "SGLang's own spec_num_correct_drafts / spec_num_proposed_drafts is acceptance_rate_engine"
+            )
     window.details["past_end"] = {
         "discarded_drafts": discarded,
         "verify_steps": steps,
