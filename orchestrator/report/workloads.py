@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from orchestrator.analysis.checks import capped_share
 from orchestrator.analysis.requests import samples_frame
@@ -286,10 +286,14 @@ def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> 
                 ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=label,
                         color=colours.get(label))  # fmt: skip
         ax.set_xscale("log")
-        # Numbers at 1, 2, 3, 5 and 7 of each decade: a latency spread over less than a decade (20 to 60 ms)
-        # had no decade tick in view, and so no number on its axis.
-        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))
-        ax.xaxis.set_major_formatter(ScalarFormatter())
+        # Numbers at 1, 2, 3, 5 and 7 of each decade when the latencies span about one (20 to 60 ms had no
+        # decade tick in view, and so no number on its axis); fewer per decade the more decades they span, so
+        # the numbers never run into each other (0.002 0.003 0.005 0.007 overlapped over four decades).
+        low, high = ax.get_xlim()
+        decades = math.log10(high / low) if low > 0 and high > low else 1.0
+        subs = (1.0, 2.0, 3.0, 5.0, 7.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(f"{title} (ms, log scale)", fontsize=10)
         ax.set_ylabel("share of samples at or below", fontsize=10)

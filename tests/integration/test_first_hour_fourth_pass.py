@@ -432,3 +432,36 @@ def test_validate_reports_the_checks_across_sections_with_the_values_refused(tmp
     ):
         assert f"invalid {path}:{where}" in proc.stderr, (where, proc.stderr)
     assert f"{path}: 7 errors" in proc.stderr, proc.stderr
+
+
+# -- 13. the latency axes' numbers never overlap --------------------------------------------------------------
+
+
+def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> None:
+    """The report's latency CDFs of a run the CLI made (inter-token latencies spread over several decades):
+    no two numbers of an axis overlap; before, 1, 2, 3, 5 and 7 of every decade were labelled whatever the
+    span, and ``0.002 0.003 0.005 0.007`` ran into each other."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from orchestrator.analysis import analyse
+    from orchestrator.analysis import requests as request_samples
+    from orchestrator.report import workloads
+
+    analysis = analyse(grid.run_dir)
+    samples = request_samples.samples_frame(analysis.path, analysis.run.windows)
+    spans = []
+    for load in sorted(set(analysis.frame["load_label"])):
+        figure = workloads.latency_cdfs(analysis, samples, load)
+        assert figure is not None, load
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+        for ax in figure.axes:
+            low, high = ax.get_xlim()
+            spans.append(high / low)
+            shown = [t for t in ax.xaxis.get_ticklabels() if t.get_visible() and t.get_text()]
+            inside = [t for t in shown if low <= t.get_position()[0] <= high]
+            boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in inside]
+            for (a, box_a), (b, box_b) in zip(boxes, boxes[1:], strict=False):
+                assert not box_a.overlaps(box_b), (load, a, b)
+    assert max(spans) > 100, spans  # some axis spans more than two decades: the case that overlapped
