@@ -4,6 +4,7 @@ counts, estimates and small things a new user meets."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -383,7 +384,7 @@ def test_the_host_lock_is_the_servers_port_not_the_experiments_name(tmp_path: Pa
         local_leftovers_restored(home, first, twin, other),
         started_cli("sweep", str(first), "--results", str(results), env=env) as running,
     ):
-        run = wait_until(lambda: (run_dirs(results, "twin") or [None])[0], timeout=60)
+        run = wait_until(lambda: next(iter(run_dirs(results, "twin")), None), timeout=60)
         wait_until(lambda: records(run), timeout=120)  # the first sweep holds its port and measures
         beside = run_cli("sweep", str(twin), "--results", str(tmp_path / "results-twin"), env=env, timeout=300)
         refused = run_cli("sweep", str(other), "--results", str(tmp_path / "results-other"), env=env, timeout=300)
@@ -449,6 +450,7 @@ def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> Non
     from orchestrator.report import workloads
 
     analysis = analyse(grid.run_dir)
+    assert analysis.run.windows is not None
     samples = request_samples.samples_frame(analysis.path, analysis.run.windows)
     spans = []
     for load in sorted(set(analysis.frame["load_label"])):
@@ -462,6 +464,6 @@ def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> Non
             shown = [t for t in ax.xaxis.get_ticklabels() if t.get_visible() and t.get_text()]
             inside = [t for t in shown if low <= t.get_position()[0] <= high]
             boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in inside]
-            for (a, box_a), (b, box_b) in zip(boxes, boxes[1:], strict=False):
+            for (a, box_a), (b, box_b) in itertools.pairwise(boxes):
                 assert not box_a.overlaps(box_b), (load, a, b)
     assert max(spans) > 100, spans  # some axis spans more than two decades: the case that overlapped
