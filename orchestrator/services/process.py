@@ -75,6 +75,12 @@ fi
 if [ -s {exit_file} ]; then echo "exit $(cat {exit_file})"; else echo gone; fi
 """
 
+# "alive" when a process other than a zombie has process group {pgid} (/proc/PID/stat after the command's ") ":
+# state, ppid, pgrp).
+_GROUP_ALIVE = """awk '{{ sub(/.*[)] /, ""); if ($1 != "Z" && $3 == {pgid}) {{ print "alive"; exit }} }}' \\
+/proc/[0-9]*/stat 2>/dev/null; true
+"""
+
 # The process the pid file names, as "pid start", if it is alive and is this service's wrapper (its command
 # line holds the pid file's path); nothing otherwise. A run killed between starting the server and recording
 # it in the marker leaves only the pid file (the wrapper writes it first thing): this finds that server.
@@ -319,19 +325,26 @@ class ProcessService:
     # -- stopping, restore, leftovers ----------------------------------------------------------------------
 
     def _stop(self, process: dict[str, Any]) -> None:
-        """TERM the process group, wait up to stop_timeout, then KILL it."""
+        """TERM the process group, wait up to stop_timeout until none of it is left, then KILL it. The whole
+        group, not its leader only: children outlive it (SGLang's scheduler and detokenizer exit seconds after
+        its launcher, holding the server's port meanwhile)."""
         pid = int(process["pid"])
-        if self._probe(process) != "alive":
+        if self._probe(process) != "alive":  # its group id may be another's by now: not touched
             return
         self.host.run(f"kill -TERM -{pid} 2>/dev/null; true")
         deadline = time.monotonic() + self.stop_timeout
         delay = 0.05
         while time.monotonic() < deadline:
-            if self._probe(process) != "alive":
+            if self._probe(process) != "alive" and not self._group_alive(pid):
                 return
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
         self.host.run(f"kill -KILL -{pid} 2>/dev/null; true")
+
+    def _group_alive(self, pgid: int) -> bool:
+        """Whether a process of group ``pgid`` (the server's session: setsid made its leader's pid the group's id)
+        is still running; zombies waiting for their parent to reap them are not."""
+        return self.host.run(_GROUP_ALIVE.format(pgid=int(pgid))).stdout.strip() == "alive"
 
     def _stop_current(self) -> None:
         if self._current is not None:

@@ -292,3 +292,38 @@ def test_the_environment_reaches_the_server_alone_even_a_path_or_ifs(tmp_path: P
         assert not (tmp_path / "envs.launch").exists()  # removed although the PATH has no rm
     finally:
         service.restore()
+
+
+def test_stopping_waits_for_the_whole_process_group_not_its_leader(tmp_path: Path) -> None:
+    # A real SGLang's scheduler and detokenizer exit seconds after its launcher, holding the server's port: the
+    # service said it had stopped while they still listened (issue 47). The child here takes 2 s after TERM.
+    service = ProcessService(LocalHost(), "lingering", state_dir=str(tmp_path), stop_timeout=10)
+    script = tmp_path / "linger.sh"
+    script.write_text("(trap 'sleep 2; exit 0' TERM; while :; do sleep 0.1; done) &\nexec sleep 60\n")
+    try:
+        service.apply(dep(f"/bin/sh {script}"))
+        leader = service.state().main_pid
+        assert leader is not None
+        deadline = time.monotonic() + 10
+        while len(group := pgrep_group(leader)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(group) >= 2, group
+        started = time.monotonic()
+        service.restore()
+        assert pgrep_group(leader) == [], "a process of the server's group outlived its stop"
+        assert time.monotonic() - started >= 1.5  # it waited for the lingering child
+    finally:
+        service.restore()
+
+
+def pgrep_group(pgid: int) -> list[int]:
+    """The group's processes that are not zombies."""
+    out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out if Path(f"/proc/{p}/stat").exists() and not _zombie(int(p))]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
