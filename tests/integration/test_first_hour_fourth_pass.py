@@ -467,3 +467,19 @@ def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> Non
             for (a, box_a), (b, box_b) in itertools.pairwise(boxes):
                 assert not box_a.overlaps(box_b), (load, a, b)
     assert max(spans) > 100, spans  # some axis spans more than two decades: the case that overlapped
+
+
+# -- 14. the ETA says what it stands on ---------------------------------------------------------------------------
+
+
+def test_the_sweeps_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> None:
+    """A first run's ETA stands on the file's guesses and says so (with the figures it took); a later run's on
+    the earlier runs, and says so; before, the ETA was a bare figure, whatever it came from."""
+    first = (flaky.sweep.stderr + flaky.sweep.stdout).splitlines()
+    line = next(text for text in first if "points to measure" in text)
+    assert "(from server.expected_load_time 1 s per start and expected_tokens_per_second 50 per user" in line, line
+    results = flaky.run_dir.parent.parent
+    with local_leftovers_restored(flaky.home, flaky.path):
+        again = run_cli("sweep", str(flaky.path), "--results", str(results), env=cli_env(flaky.home), timeout=300)
+    line = next(text for text in (again.stderr + again.stdout).splitlines() if "points to measure" in text)
+    assert re.search(r"ETA \S+ \(learned from \d+ earlier run\(s\): ", line), line
