@@ -72,7 +72,7 @@ from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.quoting import visible
-from orchestrator.runs.plausible import within_plan
+from orchestrator.runs.planned import within_plan
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
 __all__ = [

@@ -10,22 +10,16 @@ record and every reader of ``records.jsonl`` see the same rule), instead of reac
   most :data:`MAX_FIGURE` in size (a microsecond timestamp is 1.8e15; ``1e308`` is no measurement);
 - the headline figures (:data:`COUNTED`) are not negative: a count, a duration, a rate or a length.
 
-A record of a point its run never planned (a line added to records.jsonl by hand or by another tool) is left
-out of the analysis, as a skipped line that says so (:func:`within_plan`): counted, it made "9 ok of 8
-planned" and a point row no plan names.
+A record of a point its run never planned is left out by orchestrator/runs/planned.py.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from orchestrator.runs.record import Record
-    from orchestrator.runs.store import SkippedLine
-
-__all__ = ["COUNTED", "MAX_FIGURE", "impossible_figure", "within_plan"]
+__all__ = ["COUNTED", "MAX_FIGURE", "impossible_figure"]
 
 #: The largest number a record may hold anywhere in its figures.
 MAX_FIGURE = 1e18
@@ -81,40 +75,3 @@ def impossible_figure(sections: dict[str, Any]) -> str | None:
                 if isinstance(figure, int | float) and not isinstance(figure, bool) and figure < 0:
                     return f"{section}.{key} is {figure!r}: a count, duration or rate is never negative"
     return None
-
-
-def within_plan(
-    records: list[Record], plan: dict[str, Any], kind: str | None
-) -> tuple[list[Record], list[SkippedLine]]:
-    """``records`` without those of a point ``plan`` does not hold, and a skipped line for each left out.
-
-    Only a sweep's plan names every point it measures (a search deploys what its strategy proposes; a baseline
-    reused from an earlier run, ``baseline_source``, left the plan); a run without a plan keeps every record."""
-    from orchestrator.runs.store import SkippedLine
-
-    deployments = plan.get("deployments") if isinstance(plan, dict) else None
-    if kind not in (None, "sweep") or not isinstance(deployments, list) or not deployments:
-        return records, []
-    planned = {
-        point.get("id")
-        for dep in deployments
-        if isinstance(dep, dict)
-        for point in dep.get("load_points") or []
-        if isinstance(point, dict)
-    }
-    planned.update(plan.get("decide_point_ids") or [])  # the rounds of load.decide (orchestrator/plan/deciding.py)
-    kept: list[Record] = []
-    outside: list[SkippedLine] = []
-    for record in records:
-        if record.point_id in planned or record.baseline_source:
-            kept.append(record)
-            continue
-        outside.append(
-            SkippedLine(
-                0,
-                f"a record of point {record.point_id!r} (deployment {record.deployment_id!r}, host "
-                f"{record.host!r}), which plan.json does not hold: left out of every count",
-                f"{record.variant} {record.params}",
-            )
-        )
-    return kept, outside
