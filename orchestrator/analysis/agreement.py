@@ -50,6 +50,7 @@ from orchestrator.analysis.roles import finite
 
 __all__ = [
     "MIN_WINDOW_LINES",
+    "SUMMED_COLUMNS",
     "UNTIMED_ROUND_SLACK",
     "AcceptLenSources",
     "TokenCount",
@@ -57,6 +58,7 @@ __all__ = [
     "disagreements",
     "record_disagreements",
     "token_counts",
+    "window_token_columns",
 ]
 
 # Below this many metric lines in a window, its ramp-up and drain intervals dominate the server's throughput.
@@ -84,26 +86,62 @@ class TokenCount:
     extra: float = 0.0
 
 
+#: Each source's tokens over one window (and its seconds, bound and rounds), computed on each window's row
+#: (orchestrator/analysis/frame.py) and added up over a point's windows where the analysis pools them
+#: (repeats, load.decide's rounds: orchestrator/analysis/intervals.py), as the client's ``output_tokens`` is:
+#: a point of several windows compares sums with sums, never one window's count with all windows' tokens.
+SUMMED_COLUMNS = (
+    "source_client_s",
+    "source_prom_tokens",
+    "source_prom_s",
+    "source_journal_tokens",
+    "source_journal_bound",
+    "source_journal_s",
+    "source_journal_rounds",
+)
+
+
+def window_token_columns(row: dict[str, Any]) -> dict[str, float | None]:
+    """One window's :data:`SUMMED_COLUMNS` from its row's raw figures."""
+    prom = finite(row.get("prom_details_generated"))
+    journal = _journal_window(row)
+    return {
+        "source_client_s": finite(row.get("duration_s")),
+        "source_prom_tokens": prom,
+        "source_prom_s": finite(row.get("prom_elapsed_s")) if prom is not None else None,
+        "source_journal_tokens": journal[0] if journal else None,
+        "source_journal_bound": journal[1] if journal else None,
+        "source_journal_s": journal[2] if journal else None,
+        "source_journal_rounds": journal[3] if journal else None,
+    }
+
+
 def token_counts(row: dict[str, Any]) -> list[TokenCount]:
-    """Each source's output tokens over its own window (see the module docstring for the windows)."""
+    """Each source's output tokens over its own window (see the module docstring for the windows), added up
+    over the point's windows."""
+    sums = row if "source_prom_tokens" in row else window_token_columns(row)
     out: list[TokenCount] = []
     client = finite(row.get("output_tokens"))
     if client is not None:
         failed = (finite(row.get("errors")) or 0) + (finite(row.get("cancelled")) or 0)
         cap = finite(row.get("max_tokens")) or 0
-        duration = finite(row.get("duration_s"))
+        duration = finite(sums.get("source_client_s"))
         out.append(TokenCount("client", client, 0.0, duration, "the load (first dispatch to last end)", failed * cap))
-    generated = finite(row.get("prom_details_generated"))
+    generated = finite(sums.get("source_prom_tokens"))
     if generated is not None:
-        elapsed = finite(row.get("prom_elapsed_s"))
+        elapsed = finite(sums.get("source_prom_s"))
         out.append(TokenCount("prometheus", generated, 0.0, elapsed, "the scrapes before and after the load"))
-    journal = _journal_tokens(row)
-    if journal is not None:
-        out.append(journal)
+    tokens = finite(sums.get("source_journal_tokens"))
+    if tokens is not None:
+        seconds = finite(sums.get("source_journal_s"))
+        rounds = finite(sums.get("source_journal_rounds")) or 0
+        how = f"{rounds:.0f} stats rounds, {seconds or 0:.2f} s"
+        out.append(TokenCount("journal", tokens, finite(sums.get("source_journal_bound")) or 0.0, seconds, how))
     return out
 
 
-def _journal_tokens(row: dict[str, Any]) -> TokenCount | None:
+def _journal_window(row: dict[str, Any]) -> tuple[float, float, float, float] | None:
+    """One window's (tokens, bound, seconds, rounds) from vLLM's stats rounds; None for another engine's log."""
     rate = finite(row.get("server_gen_throughput"))
     rounds = finite(row.get("server_details_log_rounds"))
     if rate is None or not rounds:
@@ -114,10 +152,13 @@ def _journal_tokens(row: dict[str, Any]) -> TokenCount | None:
     if not interval:
         return None
     seconds = rounds * interval
-    how = f"{rounds:.0f} stats rounds of {interval:.2f} s"
     tokens = rate * seconds
     bound = GEN_HALF * engines * seconds + UNTIMED_ROUND_SLACK * tokens
-    return TokenCount("journal", tokens, bound, seconds, how)
+    return tokens, bound, seconds, rounds
+
+
+def _has_journal_tokens(row: dict[str, Any]) -> bool:
+    return any(count.source == "journal" for count in token_counts(row))
 
 
 def token_disagreements(row: dict[str, Any]) -> list[tuple[TokenCount, TokenCount, float]]:
@@ -151,7 +192,7 @@ def disagreements(row: dict[str, Any], tolerance: float) -> list[tuple[str, str]
     pairs = [("accept length", "client_accept_len", "server_accept_len")]
     if finite(row.get("prom_details_drafts")):
         pairs.append(("accept length", "prom_accept_len", "server_accept_len"))
-    if _journal_tokens(row) is None and _busy_window_comparable(row):
+    if not _has_journal_tokens(row) and _busy_window_comparable(row):
         client = "steady_output_tok_s" if finite(row.get("steady_output_tok_s")) else "output_tok_s"
         pairs.append(("throughput over the busy window (tok/s)", client, "server_gen_throughput"))
     for what, left, right in pairs:
@@ -179,7 +220,7 @@ def uncompared_throughput(row: dict[str, Any]) -> bool:
     """The server's throughput is there but no window lets it be compared with the client's."""
     if finite(row.get("server_gen_throughput")) is None:
         return False
-    return _journal_tokens(row) is None and not _busy_window_comparable(row)
+    return not _has_journal_tokens(row) and not _busy_window_comparable(row)
 
 
 def record_disagreements(row: dict[str, Any]) -> list[str]:

@@ -67,6 +67,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.agreement import window_token_columns
 from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
@@ -347,6 +348,7 @@ def _row(record: Record, variant: str, params: dict[str, Any], alias_of: str | N
     row.update(flatten_client(record.client))
     row.update(flatten_server(record.server))
     row.update(_flatten_extras(record))
+    row.update(window_token_columns(row))  # each source's tokens over this window (analysis/agreement.py)
     row.update(_placement(record))
     row["accept_len"], row["accept_len_source"], row["accept_len_exactness"] = _headline_accept_len(record, row)
     # The k the engine ran: its draft tokens per draft (orchestrator/analysis/drafts.py).

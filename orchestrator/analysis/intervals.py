@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from orchestrator.analysis.agreement import SUMMED_COLUMNS
 from orchestrator.analysis.roles import finite as _finite
 from orchestrator.load.uncertainty import INTERVAL_FIGURES
 
@@ -213,7 +214,7 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
             for column in numeric:
                 values = [_finite(r.get(column)) for r in ok]
                 present = [v for v in values if v is not None]
-                if column in COUNT_COLUMNS:
+                if column in COUNT_COLUMNS or column in SUMMED_COLUMNS:
                     base[column] = sum(present) if present else None
                 elif present:
                     base[column] = float(np.mean(present))

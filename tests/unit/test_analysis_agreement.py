@@ -21,6 +21,7 @@ from orchestrator.analysis.agreement import (
     token_counts,
 )
 from orchestrator.analysis.compare import add_baseline_comparisons
+from orchestrator.analysis.intervals import aggregate_windows
 from orchestrator.analysis.roles import BaselineRoles, annotate
 from orchestrator.runs.store import Record
 
@@ -189,3 +190,26 @@ def test_accept_length_by_source() -> None:
     assert set(only.values) == {"journal", "prometheus", "responses"}
     assert only.spread == 0
     assert only.used == "journal"
+
+
+def _repeats(variant: str, params: dict[str, Any], real: dict[str, Any], n: int) -> list[Record]:
+    """The same point measured ``n`` times (load.repeats, load.decide's rounds): a window each."""
+    return [
+        _real_point(variant, params, **real).model_copy(update={"repeat": i, "point_id": f"p-{variant}-4-r{i}"})
+        for i in range(1, n + 1)
+    ]
+
+
+def test_a_point_of_several_windows_compares_sums_with_sums() -> None:
+    # Pooled, the client's output_tokens is the windows' sum: the counter's and the log's tokens are summed with
+    # it (a point of three windows read client 1323 against /metrics 441 and warned at every repeated load).
+    records = _repeats("autoregressive", {}, AR, 1) + _repeats("ngram", {"k": 2}, NGRAM, 3)
+    frame, _params = tidy_frame(records)
+    pooled = aggregate_windows(frame)
+    ngram = next(r for r in pooled.to_dict("records") if r["variant"] == "ngram")
+    assert ngram["windows"] == 3
+    counts = {c.source: c for c in token_counts({str(k): v for k, v in ngram.items()})}
+    assert counts["client"].tokens == counts["prometheus"].tokens == 3 * 441
+    assert counts["journal"].tokens == pytest.approx(3 * 440.9, abs=0.2)
+    assert counts["journal"].window_s == pytest.approx(3 * 8.0268, abs=1e-3)
+    assert disagreements({str(k): v for k, v in ngram.items()}, 0.25) == []
