@@ -390,7 +390,7 @@ def answer_of(analysis: Analysis) -> Answer:
 def _fingerprint(run_dir: Path) -> list[Any]:
     """What the answer was made from: each input file's size and modification time."""
     out: list[Any] = []
-    for name in ("records.jsonl", "experiment.yaml", "plan.json", "run.json"):
+    for name in ("records.jsonl", "experiment.yaml", "plan.json", "run.json", "layout.json"):
         try:
             stat = (run_dir / name).stat()
         except OSError:

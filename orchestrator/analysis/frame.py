@@ -73,6 +73,7 @@ from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
 from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.quoting import visible
+from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.planned import within_plan
 from orchestrator.runs.store import Record, RunInfo, RunStore, SkippedLine
 
@@ -170,17 +171,9 @@ class RunData:
         points = self.info.points or {}
         if self.info.kind == "search" and isinstance(points.get("planned"), int):
             return int(points["planned"])
-        keys = set()
-        for deployment in self.plan.get("deployments", []):
-            if not isinstance(deployment, dict):
-                continue
-            config = deployment.get("config_hash") or deployment.get("id")
-            for point in deployment.get("load_points", []):
-                if isinstance(point, dict):
-                    keys.add(
-                        (config, point.get("mode"), point.get("concurrency"), point.get("rate"), point.get("workload"))
-                    )
-        return len(keys)
+        # Once per target for a deployment measured per target (a baseline on each GPU slot or host of a pool),
+        # as layout.json records what the run's slots ran (orchestrator/runs/layout.py).
+        return planned_points(self.plan, read_layout(self.path))
 
 
 def _shown(record: Record) -> Record:

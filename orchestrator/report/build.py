@@ -153,7 +153,7 @@ def _run_lines(analysis: Analysis) -> list[str]:
         f"started {info.started_at}, ended {info.ended_at or '(not ended)'}; host(s): {hosts}.",
         f"{statuses['ok']} points ok, {statuses['degraded']} degraded, {statuses['failed']} failed, "
         f"{statuses['skipped']} skipped; "
-        f"{analysis.run.planned_points} points planned per host.",
+        f"{analysis.run.planned_points} points planned.",
     ]
     if info.state != "done":
         lines.append(f"This run is {info.state}: the figures show only the points it finished.")

@@ -84,3 +84,37 @@ class PointCount:
     def _where(self, record: Record) -> tuple[str, _Key]:
         key = _key(record.config_hash, record.mode, record.concurrency, record.rate, getattr(record, "workload", None))
         return (record.host if record.baseline or not self._pooled else "", key)
+
+
+def targets_per_deployment(schedule: Any) -> dict[str, list[str]]:
+    """Deployment id -> the targets that measure it, for each deployment ``schedule`` has measured per target
+    (a baseline on each GPU slot of ``slots.baselines: per-slot`` or each host of a pool): this layout's and
+    those the resumed run finished it on. {} when every deployment is measured once."""
+    targets_of = getattr(schedule, "targets_of", None)  # GPU slots: the slots of the deployment's phases
+    if not schedule.pooled and not callable(targets_of):
+        return {}
+    out: dict[str, list[str]] = {}
+    for deployment in schedule.plan.deployments:
+        if not deployment.baseline:
+            continue
+        now = targets_of(deployment) if callable(targets_of) else list(schedule.targets)
+        ids = {p.id for p in deployment.load_points}
+        before = sorted({t for t, point in schedule.final if point in ids})
+        out[deployment.id] = list(dict.fromkeys([*now, *before]))
+    return out
+
+
+def record_planned(run_dir: Any, schedule: Any) -> int | None:
+    """Record what ``schedule``'s targets measure in the run's ``layout.json`` (orchestrator/runs/layout.py) and
+    return the run's planned points counted from it and the plan, as the answer counts them; None for a search
+    (its strategy, not the plan, decides what it measures: its own count stands)."""
+    from orchestrator.runs.layout import planned_points, record_layout
+    from orchestrator.sweep.searching import SearchSchedule
+
+    if isinstance(schedule, SearchSchedule):
+        return None
+    try:
+        layout = record_layout(run_dir, targets_per_deployment(schedule))
+    except OSError:  # a run directory that cannot be written: the schedule's own count
+        return None
+    return planned_points(schedule.plan.to_json_dict(), layout)

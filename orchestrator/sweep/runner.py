@@ -68,7 +68,7 @@ from orchestrator.sweep.frame import RunEnd, RunFrame, StopSignal
 from orchestrator.sweep.measure import Measured, PointMeasurer, new_record, window_restart
 from orchestrator.sweep.opening import OpenedRun, OpenOptions, open_run
 from orchestrator.sweep.overlap import OverlapWatch, merged
-from orchestrator.sweep.pointcount import PointCount
+from orchestrator.sweep.pointcount import PointCount, record_planned
 from orchestrator.sweep.policy import FailureTracker
 from orchestrator.sweep.remeasure import REMEASURED, configuration, configuration_changed, first_of_two
 from orchestrator.sweep.schedule import Schedule
@@ -553,6 +553,7 @@ class SweepState:
         #: Points as the answer counts them (a configuration at a load, its repeats combined): what the live
         #: progress line counts.
         self.points = PointCount(plan, self.schedule.total_points, pooled=self.pooled)
+        self.points.total = record_planned(store.path, self.schedule) or self.points.total  # layout.json
         self.points.add_all(r for key, r in self.resume.latest.items() if key in self.resume.final)
         #: provenance.json: how the run was made, kept up to date as deployments start.
         self.provenance = ProvenanceLog(store, experiment.source)

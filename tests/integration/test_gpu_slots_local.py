@@ -98,3 +98,33 @@ def test_a_second_simulator_on_a_taken_gpu_fails_its_start_with_cudas_out_of_mem
         first.terminate()
         first.wait(timeout=30)
     assert json.loads(state.read_text())["holders"] == []  # its GPU freed when it stopped
+
+
+def test_per_slot_baselines_are_planned_once_per_slot_and_every_output_counts_alike(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """Issue 49: the baseline measured on each of two slots is a point per slot; the answer took "planned" from
+    plan.json (each point once: "4 points ok (of 3 planned)"). The run records its layout and every output
+    counts from it."""
+    path = tmp_path / "slots.yaml"
+    path.write_text(EXPERIMENT.format(port=unused_tcp_port))
+    env = cli_env(
+        tmp_path,
+        FAKE_GPU_STATE=str(tmp_path / "gpus.json"),
+        FAKE_GPUS="8",
+        PATH=f"{STUB_DIR}{os.pathsep}{os.environ['PATH']}",
+    )
+    results = tmp_path / "results"
+    proc = run_cli("sweep", str(path), "--results", str(results), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = next((results / "local-slots").iterdir())
+    layout = json.loads((run_dir / "layout.json").read_text())["per_target"]
+    assert list(layout.values()) == [["local/gpu0", "local/gpu1"]]  # the baseline, on both slots
+    answer = json.loads((run_dir / "answer.json").read_text())["counts"]
+    run = json.loads((run_dir / "run.json").read_text())["points"]
+    # autoregressive on gpu0 and on gpu1, linear(k=2) and linear(k=4) once each.
+    assert answer["planned"] == answer["ok"] == 4, answer
+    assert run == {"planned": 4, "ok": 4, "failed": 0}
+    shown = run_cli("report", str(run_dir), "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "4 points planned." in (run_dir / "report.md").read_text()
