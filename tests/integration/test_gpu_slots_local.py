@@ -128,3 +128,42 @@ def test_per_slot_baselines_are_planned_once_per_slot_and_every_output_counts_al
     shown = run_cli("report", str(run_dir), "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     assert "4 points planned." in (run_dir / "report.md").read_text()
+
+
+def test_a_resume_with_fewer_gpus_counts_the_earlier_slots_baselines_in_every_output(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """Issue 49: opened on four GPUs (``gpus: auto``), interrupted once the four slots' baselines are in, resumed on
+    two: the answer took "planned" from plan.json (7: the baseline once) and run.json from the resumed layout
+    (8: the baseline on two slots) while 10 points were ok (the baseline on four slots, six configurations)."""
+    import signal
+
+    from tests.reliability.harness import started_cli, wait_until
+
+    text = EXPERIMENT.format(port=unused_tcp_port).replace("gpus: 8", "gpus: auto")
+    path = tmp_path / "slots.yaml"
+    path.write_text(text.replace("k: [2, 4]", "k: [2, 3, 4, 5, 6, 7]").replace("requests: 2", "requests: 6"))
+    env = cli_env(
+        tmp_path, FAKE_GPU_STATE=str(tmp_path / "gpus.json"), PATH=f"{STUB_DIR}{os.pathsep}{os.environ['PATH']}"
+    )
+    results = tmp_path / "results"
+    with started_cli("sweep", str(path), "--results", str(results), env={**env, "FAKE_GPUS": "4"}) as proc:
+
+        def baselines_in() -> bool:
+            found = list(results.glob("local-slots/*/records.jsonl"))
+            return bool(found) and len(found[0].read_text().splitlines()) >= 4
+
+        assert wait_until(baselines_in, timeout=120)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=120)
+    run_dir = next((results / "local-slots").iterdir())
+    before = {r["host"] for r in records(run_dir) if r["variant"] == "autoregressive"}
+    assert before == {f"local/gpu{i}" for i in range(4)}
+    proc2 = run_cli("sweep", str(path), "--results", str(results), "--resume", "latest", env={**env, "FAKE_GPUS": "2"})
+    assert proc2.returncode == 0, proc2.stderr
+    ok = len({(r["host"] if r["baseline"] else "", r["point_id"]) for r in records(run_dir) if r["status"] == "ok"})
+    answer = json.loads((run_dir / "answer.json").read_text())["counts"]
+    run = json.loads((run_dir / "run.json").read_text())["points"]
+    assert ok == 10
+    assert answer["planned"] == answer["ok"] == 10, answer
+    assert run == {"planned": 10, "ok": 10, "failed": 0}
