@@ -77,8 +77,11 @@ _RUNNING = {"active", "activating", "reloading"}
 _CURSOR_PREFIX = "-- cursor: "
 
 
+_HEADER_PREFIX = "# Written by specsweep for deployment "
+
+
 def _header(deployment: Deployment) -> str:
-    return f"# Written by specsweep for deployment {sanitize_comment(deployment.id)}; `specsweep restore` removes it.\n"
+    return f"{_HEADER_PREFIX}{sanitize_comment(deployment.id)}; `specsweep restore` removes it.\n"
 
 
 def secret_environment_file(unit: str, secret_dir: str = SECRET_DIR) -> str:
@@ -522,11 +525,38 @@ class SystemdService:
         write_json(self.host, self.marker_path, marker)
         self._marker_ready = True
 
+    def _own_dropin(self) -> str | None:
+        """The deployment the drop-in at ``dropin_path`` names when specsweep wrote it (its file name and its first
+        line, ``_header``), else None: how a drop-in is found whose marker is gone (a controller killed while it
+        wrote the marker, the marker removed by hand)."""
+        if self.mode != "dropin":
+            return None
+        first = self.host.run(f"head -n 1 -- {shell_quote(self.dropin_path)} 2>/dev/null; true").stdout
+        line = first.splitlines()[0] if first.strip() else ""
+        if not line.startswith(_HEADER_PREFIX):
+            return None
+        return line[len(_HEADER_PREFIX) :].split(";", 1)[0].strip() or "?"
+
+    def _restore_unmarked(self) -> bool:
+        """Without a marker: remove a drop-in of ours (``_own_dropin``) and its secrets, and stop the unit, which
+        runs our configuration (the state before the run is unknown without the marker: it is left stopped)."""
+        if self._own_dropin() is None:
+            return False
+        q, u = shell_quote, shell_quote(self.unit)
+        self.host.run(f"systemctl stop {u}", timeout=self.stop_timeout)
+        self.host.run(
+            f"set -e\nrm -f -- {q(self.dropin_path)}\nrmdir -- {q(self.dropin_dir)} 2>/dev/null || true\n"
+            f"systemctl daemon-reload\nrm -f -- {q(self.secret_file)}\n"
+            f"rmdir -- {q(self.secret_dir)} 2>/dev/null || true\n"
+            f"systemctl reset-failed {u} 2>/dev/null || true\n"
+        ).check(f"removing specsweep's drop-in of {self.unit}", host=self.host.name)
+        return True
+
     def restore(self) -> bool:
         marker = read_json(self.host, self.marker_path)
         if marker is None:
             self._marker_ready = False
-            return False
+            return self._restore_unmarked()
         q, u = shell_quote, shell_quote(self.unit)
         prior = marker.get("prior", {})
         running = bool(prior.get("running"))
@@ -568,25 +598,33 @@ class SystemdService:
         lock = self._lock.read()
         if lock is not None and self._lock.held and lock.get("token") == self._lock.token:
             lock = None
-        if marker is None and lock is None:
+        unmarked = self._own_dropin() if marker is None and not self._marker_ready else None
+        if marker is None and lock is None and unmarked is None:
             return None
         stale, why = lock_is_stale(lock) if lock and not lock.get("corrupt") else (True, "")
         files = [self.marker_path] if marker else []
         if marker:
             files.append(self.unit_path if marker.get("mode") == "unit" else self.dropin_path)
+        details = [why] if lock and why else []
+        if unmarked is not None:
+            files.append(self.dropin_path)
+            details.append(
+                f"specsweep's drop-in {self.dropin_path} (deployment {unmarked}) without its marker: restore removes "
+                "it and stops the unit (its state before the run is unknown)"
+            )
         return Leftover(
             host=self.host.name,
             service=self.unit,
             marker=marker,
             lock=lock,
             lock_stale=stale,
-            detail=why if lock else "",
+            detail="; ".join(details),
             files=files,
         )
 
     def recover(self) -> Leftover | None:
         leftover = self.find_leftovers()
-        if leftover is None or leftover.marker is None:
+        if leftover is None or (leftover.marker is None and self.dropin_path not in leftover.files):
             return None
         self.restore()
         return leftover
