@@ -1,0 +1,98 @@
+"""`ls` of a run without a current answer.json (issue 49, scale): its counts come from the records' identities
+and statuses alone (``orchestrator/analysis/quickcounts.py``), not from an answer made per run (101 CPU s for a
+listing at 19,800 points), and they are the answer's counts: last attempts, windows of one point combined,
+degraded points, records outside the plan, and a line it cannot read surely falls back to the answer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.analysis import answer as answer_module
+from orchestrator.analysis.answer import answer
+from orchestrator.analysis.quickcounts import quick_counts
+from orchestrator.cli.app import main
+
+RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
+
+
+def _run(tmp_path: Path, name: str = "sim-demo") -> Path:
+    return shutil.copytree(RUNS / name, tmp_path / "results" / name / "20260101T000000Z-aaaaaa")
+
+
+def _records(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+def _append(run: Path, *records: dict[str, Any]) -> None:
+    with (run / "records.jsonl").open("a", encoding="utf-8") as stream:
+        for record in records:
+            stream.write(json.dumps(record) + "\n")
+
+
+@pytest.mark.parametrize("name", ["sim-demo", "field-report", "clean"])
+def test_the_quick_counts_are_the_answers_counts(tmp_path: Path, name: str) -> None:
+    run = _run(tmp_path, name)
+    assert quick_counts(run) == answer(run).counts.to_dict()
+
+
+def test_last_attempts_windows_degraded_and_records_outside_the_plan(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    first, second, third = _records(run)[1:4]
+    # A later attempt of a point that failed: the point counts failed.
+    _append(run, {**first, "status": "failed", "error": {"kind": "server_died", "message": "gone"}})
+    # A point that lost 6 of its 16 requests: degraded (checks.degraded_requests 0.10).
+    _append(run, {**second, "client": {**second["client"], "errors": 6, "completed": 10}})
+    # A record of a point the plan does not hold: left out of every count.
+    _append(run, {**third, "point_id": "p-not-planned", "status": "failed"})
+    # A second window of an ok point (load.decide's round) that failed: a point of its own, failed.
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["decide_point_ids"] = ["p-decide-1"]
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    _append(run, {**third, "point_id": "p-decide-1", "status": "failed", "error": {"kind": "timeout"}})
+    made = answer(run).counts.to_dict()
+    assert made["failed"] == 2 and made["degraded"] == 1  # the cases are the ones meant
+    assert quick_counts(run) == made
+
+
+def test_a_line_it_cannot_read_surely_gives_none_and_ls_makes_the_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path)
+    _append(run, {**_records(run)[0], "status": "finished"})  # not a status a record may have: the store skips it
+    assert quick_counts(run) is None
+    expected = answer(run).counts.to_dict()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ls", "--results", str(tmp_path / "results"), "--json"])
+    assert exit_info.value.code in (0, None)
+    (shown,) = json.loads(capsys.readouterr().out)["runs"]
+    assert {k: shown[k] for k in ("planned", "ok", "degraded", "failed")} == {
+        k: expected[k] for k in ("planned", "ok", "degraded", "failed")
+    }
+
+
+def test_ls_of_a_run_without_answer_json_makes_no_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run(tmp_path)
+    second = _records(run)[1]
+    _append(run, {**second, "client": {**second["client"], "errors": 6, "completed": 10}})
+    expected = answer(run).counts.to_dict()
+    assert not (run / answer_module.ANSWER_FILE).exists()
+
+    def refused(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("ls made the whole answer")
+
+    monkeypatch.setattr(answer_module, "answer", refused)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ls", "--results", str(tmp_path / "results"), "--json"])
+    assert exit_info.value.code in (0, None)
+    (shown,) = json.loads(capsys.readouterr().out)["runs"]
+    assert {k: shown[k] for k in ("planned", "ok", "degraded", "failed")} == {
+        k: expected[k] for k in ("planned", "ok", "degraded", "failed")
+    }
+    assert expected["degraded"] == 1
