@@ -9,15 +9,12 @@ import asyncio
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 
 from orchestrator.load.decoders import StreamFault
 from orchestrator.load.httptext import _is_page
-
-if TYPE_CHECKING:
-    from orchestrator.load.client import _Sink
 
 __all__: list[str] = []
 
@@ -109,7 +106,9 @@ class _Pipe(asyncio.Protocol):
             and hasattr(getattr(handler, "transport", None), "set_protocol")
         )
 
-    def __init__(self, handler: Any, reader: aiohttp.StreamReader | None, sink: _Sink) -> None:
+    def __init__(
+        self, handler: Any, reader: aiohttp.StreamReader | None, sink: Any
+    ) -> None:  # the client's _Sink (not imported: no circle)
         """Become the connection's protocol; with ``reader`` (the response's body reader, its headers read) take
         the body over now, else when the headers come (:meth:`head`)."""
         self.handler = handler
