@@ -291,7 +291,7 @@ class SweepProgress:
 def _started_text(event: SweepStarted) -> str:
     """The sweep's first line: what it will measure; a resume also says what is already done."""
     deployments = event.deployments if event.pending_deployments is None else event.pending_deployments
-    eta = format_duration(event.eta_seconds) + (f" ({event.eta_basis})" if event.eta_basis else "")
+    eta = format_duration(event.eta_seconds)
     if event.resumed:
         done = event.total_points - event.pending_points
         return (

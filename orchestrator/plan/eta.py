@@ -123,17 +123,6 @@ class EtaModel:
             return self.history.point_scale
         return 1.0
 
-    def basis(self, tokens_per_second: float) -> str:
-        """What the estimate stands on, to be said beside it: earlier runs, else the experiment file's guesses
-        (``server.expected_load_time`` and ``expected_tokens_per_second``), which the first deployment and the
-        first points replace as the sweep runs."""
-        if self.history is not None and self.history.known:
-            return self.history.describe()
-        return (
-            f"from server.expected_load_time {self.expected_load_seconds:g} s per start and "
-            f"expected_tokens_per_second {tokens_per_second:g} per user, until the first deployment measures them"
-        )
-
     def remaining(self, parallel: int = 1) -> float:
         with self._lock:
             total = self.remaining_loads * self._deployment_seconds()

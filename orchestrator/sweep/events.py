@@ -46,8 +46,6 @@ class SweepStarted(SweepEvent):
     resumed: bool = False
     #: The deployments that still have points to measure (all of them, but on a resume).
     pending_deployments: int | None = None
-    #: What the ETA stands on (earlier runs, or the file's guesses): ``EtaModel.basis``.
-    eta_basis: str = ""
 
 
 @dataclass(frozen=True)

@@ -557,7 +557,6 @@ def _drive(
             pending_deployments=sweep.schedule.remaining_loads(),
             eta_seconds=sweep.eta.remaining(sweep.parallel),
             resumed=opened.resumed,
-            eta_basis=sweep.eta.basis(experiment.server.expected_tokens_per_second),
         )
     )
     store.event("start", resumed=opened.resumed, hosts=sweep.hosts)

@@ -469,17 +469,22 @@ def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> Non
     assert max(spans) > 100, spans  # some axis spans more than two decades: the case that overlapped
 
 
-# -- 14. the ETA says what it stands on ---------------------------------------------------------------------------
+# -- 14. the plan's ETA says what it stands on --------------------------------------------------------------------
 
 
-def test_the_sweeps_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> None:
-    """A first run's ETA stands on the file's guesses and says so (with the figures it took); a later run's on
-    the earlier runs, and says so; before, the ETA was a bare figure, whatever it came from."""
-    first = (flaky.sweep.stderr + flaky.sweep.stdout).splitlines()
-    line = next(text for text in first if "points to measure" in text)
-    assert "(from server.expected_load_time 1 s per start and expected_tokens_per_second 50 per user" in line, line
-    results = flaky.run_dir.parent.parent
-    with local_leftovers_restored(flaky.home, flaky.path):
-        again = run_cli("sweep", str(flaky.path), "--results", str(results), env=cli_env(flaky.home), timeout=300)
-    line = next(text for text in (again.stderr + again.stdout).splitlines() if "points to measure" in text)
-    assert re.search(r"ETA \S+ \(learned from \d+ earlier run\(s\): ", line), line
+def test_the_plans_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> None:
+    """Without an earlier run the plan's ETA stands on the file's guesses and says which, with their figures;
+    with one, on what that run measured (and the guesses' ETA beside it); before, a first plan's ETA was a bare
+    figure (2h40m for a search that took 3 minutes, with nothing to say where it came from)."""
+    env = cli_env(flaky.home)
+    first = run_cli("plan", str(flaky.path), "--results", str(tmp_path / "none-yet"), env=env)
+    assert first.returncode == 0, first.stderr
+    said = " ".join(first.stdout.split())
+    assert re.search(
+        r"ETA \S+ \(the file's guesses: server.expected_load_time 1 s per start, expected_tokens_per_second 50 "
+        r"per user; a sweep learns the real figures as it runs\)",
+        said,
+    ), said
+    learned = run_cli("plan", str(flaky.path), "--results", str(flaky.run_dir.parent.parent), env=env)
+    said = " ".join(learned.stdout.split())
+    assert re.search(r"ETA \S+ \(learned from \d+ earlier run\(s\): .*; the file's guesses: ETA \S+\)", said), said

@@ -150,10 +150,12 @@ def test_the_summary_keeps_every_configuration_whole_at_80_columns(sweeps: Sweep
             assert sum(line.lstrip().startswith(f"{label} ") for line in lines) == 1, (label, table)
         assert "…" not in table, table
         assert max(len(line) for line in lines) <= 80, table
-    # The whole piped output is at most 80 columns wide (a CI log or a file), but for the paths and each error
-    # or warning finding with its advice, kept whole (one line each, for grep).
+    # The whole piped output is at most 80 columns wide (a CI log or a file), but for the paths, each error
+    # or warning finding with its advice, kept whole (one line each, for grep), and "how it was made" (its
+    # server command and arguments whole, to be copied: issue 50).
     whole = ("run directory:", "report:", "error ", "warning ")
-    lines = [line for line in _table_lines(sweeps.first.stdout) if not line.startswith(whole)]
+    made = sweeps.first.stdout.split("how it was made")[0]
+    lines = [line for line in _table_lines(made) if not line.startswith(whole)]
     assert max(len(line) for line in lines) <= 80
 
 

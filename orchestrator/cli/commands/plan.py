@@ -40,6 +40,7 @@ def render_plan(
     *,
     search: bool = False,
     in_slots: tuple[int, int, float] | None = None,
+    guesses: str = "",
 ) -> RenderableType:
     """One row per deployment (one restart each), fitted to ``width``: the configuration is never cut. With
     ``search``, the plan is the grid a search draws from, and its totals say so (the search's own come first).
@@ -71,6 +72,8 @@ def render_plan(
     eta = f"ETA {format_duration(totals['eta_seconds'])}"
     if history is not None and history.known:
         eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the file's guesses: {eta})"
+    elif guesses:  # what a first run's ETA stands on, and that the sweep replaces it by what it measures
+        eta = f"{eta} (the file's guesses: {guesses}; a sweep learns the real figures as it runs)"
     restarts = f"{totals['restarts']} restarts"
     if in_slots is not None:
         count, slots, seconds = in_slots
@@ -174,7 +177,13 @@ def plan(
         from orchestrator.cli.slotview import slot_totals
 
         in_slots = slot_totals(experiment, shown)
-    console.print(render_plan(shown, history, console.width, search=cost is not None, in_slots=in_slots))
+    guesses = (
+        f"server.expected_load_time {experiment.server.expected_load_time:g} s per start, "
+        f"expected_tokens_per_second {experiment.server.expected_tokens_per_second:g} per user"
+    )
+    console.print(
+        render_plan(shown, history, console.width, search=cost is not None, in_slots=in_slots, guesses=guesses)
+    )
     if decide is not None:
         console.print(escape(decide.lead()), soft_wrap=True)
     if experiment.gpu_slots:  # GPU slots: what runs where, and the time before and after packing
