@@ -538,17 +538,23 @@ class SystemdService:
         return line[len(_HEADER_PREFIX) :].split(";", 1)[0].strip() or "?"
 
     def _restore_unmarked(self) -> bool:
-        """Without a marker: remove a drop-in of ours (``_own_dropin``) and its secrets, and stop the unit, which
-        runs our configuration (the state before the run is unknown without the marker: it is left stopped)."""
+        """Without a marker: undo a drop-in of ours (``_own_dropin``): the copy of the drop-in it replaced put back
+        when the run's backup holds one, else the drop-in removed; its secrets and the backup removed; and the
+        unit stopped, as it runs our configuration (the state before the run is unknown without the marker: it
+        is left stopped)."""
         if self._own_dropin() is None:
             return False
         q, u = shell_quote, shell_quote(self.unit)
+        saved, dropin = f"{q(self.backup_dir)}/dropin", q(self.dropin_path)
         self.host.run(f"systemctl stop {u}", timeout=self.stop_timeout)
         self.host.run(
-            f"set -e\nrm -f -- {q(self.dropin_path)}\nrmdir -- {q(self.dropin_dir)} 2>/dev/null || true\n"
+            f"set -e\nif [ -e {saved} ]; then cp -p -- {saved} {dropin}.specsweep-restore && "
+            f"mv -f -- {dropin}.specsweep-restore {dropin}\n"
+            f"else rm -f -- {dropin}; rmdir -- {q(self.dropin_dir)} 2>/dev/null || true; fi\n"
             f"systemctl daemon-reload\nrm -f -- {q(self.secret_file)}\n"
             f"rmdir -- {q(self.secret_dir)} 2>/dev/null || true\n"
             f"systemctl reset-failed {u} 2>/dev/null || true\n"
+            f"rm -rf -- {q(self.backup_dir)}; rmdir -- {q(self.state_dir)} 2>/dev/null || true\n"
         ).check(f"removing specsweep's drop-in of {self.unit}", host=self.host.name)
         return True
 

@@ -153,3 +153,30 @@ def test_doctor_passes_on_a_ready_host_and_names_what_fails(sim_unit: SimUnit, t
     assert not report.ok
     failed = {c.name: c.detail for c in report.checks if c.status == "fail"}
     assert failed == {"unit": "no-such-unit.service is not-found on the host"}
+
+
+def test_restore_finds_a_dropin_whose_marker_is_gone(sim_unit: SimUnit, tmp_path: Path) -> None:
+    """Issue 49: a controller killed while it wrote the marker (or the marker removed by hand) left specsweep's
+    drop-in and a running server; restore said "nothing to restore" and the server kept its port. The drop-in
+    names itself (50-specsweep.conf, its first line): restore removes it and stops the unit."""
+    host = sim_unit.host
+    etc_before = etc_snapshot(host)
+    _killed_run(sim_unit, sim_command(sim_unit.port, "--algorithm", "linear"))
+    dropin = f"/etc/systemd/system/{sim_unit.unit}.d/50-specsweep.conf"
+    host.admin(f"rm -f /var/lib/specsweep/{sim_unit.unit}.marker.json /var/lib/specsweep/{sim_unit.unit}.lock")
+    assert wait_for(lambda: host.admin(f"systemctl is-active {sim_unit.unit}", check=False).stdout.strip() == "active")
+    file = _experiment_file(tmp_path, host, sim_unit)
+    cli = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "restore", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "restored" in cli.stdout and "without its marker" in cli.stdout, cli.stdout
+    assert host.admin(f"test -e {dropin}", check=False).returncode != 0
+    assert host.admin(f"systemctl is-active {sim_unit.unit}", check=False).stdout.strip() != "active"
+    assert etc_snapshot(host) == etc_before
+    again = restore_experiment(load_experiment(file))
+    assert again[0].leftover is None and again[0].error is None

@@ -37,6 +37,7 @@ def test_a_dropin_of_ours_without_its_marker_is_found_and_removed_and_the_unit_s
     assert "systemctl stop sglang.service" in script
     assert f"rm -f -- {service.dropin_path}" in script
     assert "systemctl daemon-reload" in script
+    assert f"rm -rf -- {service.backup_dir}" in script  # the killed run's copies go too
     assert script.index("systemctl stop") < script.index("rm -f --")  # stopped while our drop-in describes it
 
 
