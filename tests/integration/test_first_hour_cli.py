@@ -268,7 +268,8 @@ def test_the_wrong_port_is_said_once_and_no_failure_nests_failed_in_failed(tmp_p
     # Said as it happens (the "did not start" line) and in the last line, the one a script reads; the point
     # lines and the failure policy's notice say "see above" instead of repeating it.
     assert [line for line in err if said in line] == [err[3], err[-1]], proc.stderr
-    assert err[3].startswith("ar: did not start: local: wrongport listens on port"), err
+    url_port = doc["server"]["url"].rsplit(":", 1)[1]  # the process service is named after it (issue 50)
+    assert err[3].startswith(f"ar: did not start: local: server-{url_port} listens on port"), err
     assert err[-1].startswith("specsweep: error: stopped by the failure policy: the baseline ar cannot start"), err
     assert sum("(the deployment did not start: see above)" in line for line in err) == 2, err
     assert "stopping the sweep: the baseline ar cannot start on local: see above" in err, err
