@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -34,9 +34,6 @@ from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.record import RUN_SCHEMA_VERSION
 
 __all__ = ["quick_counts"]
-
-_STATUSES = ("ok", "failed", "skipped")
-_MODES = ("concurrency", "rate")
 
 
 class _Unsure(Exception):
@@ -59,41 +56,75 @@ def _threshold(experiment: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _window(line: bytes) -> dict[str, Any] | None:
-    """The fields the counts read of one line of records.jsonl; None for a blank line (the store skips it)."""
-    text = line.strip().strip(b"\x00").strip()
-    if not text:
-        return None
-    try:
-        raw = msgspec.json.decode(text)
-    except msgspec.DecodeError as exc:
-        raise _Unsure from exc
-    if not isinstance(raw, dict) or raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
-        raise _Unsure
-    host, point_id, status, variant = (raw.get(k) for k in ("host", "point_id", "status", "variant"))
-    mode, params, workload = raw.get("mode"), raw.get("params", {}), raw.get("workload")
-    load = raw.get("concurrency") if mode == "concurrency" else raw.get("rate")
-    client = raw.get("client")
-    if not (
-        all(isinstance(v, str) for v in (host, point_id, variant))
-        and status in _STATUSES
-        and mode in _MODES
-        and isinstance(params, dict)
-        and (workload is None or isinstance(workload, str))
-        and (load is None or (isinstance(load, int | float) and not isinstance(load, bool)))
-        and (client is None or isinstance(client, dict))
-    ):
-        raise _Unsure
-    client = client or {}
-    return {
-        "key": (host, point_id),
-        "point": (host, workload or "", config_label(variant, params), mode, float(load or 0)),
-        "status": status,
-        "baseline_source": raw.get("baseline_source"),
-        "errors": client.get("errors"),
-        "cancelled": client.get("cancelled"),
-        "requests": client.get("requests"),
-    }
+class _Client(msgspec.Struct):
+    errors: Any = None
+    cancelled: Any = None
+    requests: Any = None
+
+
+class _Line(msgspec.Struct):
+    """The fields of a record the counts read, of the types the record's model allows (``runs/record.py``); the
+    rest of the line is skipped unread (in C)."""
+
+    host: str
+    point_id: str
+    status: Literal["ok", "failed", "skipped"]
+    variant: str
+    mode: Literal["concurrency", "rate"]
+    schema_version: Literal[1] = RUN_SCHEMA_VERSION  # another schema: the store refuses it, so do not count it
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    concurrency: int | None = None
+    rate: int | float | None = None
+    workload: str | None = None
+    baseline_source: Any = None
+    client: _Client | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Line)
+_NO_CLIENT = _Client()
+
+
+class _Reader:
+    """Each line of records.jsonl as the fields the counts read, configuration labels made once each."""
+
+    def __init__(self) -> None:
+        self.labels: dict[tuple[str, str], str] = {}
+
+    def window(self, line: bytes) -> _Window | None:
+        """None for a blank line (the store skips it); :class:`_Unsure` for a line not read surely."""
+        text = line.strip().strip(b"\x00").strip()
+        if not text:
+            return None
+        try:
+            raw = _DECODER.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not of its types
+            raise _Unsure from exc
+        named = (raw.variant, repr(sorted(raw.params.items())))
+        label = self.labels.get(named)
+        if label is None:
+            label = self.labels[named] = config_label(raw.variant, raw.params)
+        load = raw.concurrency if raw.mode == "concurrency" else raw.rate
+        client = raw.client or _NO_CLIENT
+        point = (raw.host, raw.workload or "", label, raw.mode, float(load or 0))
+        return _Window(
+            (raw.host, raw.point_id),
+            point,
+            raw.status,
+            raw.baseline_source,
+            client.errors,
+            client.cancelled,
+            client.requests,
+        )
+
+
+class _Window(NamedTuple):
+    key: tuple[str, str]
+    point: tuple[str, str, str, str, float]
+    status: str
+    baseline_source: Any
+    errors: Any
+    cancelled: Any
+    requests: Any
 
 
 def _planned_ids(plan: Any, kind: Any) -> set[str] | None:
@@ -112,8 +143,8 @@ def _planned_ids(plan: Any, kind: Any) -> set[str] | None:
     return planned
 
 
-def _summed(windows: list[dict[str, Any]], name: str) -> float | None:
-    present = [float(w[name]) for w in windows if isinstance(w.get(name), int | float) and w[name] == w[name]]
+def _summed(values: list[Any]) -> float | None:
+    present = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and v == v]
     return sum(present) if present else None
 
 
@@ -136,27 +167,32 @@ def quick_counts(run_dir: str | Path) -> dict[str, int] | None:
     kind = info.get("kind")
     planned_ids = _planned_ids(plan if isinstance(plan, dict) else {}, kind)
     latest: dict[tuple[str, str], dict[str, Any]] = {}
+    reader = _Reader()
     try:
         for line in bounded_lines(path / "records.jsonl"):
-            window = _window(line)
+            window = reader.window(line)
             if window is None:
                 continue
-            if planned_ids is not None and window["key"][1] not in planned_ids and not window["baseline_source"]:
+            if planned_ids is not None and window.key[1] not in planned_ids and not window.baseline_source:
                 continue
-            latest[window["key"]] = window
+            latest[window.key] = window
     except (_Unsure, OSError):
         return None
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[_Window]] = {}
     for window in latest.values():
-        groups.setdefault(window["point"], []).append(window)
+        groups.setdefault(window.point, []).append(window)
     statuses: Counter[str] = Counter()
     for windows in groups.values():
-        ok = [w for w in windows if w["status"] == "ok"]
+        ok = [w for w in windows if w.status == "ok"]
         if not ok:
-            statuses[windows[-1]["status"]] += 1
+            statuses[windows[-1].status] += 1
             continue
-        statuses.update(w["status"] for w in windows if w["status"] != "ok")
-        row = {name: _summed(ok, name) for name in ("errors", "cancelled", "requests")}
+        statuses.update(w.status for w in windows if w.status != "ok")
+        row = {
+            "errors": _summed([w.errors for w in ok]),
+            "cancelled": _summed([w.cancelled for w in ok]),
+            "requests": _summed([w.requests for w in ok]),
+        }
         lost, sent = lost_requests(row)
         statuses["degraded" if sent and lost / sent > threshold else "ok"] += 1
     points = info.get("points") if isinstance(info.get("points"), dict) else {}
