@@ -1,6 +1,7 @@
 """`specsweep ls [FILE|EXPERIMENT] [--kind KIND]`: the runs under a results root, newest last: experiment, run,
-kind, hosts, state (a playbook's PASS or FAIL; ``(resumed)`` for a run continued with --resume), points ok and failed, when it started and how long it took. The
-sweeps and searches by default; `--kind playbook` (or `search`, `sweep`, several joined by commas, `all`)."""
+kind, hosts, state (a playbook's PASS or FAIL; ``(resumed)`` for a run continued with --resume), points ok and
+failed, when it started and how long it took. The sweeps and searches by default; `--kind playbook` (or
+`search`, `sweep`, several joined by commas, `all`)."""
 
 from __future__ import annotations
 
