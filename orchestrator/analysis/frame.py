@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,8 +222,12 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         plan = {}
     commands = {d.get("id"): d.get("command") for d in plan.get("deployments", []) if isinstance(d, dict)}
     records, outside = within_plan(records, plan, store.info.kind)
+    records_total = len(records)
     chosen = records if all_attempts else list({r.key: r for r in records}.values())
-    windows, params = tidy_frame(chosen, commands=commands)
+    del records
+    # Each record let go of once its rows are made: a real sweep's record is tens of KB, and every record held
+    # beside every row and the frame made recommend of 19,800 records take 3 GB (bench/RESULTS-scale.md).
+    windows, params = tidy_frame(_consumed(chosen), commands=commands)
     checks = experiment.get("checks")
     confidence = checks.get("confidence") if isinstance(checks, dict) else None
     level = float(confidence) if isinstance(confidence, float) and 0.5 < confidence < 1 else 0.95
@@ -238,10 +242,17 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         frame=frame,
         param_columns=params,
         skipped_lines=list(store.skipped_lines) + outside,
-        records_total=len(records),
+        records_total=records_total,
         windows=windows,
         provenance=store.read_json("provenance.json"),
     )
+
+
+def _consumed(records: list[Record]) -> Iterator[Record]:
+    """``records`` in order, each dropped from the list as it is given (the list is emptied)."""
+    records.reverse()
+    while records:
+        yield records.pop()
 
 
 def load_run(path: str | Path, *, all_attempts: bool = False) -> pd.DataFrame:

@@ -250,7 +250,6 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
     run_dir = Path(run_dir)
     experiment = _run_experiment(run_dir)
     store = RunStore.open(run_dir)
-    records: list[Record] = list(ResumeState.from_records(store.records()).latest.values())
     grid = build_plan(experiment)
     plan = search_plan(experiment, grid) if uses_search(experiment) else grid
     objective = experiment.objective or ObjectiveSpec(maximize="output_tok_s")
@@ -263,6 +262,9 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
 
     the_answer = run_answer(run_dir, analysis=analysis)
     analysis = the_answer.analysis
+    # Read after the answer is made: its reading of every record is over by then, so the two are not held at
+    # once (recommend of 20,000 records: bench/RESULTS-scale.md).
+    records: list[Record] = list(ResumeState.from_records(store.records()).latest.values())
     frame = analysis.frame
     frame = frame[frame["alias_of"].isna() & frame["status"].isin(analysis.ranked_statuses)]
     level = analysis.settings.confidence
