@@ -21,6 +21,7 @@ answer's counts (``tests/unit/test_quickcounts.py`` holds them equal)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -80,7 +81,8 @@ class _Line(msgspec.Struct):
     client: _Client | None = None
 
 
-_DECODER = msgspec.json.Decoder(_Line)
+_BATCH = 2048
+_BATCH_DECODER = msgspec.json.Decoder(list[_Line])
 _NO_CLIENT = _Client()
 
 
@@ -90,15 +92,32 @@ class _Reader:
     def __init__(self) -> None:
         self.labels: dict[tuple[str, str], str] = {}
 
-    def window(self, line: bytes) -> _Window | None:
-        """None for a blank line (the store skips it); :class:`_Unsure` for a line not read surely."""
-        text = line.strip().strip(b"\x00").strip()
-        if not text:
-            return None
+    def windows(self, path: Path) -> Iterator[_Window]:
+        """Every line of ``path`` (records.jsonl) but the blank ones (the store skips them), decoded
+        :data:`_BATCH` lines at a time in one call; :class:`_Unsure` for a batch with a line not read surely."""
+        batch: list[bytes] = []
+        for line in bounded_lines(path):
+            text = line.strip().strip(b"\x00").strip()
+            if text:
+                batch.append(text)
+            if len(batch) >= _BATCH:
+                yield from self._decoded(batch)
+                batch = []
+        yield from self._decoded(batch)
+
+    def _decoded(self, batch: list[bytes]) -> Iterator[_Window]:
+        if not batch:
+            return
         try:
-            raw = _DECODER.decode(text)
+            lines = _BATCH_DECODER.decode(b"[" + b",".join(batch) + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not of its types
             raise _Unsure from exc
+        if len(lines) != len(batch):  # a line of two values (``1,2``): not one record
+            raise _Unsure
+        for raw in lines:
+            yield self.window(raw)
+
+    def window(self, raw: _Line) -> _Window:
         named = (raw.variant, repr(sorted(raw.params.items())))
         label = self.labels.get(named)
         if label is None:
@@ -166,13 +185,10 @@ def quick_counts(run_dir: str | Path) -> dict[str, int] | None:
         return None
     kind = info.get("kind")
     planned_ids = _planned_ids(plan if isinstance(plan, dict) else {}, kind)
-    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    latest: dict[tuple[str, str], _Window] = {}
     reader = _Reader()
     try:
-        for line in bounded_lines(path / "records.jsonl"):
-            window = reader.window(line)
-            if window is None:
-                continue
+        for window in reader.windows(path / "records.jsonl"):
             if planned_ids is not None and window.key[1] not in planned_ids and not window.baseline_source:
                 continue
             latest[window.key] = window
