@@ -14,11 +14,18 @@ their real work) and a server accept length. The commands, each its own process:
 - ``sweep EXPERIMENT --resume RUN --dry-run``: a resume's reading of the records and planning of what is left
   (nothing: every point is final), without a host;
 - ``ls --results ROOT -n 0`` of a results root holding the run 100 times (hard links, so each copy's
-  ``answer.json`` is current, as a sweep's ending leaves it).
+  ``answer.json`` is current, as a sweep's ending leaves it, when ``report`` ran before);
+- ``ls-bare``: the same without ``answer.json`` (runs killed before their ending, or never reported).
+
+``--loads 25`` gives each configuration 25 concurrencies (issue 49 measured at 25 loads, one latency chart
+each); ``--heavy`` makes each record the size of a real sweep's (about 16 KB a line: the client's percentiles,
+token sources and spec figures and the server's window, from tests/data/runs/sim-demo), which is what memory
+per record is measured on; ``--commands`` picks which commands to time.
 
     python bench/scale.py                          # 100, 500, 1000, 2000, 5000, 10000, 20000 points
     python bench/scale.py --sizes 100,1000         # other sizes
     python bench/scale.py --profile 2000           # cProfile of the report at 2,000 points: the top costs
+    python bench/scale.py --loads 25 --heavy --sizes 5000 --commands report,recommend,ls-bare
 
 Results and the exact command lines: bench/RESULTS-scale.md.
 """
@@ -49,14 +56,24 @@ from orchestrator.plan.deployments import build_plan  # noqa: E402
 from orchestrator.runs.store import Record, RunStore  # noqa: E402
 
 LOADS = [1, 2, 4, 8, 16, 32, 64, 128]
+#: ``--loads 25``: this many concurrencies, 1 to 200 (issue 49 measured report at 25 loads, one latency chart each).
+MANY_LOADS = 25
 REPEATS = 3
 LS_RUNS = 100
 
 
-def experiment_of(points: int) -> dict[str, Any]:
+def loads_of(count: int) -> list[int]:
+    """``count`` concurrencies: the bench's eight, or ``count`` distinct ones spread from 1 to about 200."""
+    if count == len(LOADS):
+        return list(LOADS)
+    return sorted({max(1, round(200 ** (i / (count - 1)))) + i for i in range(count)})
+
+
+def experiment_of(points: int, loads: list[int] | None = None) -> dict[str, Any]:
     """An experiment of about ``points`` points: AR and a budget x top-k grid of ddtree configurations (top-k
     1 to 4), every configuration at every load with every repeat."""
-    per_config = len(LOADS) * REPEATS
+    loads = loads or LOADS
+    per_config = len(loads) * REPEATS
     budgets = max(1, (points // per_config - 1) // 4)
     return {
         "name": "scale",
@@ -76,15 +93,35 @@ def experiment_of(points: int) -> dict[str, Any]:
             },
         },
         "baselines": ["autoregressive"],
-        "load": {"concurrency": LOADS, "requests": 64, "repeats": REPEATS},
+        "load": {"concurrency": loads, "requests": 64, "repeats": REPEATS},
     }
 
 
-def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
-    """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring):
-    every point of the plan recorded, so the run is complete."""
+#: ``--heavy``: each record's client and server as a real sweep's (tests/data/runs/sim-demo: about 16 KB a line,
+#: its latency percentiles, token sources, spec figures and server window), its figures then set as below.
+HEAVY_RUN = ROOT / "tests" / "data" / "runs" / "sim-demo" / "records.jsonl"
+
+
+def _heavy_parts() -> dict[bool, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """(client, server) of a real baseline record and of a real speculative one, by ``baseline``."""
+    import json
+
+    out: dict[bool, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    for line in HEAVY_RUN.read_text(encoding="utf-8").splitlines():
+        raw = json.loads(line)
+        out.setdefault(bool(raw.get("baseline")), (raw.get("client") or {}, raw.get("server")))
+    return out
+
+
+def synthesise(
+    root: Path, points: int, seed: int = 0, loads: int = len(LOADS), heavy: bool = False
+) -> tuple[Path, Path]:
+    """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring) at
+    ``loads`` concurrencies: every point of the plan recorded, so the run is complete. ``heavy``: each record
+    the size of a real sweep's (:data:`HEAVY_RUN`)."""
     rng = random.Random(seed)
-    raw = experiment_of(points)
+    parts = _heavy_parts() if heavy else {}
+    raw = experiment_of(points, loads_of(loads))
     experiment_file = root / "scale.yaml"
     root.mkdir(parents=True, exist_ok=True)
     experiment_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
@@ -114,6 +151,7 @@ def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
                     finished_at="2026-01-01T00:00:10Z",
                     baseline=baseline,
                     client={
+                        **(parts[baseline][0] if heavy else {}),
                         "requests": 64,
                         "output_tok_s": tok_s,
                         "output_tok_s_se": tok_s * 0.01,
@@ -122,7 +160,11 @@ def synthesise(root: Path, points: int, seed: int = 0) -> tuple[Path, Path]:
                         "ttft_ms_p50": 20.0 * load**0.5,
                         "tpot_ms_p50": 1000.0 / max(tok_s / load, 1e-9),
                     },
-                    server=None if baseline else {"engine": "sglang", "accept_len": rng.uniform(1.5, 4.5)},
+                    server=(
+                        {**(parts[baseline][1] or {}), "accept_len": rng.uniform(1.5, 4.5)}
+                        if heavy and not baseline
+                        else (None if baseline else {"engine": "sglang", "accept_len": rng.uniform(1.5, 4.5)})
+                    ),
                 )
             )
     store.set_state("done")
@@ -167,49 +209,76 @@ def profile_report(run_dir: Path, top: int = 15) -> str:
     return out.getvalue()
 
 
-COMMANDS = ("report", "compare", "recommend", "resume", "ls")
+COMMANDS = ("report", "compare", "recommend", "resume", "ls", "ls-bare")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100,500,1000,2000,5000,10000,20000")
+    parser.add_argument("--loads", type=int, default=len(LOADS), help="concurrencies per configuration (25: issue 49)")
+    parser.add_argument("--heavy", action="store_true", help="records the size of a real sweep's (16 KB a line)")
+    parser.add_argument("--commands", default=",".join(COMMANDS), help="which commands to time, joined by commas")
     parser.add_argument("--profile", type=int, default=0, help="profile report at this many points instead")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one command may take")
     options = parser.parse_args()
+    commands = [c for c in options.commands.split(",") if c]
+    unknown = sorted(set(commands) - set(COMMANDS))
+    if unknown:
+        parser.error(f"unknown command(s) {', '.join(unknown)}; known: {', '.join(COMMANDS)}")
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "160"}
     with tempfile.TemporaryDirectory(prefix="specsweep-scale-") as tmp:
         if options.profile:
-            run_dir, _file = synthesise(Path(tmp) / "results", options.profile)
+            run_dir, _file = synthesise(
+                Path(tmp) / "results", options.profile, loads=options.loads, heavy=options.heavy
+            )
             print(profile_report(run_dir))
             return
-        print("Each cell: wall s / CPU s / peak MiB.", flush=True)
-        print("| points | " + " | ".join(COMMANDS) + " |")
-        print("|---:|" + "---:|" * len(COMMANDS), flush=True)
+        kind = ", heavy records" if options.heavy else ""
+        print(f"{options.loads} loads{kind}. Each cell: wall s / CPU s / peak MiB.", flush=True)
+        print("| points | " + " | ".join(commands) + " |")
+        print("|---:|" + "---:|" * len(commands), flush=True)
         for size in (int(s) for s in options.sizes.split(",")):
             root = Path(tmp) / f"results-{size}"
-            run_dir, experiment_file = synthesise(root, size)
+            run_dir, experiment_file = synthesise(root, size, loads=options.loads, heavy=options.heavy)
             points = sum(1 for _ in (run_dir / "records.jsonl").open("rb"))
-            copy = run_dir.with_name(f"{run_dir.name}-copy")
             results: dict[str, tuple[float, float, float, int]] = {}
-            results["report"] = _measure(["report", str(run_dir), "-q"], env, options.timeout)
-            shutil.copytree(run_dir, copy, copy_function=os.link)
-            results["compare"] = _measure(["compare", str(run_dir), str(copy)], env, options.timeout)
-            results["recommend"] = _measure(["recommend", str(run_dir)], env, options.timeout)
-            results["resume"] = _measure(
-                ["sweep", str(experiment_file), "--resume", str(run_dir), "--dry-run"], env, options.timeout
-            )
-            listing = Path(tmp) / f"ls-{size}"
-            for index in range(LS_RUNS):
-                shutil.copytree(run_dir, listing / "scale" / f"20260101T{index:06d}Z-copy", copy_function=os.link)
-            results["ls"] = _measure(["ls", "--results", str(listing), "-n", "0"], env, options.timeout)
+            for name in commands:
+                results[name] = _run(name, run_dir, experiment_file, Path(tmp), env, options.timeout)
             cells = [str(points)]
-            for name in COMMANDS:
+            for name in commands:
                 wall, cpu, mib, code = results[name]
                 note = "" if code == 0 else (" (timed out)" if code == -9 else f" (exit {code})")
                 cells.append(f"{wall:.1f} / {cpu:.1f} / {mib:.0f}{note}")
             print("| " + " | ".join(cells) + " |", flush=True)
             shutil.rmtree(root)
-            shutil.rmtree(listing)
+
+
+def _run(
+    name: str, run_dir: Path, experiment_file: Path, tmp: Path, env: dict[str, str], timeout: float
+) -> tuple[float, float, float, int]:
+    """Time one of :data:`COMMANDS` on ``run_dir``. ``report`` keeps the run's ``answer.json``, so ``ls`` (which
+    copies the run with it) reads current counts when ``report`` ran first; ``ls-bare`` copies it without
+    ``answer.json`` (a run killed before its ending, or never reported)."""
+    if name == "report":
+        return _measure(["report", str(run_dir), "-q"], env, timeout)
+    if name == "compare":
+        copy = run_dir.with_name(f"{run_dir.name}-copy")
+        if not copy.exists():
+            shutil.copytree(run_dir, copy, copy_function=os.link)
+        return _measure(["compare", str(run_dir), str(copy)], env, timeout)
+    if name == "recommend":
+        return _measure(["recommend", str(run_dir)], env, timeout)
+    if name == "resume":
+        return _measure(["sweep", str(experiment_file), "--resume", str(run_dir), "--dry-run"], env, timeout)
+    listing = tmp / f"{name}-{run_dir.name}"
+    ignore = shutil.ignore_patterns("answer.json")
+    for index in range(LS_RUNS):
+        target = listing / "scale" / f"20260101T{index:06d}Z-copy"
+        shutil.copytree(run_dir, target, copy_function=os.link, ignore=ignore if name == "ls-bare" else None)
+    try:
+        return _measure(["ls", "--results", str(listing), "-n", "0"], env, timeout)
+    finally:
+        shutil.rmtree(listing)
 
 
 if __name__ == "__main__":

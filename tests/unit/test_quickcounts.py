@@ -96,3 +96,13 @@ def test_ls_of_a_run_without_answer_json_makes_no_answer(
         k: expected[k] for k in ("planned", "ok", "degraded", "failed")
     }
     assert expected["degraded"] == 1
+
+
+def test_a_record_of_another_schema_is_not_counted_quickly(tmp_path: Path) -> None:
+    from orchestrator.runs.record import RUN_SCHEMA_VERSION
+
+    run = _run(tmp_path)
+    assert quick_counts(run) is not None  # this schema's records are read
+    assert all(r.get("schema_version", RUN_SCHEMA_VERSION) == RUN_SCHEMA_VERSION for r in _records(run))
+    _append(run, {**_records(run)[0], "schema_version": RUN_SCHEMA_VERSION + 1})  # the store refuses the run
+    assert quick_counts(run) is None
