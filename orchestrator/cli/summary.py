@@ -272,17 +272,18 @@ def _places(wheres: list[str]) -> str:
     return "; ".join(wheres)
 
 
-def lossless_lines(analysis: Analysis) -> list[OneLine]:
+def lossless_lines(analysis: Analysis) -> list[str]:
     """The lossless verdict as the answer holds it (``analysis.lossless``, orchestrator/analysis/lossless.py): per
-    host the baseline against itself, then each configuration's verdict."""
+    host the baseline against itself, then each configuration's verdict, wrapped at the console's width (prose, not
+    a command to copy: at 80 columns it ran to 128)."""
     if analysis.lossless is None:
         return []
     style = {"lossless": "green", "lossy": "red", "inconclusive": "yellow"}
-    lines: list[OneLine] = []
+    lines: list[str] = []
     for host in analysis.lossless.hosts:
-        lines.append(OneLine(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}"))
+        lines.append(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}")
         lines += [
-            OneLine(f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}") for v in host.configs
+            f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}" for v in host.configs
         ]
     return lines
 
