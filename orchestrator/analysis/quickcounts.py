@@ -80,8 +80,7 @@ class _Line(msgspec.Struct):
     client: _Client | None = None
 
 
-_BATCH = 2048
-_BATCH_DECODER = msgspec.json.Decoder(list[_Line])
+_DECODER = msgspec.json.Decoder(_Line)
 _NO_CLIENT = _Client()
 
 
@@ -92,28 +91,17 @@ class _Reader:
         self.labels: dict[tuple[str, str], str] = {}
 
     def windows(self, path: Path) -> Iterator[_Window]:
-        """Every line of ``path`` (records.jsonl) but the blank ones (the store skips them), decoded
-        :data:`_BATCH` lines at a time in one call; :class:`_Unsure` for a batch with a line not read surely."""
-        batch: list[bytes] = []
+        """Every line of ``path`` (records.jsonl) but the blank ones (the store skips them); :class:`_Unsure` for
+        a line not read surely. One line at a time: decoding 2,048 joined lines in one call measured slower
+        (bench/RESULTS-scale.md)."""
         for line in bounded_lines(path):
             text = line.strip().strip(b"\x00").strip()
-            if text:
-                batch.append(text)
-            if len(batch) >= _BATCH:
-                yield from self._decoded(batch)
-                batch = []
-        yield from self._decoded(batch)
-
-    def _decoded(self, batch: list[bytes]) -> Iterator[_Window]:
-        if not batch:
-            return
-        try:
-            lines = _BATCH_DECODER.decode(b"[" + b",".join(batch) + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not of its types
-            raise _Unsure from exc
-        if len(lines) != len(batch):  # a line of two values (``1,2``): not one record
-            raise _Unsure
-        for raw in lines:
+            if not text:
+                continue
+            try:
+                raw = _DECODER.decode(text)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not its types
+                raise _Unsure from exc
             yield self.window(raw)
 
     def window(self, raw: _Line) -> _Window:
