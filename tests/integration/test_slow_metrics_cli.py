@@ -1,8 +1,9 @@
 """A slow-loris ``/metrics`` (issue 28, item 4), through the real CLI and the simulator's ``dribble-metrics``
 fault: after its first whole answer, every ``/metrics`` answer sends its headers and then one byte a second.
 
-- The point ends: its scrapes are given up at the control plane's deadline (orchestrator/engines/controlplane.py, DEADLINE_S), the
-  record keeps the client's figures and no ``/metrics`` figure, and the sweep ends ``done``.
+- The point ends: its scrapes are given up at the control plane's deadline
+  (orchestrator/engines/controlplane.py, DEADLINE_S), the record keeps the client's figures and no ``/metrics``
+  figure, and the sweep ends ``done``.
 - Ctrl-C while the controller is stuck in such a scrape exits 130 with the host restored: the simulator is
   gone and its port free, the run marked ``interrupted``.
 """
