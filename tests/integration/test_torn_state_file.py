@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -94,12 +96,23 @@ def test_restore_stops_a_server_whose_marker_is_gone(tmp_path: Path) -> None:
             os.kill(proc.pid, signal.SIGKILL)  # the controller, mid-point; the server runs on in its session
             proc.wait(timeout=30)
         assert _listening(port)
-        for marker in _markers(home):
-            marker.unlink()  # what the user did with the torn marker the kill left
-        restored = run_cli("restore", str(path), "--break-lock", env=env)
-        assert restored.returncode == 0, restored.stderr
-        assert "nothing to restore" not in restored.stdout + restored.stderr
-        deadline = time.monotonic() + 30
-        while _listening(port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _listening(port), "the server kept its port"
+        # The server's pid, read before the markers go: without them the leftovers' clean-up cannot find it, so
+        # the test stops it itself when restore did not (a failing run left it serving for an hour).
+        pids = [json.loads(m.read_text()).get("process", {}).get("pid") for m in _markers(home)]
+        try:
+            for marker in _markers(home):
+                marker.unlink()  # what the user did with the torn marker the kill left
+            restored = run_cli("restore", str(path), "--break-lock", env=env)
+            assert restored.returncode == 0, restored.stderr
+            assert "nothing to restore" not in restored.stdout + restored.stderr
+            deadline = time.monotonic() + 30
+            while _listening(port) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not _listening(port), "the server kept its port"
+        finally:
+            for pid in pids:
+                if isinstance(pid, int) and pid > 1:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)  # the server runs in a session of its own
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
