@@ -28,6 +28,7 @@ from orchestrator.hosts import LocalHost
 from orchestrator.runs.store import RunStore
 from orchestrator.services import ProcessService
 from tests.integration.sglang_support import GROUP, REPO, check_speculative_point, paths
+from tests.integration.shipped_sweeps import small_copy
 
 pytestmark = [
     pytest.mark.sglang,
@@ -36,26 +37,6 @@ pytestmark = [
 ]
 
 SWEEP = REPO / "sweeps" / "sglang-cpu.yaml"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def small_copy(tmp_path: Path) -> tuple[Path, int]:
-    doc: dict[str, Any] = yaml.safe_load(SWEEP.read_text())
-    port = _free_port()
-    doc["vars"]["port"] = port
-    doc["server"]["url"] = doc["server"]["url"].replace("18492", str(port))
-    doc["variants"]["ngram"]["matrix"] = {"k": [4]}
-    doc["load"].update({"concurrency": [1, 2], "requests": 3, "warmup": 1, "max_tokens": 32})
-    doc["lossless"] = {"prompts": 2}
-    doc["checks"]["min_requests"] = 3
-    path = tmp_path / "sglang-cpu.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path, port
 
 
 def test_the_shipped_file_finds_the_scripts_engine() -> None:
@@ -111,7 +92,7 @@ def check_run(run_dir: Path, *, flushed: bool = True) -> dict[str, Any]:
 
 
 def test_local_sweep_with_a_real_sglang(tmp_path: Path, record_property: Any) -> None:
-    path, port = small_copy(tmp_path)
+    path, port = small_copy(SWEEP, tmp_path, k=4, max_tokens=32)
     home = tmp_path / "home"
     home.mkdir()
     # NGRAM's corpus is C++ that SGLang compiles at its first start (kernels/jit, under ~/.cache/sglang/jit): the

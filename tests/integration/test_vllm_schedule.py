@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_vllm_sweep import SWEEP, _free_port
+from tests.integration.test_vllm_sweep import SWEEP
 from tests.integration.vllm_support import REPO, paths
+from tests.reliability.harness import free_port
 
 pytestmark = [
     pytest.mark.vllm,
@@ -36,7 +37,7 @@ SCHEDULE = [[1, 1, 4], [2, 8, 1]]
 
 def _experiment(tmp_path: Path) -> Path:
     doc: dict[str, Any] = yaml.safe_load(SWEEP.read_text())
-    port = _free_port()
+    port = free_port()
     doc["name"] = "vllm-schedule"
     doc["vars"]["port"] = port
     doc["server"]["url"] = doc["server"]["url"].replace("18490", str(port))

@@ -27,6 +27,7 @@ from orchestrator.analysis import analyse
 from orchestrator.hosts import LocalHost
 from orchestrator.runs.store import RunStore
 from orchestrator.services import ProcessService
+from tests.integration.shipped_sweeps import small_copy
 from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
 
 pytestmark = [
@@ -36,26 +37,6 @@ pytestmark = [
 ]
 
 SWEEP = REPO / "sweeps" / "vllm-cpu.yaml"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def small_copy(tmp_path: Path) -> tuple[Path, int]:
-    doc: dict[str, Any] = yaml.safe_load(SWEEP.read_text())
-    port = _free_port()
-    doc["vars"]["port"] = port
-    doc["server"]["url"] = doc["server"]["url"].replace("18490", str(port))
-    doc["variants"]["ngram"]["matrix"] = {"k": [2]}
-    doc["load"].update({"concurrency": [1, 2], "requests": 3, "warmup": 1, "max_tokens": 48})
-    doc["lossless"] = {"prompts": 2}
-    doc["checks"]["min_requests"] = 3
-    path = tmp_path / "vllm-cpu.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path, port
 
 
 def test_the_shipped_file_finds_the_scripts_engine() -> None:
@@ -125,7 +106,7 @@ def check_run(run_dir: Path) -> list[str]:
 
 
 def test_local_sweep_with_a_real_vllm(tmp_path: Path, record_property: Any) -> None:
-    path, port = small_copy(tmp_path)
+    path, port = small_copy(SWEEP, tmp_path, k=2, max_tokens=48)
     home = tmp_path / "home"
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "COLUMNS": "200"}
