@@ -234,7 +234,7 @@ def resumed_at(run_dir: Path) -> list[str]:
     times = []
     for line in lines:
         try:
-            event = json.loads(line)
+            event = parse_json(line)  # a forged line nested too deep is a bad line (runs/reading.py)
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("kind") == "start" and event.get("resumed") is True:
@@ -250,7 +250,7 @@ def _ending_error(run_dir: Path) -> str | None:
         return None
     for line in reversed(lines):
         try:
-            event = json.loads(line)
+            event = parse_json(line)
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("kind") == "end":

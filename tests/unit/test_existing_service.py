@@ -117,7 +117,14 @@ def test_validation_reports_every_error_with_its_line(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("requests: 3", "requets: 3, max_tokens: many"))
     with pytest.raises(ConfigError) as caught:
         load_experiment(path)
-    assert {p.key for p in problems_of(caught.value)} == {"load.requets", "load.max_tokens"}
+    # Schema errors and the semantic ones beside them, all at once (issue 50: validate reports every error).
+    assert {p.key for p in problems_of(caught.value)} == {
+        "load.requets",
+        "load.max_tokens",
+        "variants.ddtree.matrix.budegt",
+        "variants.linear.spec_arg",
+        "baselines.0",
+    }
 
 
 def test_existing_service_measures_a_running_server_and_changes_nothing(tmp_path: Path, server: str) -> None:
