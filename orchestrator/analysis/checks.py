@@ -140,22 +140,14 @@ def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
             out.append(_finding("depth_vs_commit", row, "error", message, evidence))
         elif (finite(row.get("server_details_ddtree_impossible_intervals")) or 0) > 0:
             out.append(_impossible_intervals(ctx, row, depth, commit))
-        elif depth is not None and finite(row.get("server_details_ddtree_intervals_checked")) is None:
-            # A record from before the window reader checked each line: its window file's lines, checked here.
-            lines = _impossible_lines(ctx, row, limit=None)
-            if lines:
-                out.append(_impossible_intervals(ctx, row, depth, commit, bad=len(lines)))
     return out
 
 
-def _impossible_intervals(
-    ctx: CheckContext, row: dict[str, Any], depth: float | None, commit: float | None, *, bad: int | None = None
-) -> Finding:
+def _impossible_intervals(ctx: CheckContext, row: dict[str, Any], depth: float | None, commit: float | None) -> Finding:
     """A window whose mean depth and commit length look plausible while some of its DDTree intervals report a
     depth above their commit length (the window reader checks each line: orchestrator/engines/ddtree/log.py)."""
+    bad = int(finite(row.get("server_details_ddtree_impossible_intervals")) or 0)
     checked = finite(row.get("server_details_ddtree_intervals_checked"))
-    if bad is None:
-        bad = int(finite(row.get("server_details_ddtree_impossible_intervals")) or 0)
     of = f" of {checked:.0f}" if checked is not None else ""
     mean = f" (the window's mean, depth {_f(depth)} and commit {_f(commit)}, hides it)" if depth and commit else ""
     message = (
@@ -166,9 +158,8 @@ def _impossible_intervals(
     return _finding("depth_vs_commit", row, "error", message, _impossible_lines(ctx, row))
 
 
-def _impossible_lines(ctx: CheckContext, row: dict[str, Any], limit: int | None = 3) -> list[str]:
-    """Up to ``limit`` (None: all) DDTree lines of the point's window whose own depth exceeds their own commit
-    length."""
+def _impossible_lines(ctx: CheckContext, row: dict[str, Any], limit: int = 3) -> list[str]:
+    """Up to ``limit`` DDTree lines of the point's window whose own depth exceeds their own commit length."""
     from orchestrator.engines.ddtree.log import depth_exceeds_commit, parse_ddtree
 
     out: list[str] = []

@@ -79,13 +79,3 @@ def test_the_analysis_flags_the_window_whose_mean_hides_it(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("depth_vs_commit: line") == 3
     assert json.loads(proc.stdout)["details"]["ddtree_impossible_intervals"] == 3
-
-
-def test_a_record_from_before_the_check_is_flagged_from_its_window_file(tmp_path: Path) -> None:
-    """A stored record whose window reader did not count the lines yet (no ``ddtree_intervals_checked``): the
-    analysis checks the lines of its window file itself."""
-    run = shutil.copytree(RUNS / "sim-demo", tmp_path / "sim-demo")
-    (run / "windows" / f"{CLEAN_POINT}.log").write_text(spliced_window())
-    found = [f for f in analyse(run).findings if f.check == "depth_vs_commit"]
-    assert [(f.point, f.severity) for f in found] == [(CLEAN_POINT, "error")]
-    assert found[0].message.startswith("3 DDTree intervals") and len(found[0].evidence) == 3
