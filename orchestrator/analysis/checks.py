@@ -138,38 +138,6 @@ def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
             evidence = [f"avg_accepted_depth={_f(depth)} avg_commit_len={_f(commit)}"]
             evidence += ctx.window_lines(row, r"DDTREE metrics", limit=1)
             out.append(_finding("depth_vs_commit", row, "error", message, evidence))
-        elif (finite(row.get("server_details_ddtree_impossible_intervals")) or 0) > 0:
-            out.append(_impossible_intervals(ctx, row, depth, commit))
-    return out
-
-
-def _impossible_intervals(ctx: CheckContext, row: dict[str, Any], depth: float | None, commit: float | None) -> Finding:
-    """A window whose mean depth and commit length look plausible while some of its DDTree intervals report a
-    depth above their commit length (the window reader checks each line: orchestrator/engines/ddtree/log.py)."""
-    bad = int(finite(row.get("server_details_ddtree_impossible_intervals")) or 0)
-    checked = finite(row.get("server_details_ddtree_intervals_checked"))
-    of = f" of {checked:.0f}" if checked is not None else ""
-    mean = f" (the window's mean, depth {_f(depth)} and commit {_f(commit)}, hides it)" if depth and commit else ""
-    message = (
-        f"{bad}{of} DDTree intervals report an accepted depth above their commit length{mean}: impossible in a "
-        "well-formed chain (commit = accepted drafts + 1 bonus token). Verification accepted tokens that were "
-        "never committed in those intervals: look for a bug in the commit path"
-    )
-    return _finding("depth_vs_commit", row, "error", message, _impossible_lines(ctx, row))
-
-
-def _impossible_lines(ctx: CheckContext, row: dict[str, Any], limit: int = 3) -> list[str]:
-    """Up to ``limit`` DDTree lines of the point's window whose own depth exceeds their own commit length."""
-    from orchestrator.engines.ddtree.log import depth_exceeds_commit, parse_ddtree
-
-    out: list[str] = []
-    for line in ctx.window_lines(row, r"DDTREE metrics", limit=10_000):
-        samples = parse_ddtree(line).samples
-        values = getattr(samples[0], "values", {}) if samples else {}
-        if depth_exceeds_commit(values.get("avg_accepted_depth"), values.get("avg_commit_len")):
-            out.append(line)
-            if len(out) == limit:
-                break
     return out
 
 

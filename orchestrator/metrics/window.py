@@ -398,9 +398,6 @@ def parse_window(
     if notices or lost:
         _lost_integrity(wm, notices, lost)
     wm.definitions = {**_LINE_DEFINITIONS, **definitions, "ddtree": ddtree.DEFINITION}
-    if tree_samples and not (notices or lost):  # each DDTree interval checked, not only the window's mean
-        wm.details.update(ddtree.impossible_intervals(tree_samples))
-        wm.definitions["ddtree_impossible_intervals"] = ddtree.IMPOSSIBLE_DEFINITION
     if notices or lost:
         wm.definitions["lost_lines"] = LOST_LINES_DEFINITION
     if parsers:

@@ -4,34 +4,21 @@ The field report's line is ``DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00
 avg_commit_len=2.00 avg_accepted_depth=5.00``. Every pair is kept, whatever its key, with numbers typed; the
 window aggregate is the bs-weighted mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
 already starts with ``avg_`` keeps its name). A line with a broken pair (``avg_commit_len=``, ``avg_x=??``) is
-skipped and counted, not half-read. An interval whose accepted depth exceeds its commit length is impossible in a
-chain (commit = accepted drafts + 1 bonus token): :func:`impossible_intervals` finds each such line of a window, so a
-window whose mean looks plausible is still flagged (``details.ddtree_impossible_intervals``, read by the analysis's
-depth_vs_commit check).
+skipped and counted, not half-read. Consistency checks on these figures (accepted depth against
+commit length) belong to the analysis, which reads them from here.
 
 The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 from orchestrator.engines.lines import RankDeduper, candidate_lines, rank_prefix
 from orchestrator.engines.samples import DDTreeSample, ParseResult, typed_value
 
-__all__ = [
-    "DEFINITION",
-    "IMPOSSIBLE_DEFINITION",
-    "MARKER",
-    "PRINT_SLACK",
-    "STANDARD_KEYS",
-    "aggregate_ddtree",
-    "depth_exceeds_commit",
-    "impossible_intervals",
-    "parse_ddtree",
-]
+__all__ = ["DEFINITION", "MARKER", "STANDARD_KEYS", "aggregate_ddtree", "parse_ddtree"]
 
 MARKER = "DDTREE metrics:"
 STANDARD_KEYS = ("avg_actual_nodes", "avg_accepted_drafts", "avg_commit_len", "avg_accepted_depth")
@@ -44,16 +31,6 @@ DEFINITION = (
     "from a longer log, the first line of each group is left out like other interval lines (window_edge)."
 )
 _UNWEIGHTED = ("bs", "budget")
-#: Both figures are printed with 2 decimals (``%.2f``): a depth above the commit length by less than the two
-#: roundings together is not evidence of anything.
-PRINT_SLACK = 0.011
-IMPOSSIBLE_DEFINITION = (
-    "DDTree lines of the window whose avg_accepted_depth exceeds their avg_commit_len by more than the printing's "
-    "rounding (0.01): impossible in a chain, where commit = accepted drafts + 1 bonus token. Each line is checked, "
-    "so a window whose mean depth and commit length look plausible is flagged all the same "
-    "(details.ddtree_impossible_intervals of details.ddtree_intervals_checked; the first ones in "
-    "details.ddtree_impossible_examples)."
-)
 
 
 def parse_ddtree(text: str) -> ParseResult:
@@ -123,35 +100,3 @@ def aggregate_ddtree(samples: list[DDTreeSample]) -> dict[str, Any]:
     for key in sums:
         out[_name(key, keys)] = sums[key] / weights[key]
     return out
-
-
-def depth_exceeds_commit(depth: Any, commit: Any) -> bool:
-    """Whether an accepted depth exceeds its commit length beyond the log's rounding (both finite numbers)."""
-    numbers = []
-    for value in (depth, commit):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            return False
-        numbers.append(float(value))
-    return numbers[0] > numbers[1] + PRINT_SLACK
-
-
-def impossible_intervals(samples: list[DDTreeSample]) -> dict[str, Any]:
-    """``{ddtree_intervals_checked, ddtree_impossible_intervals, ddtree_impossible_examples}`` over a window's
-    lines (IMPOSSIBLE_DEFINITION): each line's accepted depth against its own commit length."""
-    checked = bad = 0
-    examples: list[str] = []
-    for s in samples:
-        depth, commit = s.values.get("avg_accepted_depth"), s.values.get("avg_commit_len")
-        if depth is None or commit is None:
-            continue
-        checked += 1
-        if depth_exceeds_commit(depth, commit):
-            bad += 1
-            if len(examples) < 3:
-                when = f"{s.timestamp} " if s.timestamp else ""
-                examples.append(f"{when}avg_accepted_depth={depth} avg_commit_len={commit}")
-    return {
-        "ddtree_intervals_checked": checked,
-        "ddtree_impossible_intervals": bad,
-        "ddtree_impossible_examples": examples,
-    }
