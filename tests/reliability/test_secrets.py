@@ -339,12 +339,12 @@ def test_service_secrets_never_leak_from_a_process_sweep(testhost: TestHost, tmp
     home_state = host.lab / "ovl" / "upper" / "root" / ".local" / "state" / "specsweep"  # root's, in the guest
 
     def look() -> None:
-        wrapper = host.admin("cat ~/.local/state/specsweep/secrets-process.pid 2>/dev/null; true").stdout.strip()
+        wrapper = host.admin("cat ~/.local/state/specsweep/server-30998.pid 2>/dev/null; true").stdout.strip()
         pid = host.admin(f"pgrep -P {int(wrapper)}; true").stdout.strip() if wrapper.isdigit() else ""
         seen["environ"] = host.admin(f"tr '\\0' '\\n' < /proc/{int(pid)}/environ").stdout.splitlines() if pid else []
         seen["leaks"] = _host_leaks(host, None, values, server_pid=pid)
         files = sorted(p.name for p in home_state.iterdir()) if home_state.is_dir() else []
-        seen["state_files"] = [f for f in files if f.startswith("secrets-process.")]
+        seen["state_files"] = [f for f in files if f.startswith("server-30998.")]
         seen["leaks"] += [f"state file {f}" for v in values for f in _files_containing(home_state, v.encode())]
 
     trigger = Trigger(lambda e: isinstance(e, HealthProgress) and e.elapsed > 2.0, look)
@@ -360,15 +360,15 @@ def test_service_secrets_never_leak_from_a_process_sweep(testhost: TestHost, tmp
             os.environ[TOKEN_VAR] = previous
         log_text = host.admin(f"cat {state_dir}/server.log 2>/dev/null; true").stdout
         left = host.admin("ls -A ~/.local/state/specsweep 2>/dev/null; true").stdout.split()
-        host.admin(f"rm -rf {state_dir} ~/.local/state/specsweep/secrets-process.*", check=False)
+        host.admin(f"rm -rf {state_dir} ~/.local/state/specsweep/server-30998.*", check=False)
     outcome.sweeps = 1
     assert run.error is None, run.error
     assert [r["status"] for r in run.records] == ["failed"]  # the printer never serves
     assert "environ" in seen, "the server was never seen running"
     assert f"HF_TOKEN={token}" in seen["environ"] and f"API_KEY={key}" in seen["environ"], seen["environ"]
     # The launch file (the secrets, the command) was read by the wrapper and removed before the server ran.
-    assert "secrets-process.launch" not in seen["state_files"], seen["state_files"]
-    assert not [f for f in left if f.startswith("secrets-process.")], left  # restored: nothing of ours left
+    assert "server-30998.launch" not in seen["state_files"], seen["state_files"]
+    assert not [f for f in left if f.startswith("server-30998.")], left  # restored: nothing of ours left
     received = [line.split()[1:] for line in log_text.splitlines() if line.startswith("RECEIVED ")]
     assert received == [[_digest(key), _digest(token), _digest(key)]], received
     leaks = list(seen["leaks"])
