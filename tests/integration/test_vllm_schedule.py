@@ -52,6 +52,7 @@ def _experiment(tmp_path: Path) -> Path:
     doc["variants"] = {"schedule": {"spec_args": f"--speculative-config '{flag}'"}}
     doc["baselines"] = []
     doc["load"].update({"concurrency": [1, 4], "requests": 4, "warmup": 1, "max_tokens": 48, "ignore_eos": True})
+    doc["load"].pop("decide", None)  # the scheduled points alone: load.decide's extra rounds would mix in others
     doc["lossless"] = {"enabled": False}
     doc["checks"]["min_requests"] = 4
     doc["results_dir"] = str(tmp_path / "results")
@@ -94,7 +95,9 @@ def test_the_engines_counters_show_the_scheduled_k_at_each_load(tmp_path: Path) 
     k = {v["load_label"]: v["k"] for v in verdict["loads"]}
     assert (k["C=1"]["scheduled_k"], k["C=4"]["scheduled_k"]) == (4, 1)
     assert k["C=1"]["source"] == "prometheus" and k["C=4"]["source"] == "prometheus"
-    assert k["C=1"]["drafts_per_draft"] == pytest.approx(4.0, abs=0.05)
+    # C = 1 in a closed loop: the next request can join the batch for a step before the last one leaves it, and
+    # that step drafts k = 1 (3.94 in a CI run with requests of 48 tokens): mostly 4, never the C = 4 schedule's 1.
+    assert 3.75 <= k["C=1"]["drafts_per_draft"] <= 4.0
     assert k["C=4"]["drafts_per_draft"] < 1.5
     assert k["C=1"]["ran"] is True and k["C=4"]["ran"] is True and verdict["ignored_at"] == []
     assert not [f for f in ans["findings"] if f["check"] == "schedule_ignored"]
