@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ENV", "STAGES", "Stage", "marker_stages", "wait_for"]
+__all__ = ["ENV", "STAGES", "Stage", "engine_paths", "marker_stages", "wait_for"]
 
 ENV = "SPECSWEEP_SETUP_DIR"
 STAGES = ("llama-source", "llama", "vllm", "sglang")
@@ -86,3 +86,22 @@ def marker_stages(markers: set[str]) -> list[str]:
     """The stages a test with these marker names needs, in set-up order."""
     wanted = {MARKER_STAGES[m] for m in markers if m in MARKER_STAGES}
     return [s for s in STAGES if s in wanted]
+
+
+def engine_paths(stage: str, names: tuple[str, str], script: str, model_file: str) -> tuple[str, str] | str:
+    """(python, model) from the environment variables ``names``, or why an engine's tests skip. Where
+    scripts/test.sh sets the engine up beside the suite, this waits for ``stage`` and takes the paths it printed.
+    ``script`` is the set-up script a user runs; ``model_file`` a file the model folder must hold."""
+    settled = wait_for(stage)
+    if settled is not None:
+        if not settled.ok:
+            return settled.reason
+        for name in names:
+            if settled.values.get(name):
+                os.environ[name] = settled.values[name]
+    python, model = os.environ.get(names[0]), os.environ.get(names[1])
+    if not python or not model:
+        return f'{names[0]} / {names[1]} not set: run eval "$({script})"; export {names[0]} {names[1]}'
+    if not Path(python).is_file() or not (Path(model) / model_file).is_file():
+        return f"{names[0]} ({python}) or {names[1]} ({model}) is not there: run {script}"
+    return python, model

