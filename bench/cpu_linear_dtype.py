@@ -1,9 +1,9 @@
 """How long one linear layer of SmolLM2-135M takes on this CPU, by dtype and by rows (the batch's tokens).
 
 SGLang's verify step multiplies batch x draft-token rows where an AR decode step of one request multiplies one
-row; with the CPU torch the engine venvs install, bf16 matrices of more than one row took 8 to 12 times as long
-as one row, float32 ones about what their rows cost (bench/RESULTS-sglang.md). That is why sweeps/sglang-cpu.yaml
-serves in float32. Ratios within one run are what to read: the machine is shared.
+row. Quiet, the fastest of 9 trials: bf16 87 to 131 µs whatever the rows (1 to 8), float32 36 to 148 µs, about half
+bf16's at 1 to 4 rows (bench/RESULTS-sglang.md). A first, unrepeated reading at load 5 (bf16 389 µs for one row,
+3,022 to 4,667 µs for 2 to 4) was the machine's noise, not the dtype. Ratios within one run are what to read.
 
     $SGLANG_PYTHON bench/cpu_linear_dtype.py        # any python with torch
 """

@@ -41,7 +41,7 @@ ENVIRONMENT = {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
 BASE_ARGS = (
     f"--served-model-name smollm2 --device cpu --host 0.0.0.0 --port {PORT} --log-level info --enable-metrics "
     "--decode-log-interval 1 --disable-overlap-schedule --context-length 2048 --max-total-tokens 16384 "
-    "--max-running-requests 8 --dtype float32"  # as sweeps/sglang-cpu.yaml (bench/cpu_linear_dtype.py)
+    "--max-running-requests 8 --dtype float32"  # as sweeps/sglang-cpu.yaml
 )
 NGRAM = "--speculative-algorithm NGRAM --speculative-num-draft-tokens {k} --speculative-ngram-max-bfs-breadth 1"
 
