@@ -199,6 +199,10 @@ class VllmEngineSample(Sample):
     # Why the spec line printed right after this one is not in the text (the window ends between them:
     # orchestrator/engines/vllm/log.py pair_lines); None for a whole pair or an interval without drafts.
     cut_pair: str | None = None
+    # The mark above is a guess from the text alone (a tail line without its spec line while the engine's other
+    # lines that generated tokens had theirs): a reader that closed the window on this tick and waited for the
+    # lines printed with it knows better (parse_window ``closed``), and the mark is withdrawn.
+    cut_at_end: bool = False
 
 
 @dataclass(slots=True)

@@ -245,6 +245,17 @@ def _cut_pair(sample: Any) -> bool:
     return bool(getattr(sample, "cut_pair", None))
 
 
+def _withdraw_end_cuts(samples: Sequence[Any]) -> None:
+    """Withdraw the marks that the window's end cut a pair (``cut_at_end``: a guess from the text alone) from a
+    window its reader closed on the engine's tick after waiting for the lines printed with it (parse_window
+    ``closed``): a tail line without a partner then had none (vLLM: an interval that generated tokens without a
+    draft prints no SpecDecoding line)."""
+    for sample in samples:
+        if getattr(sample, "cut_at_end", False):
+            sample.cut_pair = None
+            sample.cut_at_end = False
+
+
 def _edge_group(sample: Sample) -> str:
     ranks = getattr(sample, "ranks", None)
     if isinstance(ranks, str):
@@ -325,6 +336,7 @@ def parse_window(
     version: str | None = None,
     lost: str | None = None,
     aligned: bool = False,
+    closed: bool = False,
 ) -> WindowMetrics:
     """Parse one window's log text for ``engine`` and aggregate it.
 
@@ -334,7 +346,9 @@ def parse_window(
     decides what a version-dependent field means (SGLang's ``accept rate``, docs/engines.md). ``aligned``: a cut
     window opened right after the engine's stats tick (orchestrator/sweep/closing.py ``open_window``), so every
     interval line in it began inside it: no edge line is left out (ALIGNED_DEFINITION); a process start in it is
-    still a restart.
+    still a restart. ``closed``: the reader closed the window on the engine's stats tick and waited for the lines
+    printed with it (``close_window``), so the text's last tick kept its partner if it had one: a mark that the
+    window's end cut a pair, guessed from the text alone (``cut_at_end``), is withdrawn.
 
     A text that holds a restart (RESTART_DEFINITION) gives the figures of its part after the last process start
     only; a pair of lines the window cut gives none (the module docstring): ``integrity`` says so. The line
@@ -354,6 +368,8 @@ def parse_window(
     spec = get_engine(engine)
     version = version or spec.version_from_log(text)  # a saved log without a server to ask
     result = spec.parse_log(text)
+    if closed:
+        _withdraw_end_cuts(result.samples)
     tree = ddtree.parse_ddtree(text)
     metric_offsets = sorted({*result.status, *tree.status})
     starts = process_starts(spec, text, metric_offsets)
@@ -362,6 +378,8 @@ def parse_window(
     if restart:
         part = text[starts[-1].offset :]
         part_result, part_tree = spec.parse_log(part), ddtree.parse_ddtree(part)
+        if closed:
+            _withdraw_end_cuts(part_result.samples)
     edges = drop_first_lines if restart else drop_window_edges if cut and not aligned else _keep_edges
     figures, definitions = _aggregate(spec, part_result, edges, version, restart=restart, cut=cut and not aligned)
     if cut and aligned and not restart:

@@ -220,13 +220,15 @@ def server_metrics(
     version: str | None,
     open_end: str | None = None,
     aligned: bool = False,
+    closed: bool = False,
 ) -> dict[str, Any]:
     """The record's ``server`` field: the window's log ``text`` parsed by the experiment's engine (and its
     own parsers), the ``/metrics`` delta between ``before`` and ``after`` (gauges sampled ``during``), and
     every source of the speculative figures compared (``sources``: journal, prometheus, responses, client).
     ``open_end``: why the window ended before the engine's last stats tick (its log figures are then withheld:
     :func:`orchestrator.metrics.window.mark_open_end`). ``aligned``: the window opened on the engine's stats
-    tick (orchestrator/sweep/closing.py), so no edge line is left out."""
+    tick (orchestrator/sweep/closing.py), so no edge line is left out. ``closed``: a tick after the load closed it
+    and the lines printed with that tick were waited for (``Closed.closed``), so its end cut no pair."""
     window = parse_window(
         experiment.engine,
         text,
@@ -235,6 +237,7 @@ def server_metrics(
         version=version,
         lost=getattr(text, "lost", None),  # a LogChunk whose journal removed the window's start
         aligned=aligned,
+        closed=closed,
     )
     if open_end is not None:
         mark_open_end(window, open_end)
@@ -574,6 +577,7 @@ class PointMeasurer:
             version=version,
             open_end=closed.open_detail(),
             aligned=opened.aligned and closed.closed is not False,
+            closed=closed.closed is True,
         )
         if closed.closed is not None or opened.aligned:
             server_fields["window_ticks"] = {

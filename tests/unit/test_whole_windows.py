@@ -244,6 +244,25 @@ def test_a_window_that_ends_between_the_two_lines_keeps_the_whole_pairs() -> Non
     assert "printed after the window ended" in window.integrity.reasons[0]["detail"]
 
 
+def test_a_window_closed_on_its_tick_keeps_a_last_interval_without_drafts_whole() -> None:
+    # The real vLLM's NGRAM point in CI: the tick that closed the window (after the reader waited for the lines
+    # printed with it) covered the load's last steps, which generated tokens without a draft (no n-gram matched:
+    # no SpecDecoding line). From the text alone that looks like a cut pair; the reader knows it is not.
+    lines = vllm_pair(0, accepted=100) + vllm_pair(10, accepted=195) + vllm_pair(20, accepted=195)
+    lines += [vllm_pair(30, accepted=20)[0]]
+    guessed = parse_window("vllm", text(lines), cut=True, aligned=True)
+    assert guessed.integrity.names() == ["cut_pair"]
+    closed = parse_window("vllm", text(lines), cut=True, aligned=True, closed=True)
+    assert closed.integrity.whole, closed.integrity.reasons
+    assert not any(getattr(s, "cut_pair", None) for s in closed.samples)
+    # the same figures either way: the tail Engine line carries no draft count
+    assert closed.accept_len == pytest.approx(guessed.accept_len)
+    # a pair cut at the window's start is still cut when its end was closed on a tick
+    head = parse_window("vllm", text([vllm_pair(0, accepted=30)[1], *lines]), cut=True, closed=True)
+    assert head.integrity.names() == ["cut_pair"]
+    assert "printed before the window began" in head.integrity.reasons[0]["detail"]
+
+
 def test_engine_lines_without_spec_lines_are_no_cut_pair() -> None:
     # An autoregressive server prints Engine lines only; an idle last interval prints no spec line either.
     ar = [PREFIX.format(pid=7, s=s, f="loggers.py:335") + ENGINE.format(e=0, g=90.0) for s in (0, 10, 20)]

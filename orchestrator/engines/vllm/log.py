@@ -368,6 +368,11 @@ def pair_lines(samples: list[Any]) -> None:
       just before the first engine line's engine in the text's order of engines (the engine itself with one);
     - the text's last engine line, when its interval generated tokens and no spec line follows it although the
       same engine's other lines that generated tokens all had theirs, lost its spec line to the next window.
+      That is a guess from the text alone (``cut_at_end``): an interval can generate tokens without a draft
+      (prefill-only steps; NGRAM steps where no n-gram matched: the scheduler makes no SpecDecodingStats for a
+      step without draft tokens, and ``SpecDecodingLogging.log`` prints nothing when ``num_drafts`` is 0), so a
+      reader that closed the window on this tick after waiting for the lines printed with it withdraws the mark
+      (``parse_window(closed=True)``, orchestrator/sweep/closing.py).
 
     A text without engine lines (a log filtered to the spec lines) pairs nothing.
     """
@@ -401,6 +406,7 @@ def pair_lines(samples: list[Any]) -> None:
         history = paired.get(tail.engine_index, [])[:-1]
         if history and all(history):
             tail.cut_pair = "its SpecDecoding line was printed after the window ended (the window ends between them)"
+            tail.cut_at_end = True
 
 
 def _previous_engine(order: list[int | None]) -> int | None:
