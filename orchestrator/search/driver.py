@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.runs.reading import parse_json
 from orchestrator.search.history import SEARCH_DIR
 from orchestrator.search.strategies import GridStrategy, RandomStrategy, Strategy, SuccessiveHalving
 
@@ -106,33 +105,20 @@ def make_strategy(experiment: Experiment, space: SearchSpace, restarts: int, run
 
 
 def lossless_verdicts(run_dir: Path | None, plan: Plan, ar_variant: str | None) -> dict[str, bool | None]:
-    """Deployment id -> whether its probe answers match the autoregressive baseline's (None: unknown)."""
+    """Deployment id -> the lossless check's verdict on its probe answers (True: lossless, also within the
+    baseline's own variance; False: lossy beyond it; None: inconclusive or unknown). The verdict is the one the
+    report gives (orchestrator/analysis/lossless.py ``check_lossless``: each answer against every answer the
+    autoregressive baseline gave to the prompt, alone and batched), not a hash against the baseline's first
+    answer, which called a server's own batch rounding lossy."""
     if run_dir is None or ar_variant is None:
         return {}
-    from orchestrator.analysis.lossless import LOSSLESS_DIR
-
-    def answers(deployment_id: str) -> dict[int, str]:
-        out: dict[int, str] = {}
-        for path in (run_dir / LOSSLESS_DIR).rglob(f"{deployment_id}*.jsonl"):
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    row = parse_json(line)
-                except ValueError:
-                    continue
-                if row.get("run", 1) == 1 and not row.get("error"):
-                    out[int(row["prompt_index"])] = str(row.get("sha256"))
-        return out
+    from orchestrator.analysis.lossless import LOSSLESS_DIR, check_lossless, read_answers
 
     if not (run_dir / LOSSLESS_DIR).is_dir():
         return {}
-    ar = next((d for d in plan.deployments if d.variant == ar_variant), None)
-    if ar is None:
-        return {}
-    reference = answers(ar.id)
-    verdicts: dict[str, bool | None] = {}
-    for path in (run_dir / LOSSLESS_DIR).rglob("*.jsonl"):
-        deployment_id = path.name.split(".")[0]
-        mine = answers(deployment_id)
-        shared = set(mine) & set(reference)
-        verdicts[deployment_id] = None if not shared else all(mine[i] == reference[i] for i in shared)
-    return verdicts
+    ar_ids = {d.id for d in plan.deployments if d.variant == ar_variant}
+    answers, _labels = read_answers(run_dir)
+    baseline = {host: (host, deployment) for host, deployment in answers if deployment in ar_ids}
+    result = check_lossless(answers, {key: key[1] for key in answers}, baseline)
+    outcome = {"lossless": True, "lossy": False}
+    return {v.config: outcome.get(v.verdict) for host in result.hosts for v in host.configs}

@@ -423,24 +423,49 @@ def test_the_search_schedule_yields_proposals_reads_records_back_and_replays_wit
     assert (run_dir / "search" / "history.jsonl").read_text().splitlines() == history
 
 
-def test_lossless_verdicts_compare_each_answer_with_the_autoregressive_baseline(tmp_path: Path) -> None:
+def test_lossless_verdicts_are_the_lossless_checks_verdicts(tmp_path: Path) -> None:
+    # The search's `lossless: true` constraint reads the same verdict as the report: each answer against every
+    # answer the baseline gave (alone, again, batched), not a hash against its first one. Prompt 1's baseline
+    # differs from itself when batched (a server's own rounding): an answer that leaves it there is lossless.
     from orchestrator.search.driver import lossless_verdicts
 
     exp = load(tmp_path, "")
     plan = build_plan(exp)
-    ar, same, other = plan.deployments[0], plan.deployments[1], plan.deployments[2]
+    ar, same, within, other, broken = plan.deployments[:5]
     folder = tmp_path / "lossless"
     folder.mkdir()
+    prompts = {0: "The cat sat on the mat.", 1: "One two three four five six."}
 
-    def answers(deployment: Any, shas: list[str]) -> None:
-        rows = [{"prompt_index": i, "run": 1, "sha256": sha, "error": None} for i, sha in enumerate(shas)]
-        (folder / f"{deployment.id}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    def answers(deployment: Any, rows: list[tuple[int, str, int, int]], error: str | None = None) -> None:
+        lines = [
+            {
+                "host": "local",
+                "deployment_id": deployment.id,
+                "label": deployment.id,
+                "prompt_index": index,
+                "prompt_sha256": f"p{index}",
+                "text": text,
+                "run": run,
+                "batch": batch,
+                "chunk_ends": list(range(1, len(text) + 1)),
+                "error": error,
+            }
+            for index, text, run, batch in rows
+        ]
+        (folder / f"{deployment.id}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
 
-    answers(ar, ["a", "b"])
-    answers(same, ["a", "b"])
-    answers(other, ["a", "x"])
+    batched = "One two three four FIVE six."
+    answers(ar, [(0, prompts[0], 1, 1), (1, prompts[1], 1, 1), (0, prompts[0], 2, 1), (1, batched, 1, 4)])
+    answers(same, [(0, prompts[0], 1, 1), (1, prompts[1], 1, 1)])
+    answers(within, [(0, prompts[0], 1, 1), (1, "One two three four fiVE six.", 1, 1)])
+    answers(other, [(0, "The dog sat on the mat.", 1, 1), (1, prompts[1], 1, 1)])
+    answers(broken, [(0, "", 1, 1)], error="HTTP 500")
     verdicts = lossless_verdicts(tmp_path, plan, "ar")
-    assert (verdicts[same.id], verdicts[other.id]) == (True, False)
+    assert verdicts[same.id] is True
+    assert verdicts[within.id] is True  # the old hash test called this lossy
+    assert verdicts[other.id] is False  # differs where the baseline is stable
+    assert verdicts[broken.id] is None  # nothing compared: unknown, not lossless
+    assert ar.id not in verdicts
 
 
 def test_text_values_make_a_categorical_axis_and_several_variants_a_variant_axis(tmp_path: Path) -> None:
