@@ -14,12 +14,19 @@ check: seconds per run of thousands of points, so ``ls`` of a results root of ma
 - an ok point that lost more than ``checks.degraded_requests`` of its requests is degraded
   (``result.mark_degraded``, ``lost_requests``; its ok windows' requests summed as the frame sums them).
 
+A line the store would skip as a record no measurement gives (a figure that is not finite, beyond
+``plausible.MAX_FIGURE``, or a negative count: orchestrator/runs/plausible.py) is skipped here too: a line whose
+text holds a number that could be one (:func:`_may_be_refused`: a number with an exponent or of 19 digits and
+more, or a ``COUNTED`` key with a negative value; the quick reading refuses non-finite numbers itself) is read by
+the store's own rule (``store.read_record_line``), and counted only if the store would keep it.
+
 Any line this reading is not sure of (not JSON, not an object, another schema, a field of another type: lines
 the store skips or refuses) gives None, and the caller makes the whole answer instead, so the counts are the
 answer's counts (``tests/unit/test_quickcounts.py`` holds them equal)."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +39,8 @@ from orchestrator.analysis.result import lost_requests
 from orchestrator.analysis.statuses import STATUSES
 from orchestrator.files import bounded_lines
 from orchestrator.runs.layout import planned_points, read_layout
+from orchestrator.runs.plausible import COUNTED
+from orchestrator.runs.store import Record, read_record_line
 
 __all__ = ["quick_counts"]
 
@@ -54,6 +63,20 @@ def _threshold(experiment: Any) -> float | None:
     value = checks["degraded_requests"]
     ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1
     return float(value) if ok else None
+
+
+#: A JSON number (after ``:``, ``[`` or ``,``, so never inside a string) written with an exponent or with 19 digits
+#: and more before its point: the only numbers that can pass ``plausible.MAX_FIGURE`` (1e18).
+_LARGE = rb"[:\[,]\s*-?(?:\d{19}|\d+(?:\.\d+)?[eE]\+?\d)"
+#: A negative value of a key ``plausible.COUNTED`` holds (the key anywhere in the line: a screen, not the rule).
+_NEGATIVE = rb'"(?:' + b"|".join(sorted({k.encode() for keys in COUNTED.values() for k in keys})) + rb')"\s*:\s*-'
+_SUSPECT = re.compile(_LARGE + rb"|" + _NEGATIVE)
+
+
+def _may_be_refused(text: bytes) -> bool:
+    """Whether ``text`` (a line the quick reading decoded) holds a figure ``plausible.impossible_figure`` could
+    refuse: when not, the store keeps the line as far as its figures go."""
+    return _SUSPECT.search(text) is not None
 
 
 class _Client(msgspec.Struct):
@@ -102,6 +125,10 @@ class _Reader:
                 raw = _DECODER.decode(text)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not its types
                 raise _Unsure from exc
+            if _may_be_refused(text) and not isinstance(
+                read_record_line(text.decode("utf-8", errors="replace"), 0, path), Record
+            ):
+                continue  # the store skips it (a figure no measurement gives, or another field it refuses)
             yield self.window(raw)
 
     def window(self, raw: _Line) -> _Window:

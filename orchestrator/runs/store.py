@@ -70,6 +70,7 @@ __all__ = [
     "find_latest",
     "is_run_directory",
     "read_json_lines",
+    "read_record_line",
     "run_directories",
     "utc_now_iso",
 ]
@@ -266,6 +267,28 @@ def _lines(target: Path) -> Iterator[tuple[int, str]]:
         return
     except OSError as exc:
         raise _store_error("read", target, exc) from exc
+
+
+def read_record_line(text: str, number: int, target: Path) -> Record | SkippedLine:
+    """One non-blank line of ``records.jsonl`` as the store accepts it: a :class:`Record`, or the
+    :class:`SkippedLine` saying why it is not one (not JSON, not an object, a field of another type, a figure no
+    measurement gives: orchestrator/runs/plausible.py). A record of another schema version raises
+    ``SchemaVersionError`` (``target`` names the file). Every reader that counts records applies this rule."""
+    try:
+        raw = parse_json(text)
+    except json.JSONDecodeError as exc:
+        return SkippedLine(number, f"not JSON ({exc.msg})", text[:200])
+    if not isinstance(raw, dict):
+        return SkippedLine(number, "not a JSON object", text[:200])
+    if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
+        raise _refuse_schema(raw.get("schema_version"), target)
+    try:
+        return Record.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        why = str(first["msg"]).removeprefix("Value error, ")
+        return SkippedLine(number, f"not a record ({where + ': ' if where else ''}{why})", text[:200])
 
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
@@ -716,23 +739,11 @@ class RunStore:
         records: list[Record] = []
         skipped: list[SkippedLine] = []
         for number, text in _lines(target):
-            try:
-                raw = parse_json(text)
-            except json.JSONDecodeError as exc:
-                skipped.append(SkippedLine(number, f"not JSON ({exc.msg})", text[:200]))
-                continue
-            if not isinstance(raw, dict):
-                skipped.append(SkippedLine(number, "not a JSON object", text[:200]))
-                continue
-            if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
-                raise _refuse_schema(raw.get("schema_version"), target)
-            try:
-                records.append(Record.model_validate(raw))
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                why = str(first["msg"]).removeprefix("Value error, ")
-                skipped.append(SkippedLine(number, f"not a record ({where + ': ' if where else ''}{why})", text[:200]))
+            read = read_record_line(text, number, target)
+            if isinstance(read, Record):
+                records.append(read)
+            else:
+                skipped.append(read)
         self.skipped_lines = skipped
         return records
 

@@ -106,3 +106,45 @@ def test_a_record_of_another_schema_is_not_counted_quickly(tmp_path: Path) -> No
     assert all(r.get("schema_version", RUN_SCHEMA_VERSION) == RUN_SCHEMA_VERSION for r in _records(run))
     _append(run, {**_records(run)[0], "schema_version": RUN_SCHEMA_VERSION + 1})  # the store refuses the run
     assert quick_counts(run) is None
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [("client", "output_tokens", -40), ("client", "output_tok_s", 1e308), ("server", "accept_len", -1.5)],
+)
+def test_a_record_the_store_refuses_is_not_counted(tmp_path: Path, section: str, key: str, value: float) -> None:
+    """A well-typed line whose figure no measurement gives (orchestrator/runs/plausible.py) is skipped by the
+    store: a later attempt of an ok point that failed with such a figure leaves the point ok, in the quick
+    counts as in the answer (before, the quick counts took it: one ok point fewer, one failed more)."""
+    run = _run(tmp_path)
+    first = _records(run)[1]
+    assert first["status"] == "ok"
+    refused = {**first, "status": "failed", section: {**(first[section] or {}), key: value}}
+    _append(run, refused)
+    made = answer(run).counts.to_dict()
+    assert made["failed"] == 0  # the store skipped the line
+    assert quick_counts(run) == made
+
+
+def test_the_screen_lets_through_every_figure_the_store_could_refuse() -> None:
+    """The quick reading asks the store only about lines its screen picks; every line of the sample runs passes
+    it (so ls stays quick), and each kind of figure plausible.py refuses is picked."""
+    from orchestrator.analysis.quickcounts import _may_be_refused
+    from orchestrator.runs.plausible import impossible_figure
+
+    for name in ("sim-demo", "field-report", "clean"):
+        for line in (RUNS / name / "records.jsonl").read_bytes().splitlines():
+            if line.strip():
+                assert not _may_be_refused(line)
+    base = _records(RUNS / "sim-demo")[1]
+    for section, key, value in [
+        ("client", "requests", -1),
+        ("client", "duration_s", -0.5),
+        ("server", "gen_throughput", 2e18),
+        ("server", "lines_total", 10**19),
+        ("client", "output_tok_s", 1.5e19),
+        ("server", "accept_len", -2.0),
+    ]:
+        record = {**base, section: {**base[section], key: value}}
+        assert impossible_figure({"client": record["client"], "server": record["server"]}) is not None
+        assert _may_be_refused(json.dumps(record).encode()), (section, key, value)
