@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.experiment.rendering import expand_matrix, server_config
 from orchestrator.experiment.search import admitted
+from orchestrator.plan.pace import Pace, pace_of
 from orchestrator.quoting import visible
 
 if TYPE_CHECKING:
@@ -129,6 +130,9 @@ class Deployment(BaseModel):
     config_hash: str
     load_points: list[LoadPoint]
     expected_load_seconds: float = 0.0
+    #: What a start is expected to take by the clock when the server's own figures say (the simulator's,
+    #: orchestrator/plan/pace.py); None: ``expected_load_seconds``, the file's figure (which the GPU-hours keep).
+    start_seconds: float | None = None
     #: Which deployment of this configuration this is (``load.repeats_across_restarts``), from 1.
     restart: int = 1
 
@@ -143,8 +147,18 @@ class Deployment(BaseModel):
     def label(self) -> str:
         return self.config_label + (f" [restart {self.restart}]" if self.restart > 1 else "")
 
+    @property
+    def wall_start_seconds(self) -> float:
+        """The start the ETA counts: the server's own figure where known, else the file's."""
+        return self.start_seconds if self.start_seconds is not None else self.expected_load_seconds
+
     def estimated_seconds(self) -> float:
+        """The file's start plus the points (what a restart costs the GPU-hours)."""
         return self.expected_load_seconds + sum(p.estimated_seconds for p in self.load_points)
+
+    def wall_seconds(self) -> float:
+        """The clock time this deployment is expected to take: its start (:attr:`wall_start_seconds`) and points."""
+        return self.wall_start_seconds + sum(p.estimated_seconds for p in self.load_points)
 
 
 class Plan(BaseModel):
@@ -180,7 +194,7 @@ class Plan(BaseModel):
 
     @property
     def eta_seconds(self) -> float:
-        return sum(d.estimated_seconds() for d in self.deployments)
+        return sum(d.wall_seconds() for d in self.deployments)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -227,13 +241,16 @@ def _workloads(experiment: Experiment) -> list[tuple[str | None, dict[str, Any] 
     ]
 
 
-def _load_points(experiment: Experiment, deployment_key: str, restart: int = 1) -> list[LoadPoint]:
+def _load_points(
+    experiment: Experiment, deployment_key: str, restart: int = 1, pace: Pace | None = None
+) -> list[LoadPoint]:
     points: list[LoadPoint] = []
     load = experiment.load
+    pace = pace if pace is not None else pace_of(experiment)
     for repeat in range(1, load.repeats + 1):
         for index, (workload, identity, cap) in enumerate(_workloads(experiment)):
             warm = repeat == 1 and index == 0  # the deployment warms up once, before its first point
-            points += _round_points(experiment, deployment_key, restart, repeat, workload, identity, cap, warm)
+            points += _round_points(experiment, deployment_key, restart, repeat, workload, identity, cap, warm, pace)
     return points
 
 
@@ -246,10 +263,9 @@ def _round_points(
     identity: dict[str, Any] | None,
     max_tokens: int,
     warm: bool,
+    pace: Pace,
 ) -> list[LoadPoint]:
     load = experiment.load
-    per_user_tok_s = max(experiment.server.expected_tokens_per_second, 1e-6)
-    request_seconds = max_tokens / per_user_tok_s
     until = _until(experiment)
     requests, duration = load.requests, load.duration
     if load.until is not None:
@@ -280,6 +296,7 @@ def _round_points(
     }
     for c in load.concurrency:
         content = {"mode": "concurrency", "concurrency": c, "requests": requests, "duration": duration}
+        request_seconds = pace.request_seconds(max_tokens, c)  # per user: slower as C grows on the simulator
         if until is not None:
             est = math.ceil(guess / c) * request_seconds
             est = min(est, duration) if duration is not None else est
@@ -309,6 +326,12 @@ def _round_points(
             "duration": duration,
             "max_in_flight": load.max_in_flight,
         }
+        request_seconds = pace.request_seconds(max_tokens, 1)
+        # Little's law: about rate x request time requests run at once (at most max_in_flight).
+        running = max(1, math.ceil(r * request_seconds))
+        if load.max_in_flight is not None:
+            running = min(running, load.max_in_flight)
+        request_seconds = pace.request_seconds(max_tokens, running)
         if until is not None:
             est = guess / r + request_seconds
             est = min(est, duration) if duration is not None else est
@@ -345,6 +368,7 @@ def make_deployment(
     ``restart`` says which deployment of the configuration it is (its id and its points' ids carry it above 1)."""
     config = server_config(experiment, variant, params)
     key = content_id("c", config)
+    pace = pace_of(experiment, config["command"])
     return Deployment(
         id=content_id("d", config) if restart == 1 else content_id("d", [config, {"restart": restart}]),
         variant=variant,
@@ -354,8 +378,9 @@ def make_deployment(
         command=config["command"],
         environment=config["environment"],
         config_hash=key,
-        load_points=_load_points(experiment, key, restart),
+        load_points=_load_points(experiment, key, restart, pace),
         expected_load_seconds=experiment.server.expected_load_time,
+        start_seconds=pace.start_seconds if pace.own else None,
         restart=restart,
     )
 
@@ -426,7 +451,15 @@ def round_deployment(
     points: list[LoadPoint] = []
     for index, (workload, identity, cap) in enumerate(_workloads(experiment)):
         made = _round_points(
-            experiment, deployment.config_hash, deployment.restart, repeat, workload, identity, cap, index == 0
+            experiment,
+            deployment.config_hash,
+            deployment.restart,
+            repeat,
+            workload,
+            identity,
+            cap,
+            index == 0,
+            pace_of(experiment, deployment.command),
         )
         points += [p for p in made if wanted(p)]
     return deployment.model_copy(

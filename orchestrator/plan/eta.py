@@ -7,8 +7,9 @@ The cost of a deployment is what it takes from the end of one deployment's last 
 one's first point: stopping the old server, starting the new one, loading the model, warming up. It is learned
 from the wall clock: each worker thread's first measured point after a ``load_observed`` closes a deployment,
 whose cost is the time from that worker's previous point (or the model's creation) to that point's start. Until
-one is known, the mean observed load time stands in, and before that the history's, and before that
-``server.expected_load_time``.
+one is known, the mean observed load time stands in, and before that the history's, and before that the
+plan's guess (:func:`planned_start_seconds`: the simulator's own start where the command runs it, else
+``server.expected_load_time``).
 
 The point ratio is the sum of measured point seconds over the sum of their estimates; a point that was never
 measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
@@ -30,9 +31,19 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["EtaHistory", "EtaModel", "eta_history"]
+if TYPE_CHECKING:
+    from orchestrator.plan.deployments import Plan
+
+__all__ = ["EtaHistory", "EtaModel", "eta_history", "planned_start_seconds"]
+
+
+def planned_start_seconds(plan: Plan, default: float) -> float:
+    """The first guess at one start: the mean of the plan's deployments' (the simulator's own figure where the
+    command runs it, orchestrator/plan/pace.py; else the file's ``server.expected_load_time``, ``default``)."""
+    starts = [d.wall_start_seconds for d in plan.deployments]
+    return statistics.fmean(starts) if starts else default
 
 
 @dataclass(frozen=True)

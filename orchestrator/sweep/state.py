@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestrator.experiment.schema import Experiment
 from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
-from orchestrator.plan.eta import EtaModel, eta_history
+from orchestrator.plan.eta import EtaModel, eta_history, planned_start_seconds
 from orchestrator.runs.provenance import ProvenanceLog
 from orchestrator.runs.store import Record, ResumeState, RunStore
 from orchestrator.sweep import slots as gpu_slots
@@ -94,7 +94,7 @@ class SweepState:
         self.records: list[Record] = []
         self.points_done = 0
         self.eta = EtaModel(
-            expected_load_seconds=experiment.server.expected_load_time,
+            expected_load_seconds=planned_start_seconds(plan, experiment.server.expected_load_time),
             remaining_loads=self.schedule.remaining_loads(),
             remaining_point_estimates=self.schedule.remaining_point_seconds(),
             # What earlier runs of this experiment taught (eta.py): the first ETA is not the plan's guess.

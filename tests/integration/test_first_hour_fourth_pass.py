@@ -473,18 +473,20 @@ def test_the_latency_distributions_axis_numbers_never_overlap(grid: Grid) -> Non
 
 
 def test_the_plans_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> None:
-    """Without an earlier run the plan's ETA stands on the file's guesses and says which, with their figures;
-    with one, on what that run measured (and the guesses' ETA beside it); before, a first plan's ETA was a bare
-    figure (2h40m for a search that took 3 minutes, with nothing to say where it came from)."""
+    """Without an earlier run the plan's ETA stands on the simulator's own figures (its command's profile and
+    --load-seconds: orchestrator/plan/pace.py) and says so, with its figures; with one, on what that run measured
+    (and the first guess's ETA beside it); before, a first plan's ETA was a bare figure (2h40m for a search that
+    took 3 minutes, with nothing to say where it came from). tests/integration/test_eta_cli.py holds the ETA
+    against the time a sweep takes."""
     env = cli_env(flaky.home)
     first = run_cli("plan", str(flaky.path), "--results", str(tmp_path / "none-yet"), env=env)
     assert first.returncode == 0, first.stderr
     said = " ".join(first.stdout.split())
     assert re.search(
-        r"ETA \S+ \(the file's guesses: server.expected_load_time 1 s per start, expected_tokens_per_second 50 "
-        r"per user; a sweep learns the real figures as it runs\)",
+        r"ETA \S+ \(the simulator's own figures: its tiny profile's step times, --load-seconds 0.3 \+ 1.1 s per "
+        r"start; a sweep learns the real figures as it runs\)",
         said,
     ), said
     learned = run_cli("plan", str(flaky.path), "--results", str(flaky.run_dir.parent.parent), env=env)
     said = " ".join(learned.stdout.split())
-    assert re.search(r"ETA \S+ \(learned from \d+ earlier run\(s\): .*; the file's guesses: ETA \S+\)", said), said
+    assert re.search(r"ETA \S+ \(learned from \d+ earlier run\(s\): .*; the first guess: ETA \S+\)", said), said

@@ -28,7 +28,7 @@ def learned_eta(plan: Plan, history: EtaHistory) -> float:
     scale = history.point_scale if history.point_scale is not None else 1.0
     total = 0.0
     for dep in plan.deployments:
-        total += per_deployment if per_deployment is not None else dep.expected_load_seconds
+        total += per_deployment if per_deployment is not None else dep.wall_start_seconds
         total += scale * sum(p.estimated_seconds for p in dep.load_points)
     return total
 
@@ -64,16 +64,16 @@ def render_plan(
                 str(index),
                 Text(label),
                 f"{len(dep.load_points)}: {escape(points)}",
-                format_duration(dep.estimated_seconds()),
+                format_duration(dep.wall_seconds()),
                 dep.id,
             ]
         )
     totals = plan.totals()
     eta = f"ETA {format_duration(totals['eta_seconds'])}"
     if history is not None and history.known:
-        eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the file's guesses: {eta})"
+        eta = f"ETA {format_duration(learned_eta(plan, history))} ({history.describe()}; the first guess: {eta})"
     elif guesses:  # what a first run's ETA stands on, and that the sweep replaces it by what it measures
-        eta = f"{eta} (the file's guesses: {guesses}; a sweep learns the real figures as it runs)"
+        eta = f"{eta} ({guesses}; a sweep learns the real figures as it runs)"
     restarts = f"{totals['restarts']} restarts"
     if in_slots is not None:
         count, slots, seconds = in_slots
@@ -85,14 +85,18 @@ def render_plan(
     return fit_table(columns, rows, width, title=f"plan: {escape(plan.experiment)}", caption=caption)
 
 
-def _search_lead(cost: Any) -> str:
-    """The search's budget as the plan's first line: restarts, ETA and GPU-hours, then the grid's for scale."""
+def _search_lead(cost: Any, plan: Plan) -> str:
+    """The search's budget as the plan's first line: restarts, ETA and GPU-hours, then the grid's for scale.
+    The ETA is by the clock (a deployment's :meth:`wall_seconds`: the simulator's own start where the command
+    runs it); the GPU-hours keep the file's ``expected_load_time`` per restart (the host the file stands for)."""
     budget, grid = cost.budget_restarts, cost.grid_restarts
+    walls = [d.wall_seconds() for d in plan.deployments if not d.baseline] or [cost.restart_seconds]
+    each = sum(walls) / len(walls)
     return (
-        f"search {cost.strategy}: at most {budget} restarts, ETA {format_duration(budget * cost.restart_seconds)} "
+        f"search {cost.strategy}: at most {budget} restarts, ETA {format_duration(budget * each)} "
         f"({cost.gpu_hours(budget):.1f} GPU-hours) over {cost.candidates} candidates and {cost.baselines} "
         f"baseline(s), measured at the objective's load; the whole grid below: {grid} restarts, ETA "
-        f"{format_duration(grid * cost.restart_seconds)} ({cost.gpu_hours(grid):.1f} GPU-hours); a restart: "
+        f"{format_duration(grid * each)} ({cost.gpu_hours(grid):.1f} GPU-hours); a restart: "
         f"{cost.restart_seconds:.0f} s on {cost.gpus} GPU(s)"
     )
 
@@ -171,16 +175,15 @@ def plan(
         typer.echo(json.dumps(redact(data), indent=2))  # secrets written inline are not shown either
         return
     if cost is not None:  # a search: its own budget first, the grid it draws from second
-        console.print(escape(_search_lead(cost)), soft_wrap=True)
+        console.print(escape(_search_lead(cost, shown)), soft_wrap=True)
     in_slots = None
     if experiment.gpu_slots:
         from orchestrator.cli.slotview import slot_totals
 
         in_slots = slot_totals(experiment, shown)
-    guesses = (
-        f"server.expected_load_time {experiment.server.expected_load_time:g} s per start, "
-        f"expected_tokens_per_second {experiment.server.expected_tokens_per_second:g} per user"
-    )
+    from orchestrator.plan.pace import plan_basis
+
+    guesses = plan_basis(experiment, [d.command for d in shown.deployments])  # what the first ETA stands on
     console.print(
         render_plan(shown, history, console.width, search=cost is not None, in_slots=in_slots, guesses=guesses)
     )
