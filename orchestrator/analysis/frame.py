@@ -16,7 +16,7 @@ in an empty or all-failed run):
   steady_output_tok_s per_user_tok_s requests_per_s``, each latency as ``ttft_ms_p50`` (``mean p50 p90 p99``
   of ``ttft_ms itl_ms tpot_ms e2e_ms``), ``errors_by_kind`` as JSON text, the per-response speculative
   figures as ``client_accept_len client_verify_steps`` and ``client_<key>`` for llama.cpp's drafted and accepted
-  counts (``DRAFTED_KEY``, ``ACCEPTED_KEY`` of ``orchestrator/engines/llamacpp/responses.py``).
+  counts (``DRAFTED_KEY``, ``ACCEPTED_KEY`` of ``orchestrator/engines/responses.py``, llama.cpp's names).
 - server (the engine's own figures over the window, ``WindowMetrics.to_dict()``): ``server_<key>`` for
   scalars (``server_accept_len``, ``server_acceptance_rate``, ``server_gen_throughput``,
   ``server_lines_matched`` ...), DDTree averages as ``ddtree_<key>`` (``ddtree_avg_commit_len``,
@@ -71,7 +71,7 @@ from orchestrator.analysis.agreement import window_token_columns
 from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
-from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
+from orchestrator.engines.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.quoting import visible
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.planned import within_plan

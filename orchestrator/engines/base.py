@@ -21,7 +21,11 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
   :meth:`stats_interval` (seconds between them for a server started with a given command and environment): a
   window is closed by the first tick after its load ends (``orchestrator.sweep.closing``); ``idle_tick_patterns``
   (a tick of an empty engine that did nothing in its interval) close it too when the engine then stops ticking;
-- per-response figures: ``response_sources`` and :meth:`request_extras` (the body fields that ask for them);
+- per-response figures: :meth:`response_fields` (what the engine writes into its responses and the readers of
+  it, :class:`~orchestrator.engines.responses.ResponseFields`) and :meth:`request_extras` (the body fields that
+  ask for them);
+- the simulator: :meth:`sim_dialect`, the class of the simulator's imitation of the engine
+  (``orchestrator.sim.dialects``), None for an engine the simulator does not speak;
 - ``init_flags``: what ``specsweep init`` writes for this engine.
 
 :class:`EngineBase` gives the defaults (nothing offered); the built-in engines subclass it, and an engine from
@@ -37,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ADDRESS", "Call", "Edges", "Engine", "EngineBase", "WindowFigures"]
 
@@ -98,6 +103,10 @@ class Engine(Protocol):
     def derive_prometheus(self, window: Any, after: Any, generated: float | None, version: str | None) -> None: ...
 
     def request_extras(self, api: str) -> dict[str, Any]: ...
+
+    def response_fields(self) -> Any: ...
+
+    def sim_dialect(self) -> type[Dialect] | None: ...
 
     def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None: ...
 
@@ -168,6 +177,18 @@ class EngineBase:
 
     def request_extras(self, api: str) -> dict[str, Any]:
         return {}
+
+    def response_fields(self) -> Any:
+        """What the engine writes into its responses and how to read it: an
+        ``orchestrator.engines.responses.ResponseFields`` (not imported here: that module reaches the engines
+        through the registry, which checks engines against this protocol), checked where the fields are merged;
+        None (the default) when it writes no speculative figures there."""
+        return None
+
+    def sim_dialect(self) -> type[Dialect] | None:
+        """The simulator's dialect of this engine (a subclass of ``orchestrator.sim.dialects.Dialect``, which
+        the simulator finds here through the registry); None (the default) when the simulator does not speak it."""
+        return None
 
     def reconcile_log(self, window: Any, spec: Mapping[str, Any]) -> None:
         """Correct (or label) the log window's figures by what the window's responses say the log counts that

@@ -2,38 +2,62 @@
 
 Each engine that writes speculative figures into its responses reads them in its own module
 (``orchestrator/engines/<name>/responses.py``: the source names, their definitions with the engine files, the
-readers). What they share lives here: :class:`SpecFigures` (one response's figures, tagged with the name of
-the source they came from), the source rules (:class:`ResponseSource`: how a source's figures give the
-``accept_len`` terms, what each figure means) and the whole-body readers in the order
-:func:`orchestrator.load.spec.response_spec` tries them.
+readers) and gives them to the rest of the code as one :class:`ResponseFields`, its engine's
+``response_fields()`` (:class:`~orchestrator.engines.base.Engine`). What they share lives here:
+:class:`SpecFigures` (one response's figures, tagged with the name of the source they came from), the source
+rules (:class:`ResponseSource`: how a source's figures give the ``accept_len`` terms, what each figure means),
+:class:`ResponseFields`, and :func:`response_readers`, every built-in engine's fields merged, through the
+registry (:mod:`orchestrator.engines.registry`), which the load generator's decoders
+(``orchestrator/load/decoders.py``) and :func:`orchestrator.load.spec.response_spec` read responses with.
+A response says which engine wrote it by its fields, not by the experiment's ``engine:``, so every engine's
+readers are tried on every response.
 
-The engine modules import this one for the shared type, so this one finds them by module path on first use
-(as :mod:`orchestrator.engines.registry` finds the engines), never by an import statement.
+The engine modules import this one for the shared type, so this one reaches them only through the registry,
+never by an import statement.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.errors import ConfigError
+
 __all__ = [
-    "BODY_READERS",
-    "SOURCE_MODULES",
+    "ACCEPTED_KEY",
+    "DRAFTED_KEY",
     "BodyReader",
+    "ExtensionReader",
+    "ResponseFields",
+    "ResponseReaders",
     "ResponseSource",
     "SpecFigures",
     "body_readers",
+    "response_readers",
     "response_source",
 ]
+
+#: The names a window's per-response summary gives its sums of drafted and of accepted draft tokens
+#: (``orchestrator/load/spec.py`` ``summarize_spec``), which the analysis frame's columns use: llama.cpp's own
+#: field names in its ``timings`` (``orchestrator/engines/llamacpp/responses.py``), kept for every engine.
+DRAFTED_KEY = "draft_n"
+ACCEPTED_KEY = "draft_n_accepted"
 
 #: (figures, verify steps (> 0), completion tokens) -> (numerator, verify steps) of one response's ratio.
 AcceptTerms = Callable[["SpecFigures", int, int], tuple[int, int]]
 #: A whole response body (or the final chunks of a stream merged into one mapping) -> the figures it carries
 #: and its completion-token count, each None when this reader finds none.
 BodyReader = Callable[[Mapping[str, Any]], tuple["SpecFigures | None", "int | None"]]
+#: The value of one top-level field an engine adds to an OpenAI chunk or body (SGLang's ``sglext``, vLLM's
+#: ``metrics``, llama.cpp's ``timings``) -> the figures it carries and the prompt tokens it counts (each None
+#: when it has none).
+ExtensionReader = Callable[[object], tuple["SpecFigures | None", "int | None"]]
+#: A native response's ``meta_info`` (SGLang's ``/generate``) -> its figures, None when it has none.
+MetaInfoReader = Callable[[Mapping[str, Any]], "SpecFigures | None"]
+#: The ``choices`` of a non-streamed chat body -> the figures the engine put in them, None when it put none.
+ChoicesReader = Callable[[object], "SpecFigures | None"]
 
 
 @dataclass(frozen=True)
@@ -197,58 +221,111 @@ def _first(*values: object) -> int | None:
     return None
 
 
-#: The built-in engines' response modules: each defines ``SOURCES`` (source name -> :class:`ResponseSource`).
-SOURCE_MODULES: tuple[str, ...] = (
-    "orchestrator.engines.sglang.responses",
-    "orchestrator.engines.vllm.responses",
-    "orchestrator.engines.llamacpp.responses",
-)
+@dataclass(frozen=True)
+class ResponseFields:
+    """What one engine writes into its responses and how specsweep reads it: an engine's
+    ``response_fields()`` (each engine's ``responses.py`` builds it, citing the engine's files).
 
-#: The whole-body readers ("module:function"), in the order they are tried: the first figures found win, and
-#: so does the first completion-token count (after the body's ``usage``).
-BODY_READERS: tuple[str, ...] = (
-    "orchestrator.engines.sglang.responses:read_sglext",
-    "orchestrator.engines.vllm.responses:read_metrics",
-    "orchestrator.engines.llamacpp.responses:read_timings",
-    "orchestrator.engines.sglang.responses:read_meta_info",
-)
+    ``sources``: source name -> its rule. ``extensions``: a top-level field the engine adds to an OpenAI chunk
+    or body (and to its own native final chunk) -> its reader, which the streaming decoders call on every
+    chunk that has the field (the last figures found win). ``body_readers``: whole-body readers, tried in the
+    registry's order of engines, every engine's before any engine's ``late_body_readers`` (a field that
+    also appears in answers that carry an extension, SGLang's ``meta_info``). ``meta_info``: the reader of a
+    native ``/generate`` answer's ``meta_info``; ``choices``: the reader of the figures a non-streamed chat
+    body carries in its choices (SGLang's ``return_meta_info``), tried when no extension gave any.
+    """
+
+    sources: Mapping[str, ResponseSource] = field(default_factory=dict)
+    extensions: Mapping[str, ExtensionReader] = field(default_factory=dict)
+    body_readers: tuple[BodyReader, ...] = ()
+    late_body_readers: tuple[BodyReader, ...] = ()
+    meta_info: MetaInfoReader | None = None
+    choices: ChoicesReader | None = None
 
 
-@dataclass
-class _Loaded:
-    sources: dict[str, ResponseSource] = field(default_factory=dict)
-    readers: tuple[BodyReader, ...] = ()
+@dataclass(frozen=True)
+class ResponseReaders:
+    """Every built-in engine's :class:`ResponseFields` merged (:func:`response_readers`): the first engine
+    that names a source or an extension keeps it; the readers in the registry's order of engines."""
+
+    sources: Mapping[str, ResponseSource]
+    extensions: Mapping[str, ExtensionReader]
+    body_readers: tuple[BodyReader, ...]
+    meta_info: tuple[MetaInfoReader, ...]
+    choices: tuple[ChoicesReader, ...]
+
+    def read_meta_info(self, meta: Mapping[str, Any]) -> SpecFigures | None:
+        """The figures of a native ``meta_info``: the first engine's reader that finds some."""
+        for read in self.meta_info:
+            found = read(meta)
+            if found is not None:
+                return found
+        return None
+
+    def read_choices(self, choices: object) -> SpecFigures | None:
+        """The figures a non-streamed chat body carries in its ``choices``: the first engine's that has some."""
+        for read in self.choices:
+            found = read(choices)
+            if found is not None:
+                return found
+        return None
 
 
 _lock = threading.Lock()
-_loaded: _Loaded | None = None
+_loaded: ResponseReaders | None = None
 
 
-def _resolve(target: str) -> Any:
-    module, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module), attribute)
+def _merge(every: Iterable[ResponseFields]) -> ResponseReaders:
+    sources: dict[str, ResponseSource] = {}
+    extensions: dict[str, ExtensionReader] = {}
+    early: list[BodyReader] = []
+    late: list[BodyReader] = []
+    meta_info: list[MetaInfoReader] = []
+    choices: list[ChoicesReader] = []
+    for fields in every:
+        for name, source in fields.sources.items():
+            sources.setdefault(name, source)
+        for key, reader in fields.extensions.items():
+            extensions.setdefault(key, reader)
+        early.extend(fields.body_readers)
+        late.extend(fields.late_body_readers)
+        if fields.meta_info is not None:
+            meta_info.append(fields.meta_info)
+        if fields.choices is not None:
+            choices.append(fields.choices)
+    return ResponseReaders(sources, extensions, (*early, *late), tuple(meta_info), tuple(choices))
 
 
-def _load() -> _Loaded:
+def response_readers() -> ResponseReaders:
+    """The built-in engines' response fields (:data:`orchestrator.engines.registry.BUILTIN`, in its order;
+    an engine that shares another's fields, the simulator SGLang's, counted once), merged once."""
     global _loaded
     loaded = _loaded
     if loaded is not None:
         return loaded
+    from orchestrator.engines.registry import BUILTIN, get_engine
+
+    every: list[ResponseFields] = []
+    for name in BUILTIN:
+        fields = get_engine(name).response_fields()
+        if fields is None or any(fields is seen for seen in every):
+            continue
+        if not isinstance(fields, ResponseFields):
+            raise ConfigError(f"engine {name!r}: response_fields() gave {type(fields).__name__}, not ResponseFields")
+        every.append(fields)
+    merged = _merge(every)
     with _lock:
         if _loaded is None:
-            sources: dict[str, ResponseSource] = {}
-            for module in SOURCE_MODULES:
-                for name, source in _resolve(f"{module}:SOURCES").items():
-                    sources.setdefault(name, source)
-            _loaded = _Loaded(sources, tuple(_resolve(target) for target in BODY_READERS))
+            _loaded = merged
         return _loaded
 
 
 def response_source(name: str) -> ResponseSource | None:
-    """The rule of the source called ``name`` (None for a source no engine module defines)."""
-    return _load().sources.get(name)
+    """The rule of the source called ``name`` (None for a source no engine defines)."""
+    return response_readers().sources.get(name)
 
 
 def body_readers() -> tuple[BodyReader, ...]:
-    """The whole-body readers of :data:`BODY_READERS`, resolved once."""
-    return _load().readers
+    """Every engine's whole-body readers, in the order they are tried (the first figures found win, and so
+    does the first completion-token count after the body's ``usage``)."""
+    return response_readers().body_readers

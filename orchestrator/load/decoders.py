@@ -9,7 +9,9 @@ APIs and what they send:
 
 - ``chat`` / ``completions`` (OpenAI): ``choices[0].delta.content`` / ``choices[0].text``, ``finish_reason``,
   ``usage`` (in every chunk with ``continuous_usage_stats``, else in a final chunk with no choices), ``[DONE]``.
-  Speculative figures, each where its engine writes it (``orchestrator/engines/<name>/responses.py``): SGLang's
+  Speculative figures, each where its engine writes it (``orchestrator/engines/<name>/responses.py``, reached
+  through the registry: :func:`orchestrator.engines.responses.response_readers`, every engine's readers
+  merged, tried on every response whatever the experiment's engine): SGLang's
   ``sglext.spec_tokens_details`` (asked for with ``return_spec_tokens_details``; in a stream, a chunk of its
   own with no choices before the usage chunk), vLLM's ``metrics.speculative_decoding`` (on the final usage
   chunk), llama.cpp's ``timings`` (on the last chunk). No engine puts ``meta_info`` at the top level of an
@@ -26,14 +28,12 @@ APIs and what they send:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import msgspec
 
-from orchestrator.engines.llamacpp.responses import from_timings
-from orchestrator.engines.sglang.responses import from_choices_meta_info, from_meta_info, from_spec_tokens_details
-from orchestrator.engines.vllm.responses import from_vllm_metrics
+from orchestrator.engines.responses import ResponseReaders, response_readers
 from orchestrator.load.records import RequestRecord, spread_tokens
 
 __all__ = ["DECODERS", "Decoder", "StreamFault"]
@@ -57,8 +57,9 @@ def _loads(data: bytes | str) -> Any:
 # The fields of an OpenAI chunk that the decoder reads, decoded by msgspec straight into these (every other
 # field is skipped, though still checked to be valid JSON). The types are the ones the decoder acts on; a chunk
 # that does not fit them (a field of another type, an error, an engine extension: ``error`` must be null and
-# ``sglext``, ``metrics``, ``timings`` absent) fails to decode and goes the general way, through a dict, which
-# reads it the same (slower; tests/unit/test_load_fastpath.py checks both agree).
+# every engine's extension field, SGLang's ``sglext``, vLLM's ``metrics``, llama.cpp's ``timings``, absent)
+# fails to decode and goes the general way, through a dict, which reads it the same (slower;
+# tests/unit/test_load_fastpath.py checks both agree).
 class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
@@ -81,12 +82,32 @@ class _Chunk(msgspec.Struct, gc=False):
     choices: list[_Choice] | None = None
     usage: _Usage | None = None
     error: None = None
-    sglext: msgspec.UnsetType = msgspec.UNSET
-    metrics: msgspec.UnsetType = msgspec.UNSET
-    timings: msgspec.UnsetType = msgspec.UNSET
 
 
-_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+class _Engines:
+    """The engines' response readers (:func:`response_readers`) and the fast path's chunk type: :class:`_Chunk`
+    with every engine's extension field, which must be absent; made on the first decoder."""
+
+    __slots__ = ("decode_chunk", "extension_keys", "readers")
+
+    def __init__(self, readers: ResponseReaders) -> None:
+        self.readers = readers
+        self.extension_keys = tuple(readers.extensions)
+        absent = [(key, msgspec.UnsetType, msgspec.UNSET) for key in self.extension_keys]
+        chunk = cast("type[_Chunk]", msgspec.defstruct("_EngineChunk", absent, bases=(_Chunk,), gc=False))
+        self.decode_chunk: Callable[[bytes], _Chunk] = msgspec.json.Decoder(chunk).decode
+
+
+_engines: _Engines | None = None
+
+
+def _engine_readers() -> _Engines:
+    global _engines
+    if _engines is None:
+        _engines = _Engines(response_readers())
+    return _engines
+
+
 _LLAMACPP_STOP = {"limit": "length", "eos": "stop", "word": "stop"}
 #: The most output tokens one response may claim (``usage.completion_tokens``, ``meta_info.completion_tokens``):
 #: above the longest context any engine serves (10M). A server claiming more (or a negative count) is not
@@ -116,11 +137,13 @@ class Decoder:
         "_usage_chunks",
         "_weights",
         "done",
+        "engines",
         "record",
     )
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
+        self.engines = _engine_readers()
         self.done = False  # the end-of-stream marker arrived
         self._times: list[float] = []
         self._counts: list[int] = []
@@ -269,25 +292,25 @@ class Decoder:
         raise NotImplementedError
 
     # -- engine metadata ---------------------------------------------------------------------------------
-    def _timings(self, timings: object) -> None:
-        """llama.cpp's ``timings`` (the last one wins: with ``timings_per_token`` every chunk has one)."""
-        if not isinstance(timings, dict):
+    def _extension(self, key: str, value: object) -> None:
+        """One engine's extension field of a chunk or body (its reader: the engine's ``response_fields``): the
+        figures it carries replace any before (the last one wins), its prompt count fills a missing one."""
+        read = self.engines.readers.extensions.get(key)
+        if read is None:
             return
+        spec, prompt = read(value)
         record = self.record
-        spec = from_timings(timings)
         if spec is not None:
             record.spec = spec
-        prompt_n = timings.get("prompt_n")
-        if isinstance(prompt_n, int) and record.input_tokens is None:
-            record.input_tokens = prompt_n + _int(timings.get("cache_n"))
+        if prompt is not None and record.input_tokens is None:
+            record.input_tokens = prompt
 
     def _meta_info(self, meta: dict[str, Any]) -> int | None:
-        """SGLang's ``meta_info``; returns its cumulative ``completion_tokens`` when present."""
+        """A native ``meta_info`` (SGLang's ``/generate``); returns its cumulative ``completion_tokens`` if any."""
         record = self.record
-        if "spec_verify_ct" in meta:  # every SGLang version writes it with the other speculative fields
-            spec = from_meta_info(meta)
-            if spec is not None:
-                record.spec = spec
+        spec = self.engines.readers.read_meta_info(meta)
+        if spec is not None:
+            record.spec = spec
         prompt = meta.get("prompt_tokens")
         if isinstance(prompt, int):
             record.input_tokens = prompt
@@ -302,19 +325,11 @@ class Decoder:
         return completion if isinstance(completion, int) else None
 
     def _openai_extensions(self, obj: dict[str, Any]) -> None:
-        """The engines' additions to an OpenAI chunk or body: SGLang ``sglext``, vLLM ``metrics``, llama.cpp
-        ``timings``."""
-        sglext = obj.get("sglext")
-        if isinstance(sglext, dict):
-            spec = from_spec_tokens_details(sglext.get("spec_tokens_details"))
-            if spec is not None:
-                self.record.spec = spec
-        if "metrics" in obj:
-            spec = from_vllm_metrics(obj["metrics"])
-            if spec is not None:
-                self.record.spec = spec
-        if "timings" in obj:
-            self._timings(obj["timings"])
+        """The engines' additions to an OpenAI chunk or body (SGLang ``sglext``, vLLM ``metrics``, llama.cpp
+        ``timings``), in the engines' order."""
+        for key in self.engines.extension_keys:
+            if key in obj:
+                self._extension(key, obj[key])
 
 
 class OpenAIDecoder(Decoder):
@@ -340,12 +355,13 @@ class OpenAIDecoder(Decoder):
         news = self._news
         record = self.record
         chat = self._chat
+        decode_chunk = self.engines.decode_chunk
         tokens = 0
         for data in payloads:
             if self.done:
                 break  # anything after the end marker is ignored
             try:
-                chunk = _decode_chunk(data)
+                chunk = decode_chunk(data)
             except _MSGSPEC_ERRORS:
                 tokens += Decoder.on_event(self, data, now)
                 continue
@@ -430,8 +446,7 @@ class OpenAIDecoder(Decoder):
             prompt = usage.get("prompt_tokens")
             if type(prompt) is int:
                 self.record.input_tokens = prompt
-        if "sglext" in obj or "metrics" in obj or "timings" in obj:
-            self._openai_extensions(obj)
+        self._openai_extensions(obj)
         if count == 0 and cum is None:
             return 0
         return self._add(now, count, weight, cum)
@@ -456,7 +471,7 @@ class OpenAIDecoder(Decoder):
             # SGLang's non-streamed chat with return_meta_info: the raw meta_info inside each choice, every
             # choice's pooled when n > 1 (python/sglang/srt/entrypoints/openai/serving_chat.py
             # _build_chat_response; orchestrator/engines/sglang/responses.py from_choices_meta_info).
-            self.record.spec = from_choices_meta_info(choices)
+            self.record.spec = self.engines.readers.read_choices(choices)
         return text, total
 
 
@@ -533,8 +548,8 @@ class LlamaCppDecoder(Decoder):
             self.record.finish_reason = "length"
         elif obj.get("stopped_eos") or obj.get("stopped_word"):
             self.record.finish_reason = "stop"
-        if "timings" in obj:
-            self._timings(obj["timings"])
+        if "timings" in obj:  # llama.cpp's own field, read by its reader (orchestrator/engines/llamacpp/responses.py)
+            self._extension("timings", obj["timings"])
 
 
 def _choice_text(choice: dict[str, Any], chat: bool, *, delta: bool) -> str:
@@ -556,10 +571,6 @@ def _error_text(obj: dict[str, Any] | None) -> str:
         message = error.get("message") or error.get("detail") or json.dumps(error)[:200]
         return str(message)
     return str(error)[:200]
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _openai_chat(record: RequestRecord) -> Decoder:

@@ -1,7 +1,8 @@
 """Per-response speculative-decoding figures over a window: one response body read, many summarized.
 
 What each engine writes into its responses, and where, is the engine's (``orchestrator/engines/<name>/
-responses.py``: the source names, their definitions with the engine files, the readers); the shared type is
+responses.py``: the source names, their definitions with the engine files, the readers), reached through the
+registry (:func:`orchestrator.engines.responses.response_readers`); the shared type is
 :class:`~orchestrator.engines.responses.SpecFigures`. One response carries at most one source (the engine
 decides which; the load client only asks for what the engine offers, see
 :func:`orchestrator.load.settings.engine_request_extras`). :func:`response_spec` reads a whole body,
@@ -15,8 +16,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from orchestrator.engines.integrity import exactness
-from orchestrator.engines.llamacpp.responses import ACCEPTED_KEY, DRAFTED_KEY
-from orchestrator.engines.responses import SpecFigures, _int, body_readers, response_source
+from orchestrator.engines.responses import (
+    ACCEPTED_KEY,
+    DRAFTED_KEY,
+    SpecFigures,
+    _int,
+    body_readers,
+    response_source,
+)
 
 __all__ = ["response_spec", "summarize_spec"]
 
@@ -56,7 +63,7 @@ def response_spec(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int 
     """The speculative figures and the completion-token count of one whole response body (or the final
     chunks of a stream merged into one mapping), read where the engine that wrote it puts them: the count
     from ``usage``, else from the first engine reader that has one; the figures from the first that has
-    them (:data:`orchestrator.engines.responses.BODY_READERS`, in order)."""
+    them (:func:`orchestrator.engines.responses.body_readers`, in order)."""
     spec: SpecFigures | None = None
     tokens: int | None = None
     usage = response.get("usage")
@@ -194,7 +201,7 @@ def summarize_spec(responses: Iterable[tuple[SpecFigures | None, int]]) -> dict[
         "verify_steps": accept.denominator if accept.ratios else None,
         "accepted_drafts": accepted if with_drafts else None,
         "proposed_drafts": proposed if with_drafts else None,
-        # The same sums under llama.cpp's names, which the analysis frame's columns use.
+        # The same sums under llama.cpp's names, which the analysis frame's columns use (engines/responses.py).
         DRAFTED_KEY: proposed if with_drafts else None,
         ACCEPTED_KEY: accepted if with_drafts else None,
         "acceptance_rate": figures["acceptance_rate"],

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
 
 if TYPE_CHECKING:
+    from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ENGINE", "LlamaCpp"]
 
@@ -25,6 +27,16 @@ class LlamaCpp(EngineBase):
         from orchestrator.engines.llamacpp.control import flush_cache
 
         return flush_cache(call)
+
+    def response_fields(self) -> ResponseFields:
+        from orchestrator.engines.llamacpp.responses import FIELDS
+
+        return FIELDS
+
+    def sim_dialect(self) -> type[Dialect]:
+        from orchestrator.engines.llamacpp.simdialect import LlamaCppDialect
+
+        return LlamaCppDialect
 
     def parse_log(self, text: str) -> ParseResult:
         from orchestrator.engines.llamacpp.log import parse_llamacpp

@@ -5,12 +5,12 @@
     last chunk of a stream or in a whole body, native ``/completion`` and OpenAI endpoints alike
     (tools/server/server-task.cpp), in every final chunk: nothing to ask for.
     ``draft_n`` and ``draft_n_accepted`` (:data:`DRAFTED_KEY`, :data:`ACCEPTED_KEY`) appear only when the
-    slot drafted something; there is no verify-step count.
+    slot drafted something; there is no verify-step count. ``prompt_n`` + ``cache_n`` are the prompt's tokens.
 
 In :class:`~orchestrator.engines.responses.SpecFigures`: ``accepted_drafts`` / ``proposed_drafts`` are
 ``draft_n_accepted`` / ``draft_n``; ``verify_steps`` and ``engine_accept_len`` are None. The per-response
 summary (:func:`orchestrator.load.spec.summarize_spec`) also writes the drafted and accepted sums under these
-two names, which the analysis frame's columns use.
+two names (``orchestrator.engines.responses``, where the summary and the analysis frame's columns take them).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engines.responses import ResponseSource, SpecFigures, _int
+from orchestrator.engines.responses import ACCEPTED_KEY, DRAFTED_KEY, ResponseFields, ResponseSource, SpecFigures, _int
 
 __all__ = [
     "ACCEPTED_KEY",
     "DEFINITIONS",
     "DRAFTED_KEY",
+    "FIELDS",
     "LLAMACPP_TIMINGS",
     "SOURCES",
     "from_timings",
@@ -31,9 +32,8 @@ __all__ = [
 ]
 
 LLAMACPP_TIMINGS = "llamacpp:timings"
-#: The fields of ``timings`` with the drafted and the accepted draft tokens (server_slot_stats::to_json).
-DRAFTED_KEY = "draft_n"
-ACCEPTED_KEY = "draft_n_accepted"
+#: The fields of ``timings`` with the drafted and the accepted draft tokens (server_slot_stats::to_json):
+#: ``DRAFTED_KEY`` and ``ACCEPTED_KEY``, defined with the shared response types (the summary's names too).
 
 DEFINITIONS: dict[str, dict[str, str]] = {
     LLAMACPP_TIMINGS: {
@@ -70,3 +70,19 @@ def read_timings(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int |
     if not isinstance(timings, dict):
         return None, None
     return from_timings(timings), _int(response.get("tokens_predicted")) or _int(timings.get("predicted_n"))
+
+
+def _timings(value: object) -> tuple[SpecFigures | None, int | None]:
+    """``timings`` of a chunk or body (the last one wins: with ``timings_per_token`` every chunk has one): its
+    figures and the prompt's tokens, ``prompt_n`` + ``cache_n`` (server_slot_stats::to_json)."""
+    if not isinstance(value, dict):
+        return None, None
+    prompt_n = value.get("prompt_n")
+    cache_n = value.get("cache_n")
+    cached = cache_n if isinstance(cache_n, int) and not isinstance(cache_n, bool) else 0
+    return from_timings(value), (prompt_n + cached if isinstance(prompt_n, int) else None)
+
+
+#: What llama.cpp writes into its responses (``Engine.response_fields``): ``timings`` on the last chunk or the
+#: body, OpenAI and native ``/completion`` alike.
+FIELDS = ResponseFields(sources=SOURCES, extensions={"timings": _timings}, body_readers=(read_timings,))

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
 
 if TYPE_CHECKING:
+    from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ENGINE", "SIM", "SGLang"]
 
@@ -60,6 +62,16 @@ class SGLang(EngineBase):
         from orchestrator.engines.sglang.control import flush_cache
 
         return flush_cache(call)
+
+    def response_fields(self) -> ResponseFields:
+        from orchestrator.engines.sglang.responses import FIELDS
+
+        return FIELDS
+
+    def sim_dialect(self) -> type[Dialect]:
+        from orchestrator.engines.sglang.simdialect import SGLangDialect
+
+        return SGLangDialect
 
     def parse_log(self, text: str) -> ParseResult:
         from orchestrator.engines.sglang.log import parse_sglang

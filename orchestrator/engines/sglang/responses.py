@@ -60,10 +60,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engines.responses import ResponseSource, SpecFigures, _first, _float, _histogram, _int
+from orchestrator.engines.responses import (
+    ResponseFields,
+    ResponseSource,
+    SpecFigures,
+    _first,
+    _float,
+    _histogram,
+    _int,
+)
 
 __all__ = [
     "DEFINITIONS",
+    "FIELDS",
     "SGLANG_META_INFO",
     "SGLANG_SGLEXT",
     "SOURCES",
@@ -274,3 +283,29 @@ def read_meta_info(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int
         if isinstance(meta, dict):
             return from_meta_info(meta), _int(meta.get("completion_tokens"))
     return None, None
+
+
+def _sglext(value: object) -> tuple[SpecFigures | None, int | None]:
+    """An OpenAI chunk's or body's ``sglext``: its ``spec_tokens_details`` (no prompt count)."""
+    if isinstance(value, dict):
+        return from_spec_tokens_details(value.get("spec_tokens_details")), None
+    return None, None
+
+
+def _generate_meta_info(meta: Mapping[str, Any]) -> SpecFigures | None:
+    """``/generate``'s ``meta_info`` when it has ``spec_verify_ct``, which every SGLang version writes with the
+    other speculative fields."""
+    return from_meta_info(meta) if "spec_verify_ct" in meta else None
+
+
+#: What SGLang writes into its responses (``Engine.response_fields``): ``sglext`` beside an OpenAI answer's
+#: ``usage``, ``meta_info`` in ``/generate`` and in the choices of a chat answer asked with
+#: ``return_meta_info``; ``meta_info`` is read last of every engine's whole-body fields.
+FIELDS = ResponseFields(
+    sources=SOURCES,
+    extensions={"sglext": _sglext},
+    body_readers=(read_sglext,),
+    late_body_readers=(read_meta_info,),
+    meta_info=_generate_meta_info,
+    choices=from_choices_meta_info,
+)

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFigures
 
 if TYPE_CHECKING:
+    from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["DEFAULT_STATS_INTERVAL", "ENGINE", "VLLM", "stats_interval"]
 
@@ -64,6 +66,16 @@ class VLLM(EngineBase):
 
     def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None:
         return stats_interval(command, environment)
+
+    def response_fields(self) -> ResponseFields:
+        from orchestrator.engines.vllm.responses import FIELDS
+
+        return FIELDS
+
+    def sim_dialect(self) -> type[Dialect]:
+        from orchestrator.engines.vllm.simdialect import VLLMDialect
+
+        return VLLMDialect
 
     def parse_log(self, text: str) -> ParseResult:
         from orchestrator.engines.vllm.log import parse_vllm

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.engines.responses import ResponseSource, SpecFigures, _float, _histogram, _int
+from orchestrator.engines.responses import ResponseFields, ResponseSource, SpecFigures, _float, _histogram, _int
 
-__all__ = ["DEFINITIONS", "SOURCES", "VLLM_METRICS", "from_vllm_metrics", "read_metrics"]
+__all__ = ["DEFINITIONS", "FIELDS", "SOURCES", "VLLM_METRICS", "from_vllm_metrics", "read_metrics"]
 
 VLLM_METRICS = "vllm:metrics"
 
@@ -100,3 +100,12 @@ def read_metrics(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int |
     if "metrics" in response:
         return from_vllm_metrics(response["metrics"]), None
     return None, None
+
+
+def _metrics(value: object) -> tuple[SpecFigures | None, int | None]:
+    """An OpenAI chunk's or body's top-level ``metrics`` (no prompt count)."""
+    return from_vllm_metrics(value), None
+
+
+#: What vLLM writes into its responses (``Engine.response_fields``): ``metrics`` of an OpenAI answer.
+FIELDS = ResponseFields(sources=SOURCES, extensions={"metrics": _metrics}, body_readers=(read_metrics,))
