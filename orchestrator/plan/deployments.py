@@ -130,8 +130,9 @@ class Deployment(BaseModel):
     config_hash: str
     load_points: list[LoadPoint]
     expected_load_seconds: float = 0.0
-    #: What a start is expected to take by the clock when the server's own figures say (the simulator's,
-    #: orchestrator/plan/pace.py); None: ``expected_load_seconds``, the file's figure (which the GPU-hours keep).
+    #: What a start is expected to take by the clock, the lossless probe included: the server's own figure where
+    #: known (the simulator's, orchestrator/plan/pace.py), else the file's; None: ``expected_load_seconds``, the
+    #: file's figure alone (which the GPU-hours keep).
     start_seconds: float | None = None
     #: Which deployment of this configuration this is (``load.repeats_across_restarts``), from 1.
     restart: int = 1
@@ -355,6 +356,18 @@ def _round_points(
     return points
 
 
+def _lossless_seconds(experiment: Experiment, variant: str, baseline: bool, pace: Pace) -> float:
+    """What the lossless probe adds to a deployment before its first point (orchestrator/sweep/lossless.py):
+    its prompts one at a time, three passes for the autoregressive baseline (twice alone, then batched)."""
+    lossless = experiment.lossless
+    if not lossless.enabled or not experiment.baselines:
+        return 0.0
+    names = list(experiment.baselines)
+    ar = next((b for b in names if b.lower().split("-")[0].split("_")[0] in ("ar", "autoregressive")), names[0])
+    each = lossless.prompts * pace.request_seconds(lossless.max_tokens or experiment.load.max_tokens, 1)
+    return 3 * each if baseline and variant == ar else each
+
+
 def make_deployment(
     experiment: Experiment,
     variant: str,
@@ -369,6 +382,7 @@ def make_deployment(
     config = server_config(experiment, variant, params)
     key = content_id("c", config)
     pace = pace_of(experiment, config["command"])
+    checks = _lossless_seconds(experiment, variant, baseline, pace)
     return Deployment(
         id=content_id("d", config) if restart == 1 else content_id("d", [config, {"restart": restart}]),
         variant=variant,
@@ -380,7 +394,7 @@ def make_deployment(
         config_hash=key,
         load_points=_load_points(experiment, key, restart, pace),
         expected_load_seconds=experiment.server.expected_load_time,
-        start_seconds=pace.start_seconds if pace.own else None,
+        start_seconds=pace.start_seconds + checks if pace.own or checks else None,
         restart=restart,
     )
 

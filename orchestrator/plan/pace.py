@@ -8,7 +8,8 @@ The guess stands on one of two bases, and says which (:attr:`Pace.basis`, printe
   on a 2-core machine: ``ready in 2.0 s`` at ``--load-seconds 1``), and one request as the simulator's step
   model times it: a prefill, then ``max_tokens / E`` decode steps of ``C`` running requests (``E`` the
   configuration's expected accept length, :meth:`SimConfig.expected_accept_length`; a step's cost from
-  :class:`orchestrator.sim.timing.StepTiming`). This is what the simulator will really do, whatever the file's
+  :class:`orchestrator.sim.timing.StepTiming`); the lossless probe's prompts, one at a time, come on top of
+  the start (orchestrator/plan/deployments.py). This is what the simulator will really do, whatever the file's
   ``server.expected_load_time`` says (a search file keeps 480 s there for the GPU-hours of the host it stands
   for: an ETA of 2h40m for a run of 3 minutes, issue 50). The GPU-hours (orchestrator/search/cost.py) keep the
   file's figure: :attr:`Deployment.expected_load_seconds` is still it; :attr:`Deployment.start_seconds` is this.
@@ -165,6 +166,8 @@ def plan_basis(experiment: Experiment, commands: list[str | None]) -> str:
     if not own:
         return paces[0].basis
     said = own[0].basis
+    if experiment.lossless.enabled and experiment.baselines:
+        said += f", the lossless probe's {experiment.lossless.prompts} prompts at C=1"
     if len(own) < len(paces):
         said += f" ({len(own)} of {len(paces)} deployments; the others on {_file_pace(experiment).basis})"
     return said

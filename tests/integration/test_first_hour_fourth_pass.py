@@ -484,7 +484,7 @@ def test_the_plans_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> N
     said = " ".join(first.stdout.split())
     assert re.search(
         r"ETA \S+ \(the simulator's own figures: its tiny profile's step times, --load-seconds 0.3 \+ 1.1 s per "
-        r"start; a sweep learns the real figures as it runs\)",
+        r"start, the lossless probe's 8 prompts at C=1; a sweep learns the real figures as it runs\)",
         said,
     ), said
     learned = run_cli("plan", str(flaky.path), "--results", str(flaky.run_dir.parent.parent), env=env)
