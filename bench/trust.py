@@ -196,6 +196,7 @@ def _points(run: Path) -> list[dict[str, Any]]:
 def demo(fault: bool = False) -> dict[str, Any]:
     """The demo sweep as shipped; with ``fault``, its DDTree configurations accept wrong drafts
     (``--fault wrong-token``), the baselines untouched."""
+    from orchestrator.analysis.answer import answer_of
     from orchestrator.report import tables
 
     started = time.monotonic()
@@ -215,7 +216,7 @@ def demo(fault: bool = False) -> dict[str, Any]:
         lossless = [
             f"{f.severity}: {f.config or 'run'}: {f.message}" for f in analysis.findings if f.check == "lossless"
         ]
-        return {"seconds": round(seconds, 1), "headline": tables.headline(analysis), "lossless": lossless}
+        return {"seconds": round(seconds, 1), "headline": tables.headline(answer_of(analysis)), "lossless": lossless}
 
 
 def main() -> None:

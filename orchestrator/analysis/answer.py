@@ -8,7 +8,8 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
   with its source, its exactness and its interval (``lo``, ``hi`` and the ``se`` the interval comes from);
 - per load: the winner, those tied with it (the rule cannot tell them apart) and those it beats, with the
   margin over the runner-up and its interval;
-- the counts of points (planned, ok, degraded, failed, skipped) and of findings;
+- the counts of points (planned, ok, degraded, failed, skipped), the failed points by the kind of their
+  failure, and the counts of findings;
 - the findings;
 - per speculative variant of a closed-loop run with an autoregressive baseline, its break-even load: the
   lowest measured concurrency at which it no longer beats autoregressive beyond noise, with its bracket
@@ -94,6 +95,18 @@ class Figure:
     se: float | None
     source: str
     exactness: str | None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width (what ``value ± half`` says), None without an interval."""
+        return None if self.lo is None or self.hi is None else (self.hi - self.lo) / 2
+
+    @property
+    def relative_half_width(self) -> float | None:
+        """Half the interval's width relative to the figure (the ending's ``±``: how sure the figure is), None
+        without an interval or with a figure of 0."""
+        half = self.half_width
+        return None if half is None or self.value == 0 else half / self.value
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,6 +211,16 @@ class Counts:
     def measured(self) -> int:
         return self.ok + self.degraded + self.failed + self.skipped
 
+    @property
+    def not_measured(self) -> int:
+        """Planned points without a figure or a failure of their own yet (a skipped point was not measured)."""
+        return max(0, self.planned - self.ok - self.degraded - self.failed)
+
+    @property
+    def settled(self) -> bool:
+        """No point failed or was degraded: what a sweep's exit 0 needs (degraded points count as failed ones)."""
+        return not (self.failed or self.degraded)
+
     def to_dict(self) -> dict[str, int]:
         return {
             "planned": self.planned,
@@ -237,6 +260,10 @@ class Answer:
     lossless: list[HostVerdict] = field(default_factory=list)
     #: Per point, its accept length from each source that has one (analysis/agreement.py).
     accept_len_sources: list[AcceptLenSources] = field(default_factory=list)
+    #: The failed points by the kind of their failure (``start_failed``, ``http_500``, ``unknown``), most first.
+    failure_kinds: dict[str, int] = field(default_factory=dict)
+    #: The findings by severity (``error``, ``warning``, ``info``).
+    findings_by_severity: dict[str, int] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -246,8 +273,33 @@ class Answer:
     def metric(self) -> str:
         return self.analysis.metric
 
+    @property
+    def rank_degraded(self) -> bool:
+        """Whether degraded points are ranked (``checks.rank_degraded``)."""
+        return self.analysis.settings.rank_degraded
+
+    @property
+    def confidence(self) -> float:
+        return self.analysis.settings.confidence
+
     def finding_counts(self) -> dict[str, int]:
-        return self.analysis.counts()
+        return dict(self.findings_by_severity)
+
+    def problem(self) -> str | None:
+        """What a sweep that ran its plan to the end says when points failed or were degraded, None when none
+        did: ``2 of 21 point(s) failed (start_failed x2); 1 of 21 point(s) degraded (too many requests lost; not
+        ranked)``."""
+        counts = self.counts
+        if counts.settled:
+            return None
+        parts: list[str] = []
+        if counts.failed:
+            why = ", ".join(f"{kind} x{n}" for kind, n in self.failure_kinds.items())
+            parts.append(f"{counts.failed} of {counts.planned} point(s) failed" + (f" ({why})" if why else ""))
+        if counts.degraded:
+            lost = "too many requests lost; not ranked"
+            parts.append(f"{counts.degraded} of {counts.planned} point(s) degraded ({lost})")
+        return "; ".join(parts)
 
     def point(self, host: str, workload: str, label: str, load_label: str) -> PointAnswer | None:
         for p in self.points:
@@ -268,6 +320,7 @@ class Answer:
             "degraded_requests": self.analysis.settings.degraded_requests,
             "rank_degraded": self.analysis.settings.rank_degraded,
             "counts": self.counts.to_dict(),
+            "failure_kinds": self.failure_kinds,
             "finding_counts": self.finding_counts(),
             "points": [p.to_dict() for p in self.points],
             "loads": [lv.to_dict() for lv in self.loads],
@@ -359,7 +412,7 @@ def _load(row: dict[str, Any], metric: str) -> LoadAnswer:
         margin_lo=_num(row.get("margin_lo")),
         margin_hi=_num(row.get("margin_hi")),
         decided=decided if isinstance(decided, bool) else None,
-        basis=str(row.get("basis") or ""),
+        basis=row["basis"] if isinstance(row.get("basis"), str) else "",
     )
 
 
@@ -371,6 +424,12 @@ def answer_of(analysis: Analysis) -> Answer:
     loads = [_load({str(k): v for k, v in r.items()}, analysis.metric) for r in analysis.best.to_dict("records")]
     by_status = analysis.status_counts()
     counts = Counts(planned=analysis.run.planned_points, **{s: by_status.get(s, 0) for s in STATUSES})
+    kinds: dict[str, int] = {}
+    for row in measured.to_dict("records"):
+        if row.get("status") == "failed":
+            kind = row.get("error_kind")
+            kind = kind if isinstance(kind, str) and kind else "unknown"
+            kinds[kind] = kinds.get(kind, 0) + 1
     return Answer(
         analysis=analysis,
         points=points,
@@ -384,6 +443,8 @@ def answer_of(analysis: Analysis) -> Answer:
         accept_len_sources=accept_len_by_source(
             [{str(k): v for k, v in r.items()} for r in measured.to_dict("records") if r.get("status") in MEASURED]
         ),
+        failure_kinds=dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+        findings_by_severity=analysis.counts(),
     )
 
 

@@ -165,12 +165,13 @@ def decision_text(entry: dict[str, Any]) -> str:
     return f"{entry['load']}: {what} ({spent}; {why}); still tied: {', '.join(entry['contenders'])}"
 
 
-def decision_lines(analysis: Analysis) -> list[str]:
-    """The answer's line per load of a run with ``load.decide``: decided, or why not, with what was spent."""
-    entries = decisions(analysis)
+def decision_lines(entries: list[dict[str, Any]], run_dir: str | Path) -> list[str]:
+    """The answer's line per load of a run with ``load.decide`` (``entries``: ``Answer.decisions``, made by
+    :func:`decisions`; ``run_dir`` for the budget ``decide.json`` names): decided, or why not, with what was
+    spent."""
     if not entries:
         return []
-    log = read_decide_log(analysis.path) or {}
+    log = read_decide_log(run_dir) or {}
     return [f"decide (load.decide; {log.get('budget') or 'budget unknown'}):"] + [
         "  " + decision_text(entry) for entry in entries
     ]

@@ -2,6 +2,12 @@
 run was made. It reads at any width (an 80-column terminal, a pipe, a CI log): the configuration and the load
 are never cut (:mod:`orchestrator.cli.textfit`), rows are grouped by configuration, and the figures of least
 value are left out first when the width runs short.
+
+Everything it says of the points, the loads and the counts is the run's answer (``orchestrator/analysis/answer.py``,
+:class:`~orchestrator.analysis.answer.Answer`): each figure and its interval (the ``±`` is
+``Figure.relative_half_width``), each load's winner, ties and margin, the counts of points and findings, the
+findings, the lossless verdicts and the load.decide lines. Only how the run was made (engine, workload,
+commands) is read from the run's particulars beside it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from orchestrator.analysis.deciding import decision_lines
 from orchestrator.cli.textfit import Column, fit_table
 
 if TYPE_CHECKING:
-    from orchestrator.analysis import Analysis
+    from orchestrator.analysis.answer import Answer, PointAnswer
 
 __all__ = [
     "OneLine",
@@ -51,66 +57,61 @@ _FIGURES: list[tuple[str, str, str, int]] = [
 ]
 
 
-def points_table(analysis: Analysis, width: int) -> RenderableType:
-    """One row per measured point, grouped by configuration (named once, on its first row), fitted to ``width``."""
-    frame = analysis.frame
-    frame = frame[frame["alias_of"].isna()] if "alias_of" in frame else frame
-    if "output_tok_s_lo" in frame.columns:
-        # Half the throughput interval's width, relative to the figure: how sure the figure is.
-        values = frame["output_tok_s"].astype(float)
-        frame = frame.assign(
-            output_tok_s_pm=(frame["output_tok_s_hi"].astype(float) - frame["output_tok_s_lo"].astype(float))
-            / 2
-            / values.where(values != 0)
-        )
-    pooled = bool(frame["host"].nunique() > 1) if len(frame) else False
-    counts = analysis.counts()
-    statuses = analysis.status_counts()
-    all_ok = statuses["failed"] == 0 and statuses["skipped"] == 0 and statuses["degraded"] == 0
-    ranked = "degraded" in analysis.ranked_statuses
+def _figure(point: PointAnswer, column: str) -> float | None:
+    """The answer's figure of ``point`` a column of the points table shows (``output_tok_s_pm``: how sure its
+    throughput is, half its interval relative to it)."""
+    if column == "output_tok_s_pm":
+        found = point.figures.get("output_tok_s")
+        return None if found is None else found.relative_half_width
+    return point.value(column)
+
+
+def points_table(answer: Answer, width: int) -> RenderableType:
+    """One row per point of the answer, grouped by configuration (named once, on its first row), fitted to
+    ``width``; the caption is the answer's counts of points and findings."""
+    points = answer.points
+    pooled = len({p.host for p in points}) > 1
+    counts = answer.counts
+    findings = answer.finding_counts()
+    all_ok = counts.failed == 0 and counts.skipped == 0 and counts.degraded == 0
     columns: list[Column] = []
     if pooled:
         columns.append(Column("host", "left", required=True))
     columns += [Column("configuration", "left", required=True, wrap=True), Column("load", "right", required=True)]
     if not all_ok:
         columns.append(Column("status", "left", required=True))
-    present = [f for f in _FIGURES if f[1] in frame.columns and frame[f[1]].notna().any()] or _FIGURES[:1]
+    present = [f for f in _FIGURES if any(_figure(p, f[1]) is not None for p in points)] or _FIGURES[:1]
     columns += [Column(h, "right", required=(col == "output_tok_s"), priority=p) for h, col, _f, p in present]
-    groups: dict[tuple[str, str], list[dict[Any, Any]]] = {}
-    for record in frame.to_dict("records"):
-        groups.setdefault((str(record.get("host")), str(record.get("label"))), []).append(record)
+    groups: dict[tuple[str, str], list[PointAnswer]] = {}
+    for point in points:
+        groups.setdefault((point.host, point.label), []).append(point)
     rows: list[list[Any]] = []
     ends: list[int] = []
     for (host, label), members in groups.items():
-        members.sort(key=lambda r: (str(r.get("mode")), float(r.get("load") or 0)))
-        for position, row in enumerate(members):
+        members.sort(key=lambda p: (p.mode, p.load))
+        for position, point in enumerate(members):
             first = position == 0
-            name = Text(label + (" *" if row.get("baseline") else "")) if first else Text("")
+            name = Text(label + (" *" if point.baseline else "")) if first else Text("")
             cells: list[Any] = [Text(host) if first else Text("")] if pooled else []
-            cells += [name, Text(str(row.get("load_label")))]
+            cells += [name, Text(point.load_label)]
             if not all_ok:
-                status = str(row.get("status"))
+                status = point.status
                 cells.append(Text(status) if status == "ok" else Text(status, style="red"))
                 if status == "degraded":
-                    lost = row.get("lost_requests")
-                    cells[-1] = Text(
-                        f"degraded ({_fmt(lost, '{:.0f}')} of {_fmt(row.get('requests'), '{:.0f}')} lost)", style="red"
-                    )
-            cells += [Text(_fmt(row.get(col), fmt)) for _h, col, fmt, _p in present]
+                    lost, sent = _fmt(point.lost_requests, "{:.0f}"), _fmt(point.requests, "{:.0f}")
+                    cells[-1] = Text(f"degraded ({lost} of {sent} lost)", style="red")
+            cells += [Text(_fmt(_figure(point, col), fmt)) for _h, col, fmt, _p in present]
             rows.append(cells)
         ends.append(len(rows) - 1)
     caption = (
-        f"{statuses['ok']} points ok"
-        + (
-            f", {statuses['degraded']} degraded, {statuses['failed']} failed, {statuses['skipped']} skipped"
-            if not all_ok
-            else ""
-        )
-        + (" (degraded: too many requests lost; not ranked)" if statuses["degraded"] and not ranked else "")
-        + ("; * baseline" if bool(frame["baseline"].astype(bool).any()) else "")
+        f"{counts.ok} points ok"
+        + (f", {counts.degraded} degraded, {counts.failed} failed, {counts.skipped} skipped" if not all_ok else "")
+        + (" (degraded: too many requests lost; not ranked)" if counts.degraded and not answer.rank_degraded else "")
+        + ("; * baseline" if any(p.baseline for p in points) else "")
         + "; findings: "
-        f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes (report.md, checks.json)"
+        f"{findings['error']} errors, {findings['warning']} warnings, {findings['info']} notes (report.md, checks.json)"
     )
+    analysis = answer.analysis  # the run's name and id
     return fit_table(
         columns,
         rows,
@@ -121,26 +122,25 @@ def points_table(analysis: Analysis, width: int) -> RenderableType:
     )
 
 
-def best_table(analysis: Analysis, width: int) -> RenderableType:
+def best_table(answer: Answer, width: int) -> RenderableType:
     """The answer to the user's question: at each load, the fastest configuration, its ratios to the baselines,
-    and the runner-up with the margin; what the winner rule said (``basis``) is in the title."""
-    best = analysis.best
-    if best.empty:
+    and the runner-up with the margin; what the winner rule said (``basis``) is in the title. Every cell is the
+    answer's (``Answer.loads``, and the winner's own point for its ratios)."""
+    loads = answer.loads
+    if not loads:
         return Text("best configuration at each load: no successful point to rank", style="yellow")
-    pooled = best["host"].nunique() > 1
-    bases = sorted({str(b) for b in best["basis"] if isinstance(b, str) and b != "only one point"})
+    pooled = len({lv.host for lv in loads}) > 1
+    bases = sorted({lv.basis for lv in loads if lv.basis and lv.basis != "only one point"})
     errors: dict[tuple[Any, Any, Any], list[str]] = {}
-    for finding in analysis.findings:
+    for finding in answer.findings:
         if finding.severity == "error":
             errors.setdefault((finding.host, finding.config, finding.load), []).append(finding.check)
     for (host, config, load), checks in list(errors.items()):
         if load is None and config is not None:  # a finding about the configuration at every load (lossless)
-            for row in best.to_dict("records"):
-                if row["label"] == config and (host is None or host == row["host"]):
-                    errors.setdefault((row["host"], config, row["load_label"]), []).extend(checks)
-    flagged = any(errors.get((r["host"], r["label"], r["load_label"])) for r in best.to_dict("records"))
-    records = best.to_dict("records")
-    beaten = [[str(x) for x in (row.get("beats") or [])] for row in records]
+            for lv in loads:
+                if lv.winner == config and (host is None or host == lv.host):
+                    errors.setdefault((lv.host, config, lv.load_label), []).extend(checks)
+    flagged = any(errors.get((lv.host, lv.winner, lv.load_label)) for lv in loads)
     # What the winner is tied with and what it beats are the answer itself: never dropped, only wrapped (one
     # configuration a line); the ratios to the baselines go first when the width runs short.
     columns = [Column("host", "left", required=True)] if pooled else []
@@ -150,60 +150,59 @@ def best_table(analysis: Analysis, width: int) -> RenderableType:
         Column("tok/s", "right", required=True),
         Column("margin", "right", priority=80),
         Column("interval", "right", priority=45),
-        Column("tied with", "left", required=any(row.get("tied") for row in records), wrap=True),
-        Column("over", "left", required=any(beaten), wrap=True),
+        Column("tied with", "left", required=any(lv.tied for lv in loads), wrap=True),
+        Column("over", "left", required=any(lv.beats for lv in loads), wrap=True),
         Column("×AR", "right", priority=40),
         Column("×linear", "right", priority=30),
     ]
     if flagged:  # the error lines below the table say the same at any width
         columns.append(Column("fails checks", "left", priority=90, wrap=True))
     rows: list[list[Any]] = []
-    for row, over in zip(records, beaten, strict=True):
-        margin = row.get("margin")
-        decided = row.get("decided")
-        low, high = row.get("margin_lo"), row.get("margin_hi")
+    for lv in loads:
+        winner = answer.point(lv.host, lv.workload, lv.winner, lv.load_label)
         interval = "-"
-        if isinstance(low, float) and isinstance(high, float) and not (math.isnan(low) or math.isnan(high)):
-            interval = f"{low:+.1%}…{high:+.1%}"
-        margin_text = "tie" if decided is False else _fmt(margin, "{:+.1%}")
-        cells: list[Any] = [Text(str(row["host"]))] if pooled else []
+        if lv.margin_lo is not None and lv.margin_hi is not None:
+            interval = f"{lv.margin_lo:+.1%}…{lv.margin_hi:+.1%}"
+        margin_text = "tie" if lv.decided is False else _fmt(lv.margin, "{:+.1%}")
+        cells: list[Any] = [Text(lv.host)] if pooled else []
         cells += [
-            Text(str(row["load_label"])),
-            Text(str(row["label"])),
-            Text(_fmt(row.get(analysis.metric), "{:,.1f}")),
-            Text(margin_text if row.get("runner_up") else "-", style="yellow" if decided is False else ""),
-            Text(interval if row.get("runner_up") else "-"),
-            Text(",\n".join(row.get("tied") or []) or "-"),
-            Text(",\n".join(over) or "-"),
-            Text(_fmt(row.get("speedup_vs_ar"), "{:.2f}x")),
-            Text(_fmt(row.get("speedup_vs_linear"), "{:.2f}x")),
+            Text(lv.load_label),
+            Text(lv.winner),
+            Text(_fmt(lv.value, "{:,.1f}")),
+            Text(margin_text if lv.runner_up else "-", style="yellow" if lv.decided is False else ""),
+            Text(interval if lv.runner_up else "-"),
+            Text(",\n".join(lv.tied) or "-"),
+            Text(",\n".join(lv.beats) or "-"),
+            Text(_fmt(winner.value("speedup_vs_ar") if winner else None, "{:.2f}x")),
+            Text(_fmt(winner.value("speedup_vs_linear") if winner else None, "{:.2f}x")),
         ]
         if flagged:
-            checks = errors.get((row["host"], row["label"], row["load_label"])) or []
+            checks = errors.get((lv.host, lv.winner, lv.load_label)) or []
             cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
         rows.append(cells)
     basis = f"; {', '.join(bases)}" if bases else ""
     notes = [
-        "tied with: not told apart from the best" if any(row.get("tied") for row in records) else "",
-        "over: the ones it beats" if any(beaten) else "",
-        "margin: best / runner-up - 1" if any(row.get("runner_up") for row in records) else "",
+        "tied with: not told apart from the best" if any(lv.tied for lv in loads) else "",
+        "over: the ones it beats" if any(lv.beats for lv in loads) else "",
+        "margin: best / runner-up - 1" if any(lv.runner_up for lv in loads) else "",
     ]
     caption = "; ".join(n for n in notes if n) or None
     return fit_table(
         columns,
         rows,
         width,
-        title=f"best configuration at each load (by {analysis.metric}{basis})",
+        title=f"best configuration at each load (by {answer.metric}{basis})",
         caption=caption,
     )
 
 
-def how_made_lines(analysis: Analysis) -> list[OneLine]:
+def how_made_lines(answer: Answer) -> list[OneLine]:
     """How the run was made, in a few lines: engine and version, the workload, the server commands (their
     shared words once, then what each configuration changes). Each line is printed whole (``OneLine``): a
     command, a path or a JSON argument broken at the terminal's width could not be copied."""
     from orchestrator.report import tables
 
+    analysis = answer.analysis  # the run's particulars: the experiment, plan.json, provenance
     made = tables.how_made(analysis)
     lines = [
         f"[bold]how it was made[/bold]: engine {escape(made.engine)}, version {escape(made.version_text)}; "
@@ -238,12 +237,12 @@ class OneLine(str):
     read."""
 
 
-def findings_lines(analysis: Analysis) -> list[OneLine]:
+def findings_lines(answer: Answer) -> list[OneLine]:
     """One line per error and warning finding, with its advice (the finding's message says what to do):
     ``warning engine_mismatch (run): engine: vllm read none of … (set engine: sglang) …``. Notes stay in
     report.md and checks.json."""
     order = {"error": 0, "warning": 1}
-    shown = sorted((f for f in analysis.findings if f.severity in order), key=lambda f: order[f.severity])
+    shown = sorted((f for f in answer.findings if f.severity in order), key=lambda f: order[f.severity])
     style = {"error": "red", "warning": "yellow"}
     # The same finding at several points (every point of a deployment that did not start) is one line.
     groups: dict[tuple[str, str, str], list[str]] = {}
@@ -272,40 +271,38 @@ def _places(wheres: list[str]) -> str:
     return "; ".join(wheres)
 
 
-def lossless_lines(analysis: Analysis) -> list[str]:
-    """The lossless verdict as the answer holds it (``analysis.lossless``, orchestrator/analysis/lossless.py): per
+def lossless_lines(answer: Answer) -> list[str]:
+    """The lossless verdict as the answer holds it (``Answer.lossless``, orchestrator/analysis/lossless.py): per
     host the baseline against itself, then each configuration's verdict, wrapped at the console's width (prose, not
     a command to copy: at 80 columns it ran to 128)."""
-    if analysis.lossless is None:
-        return []
     style = {"lossless": "green", "lossy": "red", "inconclusive": "yellow"}
     lines: list[str] = []
-    for host in analysis.lossless.hosts:
+    for host in answer.lossless:
         lines.append(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}")
-        lines += [
-            f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}" for v in host.configs
-        ]
+        lines += [f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}" for v in host.configs]
     return lines
 
 
-def summary_renderables(run_dir: Path, width: int, *, analysis: Analysis | None = None) -> list[RenderableType]:
-    """Everything the sweep prints at its end: the points table, the best at each load, each error and
-    warning finding with its advice, the lossless verdict, how it was made."""
-    from orchestrator.analysis import analyse
+def summary_renderables(run_dir: Path, width: int, *, answer: Answer | None = None) -> list[RenderableType]:
+    """Everything the sweep prints at its end, from the run's ``answer`` (made from ``run_dir`` when not given):
+    the points table, the best at each load, the load.decide lines, each error and warning finding with its
+    advice, the lossless verdict, how it was made."""
+    from orchestrator.analysis.answer import answer as make_answer
 
-    analysis = analysis or analyse(run_dir)
+    answer = answer or make_answer(run_dir)
     return [
-        points_table(analysis, width),
-        best_table(analysis, width),
-        *(Text(line) for line in decision_lines(analysis)),  # load.decide: decided, or the budget ran out
-        *findings_lines(analysis),
-        *lossless_lines(analysis),
-        *how_made_lines(analysis),
+        points_table(answer, width),
+        best_table(answer, width),
+        # load.decide: decided, or the budget ran out
+        *(Text(line) for line in decision_lines(answer.decisions, answer.path)),
+        *findings_lines(answer),
+        *lossless_lines(answer),
+        *how_made_lines(answer),
     ]
 
 
 def summary_table(run_dir: Path, width: int = 80) -> RenderableType:
     """The points table alone (kept for callers of the earlier API)."""
-    from orchestrator.analysis import analyse
+    from orchestrator.analysis.answer import answer
 
-    return points_table(analyse(run_dir), width)
+    return points_table(answer(run_dir), width)

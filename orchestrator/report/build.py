@@ -4,6 +4,13 @@ Into the run directory (or ``out_dir``): ``report.html`` (self-contained), ``rep
 ``records.parquet`` (the analysed frame), ``checks.json`` (every finding) and ``figures/*.png``. The order of
 the report is the order a reader needs: findings, winners, figures, tables, failed points, then the run's
 particulars.
+
+What the report says of points, loads and counts is the run's answer (``orchestrator/analysis/answer.py``):
+the counts of points and findings, the findings, the winners and the headline sentences, every table of a
+figure per configuration and load (each ``value ± half`` its interval), break-even loads, schedule verdicts,
+the lossless verdict, load.decide and the accept length's sources. The figures (``report/figures.py``) draw
+the analysis the answer was made from (``Answer.analysis``), as do summary.csv and records.parquet (its
+columns), the failed points' evidence lines and how the run was made.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from orchestrator import __version__
-from orchestrator.analysis.answer import Answer, answer_of
+from orchestrator.analysis.answer import Answer
 from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
@@ -41,18 +48,23 @@ Progress = Callable[[str], None]
 
 @dataclass
 class ReportResult:
-    """What ``build_report`` wrote: name -> path, and the analysis it wrote it from."""
+    """What ``build_report`` wrote: name -> path, and the run's answer it wrote it from."""
 
     directory: Path
     files: dict[str, Path]
-    analysis: Analysis
+    #: The run's answer (orchestrator/analysis/answer.py): what every part of the report renders.
+    answer: Answer
     figures: dict[str, Path] = field(default_factory=dict)
-    #: The run's answer (orchestrator/analysis/answer.py), made from ``analysis``.
-    answer: Any = None
+
+    @property
+    def analysis(self) -> Analysis:
+        """The analysis the answer was made from (the figures draw it)."""
+        return self.answer.analysis
 
     @property
     def counts(self) -> dict[str, int]:
-        return self.analysis.counts()
+        """The findings by severity, as the answer counts them."""
+        return self.answer.finding_counts()
 
 
 @dataclass
@@ -142,18 +154,18 @@ def write_figures(analysis: Analysis, directory: Path, progress: Progress | None
     return out
 
 
-def _run_lines(analysis: Analysis) -> list[str]:
+def _run_lines(made: Answer) -> list[str]:
+    analysis = made.analysis
     info = analysis.run.info
-    statuses = analysis.status_counts()
+    counts = made.counts
     hosts = ", ".join(sorted(set(analysis.frame["host"]))) or "none"
-    made = tables.how_made(analysis)
-    engine = made.engine + (f" {made.version_text}" if made.versions else "")
+    how = tables.how_made(analysis)
+    engine = how.engine + (f" {how.version_text}" if how.versions else "")
     lines = [
         f"Run {info.run_id} of experiment {info.experiment} ({engine}), state {info.state}; "
         f"started {info.started_at}, ended {info.ended_at or '(not ended)'}; host(s): {hosts}.",
-        f"{statuses['ok']} points ok, {statuses['degraded']} degraded, {statuses['failed']} failed, "
-        f"{statuses['skipped']} skipped; "
-        f"{analysis.run.planned_points} points planned.",
+        f"{counts.ok} points ok, {counts.degraded} degraded, {counts.failed} failed, {counts.skipped} skipped; "
+        f"{counts.planned} points planned.",
     ]
     if info.state != "done":
         lines.append(f"This run is {info.state}: the figures show only the points it finished.")
@@ -161,10 +173,10 @@ def _run_lines(analysis: Analysis) -> list[str]:
     if resumed:
         lines.append(f"Resumed {len(resumed)} time(s) (--resume): at {', '.join(resumed)}.")
     lines += provenance_lines(analysis)
-    methods = sorted({str(m) for m in analysis.frame.get("ci_method", pd.Series(dtype=object)).dropna()})
+    methods = sorted({p.ci_method for p in made.points if p.ci_method})
     if methods:
         lines.append(
-            f"Every figure carries its {analysis.settings.confidence:.0%} confidence interval ({'; '.join(methods)}); "
+            f"Every figure carries its {made.confidence:.0%} confidence interval ({'; '.join(methods)}); "
             "a configuration beats another only when the interval of their difference excludes zero."
         )
     return lines
@@ -316,25 +328,22 @@ def _lossless_blocks(made: Answer) -> list[Block]:
     return blocks
 
 
-def report_blocks(
-    analysis: Analysis, figures: dict[str, tuple[Path, str]], base: Path, made: Answer | None = None
-) -> list[Block]:
-    """The report as a list of blocks (both renderings share it); ``made`` is the run's answer (made from
-    ``analysis`` when not given)."""
-    made = made if made is not None else answer_of(analysis)
+def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path) -> list[Block]:
+    """The report as a list of blocks (both renderings share it), from the run's answer ``made``."""
+    analysis = made.analysis  # the run's particulars, the figures' frame
     blocks: list[Block] = [
         Heading(f"specsweep report: {analysis.experiment_name}, run {analysis.run_id}", 1),
     ]
-    blocks += [Paragraph(line, "muted") for line in _run_lines(analysis)]
+    blocks += [Paragraph(line, "muted") for line in _run_lines(made)]
     verdict = playbook_verdict(analysis.path)
     if verdict is not None:  # a playbook's run: its own checks' verdict first (expectations.json)
         blocks.append(Heading("Playbook verdict"))
         blocks.append(Paragraph(verdict.sentence(), "ok" if verdict.passed else "error"))
 
-    counts = analysis.counts()
+    counts = made.finding_counts()
     blocks.append(Heading("Findings"))
-    groups = tables.group_findings(analysis.findings)
-    if analysis.frame.empty:
+    groups = tables.group_findings(made.findings)
+    if not made.points:
         blocks.append(Paragraph("The run has no records yet: nothing to check.", "warning"))
     elif counts["error"] == 0 and counts["warning"] == 0:
         enabled = [c for c in CHECKS if c not in analysis.settings.disabled]
@@ -344,19 +353,19 @@ def report_blocks(
         blocks.append(
             Paragraph(
                 f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) "
-                f"({len(analysis.findings)} findings, grouped by check and configuration below).",
+                f"({len(made.findings)} findings, grouped by check and configuration below).",
                 css,
             )
         )
     if groups:
-        blocks.append(Table(tables.formatted(tables.findings_by_check(analysis.findings)), "Findings by check"))
+        blocks.append(Table(tables.formatted(tables.findings_by_check(made.findings)), "Findings by check"))
         blocks.append(Items([(g.severity, f"[{g.check}] {g.where}: {g.message}", g.evidence) for g in groups]))
 
     blocks.append(Heading("Winners"))
-    sentences = tables.headline(analysis)
+    sentences = tables.headline(made)
     if sentences:
         blocks.append(Items([("", s, []) for s in sentences]))
-        blocks.append(Table(tables.formatted(tables.winners_table(analysis)), "Best configuration at each load"))
+        blocks.append(Table(tables.formatted(tables.winners_table(made)), "Best configuration at each load"))
     else:
         blocks.append(Paragraph("No successful point to rank.", "warning"))
 
@@ -379,30 +388,30 @@ def report_blocks(
             blocks.append(Image(path, path.relative_to(base).as_posix(), caption))
 
     blocks.append(Heading("Tables"))
-    level = f"{analysis.settings.confidence:.0%}"
+    level = f"{made.confidence:.0%}"
     for table, caption in (
         (
-            tables.interval_table(analysis, analysis.metric),
-            f"Output throughput ({analysis.metric}, tokens/s) ± half its {level} interval",
+            tables.interval_table(made, made.metric),
+            f"Output throughput ({made.metric}, tokens/s) ± half its {level} interval",
         ),
-        (tables.interval_table(analysis, "accept_len"), f"Accept length ± half its {level} interval"),
-        (tables.interval_table(analysis, "ttft_ms_p50"), f"Time to first token, p50 (ms) ± half its {level} interval"),
+        (tables.interval_table(made, "accept_len"), f"Accept length ± half its {level} interval"),
+        (tables.interval_table(made, "ttft_ms_p50"), f"Time to first token, p50 (ms) ± half its {level} interval"),
     ):
         if not table.empty:
             blocks.append(Table(tables.formatted(table), caption))
     for table, caption, kind in (
-        (tables.throughput_table(analysis), f"Output throughput ({analysis.metric}, tokens/s)", ""),
-        (tables.speedup_table(analysis, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
-        (tables.speedup_table(analysis, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
+        (tables.throughput_table(made), f"Output throughput ({made.metric}, tokens/s)", ""),
+        (tables.speedup_table(made, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
+        (tables.speedup_table(made, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
         (
-            tables.accept_table(analysis),
+            tables.accept_table(made),
             "Accept length (tokens per verify step, bonus included)"
-            + (f", {note}" if (note := tables.accept_sources_note(analysis)) else ""),
+            + (f", {note}" if (note := tables.accept_sources_note(made)) else ""),
             "accept",
         ),
-        (tables.latency_table(analysis, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
-        (tables.latency_table(analysis, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
-        (tables.latency_table(analysis, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
+        (tables.latency_table(made, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
+        (tables.latency_table(made, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
+        (tables.latency_table(made, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
     ):
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))
@@ -491,15 +500,16 @@ def _write_text(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _checks_json(analysis: Analysis) -> dict[str, Any]:
+def _checks_json(made: Answer) -> dict[str, Any]:
+    analysis = made.analysis
     return {
         "schema_version": CHECKS_SCHEMA_VERSION,
         "run_id": analysis.run_id,
         "experiment": analysis.experiment_name,
         "settings": analysis.settings.model_dump(),
         "baselines": {"ar": analysis.roles.ar, "linear": analysis.roles.linear},
-        "counts": analysis.counts(),
-        "findings": [f.model_dump() for f in analysis.findings],
+        "counts": made.finding_counts(),
+        "findings": [f.model_dump() for f in made.findings],
     }
 
 
@@ -536,9 +546,9 @@ def build_report(
             _write_text(target / "answer.json", json.dumps(made.to_dict(), indent=1, default=str) + "\n")
         files["answer.json"] = target / "answer.json"
         checks = target / "checks.json"
-        _write_text(checks, json.dumps(_checks_json(analysis), indent=2) + "\n")
+        _write_text(checks, json.dumps(_checks_json(made), indent=2) + "\n")
         files["checks.json"] = checks
-        blocks = report_blocks(analysis, figures, target, made)
+        blocks = report_blocks(made, figures, target)
         markdown = target / "report.md"
         _write_text(markdown, to_markdown(blocks))
         files["report.md"] = markdown
@@ -549,6 +559,4 @@ def build_report(
             progress("done")
     except OSError as exc:
         raise StoreError(f"cannot write the report into {target}: {exc.strerror or exc}") from exc
-    return ReportResult(
-        directory=target, files=files, analysis=analysis, figures={k: v[0] for k, v in figures.items()}, answer=made
-    )
+    return ReportResult(directory=target, files=files, answer=made, figures={k: v[0] for k, v in figures.items()})

@@ -1,4 +1,11 @@
-"""The report's tables and sentences, from an ``Analysis``: what a reader wants before any figure.
+"""The report's tables and sentences: what a reader wants before any figure.
+
+What they say of points, loads and counts is the run's answer (``orchestrator/analysis/answer.py``): the
+overview's counts, the headline sentences and the winners table (``Answer.loads``, the winner's own point for
+its ratios), and every table of a figure per configuration and load (``Answer.points``, each figure with its
+interval; a figure the answer does not carry is read from its analysis's frame). The findings' tables take the
+answer's findings; summary.csv, the failed points' evidence and how the run was made read the analysis the
+answer was made from (its frame's columns, the plan, the experiment).
 
 Tables come back as pandas frames (a notebook shows them as they are); ``formatted`` turns one into text
 cells for Markdown and HTML. Findings repeated word for word at several loads of one configuration are grouped,
@@ -14,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.analysis.answer import FIGURES, Answer
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
 from orchestrator.analysis.statuses import MEASURED
@@ -138,11 +146,13 @@ def findings_table(findings: list[Finding]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["severity", "check", "configuration", "loads", "host", "message", "evidence"])
 
 
-def run_overview(analysis: Analysis) -> pd.DataFrame:
-    """What the run was: id, experiment, engine, state, times, hosts, baselines, point counts, findings."""
+def run_overview(made: Answer) -> pd.DataFrame:
+    """What the run was: id, experiment, engine, state, times, hosts, baselines, and the answer's counts of points
+    and findings."""
+    analysis = made.analysis
     info = analysis.run.info
-    statuses = analysis.status_counts()
-    counts = analysis.counts()
+    statuses = made.counts
+    counts = made.finding_counts()
     from orchestrator.runs.identity import playbook_verdict, run_kind
 
     verdict = playbook_verdict(analysis.path)
@@ -158,12 +168,11 @@ def run_overview(analysis: Analysis) -> pd.DataFrame:
         ("baselines", f"AR = {analysis.roles.ar or 'none'}, linear = {analysis.roles.linear or 'none'}"),
         (
             "points",
-            f"{statuses['ok']} ok, {statuses['degraded']} degraded, {statuses['failed']} failed, "
-            f"{statuses['skipped']} skipped "
-            f"({analysis.run.planned_points} planned per host)",
+            f"{statuses.ok} ok, {statuses.degraded} degraded, {statuses.failed} failed, {statuses.skipped} skipped "
+            f"({statuses.planned} planned per host)",
         ),
         ("findings", f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes"),
-        ("throughput figure", analysis.metric),
+        ("throughput figure", made.metric),
     ]
     return pd.DataFrame(items, columns=["", "value"]).set_index("")
 
@@ -176,85 +185,71 @@ def _tied_text(labels: list[str]) -> str:
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
-def headline(analysis: Analysis) -> list[str]:
-    """One sentence per load level: who wins, by how much against AR and linear, and over whom; or, when the
-    best is within noise of others (the interval of the difference includes zero), that they are
+def headline(made: Answer) -> list[str]:
+    """One sentence per load level of the answer: who wins, by how much against AR and linear, and over whom; or,
+    when the best is within noise of others (the interval of the difference includes zero), that they are
     indistinguishable at that load, with the interval."""
     sentences = []
+    analysis = made.analysis
     several_hosts = len(_hosts(analysis)) > 1
     unit = "tok/s"
-    for row in analysis.best.to_dict("records"):
-        parts = [f"{row['load_label']}" + (f" on {row['host']}" if several_hosts else "") + ":"]
-        tied = [str(t) for t in (row.get("tied") or [])]
-        low, high = row.get("margin_lo"), row.get("margin_hi")
-        interval = (
-            f"{low:+.1%} … {high:+.1%}"
-            if isinstance(low, float) and isinstance(high, float) and low == low and high == high
-            else None
-        )
-        if row.get("decided") is False and tied:
-            value = row[analysis.metric]
+    for lv in made.loads:
+        parts = [f"{lv.load_label}" + (f" on {lv.host}" if several_hosts else "") + ":"]
+        tied = lv.tied
+        low, high = lv.margin_lo, lv.margin_hi
+        interval = f"{low:+.1%} … {high:+.1%}" if low is not None and high is not None else None
+        value = "?" if lv.value is None else f"{lv.value:.1f}"
+        if lv.decided is False and tied:
             parts.append(
-                f"{_tied_text([str(row['label']), *tied])} are indistinguishable at this load "
-                f"({row['label']} {value:.1f} {unit}; difference to {row['runner_up']} {interval or '?'} "
-                f"at {analysis.settings.confidence:.0%})"
+                f"{_tied_text([lv.winner, *tied])} are indistinguishable at this load "
+                f"({lv.winner} {value} {unit}; difference to {lv.runner_up} {interval or '?'} "
+                f"at {made.confidence:.0%})"
             )
             flagged_tie = sorted(
                 {
                     f.check
-                    for f in analysis.findings
+                    for f in made.findings
                     if f.severity == "error"
-                    and f.config in (row["label"], *tied)
-                    and (f.load == row["load_label"] or (f.load is None and f.point is None))
+                    and f.config in (lv.winner, *tied)
+                    and (f.load == lv.load_label or (f.load is None and f.point is None))
                 }
             )
             if flagged_tie:
                 parts.append(f"— and some fail checks: {', '.join(flagged_tie)}")
             sentences.append(" ".join(parts) + ".")
             continue
-        spread = _interval_text(row, analysis.metric)
-        parts.append(f"{row['label']} is fastest at {row[analysis.metric]:.1f}{spread} {unit}")
+        spread = f" ± {(lv.hi - lv.lo) / 2:.1f}" if lv.lo is not None and lv.hi is not None else ""
+        parts.append(f"{lv.winner} is fastest at {value}{spread} {unit}")
+        winner = made.point(lv.host, lv.workload, lv.winner, lv.load_label)
         ratios = []
-        for column, name in (("speedup_vs_ar", "AR"), ("speedup_vs_linear", "linear")):
-            value = row.get(column)
-            if isinstance(value, float) and not math.isnan(value) and row["label"] != _baseline_name(analysis, name):
-                ratios.append(f"{value:.2f}× {name}")
+        for figure, name in (("speedup_vs_ar", "AR"), ("speedup_vs_linear", "linear")):
+            ratio = winner.value(figure) if winner is not None else None
+            if ratio is not None and lv.winner != _baseline_name(analysis, name):
+                ratios.append(f"{ratio:.2f}× {name}")
         if ratios:
             parts.append("(" + ", ".join(ratios) + ")")
-        margin = row.get("margin")
-        if row.get("runner_up") and isinstance(margin, float) and not math.isnan(margin):
-            if row.get("decided") is False:
-                parts.append(f"but not told apart from {row['runner_up']} ({margin:+.1%}; {row.get('basis')})")
-            elif row.get("decided") is True and interval:
-                parts.append(f"ahead of {row['runner_up']} by {_percent(margin)} ({interval}, {row.get('basis')})")
+        margin = lv.margin
+        if lv.runner_up and margin is not None:
+            if lv.decided is False:
+                parts.append(f"but not told apart from {lv.runner_up} ({margin:+.1%}; {lv.basis})")
+            elif lv.decided is True and interval:
+                parts.append(f"ahead of {lv.runner_up} by {_percent(margin)} ({interval}, {lv.basis})")
             else:
-                parts.append(f"ahead of {row['runner_up']} by {_percent(margin)}")
+                parts.append(f"ahead of {lv.runner_up} by {_percent(margin)}")
         flagged = sorted(
             {
                 f.check
-                for f in analysis.findings
+                for f in made.findings
                 if f.severity == "error"
-                and f.config == row["label"]
-                and (f.load == row["load_label"] or (f.load is None and f.point is None))
-                and f.host in (row["host"], None)
+                and f.config == lv.winner
+                and (f.load == lv.load_label or (f.load is None and f.point is None))
+                and f.host in (lv.host, None)
             }
         )
         if flagged:
             parts.append(f"— but its figures fail checks: {', '.join(flagged)}")
         sentences.append(" ".join(parts) + ".")
     return sentences
-
-
-def _interval_text(row: Any, figure: str) -> str:
-    """`` ± 2.3`` (half the interval's width), or nothing when the figure has no interval."""
-    lo, hi = row.get(f"{figure}_lo"), row.get(f"{figure}_hi")
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        return ""
-    if lo != lo or hi != hi:
-        return ""
-    return f" ± {(hi - lo) / 2:.1f}"
 
 
 def _percent(value: float) -> str:
@@ -266,40 +261,51 @@ def _baseline_name(analysis: Analysis, role: str) -> str | None:
     return analysis.roles.ar if role == "AR" else analysis.roles.linear
 
 
-def winners_table(analysis: Analysis) -> pd.DataFrame:
-    best = analysis.best.copy()
-    metric = analysis.metric
-    if f"{metric}_lo" in best.columns:
-        best["interval"] = [
-            f"{lo:,.1f} … {hi:,.1f}" if lo == lo and hi == hi else ""
-            for lo, hi in zip(
-                pd.to_numeric(best[f"{metric}_lo"], errors="coerce"),
-                pd.to_numeric(best[f"{metric}_hi"], errors="coerce"),
-                strict=True,
-            )
-        ]
-    if "margin_lo" in best.columns:
-        best["margin interval"] = [
-            f"{lo:+.1%} … {hi:+.1%}" if lo == lo and hi == hi else ""
-            for lo, hi in zip(
-                pd.to_numeric(best["margin_lo"], errors="coerce"),
-                pd.to_numeric(best["margin_hi"], errors="coerce"),
-                strict=True,
-            )
-        ]
-        best["verdict"] = [
-            "ahead" if d is True else ("indistinguishable" if d is False else "not judged") for d in best["decided"]
-        ]
-        best["tied with"] = [", ".join(t) if isinstance(t, list) else "" for t in best["tied"]]
-    if "margin" in best.columns:
-        # A percentage, as its interval beside it (a float column showed 1.31e-02 in the notebook).
-        margins = pd.to_numeric(best["margin"], errors="coerce")
-        best["margin"] = [f"{m:+.1%}" if m == m else "" for m in margins]
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+#: The winner's own figures the winners table shows beside the answer's load.
+_WINNER_FIGURES = ("per_user_tok_s", "accept_len", "speedup_vs_ar", "speedup_vs_linear")
+
+
+def winners_table(made: Answer) -> pd.DataFrame:
+    """The answer's winner at each load: its figure and interval, its own point's per-user throughput, accept
+    length and ratios, the runner-up, the margin with its interval, the verdict and those it is tied with."""
+    metric = made.metric
+    rows = []
+    for lv in made.loads:
+        winner = made.point(lv.host, lv.workload, lv.winner, lv.load_label)
+        mine = {name: _nan(winner.value(name) if winner is not None else None) for name in _WINNER_FIGURES}
+        rows.append(
+            {
+                "host": lv.host,
+                "load_label": lv.load_label,
+                "label": lv.winner,
+                metric: _nan(lv.value),
+                "interval": f"{lv.lo:,.1f} … {lv.hi:,.1f}" if lv.lo is not None and lv.hi is not None else "",
+                "per_user_tok_s": mine["per_user_tok_s"],
+                "accept_len": mine["accept_len"],
+                "speedup_vs_ar": mine["speedup_vs_ar"],
+                "speedup_vs_linear": mine["speedup_vs_linear"],
+                "runner_up": lv.runner_up,
+                # A percentage, as its interval beside it (a float column showed 1.31e-02 in the notebook).
+                "margin": "" if lv.margin is None else f"{lv.margin:+.1%}",
+                "margin interval": f"{lv.margin_lo:+.1%} … {lv.margin_hi:+.1%}"
+                if lv.margin_lo is not None and lv.margin_hi is not None
+                else "",
+                "verdict": "ahead"
+                if lv.decided is True
+                else ("indistinguishable" if lv.decided is False else "not judged"),
+                "tied with": ", ".join(lv.tied),
+            }
+        )
+    best = pd.DataFrame(rows)
     columns = {
         "load_label": "load",
         "label": "best configuration",
         metric: "tok/s",
-        "interval": f"tok/s {analysis.settings.confidence:.0%} interval",
+        "interval": f"tok/s {made.confidence:.0%} interval",
         "per_user_tok_s": "tok/s per user",
         "accept_len": "accept len",
         "speedup_vs_ar": "× AR",
@@ -310,17 +316,17 @@ def winners_table(analysis: Analysis) -> pd.DataFrame:
         "verdict": "verdict",
         "tied with": "indistinguishable from",
     }
-    if len(_hosts(analysis)) > 1:
+    if len(_hosts(made.analysis)) > 1:
         columns = {"host": "host", **columns}
     return best[[c for c in columns if c in best.columns]].rename(columns=columns)
 
 
-def interval_table(analysis: Analysis, figure: str) -> pd.DataFrame:
-    """``value ± half-width`` text cells of ``figure``: a row per configuration, a column per load (empty when no
-    point has an interval)."""
-    values = _pivot(analysis, figure)
-    lows = _pivot(analysis, f"{figure}_lo").reindex(index=values.index, columns=values.columns)
-    highs = _pivot(analysis, f"{figure}_hi").reindex(index=values.index, columns=values.columns)
+def interval_table(made: Answer, figure: str) -> pd.DataFrame:
+    """``value ± half-width`` text cells of the answer's ``figure``: a row per configuration, a column per load
+    (empty when no point has an interval)."""
+    values = _answer_pivot(made, figure)
+    lows = _answer_pivot(made, figure, "lo").reindex(index=values.index, columns=values.columns)
+    highs = _answer_pivot(made, figure, "hi").reindex(index=values.index, columns=values.columns)
     if values.empty or lows.isna().all().all():
         return pd.DataFrame()
     digits = 2 if "accept" in figure else 1
@@ -361,6 +367,41 @@ def _pivot(analysis: Analysis, value: str, *, ok_only: bool = True) -> pd.DataFr
     return table
 
 
+def _answer_pivot(made: Answer, figure: str, part: str = "value") -> pd.DataFrame:
+    """The answer's ``figure`` (its ``value``, ``lo`` or ``hi``) of every point that has it: a row per configuration
+    (per host and configuration when the run has several hosts), a column per load, in the order of the answer's
+    points and loads; a figure the answer does not carry is read from its analysis's frame."""
+    if figure not in FIGURES:
+        return _pivot(made.analysis, figure if part == "value" else f"{figure}_{part}")
+    several = len(_hosts(made.analysis)) > 1
+    order: list[Any] = []
+    loads: dict[str, tuple[str, float]] = {}
+    cells: dict[Any, dict[str, float]] = {}
+    for point in made.points:
+        row = (point.host, point.label) if several else point.label
+        if row not in order:
+            order.append(row)
+        found = point.figures.get(figure) if point.status in MEASURED else None
+        if found is None:
+            continue
+        value = {"value": found.value, "lo": found.lo, "hi": found.hi}[part]
+        loads.setdefault(point.load_label, (point.mode, point.load))
+        if value is not None:
+            cells.setdefault(row, {})[point.load_label] = value
+    if not cells:
+        return pd.DataFrame()
+    columns = sorted(loads, key=lambda label: loads[label])
+    columns = [c for c in columns if any(c in r for r in cells.values())]
+    index = [row for row in order if row in cells]
+    table = pd.DataFrame(
+        [[cells[row].get(c, math.nan) for c in columns] for row in index],
+        index=pd.MultiIndex.from_tuples(index, names=["host", "label"]) if several else pd.Index(index, name="label"),
+        columns=columns,
+        dtype=float,
+    )
+    return table
+
+
 def pareto_table(analysis: Analysis) -> pd.DataFrame:
     """Every point of the Pareto front (``Analysis.pareto``), as the figure draws it: per-user throughput
     ascending; the figure labels only some of a long front (``figures.MAX_FRONT_LABELS``), this table all."""
@@ -377,42 +418,40 @@ def pareto_table(analysis: Analysis) -> pd.DataFrame:
     return ordered[list(columns)].rename(columns=columns).reset_index(drop=True)
 
 
-def throughput_table(analysis: Analysis) -> pd.DataFrame:
+def throughput_table(made: Answer) -> pd.DataFrame:
     """Output tok/s: a row per configuration, a column per load."""
-    return _pivot(analysis, analysis.metric)
+    return _answer_pivot(made, made.metric)
 
 
-def speedup_table(analysis: Analysis, against: str = "ar") -> pd.DataFrame:
+def speedup_table(made: Answer, against: str = "ar") -> pd.DataFrame:
     """Speedup over the AR (``ar``) or linear (``linear``) baseline: a row per configuration, a column per load."""
-    return _pivot(analysis, f"speedup_vs_{against}")
+    return _answer_pivot(made, f"speedup_vs_{against}")
 
 
-def accept_table(analysis: Analysis) -> pd.DataFrame:
+def accept_table(made: Answer) -> pd.DataFrame:
     """Accept length (tokens per verify step, bonus included): a row per configuration, a column per load."""
-    return _pivot(analysis, "accept_len")
+    return _answer_pivot(made, "accept_len")
 
 
-def accept_sources_note(analysis: Analysis) -> str:
+def accept_sources_note(made: Answer) -> str:
     """Where the accept lengths shown come from and how exact each is, counted over the points shown (ok and
-    degraded, as :func:`accept_table`):
+    degraded, as :func:`accept_table`), as the answer has them:
     ``client (exact) 12 points; server (bounded) 2 points`` (orchestrator/engines/integrity.py, KINDS)."""
-    rows = _measured(analysis)
-    if rows.empty or "accept_len_source" not in rows.columns:
-        return ""
-    rows = rows[rows["status"].isin(MEASURED) & rows["accept_len"].notna()]  # the points the table shows
-    if rows.empty:
-        return ""
-    kinds = rows["accept_len_exactness"] if "accept_len_exactness" in rows.columns else pd.Series(None, rows.index)
     counts: dict[str, int] = {}
-    for source, kind in zip(rows["accept_len_source"], kinds, strict=True):
-        said = f"{source} ({kind})" if isinstance(kind, str) else f"{source}"
+    for point in made.points:
+        found = point.figures.get("accept_len") if point.status in MEASURED else None
+        if found is None:
+            continue
+        said = f"{found.source} ({found.exactness})" if found.exactness else found.source
         counts[said] = counts.get(said, 0) + 1
+    if not counts:
+        return ""
     parts = [f"{name} {n} point{'s' if n != 1 else ''}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])]
     return "from " + "; ".join(parts)
 
 
-def latency_table(analysis: Analysis, metric: str = "ttft_ms_p50") -> pd.DataFrame:
-    return _pivot(analysis, metric)
+def latency_table(made: Answer, metric: str = "ttft_ms_p50") -> pd.DataFrame:
+    return _answer_pivot(made, metric)
 
 
 SUMMARY_COLUMNS = [

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis import analyse
+from orchestrator.analysis.answer import answer_of
 from orchestrator.analysis.compare import best_per_load, significance
 from orchestrator.report import tables
 from tests.reliability.harness import (
@@ -67,7 +68,7 @@ def test_ten_percent_apart_is_a_winner_and_a_different_seed_is_a_tie(tmp_path: P
     best = analysis.best.iloc[0]
     assert best["label"] in ("fast", "twin")
     assert best["decided"] is False and set(best["tied"]) == {"fast", "twin"} - {best["label"]}
-    [sentence] = tables.headline(analysis)
+    [sentence] = tables.headline(answer_of(analysis))
     assert "are indistinguishable at this load" in sentence and "slow" not in sentence
     pair = analysis.frame[analysis.frame["label"].isin(["fast", "slow"])]
     verdict = best_per_load(pair, rule=significance(0.95)).iloc[0]

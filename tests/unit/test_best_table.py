@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.analysis import analyse
+from orchestrator.analysis.answer import answer
 from orchestrator.cli.summary import best_table
 from orchestrator.runs.store import RunStore
 from tests.integration.test_first_hour_cli import _best_rows, _names
@@ -61,10 +61,10 @@ def _run(root: Path, *, tie: bool) -> Path:
 
 
 def _render(run: Path) -> tuple[str, object]:
-    analysis = analyse(run)
+    made = answer(run)
     console = Console(width=80, record=True, color_system=None, force_terminal=False)
-    console.print(best_table(analysis, 80))
-    return console.export_text(), analysis
+    console.print(best_table(made, 80))
+    return console.export_text(), made.analysis
 
 
 def test_a_tie_is_named_in_its_own_column_and_the_beaten_in_theirs_at_80_columns(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis import analyse
+from orchestrator.analysis.answer import answer, answer_of
 from orchestrator.cli.app import main
 from orchestrator.errors import StoreError
 from orchestrator.report import ReportResult, build_report, figures, report_blocks, tables
@@ -88,7 +89,7 @@ def test_html_is_self_contained_and_in_reading_order(built: ReportResult) -> Non
 
 def test_clean_run_report_says_every_check_passed(tmp_path: Path) -> None:
     analysis = analyse(RUNS / "clean")
-    markdown = to_markdown(report_blocks(analysis, {}, tmp_path))
+    markdown = to_markdown(report_blocks(answer_of(analysis), {}, tmp_path))
     assert "No errors or warnings: every check passed" in markdown
     assert "None: every point completed." in markdown
     assert "| C=128 | linear | 4,400.0 |" in markdown
@@ -126,7 +127,7 @@ def test_untrusted_text_is_escaped(tmp_path: Path) -> None:
             error={"kind": "start_failed", "message": "<script>alert(1)</script>", "evidence": ["<img src=x>"]},
         )
     )
-    page = to_html(report_blocks(analyse(store.path), {}, store.path), title="<b>run</b>")
+    page = to_html(report_blocks(answer(store.path), {}, store.path), title="<b>run</b>")
     assert "<title>&lt;b&gt;run&lt;/b&gt;</title>" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
@@ -142,8 +143,8 @@ def test_the_accept_length_table_says_where_its_figures_come_from_and_how_exact(
     store.append(_record("linear", concurrency=2, server=bounded))
     store.release()
     analysis = analyse(store.path)
-    assert tables.accept_sources_note(analysis) == "from client (exact) 1 point; server (bounded) 1 point"
-    markdown = to_markdown(report_blocks(analysis, {}, store.path))
+    assert tables.accept_sources_note(answer_of(analysis)) == "from client (exact) 1 point; server (bounded) 1 point"
+    markdown = to_markdown(report_blocks(answer_of(analysis), {}, store.path))
     assert "Accept length (tokens per verify step, bonus included), from client (exact) 1 point" in markdown
     summary = tables.summary_table(analysis)
     linear = summary[summary["variant"] == "linear"].set_index("load")["accept_len_exactness"]
@@ -152,14 +153,14 @@ def test_the_accept_length_table_says_where_its_figures_come_from_and_how_exact(
 
 def test_a_run_without_records_still_reports(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "demo", {"name": "demo", "baselines": ["autoregressive", "linear"]}, {})
-    markdown = to_markdown(report_blocks(analyse(store.path), {}, store.path))
+    markdown = to_markdown(report_blocks(answer(store.path), {}, store.path))
     assert "The run has no records yet" in markdown and "every check passed" not in markdown
     store.append(
         _record("autoregressive", status="failed", client=None, error={"kind": "start_failed", "message": "boom"})
     )
     analysis = analyse(store.path)
     assert analysis.best.empty and analysis.pareto.empty
-    markdown = to_markdown(report_blocks(analysis, {}, store.path))
+    markdown = to_markdown(report_blocks(answer_of(analysis), {}, store.path))
     assert "No successful point to rank." in markdown and "No table: no point completed." in markdown
     assert "point failed (start_failed): boom" in markdown
 
@@ -215,7 +216,7 @@ def test_several_hosts_get_a_figure_each(tmp_path: Path) -> None:
             )
     result = build_report(store.path)
     assert {"throughput_vs_concurrency-gpu-a", "throughput_vs_concurrency-gpu-b"} <= set(result.figures)
-    assert "host" in tables.winners_table(result.analysis).columns
+    assert "host" in tables.winners_table(result.answer).columns
 
 
 def test_grouped_findings_name_every_load(field_run: Path) -> None:
@@ -228,7 +229,7 @@ def test_grouped_findings_name_every_load(field_run: Path) -> None:
 
 
 def test_headline_names_the_winner_and_its_failed_checks(field_run: Path) -> None:
-    lines = tables.headline(analyse(field_run))
+    lines = tables.headline(answer(field_run))
     assert lines[0].startswith("C=1: ddtree(budget=7, topk=1) is fastest at 109.7 tok/s (1.12× AR, 1.28× linear)")
     assert "fail checks: depth_vs_commit, topk1_vs_chain" in lines[0]
     assert lines[3].startswith("C=128: linear is fastest at 4400.0 tok/s (1.52× AR)")

@@ -32,7 +32,7 @@ def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
         Column("where", "left", required=True, wrap=True),
         Column("what", "left", required=True, wrap=True),
     ]
-    groups = tables.group_findings(result.analysis.findings)
+    groups = tables.group_findings(result.answer.findings)
     rows = [[f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)] for g in groups]
     title = f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
     # The table while each check name and place fits on its line beside a readable message; narrower (80
@@ -57,7 +57,7 @@ _MESSAGE_MIN = 30
 def render_winners(result: ReportResult, width: int = 80) -> RenderableType:
     from orchestrator.cli.summary import best_table
 
-    return best_table(result.analysis, width)
+    return best_table(result.answer, width)
 
 
 def report(
@@ -99,7 +99,7 @@ def report(
             "files": {name: str(path) for name, path in result.files.items()},
             "figures": {name: str(path) for name, path in result.figures.items()},
             "counts": result.counts,
-            "findings": [f.model_dump() for f in result.analysis.findings],
+            "findings": [f.model_dump() for f in result.answer.findings],
             "playbook": verdict.to_dict() if verdict is not None else None,
             # The run's answer: every point's figures (source, exactness, interval), winners, counts.
             "answer": result.answer.to_dict() if result.answer is not None else None,
@@ -111,13 +111,13 @@ def report(
         if verdict is not None:
             style = "green" if verdict.passed else "bold red"
             console.print(Text(f"playbook {result.analysis.experiment_name}: {verdict.sentence()}", style=style))
-        if result.analysis.findings:
+        if result.answer.findings:
             console.print(render_findings(result, console.width))
         elif verdict is not None:
             console.print("[green]no findings in the figures[/] (the analysis' checks; the playbook's are above)")
         else:
             console.print("[green]no findings: every check passed[/]")
-        if not result.analysis.best.empty:
+        if result.answer.loads:
             console.print(render_winners(result, console.width))
         console.print(
             f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from orchestrator.cli.progress import SweepProgress
 from orchestrator.cli.signals import stopping_signals
 from orchestrator.cli.summary import OneLine, summary_renderables
 from orchestrator.experiment.schema import load_experiment
+
+if TYPE_CHECKING:
+    from orchestrator.analysis.answer import Answer
 
 EXIT_POINTS_FAILED = 3
 EXIT_STOPPED = 4
@@ -130,8 +133,11 @@ def sweep(
         )
     from orchestrator.analysis.answer import answer as make_answer
 
-    # The run's answer, made once: the ending, the report, --json and the exit code all render it.
-    the_answer = make_answer(result.run_dir, save=True) if result.records else None
+    # The run's answer, made once: the ending, the report, --json and the exit code all render it (a resumed run
+    # that measured nothing new has its earlier records: it has an answer all the same).
+    records = result.run_dir / "records.jsonl"
+    has_records = bool(result.records) or (records.is_file() and records.stat().st_size > 0)
+    the_answer = make_answer(result.run_dir, save=True) if has_records else None
     report_path = None
     if report:
         from orchestrator.report import build_report
@@ -152,8 +158,7 @@ def sweep(
     elif quiet:
         typer.echo(str(result.run_dir))
     else:
-        shown = the_answer.analysis if the_answer is not None else None
-        for part in summary_renderables(result.run_dir, console.width, analysis=shown):
+        for part in summary_renderables(result.run_dir, console.width, answer=the_answer):
             # A finding and its advice stays one line, for grep; tables and the rest fit the width.
             console.print(part, soft_wrap=isinstance(part, OneLine))
         console.print(f"run directory: {result.run_dir}", soft_wrap=True)
@@ -165,42 +170,24 @@ def sweep(
         raise typer.Exit(code)
 
 
-def outcome(result: Any, allow_failures: bool = False, answer: Any = None) -> tuple[int, str | None]:
+def outcome(result: Any, allow_failures: bool = False, answer: Answer | None = None) -> tuple[int, str | None]:
     """(exit code, the one line that says why it is not 0) for a finished sweep (see the module docstring).
-    With the run's ``answer``, its counts are the ones said (points, not windows; degraded points count as
-    failed points for the exit code)."""
-    points = result.points or {}
-    planned, failed = int(points.get("planned", 0)), int(points.get("failed", 0))
-    degraded = 0
-    if answer is not None:
-        planned, failed, degraded = answer.counts.planned, answer.counts.failed, answer.counts.degraded
+
+    Every count said is the run's ``answer``'s (points, not windows; degraded points count as failed points for
+    the exit code; the failed points by kind and the line itself: ``Answer.problem``); a run without a record
+    has no answer: nothing measured, of the points its plan holds."""
+    from orchestrator.analysis.answer import Counts
+
+    counts = answer.counts if answer is not None else Counts(planned=int((result.points or {}).get("planned", 0)))
     if result.state == "stopped":
-        missing = max(0, planned - int(points.get("ok", 0)) - failed)
         return EXIT_STOPPED, (
-            f"stopped by the failure policy: {result.stop_reason}; hosts restored; {failed} point(s) failed, "
-            f"{missing} of {planned} not measured (run directory: {result.run_dir})"
+            f"stopped by the failure policy: {result.stop_reason}; hosts restored; {counts.failed} point(s) failed, "
+            f"{counts.not_measured} of {counts.planned} not measured (run directory: {result.run_dir})"
         )
-    if failed or degraded:
-        kinds: dict[str, int] = {}
-        if answer is not None:
-            for point in answer.points:
-                if point.status == "failed":
-                    kind = (point.why or "unknown").split(":")[0]
-                    kinds[kind] = kinds.get(kind, 0) + 1
-        else:
-            for record in result.records:
-                if record.status == "failed":
-                    kind = (record.error or {}).get("kind") or "unknown"
-                    kinds[kind] = kinds.get(kind, 0) + 1
-        why = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-        parts = [f"{failed} of {planned} point(s) failed" + (f" ({why})" if why else "")] if failed else []
-        if degraded:
-            parts.append(f"{degraded} of {planned} point(s) degraded (too many requests lost; not ranked)")
-        line = "; ".join(parts)
-        if allow_failures:
-            return 0, None
-        return EXIT_POINTS_FAILED, f"{line}; --allow-failures exits 0 (run directory: {result.run_dir})"
-    return 0, None
+    problem = answer.problem() if answer is not None else None
+    if problem is None or allow_failures:
+        return 0, None
+    return EXIT_POINTS_FAILED, f"{problem}; --allow-failures exits 0 (run directory: {result.run_dir})"
 
 
 class _nothing:
@@ -211,17 +198,19 @@ class _nothing:
         return None
 
 
-def _json_summary(result: Any, report_path: Path | None, answer: Any = None) -> dict[str, Any]:
+def _json_summary(result: Any, report_path: Path | None, answer: Answer | None = None) -> dict[str, Any]:
     """What ``sweep --json`` prints: how the sweep ended and the run's answer (every point's figures with their
     intervals and sources, the winners, the counts, the findings); ``records`` keeps one line per window."""
+    from orchestrator.analysis.answer import Counts
     from orchestrator.analysis.frame import record_accept_len
 
+    counts = answer.counts if answer is not None else Counts(planned=int((result.points or {}).get("planned", 0)))
     return {
         "run_dir": str(result.run_dir),
         "state": result.state,
-        "points": answer.counts.measured if answer is not None else len(result.records),
-        "failed": answer.counts.failed if answer is not None else result.failed,
-        "degraded": answer.counts.degraded if answer is not None else 0,
+        "points": counts.measured,
+        "failed": counts.failed,
+        "degraded": counts.degraded,
         "run_points": result.points,
         "stop_reason": result.stop_reason,
         "report": str(report_path) if report_path else None,
