@@ -54,7 +54,7 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
 
     info = info if isinstance(info, dict) else {}
     points = info.get("points") if isinstance(info.get("points"), dict) else None
-    counts = _counts(run_dir)
+    counts, why = _counts(run_dir)
     verdict = playbook_verdict(run_dir)
     from orchestrator.runs.liveness import effective_state, resume_hint
 
@@ -73,11 +73,13 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "state": verdict.word if verdict is not None and state in ("done", "failed") else state,
         "run_state": state,
         "verdict": verdict.to_dict() if verdict is not None else None,
-        # The answer's planned points (a configuration at a load, repeats combined), as its ok and failed.
-        "planned": counts.get("planned", points.get("planned") if points else None),
-        "ok": counts["ok"],
-        "degraded": counts["degraded"],
-        "failed": counts["failed"],
+        # The answer's planned points (a configuration at a load, repeats combined), as its ok and failed (None,
+        # with ``counts_error``, when the run's answer cannot be made).
+        "planned": (counts or {}).get("planned", points.get("planned") if points else None),
+        "ok": None if counts is None else counts["ok"],
+        "degraded": None if counts is None else counts["degraded"],
+        "failed": None if counts is None else counts["failed"],
+        "counts_error": why,
         "started_at": info.get("started_at"),
         "ended_at": info.get("ended_at"),
         "seconds": round((ended - started).total_seconds(), 1) if started and ended else None,
@@ -88,29 +90,32 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _counts(run_dir: Path) -> dict[str, int]:
-    """The run's points by status as its answer counts them (answer.json when it is current, else read from the
-    records' identities and statuses alone, else the answer made now): the same counts as the ending and the
-    report."""
+def _counts(run_dir: Path) -> tuple[dict[str, int] | None, str | None]:
+    """The run's points by status as its answer counts them, and why there are none: ``answer.json`` when it is
+    current (the sweep's ending and ``report`` keep it), else the answer's rules applied to the records'
+    identities and statuses alone (``analysis/quickcounts.py``), else the answer made now. A run without a
+    record has none of any status; a run whose answer cannot be made shows no counts (never a count of its own:
+    the same counts as the ending and the report, or none)."""
     from orchestrator.analysis.answer import answer, cached_counts
     from orchestrator.analysis.quickcounts import quick_counts
     from orchestrator.errors import SpecsweepError
 
     cached = cached_counts(run_dir)
     if cached is not None:
-        return cached
-    quick = quick_counts(run_dir) if (run_dir / "records.jsonl").exists() else None
+        return cached, None
+    if not (run_dir / "records.jsonl").exists():
+        return {"ok": 0, "degraded": 0, "failed": 0, "skipped": 0}, None
+    quick = quick_counts(run_dir)
     if quick is not None:  # no answer made: a run of thousands of points costs milliseconds (bench/scale.py)
-        return quick
+        return quick, None
     try:
-        if (run_dir / "records.jsonl").exists():
-            return answer(run_dir).counts.to_dict()
-    except (SpecsweepError, OSError, ValueError):
-        pass
-    from orchestrator.runs.identity import point_counts
+        return answer(run_dir).counts.to_dict(), None
+    except (SpecsweepError, OSError, ValueError) as exc:
+        return None, f"no answer: {exc}"
 
-    old = point_counts(run_dir)  # an unreadable run: its records' statuses as they are
-    return {"ok": old.ok, "degraded": 0, "failed": old.failed, "skipped": old.skipped}
+
+def _count(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _host_names(hosts: list[str]) -> str:
@@ -217,13 +222,13 @@ def ls(
                 Text(str(run["run_id"])),
                 *([Text(str(run.get("kind", "?")))] if several_kinds else []),
                 Text(shown_state, style=_STATE_STYLE.get(state, "")),
-                str(run.get("ok", "-")),
+                _count(run.get("ok")),
                 *(
-                    [Text(str(run.get("degraded", 0)), style="red" if run.get("degraded") else "")]
+                    [Text(_count(run.get("degraded")), style="red" if run.get("degraded") else "")]
                     if any(r.get("degraded") for r in shown)
                     else []
                 ),
-                Text(str(run.get("failed", "-")), style="red" if run.get("failed") else ""),
+                Text(_count(run.get("failed")), style="red" if run.get("failed") else ""),
                 started.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if started else "-",
                 format_duration(run["seconds"]) if run.get("seconds") is not None else "-",
                 Text(_host_names(run.get("hosts") or [])),
