@@ -138,7 +138,40 @@ def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
             evidence = [f"avg_accepted_depth={_f(depth)} avg_commit_len={_f(commit)}"]
             evidence += ctx.window_lines(row, r"DDTREE metrics", limit=1)
             out.append(_finding("depth_vs_commit", row, "error", message, evidence))
+        elif depth is not None and commit is not None and (found := _impossible_intervals(ctx, row)) is not None:
+            out.append(found)
     return out
+
+
+def _impossible_intervals(ctx: CheckContext, row: dict[str, Any]) -> Finding | None:
+    """A window whose mean depth and commit length look plausible while some of its DDTree intervals report a
+    depth above their commit length that no length-capped last step explains: the sweep checks each interval of
+    the window it stores (orchestrator/engines/ddtree/intervals.py, ``details.ddtree_impossible_intervals``); a
+    record stored before it has no verdict, and only its mean is checked."""
+    bad = finite(row.get("server_details_ddtree_impossible_intervals"))
+    if not bad:
+        return None
+    checked = finite(row.get("server_details_ddtree_intervals_checked"))
+    needed = finite(row.get("server_details_ddtree_ends_needed"))
+    possible = finite(row.get("server_details_ddtree_ends_possible"))
+    steps = finite(row.get("server_details_ddtree_steps_per_line"))
+    of = f" of {checked:.0f}" if checked is not None else ""
+    ends = ""
+    if needed is not None and possible is not None and steps is not None and needed > possible:
+        ends = (
+            f"; a request's last step, cut by its length cap, explains at most budget - 1 tokens each, and these "
+            f"intervals ({steps:.0f} decode step(s) each) would need {needed:.0f} requests to end in them, the "
+            f"load sent {possible:.0f}"
+        )
+    message = (
+        f"{bad:.0f}{of} DDTree intervals report an accepted depth above their commit length beyond what "
+        f"length-capped last steps explain{ends} (the window's mean hides it): impossible in a well-formed chain "
+        "(commit = accepted drafts + 1 bonus token). Verification accepted tokens that were never committed in "
+        "those intervals: look for a bug in the commit path"
+    )
+    examples = row.get("server_details_ddtree_impossible_examples")
+    evidence = [f"{row.get('window_file')}: {line}" for line in str(examples or "").split(" | ") if line]
+    return _finding("depth_vs_commit", row, "error", message, evidence)
 
 
 def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | None, float | None, str]:

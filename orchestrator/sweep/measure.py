@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.engines.cache import flush_prefix_cache
+from orchestrator.engines.ddtree.intervals import flag_window
 from orchestrator.engines.info import read_engine_info
 from orchestrator.engines.integrity import Integrity
 from orchestrator.engines.registry import get_engine, is_engine
@@ -221,6 +222,7 @@ def server_metrics(
     open_end: str | None = None,
     aligned: bool = False,
     closed: bool = False,
+    settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The record's ``server`` field: the window's log ``text`` parsed by the experiment's engine (and its
     own parsers), the ``/metrics`` delta between ``before`` and ``after`` (gauges sampled ``during``), and
@@ -228,7 +230,8 @@ def server_metrics(
     ``open_end``: why the window ended before the engine's last stats tick (its log figures are then withheld:
     :func:`orchestrator.metrics.window.mark_open_end`). ``aligned``: the window opened on the engine's stats
     tick (orchestrator/sweep/closing.py), so no edge line is left out. ``closed``: a tick after the load closed it
-    and the lines printed with that tick were waited for (``Closed.closed``), so its end cut no pair."""
+    and the lines printed with that tick were waited for (``Closed.closed``), so its end cut no pair.
+    ``settings``: the server's reported settings (engine_info), for the DDTree interval check."""
     window = parse_window(
         experiment.engine,
         text,
@@ -244,6 +247,7 @@ def server_metrics(
     spec = client.get("spec") or {}
     if is_engine(experiment.engine):
         get_engine(experiment.engine).reconcile_log(window, spec)  # what the log counts that was not committed
+    flag_window(window, client, settings)  # each DDTree interval against what length caps explain
     server = window.to_dict()
     sources: dict[str, Any] = {"journal": window}
     if before is not None and after is not None:
@@ -578,6 +582,7 @@ class PointMeasurer:
             open_end=closed.open_detail(),
             aligned=opened.aligned and closed.closed is not False,
             closed=closed.closed is True,
+            settings=(engine_info or {}).get("settings"),
         )
         if closed.closed is not None or opened.aligned:
             server_fields["window_ticks"] = {
