@@ -32,7 +32,7 @@ def _slot_setting_warnings(exp: Any) -> list[tuple[tuple[Any, ...], str]]:
         if own is not None:
             sizes.append((("variants", name, "gpus_per_deployment"), own))
     if getattr(exp, "launcher", None) is not None:
-        fix = "a Slurm launcher asks for GPUs with launcher.gres (gpu:N per job); remove it"
+        fix = f"{exp.launcher.title} asks for GPUs with {exp.launcher.gpu_request}; remove it"
     else:
         host = "hosts[i].gpus" if exp.hosts else "host.gpus"
         fix = f"declare the host's GPUs ({host}: N, or auto) to run deployments side by side, or remove it"

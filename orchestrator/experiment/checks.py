@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.common import Scalar
-from orchestrator.experiment.hosts import LocalHostSpec, SlurmLauncherSpec, SSHHostSpec
+from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
+from orchestrator.experiment.launcherspecs import LauncherSpecBase
 from orchestrator.experiment.load import LoadSpec
 from orchestrator.experiment.search import search_problems
 from orchestrator.experiment.service import (
@@ -47,7 +48,7 @@ class ExperimentLike(Protocol):
     def hosts(self) -> list[SSHHostSpec | LocalHostSpec] | None: ...
 
     @property
-    def launcher(self) -> SlurmLauncherSpec | None: ...
+    def launcher(self) -> LauncherSpecBase | None: ...
 
     @property
     def service(self) -> SystemdServiceSpec | ProcessServiceSpec | ExistingServiceSpec: ...
@@ -86,7 +87,7 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
     builtins = set(exp.builtin_values())
     url_fields = _fields_or_problem(("server", "url"), exp.server.url)
     for name in url_fields:
-        if name == "node" and exp.launcher is not None:
+        if exp.launcher is not None and name in exp.launcher.url_fields:
             continue  # the node a Slurm job runs on
         if name not in RUNTIME_FIELDS:
             also = " (and {node} with a Slurm launcher)" if name == "node" else ""
@@ -272,55 +273,15 @@ def _check_existing_server(exp: ExperimentLike, problems: list[_Problem]) -> Non
 
 
 def _check_launcher(exp: ExperimentLike, problems: list[_Problem]) -> None:
-    """A Slurm launcher runs the service's command as a job; ``server.via: ssh`` needs an SSH connection."""
+    """A launcher's own checks (its spec's ``problems``: the service it runs, the hosts beside it, how its
+    servers are reached); without one, ``server.via: ssh`` needs an SSH connection to every host."""
     launcher = exp.launcher
     if launcher is not None:
-        if exp.host is not None or exp.hosts is not None:
-            problems.append(
-                _Problem(
-                    ("launcher",),
-                    "set either launcher or host/hosts, not both: a Slurm job runs on the node Slurm picks, "
-                    "and the login node is launcher.login",
-                )
-            )
-        if not isinstance(exp.service, ProcessServiceSpec):
-            problems.append(
-                _Problem(
-                    ("service", "kind"),
-                    f"a Slurm job runs the server as a process: use service kind process (its command is the "
-                    f"job's), not {exp.service.kind}",
-                )
-            )
-        else:
-            if exp.service.log_file is not None:
-                problems.append(
-                    _Problem(
-                        ("service", "log_file"),
-                        "a Slurm job's log is its output file (under launcher.shared_dir); drop log_file",
-                    )
-                )
-            if exp.service.secrets:
-                problems.append(
-                    _Problem(
-                        ("service", "secrets"),
-                        "secrets are not passed to Slurm jobs (the batch script and its environment are kept by "
-                        "the scheduler); give the job what it needs through the cluster's own means",
-                    )
-                )
-    if exp.server.via == "ssh":
-        if launcher is not None:
-            if launcher.login.kind != "ssh":
-                problems.append(
-                    _Problem(
-                        ("server", "via"),
-                        "via: ssh tunnels through the login node's SSH connection, but launcher.login is this "
-                        "machine; drop via (the nodes are reached directly) or give login an ssh host",
-                    )
-                )
-        elif any(spec.kind != "ssh" for spec in exp.host_specs()):
-            problems.append(
-                _Problem(("server", "via"), "via: ssh tunnels through a host's SSH connection: every host must be ssh")
-            )
+        problems.extend(_Problem(path, message) for path, message in launcher.problems(exp))
+    elif exp.server.via == "ssh" and any(spec.kind != "ssh" for spec in exp.host_specs()):
+        problems.append(
+            _Problem(("server", "via"), "via: ssh tunnels through a host's SSH connection: every host must be ssh")
+        )
 
 
 def _check_local_log(exp: ExperimentLike, problems: list[_Problem]) -> None:

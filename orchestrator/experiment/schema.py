@@ -7,9 +7,10 @@ matrix does not explode. Every problem becomes one ``ConfigError`` naming the fi
 with the nearest valid key suggested for a typo.
 
 This module holds the top :class:`Experiment` model (with the small ``checks:`` and ``failure_policy:``
-sections) and the loading; the sections are in ``hosts`` (host, hosts, launcher), ``service`` (service,
-server, parsers, secrets), ``variants``, ``load`` (load, lossless, telemetry) and ``search`` (objective,
-search), the cross-section checks in ``checks`` and the file:line:column errors in ``validation``.
+sections) and the loading; the sections are in ``hosts`` (host, hosts), ``launcherspecs`` (launcher: one
+spec per kind), ``service`` (service, server, parsers, secrets), ``variants``, ``load`` (load, lossless,
+telemetry) and ``search`` (objective, search), the cross-section checks in ``checks`` and the file:line:column
+errors in ``validation``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from orchestrator.errors import ConfigError
 from orchestrator.experiment.advice import advice_warnings
 from orchestrator.experiment.checks import _Problem, _read_secrets, _semantic_problems, log_file_problems
 from orchestrator.experiment.common import _NAME, Scalar, _no_control, _Strict
-from orchestrator.experiment.hosts import HostSpec, LauncherSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
+from orchestrator.experiment.hosts import HostSpec, LocalHostSpec, SSHHostSpec, _host_shorthand
 from orchestrator.experiment.inline import inline_secret_warnings
 from orchestrator.experiment.kind import file_kind, wrong_kind_message
+from orchestrator.experiment.launcherspecs import LauncherSpec
 from orchestrator.experiment.load import LoadSpec, LosslessSpec, TelemetrySpec
 from orchestrator.experiment.search import ObjectiveSpec, SearchSpec
 from orchestrator.experiment.service import EXISTING_VARIANT, RegexParserSpec, ServerSpec, ServiceSpec
@@ -93,7 +95,8 @@ class Experiment(_Strict):
     description: str | None = None
     host: HostSpec | None = None
     hosts: list[HostSpec] | None = None
-    #: Where deployments run when it is not the hosts: a scheduler (``kind: slurm``).
+    #: Where deployments run when it is not the hosts: a scheduler or a cluster, by its ``kind``
+    #: (``experiment/launcherspecs/``: one spec per launcher).
     launcher: LauncherSpec | None = None
     service: ServiceSpec
     server: ServerSpec
@@ -209,6 +212,18 @@ class Experiment(_Strict):
     def builtin_values(self) -> dict[str, Scalar]:
         slots: dict[str, Scalar] = dict(SLOT_TOKENS) if self.gpu_slots else dict(slot_values(self.server.url))
         return {"python": sys.executable, "experiment": self.name, **slots}
+
+    @property
+    def launcher_kind(self) -> str:
+        """The kind of launcher the deployments run on (``orchestrator/launchers/registry.py`` picks it by this):
+        the ``launcher:`` section's kind, else ``gpu-slots`` when a host declares its GPUs, ``local`` for this
+        machine alone, ``ssh`` for hosts."""
+        if self.launcher is not None:
+            return self.launcher.kind
+        if self.gpu_slots:
+            return "gpu-slots"
+        specs = self.host_specs()
+        return "local" if len(specs) == 1 and specs[0].kind == "local" else "ssh"
 
     @property
     def gpu_slots(self) -> bool:

@@ -149,8 +149,8 @@ def slot_problems(exp: _ExperimentLike) -> list[tuple[tuple[Any, ...], str]]:
             problems.append(
                 (
                     _host_path(exp, index),
-                    "a Slurm launcher places deployments itself: ask it for GPUs with launcher.gres "
-                    "(gpu:N per job), not with the hosts' gpus",
+                    f"{exp.launcher.title} places deployments itself: ask it for GPUs with "
+                    f"{exp.launcher.gpu_request}, not with the hosts' gpus",
                 )
             )
         return problems

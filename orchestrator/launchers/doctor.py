@@ -15,112 +15,30 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.errors import SpecsweepError
 from orchestrator.hosts import SSHHost, connect_host
 from orchestrator.hosts.base import Host
+from orchestrator.launchers.outcomes import Check, HostReport, Status
 from orchestrator.quoting import shell_quote, split_command
 from orchestrator.services import make_service
 from orchestrator.services.systemd import UNIT_DIR
 from orchestrator.templates import fields
 
-__all__ = ["Check", "HostReport", "Status", "check_host", "run_doctor"]
+__all__ = ["Check", "HostReport", "Status", "check_host", "guard", "run_doctor"]
 
-Status = Literal["ok", "warn", "fail", "skip"]
 CLOCK_SKEW_WARN = 2.0
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    detail: str = ""
-
-
-@dataclass
-class HostReport:
-    host: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c.status != "fail" for c in self.checks)
-
-
 def run_doctor(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> list[HostReport]:
-    """Check every host of ``experiment`` (with a Slurm launcher: its login node and partition);
+    """Check where ``experiment``'s deployments run, as its launcher's kind does (``LauncherKind.doctor``: every
+    host; a Slurm launcher's login node and partition; a Kubernetes launcher's cluster);
     ``progress(host, check)`` is called as each check finishes."""
-    if getattr(experiment, "launcher", None) is not None:
-        return [check_slurm(experiment, progress=progress)]
-    return [check_host(experiment, spec, progress=progress) for spec in experiment.host_specs()]
+    from orchestrator.launchers.registry import kind_of
 
-
-def check_slurm(experiment: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
-    """A Slurm launcher's login node: reachable, Slurm's commands there, the partition's nodes and their types,
-    the shared directory writable, no job of this experiment left queued or running. Changes nothing but a
-    probe file in the shared directory (removed at once)."""
-    from orchestrator.launchers.slurmjobs import SlurmClient, job_prefix
-
-    spec = experiment.launcher
-    report = HostReport(host=str(spec.login.display_name))
-
-    def add(check: Check) -> None:
-        report.checks.append(check)
-        if progress is not None:
-            progress(report.host, check)
-
-    try:
-        host = connect_host(spec.login)
-        as_login = getattr(host, "as_login_user", None)
-        commands: Host = as_login() if callable(as_login) else host
-        user = commands.run("id -un").check("id", host=host.name).stdout.strip()
-    except SpecsweepError as exc:
-        add(Check("ssh", "fail", str(exc)))
-        return report
-    try:
-        add(Check("ssh", "ok", f"logged in as {user}" if spec.login.kind == "ssh" else "this machine"))
-        client = SlurmClient(commands)
-
-        def slurm() -> Check:
-            return Check("slurm", "ok", client.check())
-
-        def partition() -> Check:
-            nodes = client.nodes(spec.partition)
-            where = spec.partition or "the default partition"
-            if not nodes:
-                return Check("partition", "fail", f"{where} has no nodes")
-            types = sorted({n.node_type for n in nodes})
-            status: Status = "ok" if len(types) == 1 or spec.constraint else "fail"
-            more = "" if status == "ok" else "; pin one type with launcher.constraint"
-            return Check("partition", status, f"{where}: {len(nodes)} node(s), type(s) {'; '.join(types)}{more}")
-
-        def shared_dir() -> Check:
-            path = spec.shared_dir
-            if path == "~" or path.startswith("~/"):
-                path = client.home() + path[1:]
-            probe = f"{path}/.specsweep-doctor-{user}"
-            q = shell_quote
-            result = commands.run(f"mkdir -p -- {q(path)} && : > {q(probe)} && rm -f -- {q(probe)}")
-            if not result.ok:
-                return Check("shared_dir", "fail", f"{path} is not writable: {result.stderr.strip()}")
-            return Check("shared_dir", "ok", f"{path} writable (the nodes must see it too)")
-
-        def leftovers() -> Check:
-            jobs = [j for j in client.queue(user_jobs=True) if j.name.startswith(job_prefix(experiment.name))]
-            if jobs:
-                listed = ", ".join(j.describe() for j in jobs[:5])
-                return Check("leftovers", "warn", f"{len(jobs)} job(s) of this experiment: {listed}")
-            return Check("leftovers", "ok", "no job of this experiment queued or running")
-
-        for name, body in (("slurm", slurm), ("partition", partition), ("shared_dir", shared_dir)):
-            _guard(add, name, body)
-        _guard(add, "leftovers", leftovers)
-    finally:
-        host.close()
-    return report
+    return kind_of(experiment).doctor(experiment, progress=progress)
 
 
 def check_host(experiment: Any, spec: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
@@ -184,10 +102,11 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
     if getattr(spec, "gpus", None) is not None:  # GPU slots: the declared GPUs there, and none held already
         from orchestrator.launchers.gpuslots import doctor_check
 
-        _guard(add, "gpu slots", lambda: Check("gpu slots", *doctor_check(spec, host)))
+        guard(add, "gpu slots", lambda: Check("gpu slots", *doctor_check(spec, host)))
 
 
-def _guard(add: Callable[[Check], None], name: str, body: Callable[[], Check]) -> None:
+def guard(add: Callable[[Check], None], name: str, body: Callable[[], Check]) -> None:
+    """``add(body())``, or a failed check named ``name`` saying why ``body`` raised."""
     try:
         add(body())
     except SpecsweepError as exc:
@@ -226,7 +145,7 @@ def _systemd_checks(service_spec: Any, host: Host, add: Callable[[Check], None])
         return Check("journal", "fail", (r.stderr.strip() or "journalctl failed").splitlines()[-1])
 
     for name, body in (("systemd", systemd), ("unit", unit_exists), ("drop-ins", writable), ("journal", journal)):
-        _guard(add, name, body)
+        guard(add, name, body)
 
 
 def _existing_checks(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
@@ -240,7 +159,7 @@ def _existing_checks(experiment: Any, host: Host, add: Callable[[Check], None]) 
             return Check("server", "ok", f"{url} answers; it is measured as it runs (kind none: never restarted)")
         return Check("server", "fail", f"{url} does not answer ({state.describe()}); kind none never starts it")
 
-    _guard(add, "server", server)
+    guard(add, "server", server)
 
 
 def _process_checks(service_spec: Any, host: Host, add: Callable[[Check], None]) -> None:
@@ -263,8 +182,8 @@ def _process_checks(service_spec: Any, host: Host, add: Callable[[Check], None])
         ok = host.run(f"test -d {shell_quote(wd)}").ok
         return Check("workdir", "ok" if ok else "fail", wd if ok else f"{wd} does not exist")
 
-    _guard(add, "program", program)
-    _guard(add, "workdir", workdir)
+    guard(add, "program", program)
+    guard(add, "workdir", workdir)
 
 
 def _leftover_check(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
@@ -276,7 +195,7 @@ def _leftover_check(experiment: Any, host: Host, add: Callable[[Check], None]) -
             return Check("leftovers", "warn", leftover.describe() + "; the next run (or specsweep restore) undoes it")
         return Check("leftovers", "warn", leftover.describe())
 
-    _guard(add, "leftovers", body)
+    guard(add, "leftovers", body)
 
 
 def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: Callable[[Check], None]) -> None:
@@ -304,7 +223,7 @@ def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: 
             "there; stop that process or move the server (its command and server.url) to a free port",
         )
 
-    _guard(add, "port", body)
+    guard(add, "port", body)
 
 
 def _started_by_us(experiment: Any, host: Host, pids: list[int]) -> bool:
@@ -335,7 +254,7 @@ def _clock_check(host: Host, add: Callable[[Check], None]) -> None:
         level: Status = "ok" if abs(skew) <= CLOCK_SKEW_WARN else "warn"
         return Check("clock", level, f"skew {skew:+.2f} s (round trip {t1 - t0:.2f} s)")
 
-    _guard(add, "clock", body)
+    guard(add, "clock", body)
 
 
 def _gpu_check(host: Host, add: Callable[[Check], None]) -> None:
@@ -348,4 +267,4 @@ def _gpu_check(host: Host, add: Callable[[Check], None]) -> None:
         gpus = [line for line in r.stdout.splitlines() if line.startswith("GPU")]
         return Check("gpu", "ok", f"{len(gpus)} GPU(s)" + (f": {gpus[0]}" if gpus else ""))
 
-    _guard(add, "gpu", body)
+    guard(add, "gpu", body)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.hosts import connect_host
-from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.base import HealthCallback, Launcher, Slot
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.launchers.hosts import HEALTH_POLL_SECONDS, HostServer, check_port_free
 from orchestrator.quoting import shell_quote
@@ -245,7 +245,7 @@ class GpuSlotServer(HostServer):
         self._on_release()
 
 
-class GpuSlot:
+class GpuSlot(Slot):
     """One slot of the layout: its service instance, its GPUs and its port (see the module docstring)."""
 
     def __init__(
@@ -274,7 +274,7 @@ class GpuSlot:
         self._opened_gpus = False
         self._last_check: dict[str, Any] | None = None
         #: The last start failed because another process holds the slot's GPUs (the sweep retires the slot).
-        self.gpus_busy = False
+        self.blocked = False
 
     @property
     def instance(self) -> str:
@@ -310,7 +310,7 @@ class GpuSlot:
         service, host = self.service, self.host
         if service is None or host is None:
             raise ServiceError(f"{self.slot_name}: the slot is not open")
-        self.gpus_busy = False
+        self.blocked = False
         if not self.gpus.acquire(self.slot.gpus, stop):
             raise StartFailed(f"{self.slot_name}: stopped while waiting for its GPUs", reason="stopped")
         self._held = True
@@ -330,7 +330,7 @@ class GpuSlot:
                     )
                 except StartFailed as busy:
                     self._last_check = {"clean": False, "reason": str(busy), "evidence": list(busy.evidence)}
-                    self.gpus_busy = busy.reason == "gpu_busy"
+                    self.blocked = busy.reason == "gpu_busy"
                     raise
                 self._last_check = placement["gpu_check"]
             else:
@@ -364,7 +364,7 @@ class GpuSlot:
         except ServiceError as taken:
             raise StartFailed(str(taken), reason="port_taken") from None
 
-    def failure_placement(self) -> dict[str, Any]:
+    def failure_placement(self) -> dict[str, Any] | None:
         """The placement a failed deployment's records keep: the slot, and the last GPU check's evidence."""
         return {**self._placement(), **({"gpu_check": self._last_check} if self._last_check else {})}
 
@@ -447,7 +447,7 @@ def resolve_auto(experiment: Experiment) -> dict[str, int]:
     return counts
 
 
-class GpuSlotLauncher:
+class GpuSlotLauncher(Launcher):
     """The slots of :func:`orchestrator.plan.slots.pack`'s layout, phase by phase, on the experiment's hosts."""
 
     kind = "gpu-slots"

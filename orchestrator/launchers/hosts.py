@@ -29,7 +29,7 @@ from orchestrator.engines.controlplane import request
 from orchestrator.errors import ServiceError, SpecsweepError
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
-from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.base import HealthCallback, Launcher, RunningServer, Slot
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import make_service
 
@@ -110,15 +110,15 @@ def check_port_free(service: Service, experiment: Experiment, url: str, name: st
     )
 
 
-class HostServer:
+class HostServer(RunningServer):
     """A healthy deployment on a host: its URL and its service (the log window source)."""
 
     def __init__(self, url: str, service: Service) -> None:
         self.url = url
         self._service = service
         #: The host it runs on (GPU telemetry and provenance read it) and its service (the command read back).
-        self.host = getattr(service, "host", None)
-        self.service = service
+        self.host: Host | None = getattr(service, "host", None)
+        self.service: Service | None = service
 
     @property
     def logs(self) -> Service:
@@ -137,7 +137,7 @@ class HostServer:
         """Nothing: the next launch on the host replaces this configuration, and the slot's close restores it."""
 
 
-class HostSlot:
+class HostSlot(Slot):
     """One host and the experiment's service on it (see the module docstring)."""
 
     def __init__(
@@ -220,7 +220,7 @@ class HostSlot:
         return True
 
 
-class HostLauncher:
+class HostLauncher(Launcher):
     """One slot per host of ``specs``, each running one deployment at a time."""
 
     kind = "hosts"

@@ -1,44 +1,22 @@
 """Finding and undoing what killed runs left on the hosts of an experiment (``specsweep restore FILE``).
 
-For each host: connect, build the experiment's service, look for a marker (a configuration change not yet
-undone) and a lock. A marker is undone with ``restore()`` under the lock; a lock of a dead run is broken (a
-run on this controller whose process is gone), a lock of a live or unknown run only with ``break_lock``.
-Hosts are independent: one host's error is reported in its outcome and the others are still restored.
-"""
+The launcher's kind decides what there is to restore (``LauncherKind.restore``). For hosts: connect, build the
+experiment's service, look for a marker (a configuration change not yet undone) and a lock. A marker is undone with
+``restore()`` under the lock; a lock of a dead run is broken (a run on this controller whose process is gone), a
+lock of a live or unknown run only with ``break_lock``. Hosts are independent: one host's error is reported in its
+outcome and the others are still restored."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import HostLockedError, SpecsweepError
 from orchestrator.hosts import connect_host
+from orchestrator.launchers.outcomes import RestoreOutcome
 from orchestrator.services import make_service
-from orchestrator.services.base import Leftover
 
-__all__ = ["RestoreOutcome", "restore_experiment"]
-
-
-@dataclass(frozen=True)
-class RestoreOutcome:
-    """What ``restore`` found and did on one host."""
-
-    host: str
-    service: str
-    leftover: Leftover | None
-    restored: bool = False
-    error: str | None = None
-
-    @property
-    def summary(self) -> str:
-        if self.error:
-            prefix = f"{self.host}: "
-            return self.error[len(prefix) :] if self.error.startswith(prefix) else self.error
-        if self.leftover is None:
-            return "nothing to restore"
-        what = self.leftover.describe().split(": ", 2)[-1]
-        return ("restored: " if self.restored else "found: ") + what
+__all__ = ["RestoreOutcome", "restore_experiment", "restore_hosts"]
 
 
 def restore_experiment(
@@ -48,13 +26,23 @@ def restore_experiment(
     dry_run: bool = False,
     progress: Callable[[RestoreOutcome], None] | None = None,
 ) -> list[RestoreOutcome]:
-    """Find, and unless ``dry_run`` undo, every leftover of the experiment's service on each of its hosts
-    (with a Slurm launcher: its jobs still queued or running, and its lock, on the login node)."""
-    if getattr(experiment, "launcher", None) is not None:
-        outcome = _restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
-        if progress is not None:
-            progress(outcome)
-        return [outcome]
+    """Find, and unless ``dry_run`` undo, what killed runs of the experiment left, as its launcher's kind does
+    (``LauncherKind.restore``: the service on each host; a Slurm launcher's jobs and lock on the login node; a
+    Kubernetes launcher's Jobs by their labels)."""
+    from orchestrator.launchers.registry import kind_of
+
+    return kind_of(experiment).restore(experiment, break_lock=break_lock, dry_run=dry_run, progress=progress)
+
+
+def restore_hosts(
+    experiment: Any,
+    *,
+    break_lock: bool = False,
+    dry_run: bool = False,
+    progress: Callable[[RestoreOutcome], None] | None = None,
+) -> list[RestoreOutcome]:
+    """Every leftover of the experiment's service on each of its hosts (with GPU slots, of every slot instance
+    a host holds anything of), undone unless ``dry_run``."""
     outcomes: list[RestoreOutcome] = []
     for spec in experiment.host_specs():
         sources = [experiment]
@@ -83,17 +71,6 @@ def _slot_sources(experiment: Any, spec: Any) -> list[Any]:
         return instance_experiments(experiment, host)
     finally:
         host.close()
-
-
-def _restore_jobs(experiment: Any, *, break_lock: bool, dry_run: bool) -> RestoreOutcome:
-    from orchestrator.launchers.slurm import restore_jobs
-
-    what = f"the Slurm jobs of {experiment.name}"
-    try:
-        host, leftover, restored = restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
-    except SpecsweepError as exc:
-        return RestoreOutcome(getattr(experiment.launcher.login, "display_name", "login"), what, None, error=str(exc))
-    return RestoreOutcome(host, what, leftover, restored=restored)
 
 
 def _restore_host(experiment: Any, spec: Any, *, break_lock: bool, dry_run: bool) -> RestoreOutcome:

@@ -44,9 +44,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
+from orchestrator.experiment.launcherspecs.slurm import SlurmLauncherSpec
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
-from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.base import HealthCallback, Launcher, RunningServer, Slot
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.launchers.slurmjobs import (
     ENDING,
@@ -63,7 +64,6 @@ from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_
 from orchestrator.services.hoststate import HostLock, lock_is_stale
 
 if TYPE_CHECKING:
-    from orchestrator.experiment.hosts import SlurmLauncherSpec
     from orchestrator.experiment.schema import Experiment
     from orchestrator.hosts.base import Host
     from orchestrator.plan.deployments import Deployment
@@ -82,7 +82,7 @@ ENDING_WAIT_SECONDS = 45.0
 def job_settings(experiment: Experiment) -> JobSettings:
     """The sbatch settings of the experiment's Slurm launcher (and the service's working directory)."""
     spec = experiment.launcher
-    if spec is None:
+    if not isinstance(spec, SlurmLauncherSpec):
         raise ServiceError("the experiment has no Slurm launcher")
     return JobSettings(
         partition=spec.partition,
@@ -155,7 +155,7 @@ class _Shared:
         self.submitted: set[str] = set()
 
 
-class SlurmLauncher:
+class SlurmLauncher(Launcher):
     """``max_jobs`` slots on one Slurm partition (see the module docstring)."""
 
     kind = "slurm"
@@ -171,7 +171,7 @@ class SlurmLauncher:
         client: Callable[[Host], SlurmClient] | None = None,
     ) -> None:
         spec = experiment.launcher
-        if spec is None or spec.kind != "slurm":
+        if not isinstance(spec, SlurmLauncherSpec):
             raise ServiceError("the experiment has no Slurm launcher")
         self.experiment = experiment
         self.spec: SlurmLauncherSpec = spec
@@ -418,7 +418,7 @@ class _JobAsService:
         return self.server.logs_tail(n)
 
 
-class SlurmJobServer:
+class SlurmJobServer(RunningServer):
     """One deployment's job: the server on its node, seen through the login node (its log window source is
     the job's output file)."""
 
@@ -586,7 +586,7 @@ class SlurmJobServer:
             ) from exc
 
 
-class SlurmSlot:
+class SlurmSlot(Slot):
     """One of the launcher's ``max_jobs`` places: one job at a time."""
 
     def __init__(self, launcher: SlurmLauncher, index: int) -> None:
@@ -648,7 +648,7 @@ def restore_jobs(
     unknown) run is left, and its jobs too, unless ``break_lock``. Returns (login host name, what was
     found or None, whether anything was undone)."""
     spec = experiment.launcher
-    if spec is None:
+    if not isinstance(spec, SlurmLauncherSpec):
         raise ServiceError("the experiment has no Slurm launcher")
     host = connect_host(spec.login)
     as_login = getattr(host, "as_login_user", None)

@@ -1,7 +1,9 @@
 """``specsweep sweep --dry-run``: per deployment, exactly what would be written and run, touching nothing.
 
 The text comes from the same pure render functions the services use, so a dry run cannot drift from a real
-run: the drop-in (or unit file) a systemd service would write, the argv a process service would start.
+run: the drop-in (or unit file) a systemd service would write, the argv a process service would start. A
+launcher that runs deployments its own way (a Slurm job, a Kubernetes Job) describes them itself
+(``LauncherKind.dry_run``, :mod:`orchestrator.launchers.registry`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from orchestrator.experiment.schema import Experiment
 from orchestrator.experiment.service import SystemdServiceSpec
 from orchestrator.experiment.slots import as_fields
+from orchestrator.launchers.registry import kind_of
 from orchestrator.plan.deployments import Plan, build_plan
 from orchestrator.quoting import shell_join, split_command, visible
 from orchestrator.redaction import redact_text
@@ -67,7 +70,7 @@ def describe_plan(experiment: Experiment, resume: ResumeView | None = None) -> s
     """A plain-text description of every deployment's host actions and load points; with ``resume``, only
     the deployments and points that run has not finished (what ``--resume`` would still measure)."""
     plan = build_plan(experiment)
-    if resume is not None and experiment.launcher is None:
+    if resume is not None and kind_of(experiment).dry_run(experiment, plan) is None:
         return as_fields(redact_text(_describe_resume(experiment, plan, resume)))
     return as_fields(
         redact_text(_describe(experiment, plan))
@@ -96,8 +99,9 @@ def _describe(
     out += _workload_lines(experiment)
     out.append("")
     secrets = service.secrets or {}
-    if experiment.launcher is not None:
-        return _describe_jobs(experiment, plan)
+    own = kind_of(experiment).dry_run(experiment, plan)
+    if own is not None:  # a launcher that runs deployments its own way describes them itself (a job, a pod)
+        return own
     for index, deployment in enumerate(plan.deployments, 1):
         points = [p for p in deployment.load_points if p.id not in done]
         if not points:
@@ -168,49 +172,6 @@ def _restore_line(service: Any) -> str:
         "finally: restore every host as it was found (the last server process group stopped, the state files "
         "specsweep wrote removed)"
     )
-
-
-def _describe_jobs(experiment: Experiment, plan: Plan) -> str:
-    """A Slurm launcher's dry run: each deployment's batch script, as ``sbatch`` would get it."""
-    from orchestrator.launchers.slurm import job_settings
-    from orchestrator.launchers.slurmjobs import render_batch_script
-
-    spec = experiment.launcher
-    assert spec is not None
-    run, url = "<run id>", experiment.server.url
-    log_dir = f"{spec.shared_dir}/{experiment.name}/{run}"
-    reach = " through the login node's SSH connection" if experiment.server.via == "ssh" else ""
-    out = [
-        f"# dry run of {experiment.name}: {plan.restarts} deployments (one Slurm job each, {spec.max_jobs} at once), "
-        f"{plan.points_text}; login {spec.login.display_name}",
-        "# nothing below has been run",
-        "",
-    ]
-    for index, deployment in enumerate(plan.deployments, 1):
-        script = render_batch_script(
-            job_settings(experiment),
-            deployment,
-            experiment=experiment.name,
-            run_id=run,
-            log_dir=log_dir,
-            label=deployment.label,
-        )
-        out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
-        out.append("submit with sbatch --parsable (the script on its standard input):")
-        out.extend("    " + line for line in script.text.rstrip("\n").splitlines())
-        out.append(
-            f"wait: pending (at most {spec.pending_timeout:g}s), then running on a node, then healthy: "
-            f"{', '.join(experiment.health_paths)} under {url}{reach} (timeout {experiment.server.ready_timeout:g}s)"
-        )
-        if experiment.load.warmup:
-            out.append(f"warm up: {experiment.load.warmup} requests at C=1")
-        for point in deployment.load_points:
-            size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
-            out.append(f"load {point.label}: {size} ({point.id})")
-        out.append("then: scancel the job")
-        out.append("")
-    out.append("finally: scancel every job of the run and wait until squeue lists none of them")
-    return "\n".join(out)
 
 
 def _describe_resume(experiment: Experiment, plan: Plan, resume: ResumeView) -> str:

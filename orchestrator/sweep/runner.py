@@ -235,10 +235,10 @@ class SlotWorker:
         from orchestrator.runs.provenance import running_command
 
         log = self.sweep.provenance
-        host = getattr(server, "host", None)
+        host = server.host
         if host is not None and not log.knows_host(self.name):
             log.host(self.name, gpu_facts(host))
-        service = getattr(server, "service", None)
+        service = server.service
         running = running_command(service) if service is not None else {"note": "no service to read back"}
         info = self.engine_info or {}
         log.deployment(
@@ -391,7 +391,7 @@ class SlotWorker:
             progress=progress,
             write_requests=write_requests,
         )
-        placement = getattr(server, "placement", None)
+        placement = server.placement
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
             measured.record = measured.record.model_copy(update={"placement": dict(placement)})
         if sweep.overlap is not None:  # another sweep on this machine at the point's start or end
@@ -523,14 +523,13 @@ def _drive(
 ) -> SweepResult:
     """The sweep's body on an open run (:func:`run_sweep`)."""
     store = opened.store
-    if launcher is None and experiment.gpu_slots:  # GPU slots on the hosts (orchestrator/sweep/slots.py)
-        launcher = gpu_slots.slot_launcher(experiment, plan, f"{experiment.name} {store.run_id}", options.break_lock)
-    if launcher is None:
+    if launcher is None:  # the experiment's own, by its kind (orchestrator/launchers/registry.py)
         launcher = launcher_for(
             experiment,
             lock_label=f"{experiment.name} {store.run_id}",
             break_lock=options.break_lock,
             run_id=store.run_id,
+            plan=plan,
         )
     slots = list(launcher.slots())
     sweep = SweepState(
@@ -565,9 +564,8 @@ def _drive(
     for message in opened.notices:
         sweep.emit(Notice(message=message))
     sweep.overlap.at_start()
-    expect = getattr(launcher, "expect", None)
-    if callable(expect):  # a scheduler's launcher keeps only the jobs this run will still use (resume)
-        expect([d for d in plan.deployments if any(sweep.pending_points(t, d) for t in sweep.hosts)])
+    # A scheduler's launcher keeps only the jobs this run will still use (resume); the others ignore it.
+    launcher.expect([d for d in plan.deployments if any(sweep.pending_points(t, d) for t in sweep.hosts)])
     workers = [SlotWorker(sweep, slot) for slot in slots]
     errors: list[BaseException] = []
     restore_errors: list[str] = []

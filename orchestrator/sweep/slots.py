@@ -37,6 +37,7 @@ from orchestrator.sweep.schedule import Schedule
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment, FailurePolicySpec
+    from orchestrator.launchers.base import Launcher, Slot
     from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
     from orchestrator.plan.slots import GpuSlot, SlotLayout
     from orchestrator.runs.store import Record, ResumeState
@@ -47,7 +48,6 @@ __all__ = [
     "equivalence_check",
     "note_equivalence",
     "slot_equivalence",
-    "slot_launcher",
     "slot_policy",
     "slot_schedule",
     "with_failure_placement",
@@ -271,48 +271,50 @@ def note_equivalence(sweep: Any, errors: Sequence[BaseException] = ()) -> None:
         )
 
 
-def with_failure_placement(record: Record, slot: Any) -> Record:
-    """``record`` (a failed point's) with its GPU slot's placement, when ``slot`` is one: the slot, its GPUs and
-    the last GPU check (the evidence of a ``gpu_busy`` failure)."""
-    placement = getattr(slot, "failure_placement", None)
-    if not callable(placement):
+def with_failure_placement(record: Record, slot: Slot) -> Record:
+    """``record`` (a failed point's) with its slot's placement, when the slot has one (``Slot.failure_placement``:
+    a GPU slot, its GPUs and the last GPU check, the evidence of a ``gpu_busy`` failure)."""
+    placement = slot.failure_placement()
+    if placement is None:
         return record
-    return record.model_copy(update={"placement": placement()})
+    return record.model_copy(update={"placement": placement})
 
 
 class SlotFailureTracker(FailureTracker):
-    """The failure policy in GPU slots: a deployment that could not start because another process holds its
-    slot's GPUs (``gpu_busy``) retires that slot, whose remaining deployments go to the other slots, instead of
-    stopping the sweep; the sweep stops (with that reason) only once every slot of a phase is retired. Every
-    other failure is the policy's as anywhere (:mod:`orchestrator.sweep.policy`)."""
+    """The failure policy in GPU slots: a deployment that could not start for its slot's own reason
+    (``Slot.blocked``: another process holds the slot's GPUs, ``gpu_busy``) retires that slot, whose remaining
+    deployments go to the other slots, instead of stopping the sweep; the sweep stops (with that reason) only
+    once every slot of a phase is retired. Every other failure is the policy's as anywhere
+    (:mod:`orchestrator.sweep.policy`). Which slot of the layout a target is: the schedule's layout says."""
 
     def __init__(
-        self, policy: FailurePolicySpec, schedule: SlotSchedule, slots: Sequence[Any], notify: Callable[[str], None]
+        self, policy: FailurePolicySpec, schedule: SlotSchedule, slots: Sequence[Slot], notify: Callable[[str], None]
     ) -> None:
         super().__init__(policy)
         self.schedule = schedule
-        self._by_target = {getattr(s, "name", None): s for s in slots}
-        self._slots = list(slots)
+        self._by_target = {s.name: s for s in slots}
+        self._specs = {s.target: s for s in schedule.layout.all_slots()}
         self._notify = notify
 
     def failed(self, target: str, deployment: Deployment, reason: str) -> str | None:
         slot = self._by_target.get(target) if self.schedule.per_slot else None
-        if slot is None or not getattr(slot, "gpus_busy", False):
+        spec = self._specs.get(target)
+        if slot is None or spec is None or not slot.blocked:
             return super().failed(target, deployment, reason)
-        self.schedule.retire(slot.slot.name)
-        size = slot.slot.size
-        phase = [s for s in self._slots if s.slot.size == size]
-        if all(s.slot.name in self.schedule.retired for s in phase):
+        self.schedule.retire(spec.name)
+        size = spec.size
+        phase = [s for s in self._specs.values() if s.size == size and s.target in self._by_target]
+        if all(s.name in self.schedule.retired for s in phase):
             with self._lock:
                 if self.halted is None:
                     self.halted = f"every slot of {size} GPU(s) is held by another process: {reason}"
                     return self.halted
             return None
-        self._notify(f"{slot.slot.name} retired: {reason}; its other deployments go to the other slots")
+        self._notify(f"{spec.name} retired: {reason}; its other deployments go to the other slots")
         return None
 
 
-def slot_policy(sweep: Any, launcher: Any) -> None:
+def slot_policy(sweep: Any, launcher: Launcher) -> None:
     """Give ``sweep`` the GPU slots' failure policy (:class:`SlotFailureTracker`) when it runs in slots."""
     if not isinstance(sweep.schedule, SlotSchedule):
         return
@@ -326,16 +328,9 @@ def slot_policy(sweep: Any, launcher: Any) -> None:
     sweep.policy = SlotFailureTracker(sweep.experiment.failure_policy, sweep.schedule, list(launcher.slots()), notify)
 
 
-def slot_launcher(experiment: Experiment, plan: Plan, lock_label: str, break_lock: bool) -> Any:
-    """The launcher of an experiment whose hosts run GPU slots (:mod:`orchestrator.launchers.gpuslots`)."""
-    from orchestrator.launchers.gpuslots import GpuSlotLauncher
-
-    return GpuSlotLauncher(experiment, plan, lock_label=lock_label, break_lock=break_lock)
-
-
-def slot_schedule(experiment: Experiment, launcher: Any, plan: Plan, resume: ResumeState) -> SlotSchedule | None:
-    """The slot schedule of a GPU slot launcher's layout; None for any other launcher."""
-    layout = getattr(launcher, "layout", None)
-    if layout is None or not experiment.gpu_slots:
+def slot_schedule(experiment: Experiment, launcher: Launcher, plan: Plan, resume: ResumeState) -> SlotSchedule | None:
+    """The slot schedule of a launcher with a layout (``Launcher.layout``: GPU slots); None for any other."""
+    layout = launcher.layout
+    if layout is None:
         return None
     return SlotSchedule(plan, layout, resume.final, per_slot=experiment.slots.baselines == "per-slot")

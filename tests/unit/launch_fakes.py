@@ -17,6 +17,7 @@ from typing import Any
 
 from orchestrator.errors import ServiceError, StartFailed
 from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.launchers.base import Launcher, RunningServer, Slot
 from orchestrator.plan.deployments import Deployment
 from orchestrator.services.base import LogChunk
 from orchestrator.sweep.measure import Tools
@@ -77,7 +78,7 @@ class FakeLogs:
             return self.lines[-n:]
 
 
-class FakeServer:
+class FakeServer(RunningServer):
     def __init__(self, slot: FakeSlot, deployment: Deployment, url: str) -> None:
         self.slot = slot
         self.deployment = deployment
@@ -99,7 +100,7 @@ class FakeServer:
         self.released = True
 
 
-class FakeSlot:
+class FakeSlot(Slot):
     """A slot that launches fake servers; ``script(deployment, attempt)`` says how each launch goes."""
 
     def __init__(
@@ -166,7 +167,7 @@ class FakeSlot:
         return self.opened > 0
 
 
-class FakeLauncher:
+class FakeLauncher(Launcher):
     kind = "fake"
 
     def __init__(self, *slots: FakeSlot) -> None:

@@ -389,7 +389,10 @@ def test_a_slot_whose_gpus_are_held_retires_and_the_sweep_stops_only_when_all_ar
 
     class Busy:
         def __init__(self, slot: GpuSlot) -> None:
-            self.slot, self.name, self.gpus_busy = slot, slot.target, True
+            self.slot, self.name, self.blocked = slot, slot.target, True
+
+        def failure_placement(self) -> None:
+            return None
 
     slots = [Busy(s) for s in layout.slots[1]]
     told: list[str] = []
@@ -402,7 +405,7 @@ def test_a_slot_whose_gpus_are_held_retires_and_the_sweep_stops_only_when_all_ar
     assert len(rest) == len(plan.deployments)  # the other slot: its baseline, its hand, and the retired one's
     halted = tracker.failed("local/gpu1", baseline, "GPU 1 not clean: PID 8")
     assert halted is not None and "every slot of 1 GPU(s)" in halted
-    slots[0].gpus_busy = False  # any other failure is the policy's: a baseline that cannot start stops it
+    slots[0].blocked = False  # any other failure is the policy's: a baseline that cannot start stops it
     fresh = SlotFailureTracker(exp.failure_policy, SlotSchedule(plan, layout, set(), per_slot=True), slots, told.append)
     assert fresh.failed("local/gpu0", baseline, "exit 1") is not None
 

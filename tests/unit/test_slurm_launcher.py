@@ -323,13 +323,13 @@ def test_doctor_checks_the_login_node_partition_and_shared_directory(
     tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from orchestrator.hosts import LocalHost
-    from orchestrator.launchers import doctor, slurmjobs
+    from orchestrator.launchers import doctor, slurmkind
     from tests.unit.slurm_fakes import FakeClient
 
     scheduler = FakeScheduler(nodes=_two_nodes())
     scheduler.add("specsweep.fake.r0.d-1", "specsweep;run=r0")
-    monkeypatch.setattr(doctor, "connect_host", lambda spec: LocalHost(name="login"))
-    monkeypatch.setattr(slurmjobs, "SlurmClient", lambda host: FakeClient(host, scheduler))
+    monkeypatch.setattr(slurmkind, "connect_host", lambda spec: LocalHost(name="login"))
+    monkeypatch.setattr(slurmkind, "SlurmClient", lambda host: FakeClient(host, scheduler))
     (report,) = doctor.run_doctor(_experiment(tmp_path, health))
     checks = {c.name: (c.status, c.detail) for c in report.checks}
     assert checks["slurm"] == ("ok", "slurm 22.05.8")

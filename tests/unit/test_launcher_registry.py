@@ -1,0 +1,98 @@
+"""The launcher seam: launchers registered by kind, the experiment naming its kind, the protocol's defaults, and
+the ``launcher:`` specs found in ``experiment/launcherspecs/`` (issue 51)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import ConfigError
+from orchestrator.experiment.launcherspecs import launcher_kinds
+from orchestrator.launchers import Launcher, LauncherKind, launcher_for, launcher_kind, register_launcher
+from orchestrator.launchers.gpuslots import GpuSlotLauncher
+from orchestrator.launchers.hosts import HostServer, HostSlot, LocalLauncher, SSHPoolLauncher
+from orchestrator.launchers.registry import kind_of, launcher_kind_names
+from orchestrator.launchers.slurm import SlurmLauncher
+from orchestrator.plan.deployments import build_plan
+from tests.unit.launch_fakes import FakeLauncher, FakeSlot, make_experiment
+
+
+@pytest.mark.parametrize(
+    ("hosts", "kind", "cls"),
+    [
+        pytest.param("host: local", "local", LocalLauncher, id="local"),
+        pytest.param('hosts: [{ssh: "root@a"}, {ssh: "root@b"}]', "ssh", SSHPoolLauncher, id="ssh-pool"),
+        pytest.param("host: {kind: local, gpus: 1}", "gpu-slots", GpuSlotLauncher, id="gpu-slots"),
+    ],
+)
+def test_launcher_for_picks_the_launcher_by_the_experiments_kind(
+    tmp_path: Path, hosts: str, kind: str, cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp = make_experiment(tmp_path, hosts=hosts)
+    assert exp.launcher_kind == kind
+    assert kind_of(exp).kind == kind
+    launcher = launcher_for(exp, lock_label="fake r1", plan=build_plan(exp))
+    assert isinstance(launcher, cls) and isinstance(launcher, Launcher)
+
+
+def test_a_slurm_experiment_gets_the_slurm_launcher(tmp_path: Path) -> None:
+    exp = make_experiment(tmp_path, hosts="launcher: {kind: slurm, partition: gpu}")
+    assert exp.launcher_kind == "slurm"
+    assert isinstance(launcher_for(exp, lock_label="fake r1"), SlurmLauncher)
+
+
+def test_every_builtin_kind_is_registered_and_an_unknown_one_is_a_clear_error() -> None:
+    names = launcher_kind_names()
+    for name in ("local", "ssh", "gpu-slots", "slurm"):
+        assert name in names and launcher_kind(name).kind == name
+    with pytest.raises(ConfigError, match="no launcher of kind 'nope'"):
+        launcher_kind("nope")
+    assert "slurm" in launcher_kinds()  # the launcher: specs, found in experiment/launcherspecs/
+
+
+def test_a_kind_registered_from_outside_is_what_launcher_for_makes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[dict[str, Any]] = []
+
+    class Mine(LauncherKind):
+        kind = "local"
+
+        def make(self, experiment: Any, **how: Any) -> Launcher:
+            made.append(how)
+            return FakeLauncher(FakeSlot("mine"))
+
+    from orchestrator.launchers import registry
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    register_launcher(Mine())
+    launcher = launcher_for(make_experiment(tmp_path), lock_label="fake r7")
+    assert [s.name for s in launcher.slots()] == ["mine"]
+    assert made == [{"plan": None, "run_id": "r7", "lock_label": "fake r7", "break_lock": False}]
+
+
+def test_the_protocol_defaults_are_there_for_every_launcher(tmp_path: Path) -> None:
+    exp = make_experiment(tmp_path)
+    launcher = launcher_for(exp, lock_label="fake r1")
+    assert launcher.layout is None
+    assert launcher.expect([]) is None
+    (slot,) = launcher.slots()
+    assert isinstance(slot, HostSlot) and slot.blocked is False and slot.failure_placement() is None
+    server = HostServer("http://x", object())  # type: ignore[arg-type]
+    assert server.placement is None and server.host is None
+    gpu = make_experiment(tmp_path, hosts="host: {kind: local, gpus: 1}")
+    slots = launcher_for(gpu, lock_label="fake r1").slots()
+    assert launcher_for(gpu, lock_label="fake r1").layout is not None
+    placement = slots[0].failure_placement()
+    assert placement is not None and placement["gpus"] == [0]
+
+
+def test_a_kinds_defaults_describe_restore_and_check_nothing() -> None:
+    kind = LauncherKind()
+    assert kind.restore(None, break_lock=False, dry_run=True, progress=None) == []  # type: ignore[arg-type]
+    assert kind.doctor(None, progress=None) == []  # type: ignore[arg-type]
+    assert kind.dry_run(None, None) is None  # type: ignore[arg-type]
+    with pytest.raises(NotImplementedError):
+        kind.make(None, plan=None, run_id="r", lock_label="x", break_lock=False)  # type: ignore[arg-type]
