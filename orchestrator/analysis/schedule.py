@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.breakeven import frame_roles
 from orchestrator.analysis.roles import chain_length
 from orchestrator.analysis.schedule_fit import Measured, fit_schedule
-from orchestrator.errors import SpecsweepError
+from orchestrator.engines.registry import get_engine
+from orchestrator.errors import ConfigError, SpecsweepError
 
 if TYPE_CHECKING:
     from orchestrator.analysis.answer import Answer, LoadAnswer
@@ -58,18 +59,15 @@ _SPEC_CONFIG = re.compile(r"""--speculative[-_]config(?:=|\s+)(['"]?)(\{.*\})\1"
 _MAX_NUM_SEQS = re.compile(r"--max[-_]num[-_]seqs(?:=|\s+)(\d+)")
 _SIM_ENGINE = re.compile(r"--engine(?:=|\s+)(\w+)")
 
-#: Why an engine's recommendation stays per load (docs/schedule.md has the engine source lines).
-NO_SCHEDULE: dict[str, str] = {
-    "sglang": (
-        "SGLang takes no fixed draft length per batch size: its --speculative-adaptive with "
-        "--speculative-adaptive-config (0.5.23) keys candidate step counts by batch size and picks among them "
-        "by the acceptance it observes at run time, which is not this schedule; specsweep does not write it"
-    ),
-    "llamacpp": (
-        "llama.cpp's server takes static draft bounds only (--spec-draft-n-max, --spec-draft-n-min), "
-        "nothing per batch size"
-    ),
-}
+
+def no_schedule(engine: str) -> str | None:
+    """Why ``engine`` takes no draft length per batch size, so the recommendation stays per load (the engine's
+    own ``no_batch_schedule``, through the registry; docs/schedule.md has the engine source lines); None when
+    it takes one, or when no engine of that name is installed here (the schedule is written as vLLM's)."""
+    try:
+        return get_engine(engine).no_batch_schedule
+    except ConfigError:
+        return None
 
 
 class ScheduleError(SpecsweepError):
@@ -143,7 +141,7 @@ class Schedule:
     @property
     def unsupported(self) -> str | None:
         """Why the engine cannot run this schedule (None: it can)."""
-        return NO_SCHEDULE.get(self.engine)
+        return no_schedule(self.engine)
 
     @property
     def entries(self) -> list[list[int]]:

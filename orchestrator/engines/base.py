@@ -26,7 +26,9 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
   ask for them);
 - the simulator: :meth:`sim_dialect`, the class of the simulator's imitation of the engine
   (``orchestrator.sim.dialects``), None for an engine the simulator does not speak;
-- ``init_flags``: what ``specsweep init`` writes for this engine.
+- ``init_flags``: what ``specsweep init`` writes for this engine;
+- ``no_batch_schedule``: why the engine takes no draft length per batch size (``orchestrator.analysis.schedule``
+  then leaves a recommendation per load), None when it takes vLLM's ``num_speculative_tokens_per_batch_size``.
 
 :class:`EngineBase` gives the defaults (nothing offered); the built-in engines subclass it, and an engine from
 outside may too. Every definition an engine gives cites the engine source file it comes from.
@@ -93,6 +95,7 @@ class Engine(Protocol):
     init_flags: Mapping[str, str]
     tick_patterns: tuple[re.Pattern[str], ...]
     idle_tick_patterns: tuple[re.Pattern[str], ...]
+    no_batch_schedule: str | None
 
     def stats_interval(self, command: str | None, environment: Mapping[str, str]) -> float | None: ...
 
@@ -152,6 +155,9 @@ class EngineBase:
     #: at DEBUG once the interval before was idle too (vLLM) goes quiet at INFO, and a window whose every
     #: engine's last tick is one of these holds all it did (``orchestrator.sweep.closing``).
     idle_tick_patterns: tuple[re.Pattern[str], ...] = ()
+    #: Why the engine takes no draft length per batch size (docs/schedule.md, with the engine's source), None
+    #: when it takes vLLM's ``num_speculative_tokens_per_batch_size`` (the default, as before engines said).
+    no_batch_schedule: str | None = None
 
     def __post_init__(self) -> None:
         if not self.family:

@@ -29,7 +29,7 @@ from aiohttp import web
 from orchestrator.errors import SpecsweepError
 from orchestrator.sim import api, logs
 from orchestrator.sim.config import SimConfig
-from orchestrator.sim.dialects import EndpointInfo, make_dialect
+from orchestrator.sim.dialects import EndpointInfo, dialect_class, make_dialect
 from orchestrator.sim.engine import Engine
 from orchestrator.sim.model import Drafter
 from orchestrator.sim.request import SimRequest, seed_for
@@ -63,7 +63,7 @@ class SimServer:
         self.config = config
         self._log: logs.LogFn = log or (lambda line: None)
         if config.faults.coloured_log:
-            self._log = logs.colourer(self._log, config.engine)
+            self._log = dialect_class(config.engine).coloured(self._log)
         if config.faults.journal_suppress_after is not None:
             self._log = logs.Suppressor(
                 self._log,
@@ -131,7 +131,7 @@ class SimServer:
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
         await self._runner.setup()
         self._site = web.SockSite(self._runner, sock, backlog=1024)
-        if cfg.engine != "vllm":  # vLLM starts its HTTP server only once the engine is up
+        if not self.dialect.http_after_load:  # vLLM starts its HTTP server only once the engine is up
             await self._site.start()
             self._http_serving = True
             for line in self.dialect.uvicorn_lines(self.url):
@@ -182,7 +182,7 @@ class SimServer:
         warmup = dialect.warmup_request()
         if warmup is not None:
             await self._warmup(warmup)
-        if cfg.engine == "vllm" and self._site is not None and not self._http_serving:
+        if dialect.http_after_load and self._site is not None and not self._http_serving:
             await self._site.start()
             self._http_serving = True
         if dialect.tick_seconds:
@@ -232,7 +232,7 @@ class SimServer:
             await engine.close()  # every request in flight ends, as its process went
         for line in self.dialect.startup_lines(self.url):
             self._log(line)
-        if self.config.engine != "vllm":
+        if not self.dialect.http_after_load:
             for line in self.dialect.uvicorn_lines(self.url):
                 self._log(line)
         await self._load()

@@ -147,10 +147,10 @@ def test_vllm_rounds_only_the_time_stamps_count_are_counted_from_coloured_and_js
 
 
 def test_the_simulators_coloured_log_fault_writes_what_log_cpp_writes() -> None:
-    from orchestrator.sim.logs import colourer
+    from orchestrator.sim.dialects import dialect_class
 
     lines: list[str] = []
-    log = colourer(lines.append, "llamacpp")
+    log = dialect_class("llamacpp").coloured(lines.append)
     for line in CAPTURE.read_text().splitlines():
         log(line)
     got, want = "".join(line + "\n" for line in lines), coloured(CAPTURE.read_text())

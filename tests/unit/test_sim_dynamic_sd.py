@@ -58,8 +58,8 @@ def test_a_bad_schedule_is_refused_naming_the_key(schedule: object, message: str
 
 
 def test_a_schedule_is_the_vllm_dialects_on_a_chain() -> None:
-    with pytest.raises(ConfigError, match="vllm dialect"):
-        parse_args([*_argv(SCHEDULE), "--engine", "sglang"])
+    with pytest.raises(ConfigError, match="vllm dialect"):  # refused where the dialect is made
+        make_dialect(parse_args([*_argv(SCHEDULE), "--engine", "sglang"]), lambda line: None)
     config = parse_args(_argv(SCHEDULE, 4))
     assert config.draft_tokens == 4 and config.spec_schedule == ((1, 1, 4), (2, 8, 1))
 

@@ -31,8 +31,8 @@ def test_the_faults_parse() -> None:
 def test_idle_debug_intervals_runs_vllm_engines_only() -> None:
     assert parse_args(["--engine", "vllm", "--fault", "idle-debug-intervals=3"]).schedulers == 3
     assert parse_args(["--dp-size", "2", "--tp-size", "2"]).schedulers == 2
-    with pytest.raises(ConfigError, match="vllm dialect"):
-        parse_args(["--fault", "idle-debug-intervals"])
+    with pytest.raises(ConfigError, match="vllm dialect"):  # refused where the dialect is made
+        make_dialect(parse_args(["--fault", "idle-debug-intervals"]), lambda line: None)
 
 
 def test_drain_tail_lengths_are_uniform_and_the_truth_knows_them() -> None:

@@ -94,6 +94,10 @@ def _engine() -> LlamaCpp:
             ("llama.cpp", re.compile(r"build:? \d+ \([^)\n]*\) with [^\n]* for ")),
             ("llama.cpp", re.compile(r"system[_ ]info: n_threads = \d+")),
         ),
+        no_batch_schedule=(
+            "llama.cpp's server takes static draft bounds only (--spec-draft-n-max, --spec-draft-n-min), "
+            "nothing per batch size"
+        ),
     )
 
 

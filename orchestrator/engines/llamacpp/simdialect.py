@@ -28,12 +28,13 @@ The names, formats and formulas read here, with their engine source files: docs/
 from __future__ import annotations
 
 import random
+import re
 import string
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from orchestrator.sim.dialects.base import Dialect, EndpointInfo, StreamFormat, compact
+from orchestrator.sim.dialects.base import Dialect, EndpointInfo, LogFn, StreamFormat, compact
 from orchestrator.sim.expo import Family, render
 from orchestrator.sim.request import SimRequest
 from orchestrator.sim.stats import Counts
@@ -42,6 +43,10 @@ __all__ = ["LlamaCppDialect"]
 
 BUILD_INFO = "b0-unknown"  # llama_build_info() of a build without git (the sdist's tree)
 _ID_CHARS = string.ascii_letters + string.digits
+# common/log.cpp common_log_entry::print with colours on (common/log.h LOG_COL_*): the time blue, "I " green then
+# the default colour; "W "/"E "/"D " coloured, their reset written after the message (so before the next line).
+_COLOUR_LINE = re.compile(r"^(\d+\.\d\d\.\d{3}\.\d{3}) ([IWED]) ")
+_COLOURS = {"I": "\x1b[32m", "W": "\x1b[35m", "E": "\x1b[31m", "D": "\x1b[33m"}
 
 
 @dataclass
@@ -49,6 +54,7 @@ class LlamaCppDialect(Dialect):
     engine: ClassVar[str] = "llamacpp"
     versions: ClassVar[tuple[str, ...]] = (BUILD_INFO,)
     algorithms: ClassVar[tuple[str, ...]] = ("ar", "linear")
+    coloured_log: ClassVar[bool] = True
 
     started: float = field(default_factory=time.monotonic)
     _task: int = 0
@@ -67,6 +73,24 @@ class LlamaCppDialect(Dialect):
     _spec: Counts = field(default_factory=Counts)
     _bucket_prompt: list[float] = field(default_factory=lambda: [0.0, 0.0])  # tokens, seconds since last scrape
     _bucket_predict: list[float] = field(default_factory=lambda: [0.0, 0.0])
+
+    @classmethod
+    def coloured(cls, log: LogFn) -> LogFn:
+        """Each line as llama.cpp's common/log.cpp writes it with --log-colors on (the coloured-log fault)."""
+        pending = [""]
+
+        def coloured(line: str) -> None:
+            match = _COLOUR_LINE.match(line)
+            if match is None:
+                log(pending[0] + line)
+                pending[0] = ""
+                return
+            stamp, level = match.groups()
+            after = "\x1b[0m" if level == "I" else ""
+            log(f"{pending[0]}\x1b[34m{stamp}\x1b[0m {_COLOURS[level]}{level} {after}{line[match.end() :]}")
+            pending[0] = "\x1b[0m" if level != "I" else ""
+
+        return coloured
 
     def slots(self) -> int:
         return self.config.slots

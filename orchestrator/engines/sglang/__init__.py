@@ -153,6 +153,11 @@ def _sglang(name: str, summary: str) -> SGLang:
         # logger.info(f"{server_args=}"), "server_args=ServerArgs(...)"), called once by http_server.py
         # launch_server before the scheduler processes start.
         start_patterns=(("sglang", re.compile(r"server_args=(?:ServerArgs\(|\{)")),),
+        no_batch_schedule=(
+            "SGLang takes no fixed draft length per batch size: its --speculative-adaptive with "
+            "--speculative-adaptive-config (0.5.23) keys candidate step counts by batch size and picks among them "
+            "by the acceptance it observes at run time, which is not this schedule; specsweep does not write it"
+        ),
     )
 
 

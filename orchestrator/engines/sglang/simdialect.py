@@ -79,6 +79,8 @@ class _Group:
 class SGLangDialect(Dialect):
     engine: ClassVar[str] = "sglang"
     versions: ClassVar[tuple[str, ...]] = ("0.5.23", "0.5.10", "0.4.10")
+    takes_dp_size: ClassVar[bool] = True
+    uncoloured: ClassVar[str] = "SGLang's logger has no colours"  # utils/common.py configure_logger
 
     _groups: list[_Group] = field(default_factory=list)
     # TokenizerMetricsCollector counters: (name, label tuple) -> value; series appear on first increment.

@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from orchestrator.sim.dialects.base import Dialect, EndpointInfo, StreamFormat, compact
+from orchestrator.sim.dialects.base import Dialect, EndpointInfo, LogFn, StreamFormat, compact
 from orchestrator.sim.expo import Family, render
 from orchestrator.sim.request import SimRequest
 from orchestrator.sim.stats import Counts
@@ -57,6 +58,18 @@ _LINES = {
     "0.8.4": (87, 53),
 }
 _FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vllm/v1/engine/__init__.py
+
+
+# vllm/logging_utils/formatter.py ColoredFormatter (0.32.0-0.33.0): the process prefix cyan, the level in its
+# colour, the time and the file info grey, each followed by a reset; the message as it is.
+_COLOUR_LINE = re.compile(r"^(\(\S+ pid=\d+\)) (DEBUG|INFO|WARNING|ERROR|CRITICAL) (\S+ \S+) (\[[^\]]*\]) ")
+_COLOURS = {
+    "DEBUG": "\x1b[37m",
+    "INFO": "\x1b[32m",
+    "WARNING": "\x1b[33m",
+    "ERROR": "\x1b[31m",
+    "CRITICAL": "\x1b[35m",
+}
 
 
 # Where 'vLLM API server version %s' is logged, in the wheels read (run_server; none found in the others).
@@ -90,6 +103,10 @@ class VLLMDialect(Dialect):
     engine: ClassVar[str] = "vllm"
     versions: ClassVar[tuple[str, ...]] = tuple(_LINES)
     algorithms: ClassVar[tuple[str, ...]] = ("ar", "linear")
+    takes_idle_debug: ClassVar[bool] = True
+    takes_spec_schedule: ClassVar[bool] = True
+    coloured_log: ClassVar[bool] = True
+    http_after_load: ClassVar[bool] = True  # vLLM starts its HTTP server only once the engine is up
 
     pid: int = field(default_factory=os.getpid)
     # One LoggingStatLogger (and its SpecDecodingLogging) per data-parallel engine, made by setup_groups.
@@ -97,6 +114,23 @@ class VLLMDialect(Dialect):
     _rng: random.Random = field(default_factory=random.Random)
     _start_index: int = 0  # DPLBAsyncMPClient.eng_start_index (client 0 of 1)
     _rounds: int = 0
+
+    @classmethod
+    def coloured(cls, log: LogFn) -> LogFn:
+        """Each line as vLLM's ColoredFormatter writes it under a terminal (the coloured-log fault)."""
+
+        def coloured(line: str) -> None:
+            match = _COLOUR_LINE.match(line)
+            if match is None:
+                log(line)
+                return
+            prefix, level, stamp, where = match.groups()
+            log(
+                f"\x1b[0;36m{prefix}\x1b[0;0m {_COLOURS[level]}{level}\x1b[0m \x1b[90m{stamp}\x1b[0m "
+                f"\x1b[90m{where}\x1b[0m {line[match.end() :]}"
+            )
+
+        return coloured
 
     @property
     def tick_seconds(self) -> float | None:  # type: ignore[override]

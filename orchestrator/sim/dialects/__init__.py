@@ -27,7 +27,7 @@ from orchestrator.sim.dialects.base import Dialect, EndpointInfo, LogFn, StreamF
 if TYPE_CHECKING:
     from orchestrator.sim.config import SimConfig
 
-__all__ = ["ENGINES", "Dialect", "EndpointInfo", "StreamFormat", "dialect_class", "make_dialect"]
+__all__ = ["ENGINES", "Dialect", "EndpointInfo", "StreamFormat", "dialect_class", "make_dialect", "refusal"]
 
 
 def dialect_class(engine: str) -> type[Dialect]:
@@ -44,6 +44,35 @@ def dialect_class(engine: str) -> type[Dialect]:
 
 
 def make_dialect(config: SimConfig, log: LogFn) -> Dialect:
-    """The dialect ``config.engine`` speaks, at ``config.engine_version`` (its current version if empty)."""
+    """The dialect ``config.engine`` speaks, at ``config.engine_version`` (its current version if empty);
+    ``ConfigError`` for what the configuration asks that the dialect does not simulate (:func:`refusal`)."""
     cls = dialect_class(config.engine)
+    refused = refusal(cls, config)
+    if refused is not None:
+        raise ConfigError(refused)
     return cls(config=config, log=log, version=config.engine_version or "")
+
+
+def refusal(cls: type[Dialect], config: SimConfig) -> str | None:
+    """Why dialect ``cls`` cannot run ``config`` (a flag or fault only other dialects simulate), else None."""
+    if config.dp_size > 1 and not cls.takes_dp_size:
+        return f"--dp-size is simulated for the {_those('takes_dp_size')} dialect only"
+    if config.faults.coloured_log and not cls.coloured_log:
+        why = f" ({cls.uncoloured})" if cls.uncoloured else ""
+        return f"the coloured-log fault is the {_those('coloured_log')} dialects'{why}"
+    if config.faults.idle_debug_engines and not cls.takes_idle_debug:
+        those = _those("takes_idle_debug")
+        return f"the idle-debug-intervals fault is the {those} dialect's (--engine {those})"
+    if config.spec_schedule and (not cls.takes_spec_schedule or config.algorithm != "linear"):
+        those = _those("takes_spec_schedule")
+        return (
+            f"num_speculative_tokens_per_batch_size is the {those} dialect's, on a chain "
+            f"(--engine {those} --algorithm linear)"
+        )
+    return None
+
+
+def _those(trait: str) -> str:
+    """The engines whose dialect has ``trait``, for a refusal: ``vllm``, ``vllm and llamacpp``."""
+    names = [engine for engine in ENGINES if getattr(dialect_class(engine), trait)]
+    return " and ".join(names) if names else "no"

@@ -48,6 +48,15 @@ class Dialect:
     versions: ClassVar[tuple[str, ...]] = ()  # the first is the default (current) version
     algorithms: ClassVar[tuple[str, ...]] = ("ar", "linear", "ddtree")
     tick_seconds: ClassVar[float | None] = None
+    #: What the dialect simulates beyond every dialect's flags; the simulator refuses these for a dialect that
+    #: does not (orchestrator/sim/dialects/__init__.py ``make_dialect``).
+    takes_dp_size: ClassVar[bool] = False  # --dp-size: DP-attention groups, each its own scheduler
+    takes_idle_debug: ClassVar[bool] = False  # the idle-debug-intervals fault: data-parallel engines
+    takes_spec_schedule: ClassVar[bool] = False  # num_speculative_tokens_per_batch_size, on a chain
+    coloured_log: ClassVar[bool] = False  # the coloured-log fault (:meth:`coloured`)
+    uncoloured: ClassVar[str] = ""  # why the engine's log has no colours, said when the fault is refused
+    #: The engine opens its HTTP port only once the model is loaded (vLLM), not before loading.
+    http_after_load: ClassVar[bool] = False
 
     config: SimConfig
     log: LogFn
@@ -68,6 +77,12 @@ class Dialect:
             raise ConfigError(
                 f"--algorithm {self.config.algorithm}: the {self.engine} dialect simulates {', '.join(self.algorithms)}"
             )
+
+    @classmethod
+    def coloured(cls, log: LogFn) -> LogFn:
+        """The coloured-log fault (orchestrator/sim/faults.py): ``log`` with each line as the engine's own
+        formatter writes it under a terminal; the lines as they are for a dialect without colours."""
+        return log
 
     # The configuration.
 

@@ -1,0 +1,173 @@
+"""The engine seam: an engine is one package plus its registration, and nothing outside orchestrator/engines/
+reaches an engine's package but through the registry (docs/architecture.md, "The engine seam").
+
+import-linter keeps the same rule for load/, analysis/ and sim/ (the ``engine-packages`` and
+``engines-independent`` contracts of pyproject.toml, run by scripts/test.sh); this test holds the whole package
+to it, reading every import (module-level, function-level, ``TYPE_CHECKING``) and every module path written as
+a string, the way a table of ``importlib`` targets hides an import from import-linter.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from orchestrator.engines.registry import BUILTIN, get_engine
+from orchestrator.engines.responses import ResponseFields, response_readers
+from orchestrator.errors import ConfigError
+from orchestrator.sim.config import ENGINES, parse_args
+from orchestrator.sim.dialects import Dialect, dialect_class, make_dialect
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "orchestrator"
+
+#: The packages of the registered engines (``sglang``, ``vllm``, ``llamacpp``), from the registry itself.
+ENGINE_PACKAGES = sorted({target.partition(":")[0] for target in BUILTIN.values()})
+
+
+def _references(path: Path) -> set[str]:
+    """Every module a source file names: imports at any level, and strings that look like module paths."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("orchestrator."):
+            found.add(node.value.partition(":")[0])
+    return found
+
+
+def _reaches(reference: str, package: str) -> bool:
+    return reference == package or reference.startswith(package + ".")
+
+
+def test_the_registry_names_the_engine_packages() -> None:
+    assert ENGINE_PACKAGES == [
+        "orchestrator.engines.llamacpp",
+        "orchestrator.engines.sglang",
+        "orchestrator.engines.vllm",
+    ]
+
+
+def test_no_module_outside_the_engines_reaches_an_engine_package() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if relative.parts[:2] == ("orchestrator", "engines"):
+            continue
+        for reference in sorted(_references(path)):
+            if any(_reaches(reference, package) for package in ENGINE_PACKAGES):
+                offenders.append(f"{relative}: {reference}")
+    assert not offenders, "engine packages reached outside orchestrator/engines/:\n" + "\n".join(offenders)
+
+
+def test_the_check_sees_an_import_and_a_hidden_table(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f():\n"
+        "    from orchestrator.engines.vllm.responses import FIELDS\n"
+        "TABLE = {'sglang': 'orchestrator.engines.sglang.simdialect:SGLangDialect'}\n",
+        encoding="utf-8",
+    )
+    found = _references(module)
+    assert "orchestrator.engines.vllm.responses" in found
+    assert "orchestrator.engines.sglang.simdialect" in found
+
+
+def test_no_engine_package_reaches_another() -> None:
+    offenders = []
+    for package in ENGINE_PACKAGES:
+        folder = ROOT / Path(*package.split("."))
+        for path in sorted(folder.rglob("*.py")):
+            for reference in sorted(_references(path)):
+                others = [p for p in ENGINE_PACKAGES if p != package and _reaches(reference, p)]
+                if others:
+                    offenders.append(f"{path.relative_to(ROOT)}: {reference}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_each_engine_gives_its_response_fields() -> None:
+    for name in BUILTIN:
+        fields = get_engine(name).response_fields()
+        assert isinstance(fields, ResponseFields), name
+        assert fields.sources and fields.extensions, name
+
+
+def test_the_response_readers_keep_their_order() -> None:
+    """The readers the decoders and response_spec use: every engine's, in the registry's order (the figures
+    of the first reader that finds some win), SGLang's meta_info last (it can sit beside an extension)."""
+    readers = response_readers()
+    assert list(readers.extensions) == ["sglext", "metrics", "timings"]
+    assert [read.__qualname__ for read in readers.body_readers] == [
+        "read_sglext",
+        "read_metrics",
+        "read_timings",
+        "read_meta_info",
+    ]
+    assert sorted(readers.sources) == ["llamacpp:timings", "sglang:meta_info", "sglang:sglext", "vllm:metrics"]
+    assert len(readers.meta_info) == 1 and len(readers.choices) == 1
+
+
+def test_the_simulators_engines_are_the_engines_with_a_dialect() -> None:
+    spoken = []
+    for name in BUILTIN:
+        engine = get_engine(name)
+        dialect = engine.sim_dialect()
+        if dialect is not None and engine.family == name:
+            assert issubclass(dialect, Dialect)
+            assert dialect.engine == name
+            spoken.append(name)
+    assert tuple(spoken) == ENGINES
+    assert get_engine("sim").sim_dialect() is dialect_class("sglang")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["--engine", "vllm", "--dp-size", "2", "--tp-size", "2"],
+            "--dp-size is simulated for the sglang dialect only",
+            id="dp-size",
+        ),
+        pytest.param(
+            ["--fault", "coloured-log"],
+            "the coloured-log fault is the vllm and llamacpp dialects' (SGLang's logger has no colours)",
+            id="coloured-log",
+        ),
+        pytest.param(
+            ["--engine", "llamacpp", "--fault", "idle-debug-intervals"],
+            "the idle-debug-intervals fault is the vllm dialect's (--engine vllm)",
+            id="idle-debug",
+        ),
+        pytest.param(
+            [
+                "--engine",
+                "vllm",
+                "--speculative-config",
+                '{"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 8, 2]]}',
+            ],
+            "num_speculative_tokens_per_batch_size is the vllm dialect's, on a chain "
+            "(--engine vllm --algorithm linear)",
+            id="schedule-off-a-chain",
+        ),
+    ],
+)
+def test_a_dialect_refuses_what_only_another_simulates(argv: list[str], message: str) -> None:
+    config = parse_args(["--profile", "tiny", *argv])
+    with pytest.raises(ConfigError) as caught:
+        make_dialect(config, lambda line: None)
+    assert str(caught.value) == message
+
+
+def test_a_dialect_takes_what_it_simulates() -> None:
+    for argv in (["--dp-size", "2", "--tp-size", "2"], ["--engine", "vllm", "--fault", "coloured-log"]):
+        dialect = make_dialect(parse_args(["--profile", "tiny", *argv]), lambda line: None)
+        assert dialect.engine == (argv[1] if argv[0] == "--engine" else "sglang")
+
+
+def test_only_vllm_opens_its_port_after_loading() -> None:
+    assert [engine for engine in ENGINES if dialect_class(engine).http_after_load] == ["vllm"]
