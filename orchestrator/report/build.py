@@ -377,7 +377,7 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
 
     from orchestrator.report.workloads import workload_blocks
 
-    blocks += workload_blocks(analysis)
+    blocks += workload_blocks(made)
 
     if figures:
         blocks.append(Heading("Figures"))

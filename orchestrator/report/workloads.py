@@ -8,7 +8,8 @@ the workload? This module answers them from an :class:`~orchestrator.analysis.re
   is drawn per workload (a run without workloads is its own single view);
 - :func:`workload_summary`: per configuration and workload, the accept length, the per-position acceptance
   (where the engine reports it) and the speedup over AR, each the mean over the loads;
-- :func:`best_by_workload`: the best configuration of each workload at each load (``Analysis.best``);
+- :func:`best_by_workload`: the best configuration of each workload at each load (the answer's winners,
+  ``Answer.loads``);
 - :func:`winner_sentences`: where the best configuration differs between workloads at one load, one sentence
   that says so (``A wins code, B wins translation at C=1``);
 - :func:`workload_figures`: the heatmap of speedup over AR by configuration x workload (a panel per load),
@@ -27,6 +28,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from orchestrator.analysis.answer import Answer, LoadAnswer
 from orchestrator.analysis.checks import capped_share
 from orchestrator.analysis.requests import samples_frame
 from orchestrator.analysis.result import Analysis
@@ -132,10 +134,12 @@ def summary_cells(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def workload_blocks(analysis: Analysis) -> list[Any]:
-    """The report's "Workloads" section (nothing for a run without workloads)."""
+def workload_blocks(made: Answer) -> list[Any]:
+    """The report's "Workloads" section (nothing for a run without workloads): the answer's winners of each
+    workload, and the per-workload summary of the analysis it was made from."""
     from orchestrator.report.render import Heading, Items, Paragraph, Table
 
+    analysis = made.analysis
     names = workload_names(analysis)
     if not names:
         return []
@@ -148,12 +152,12 @@ def workload_blocks(analysis: Analysis) -> list[Any]:
             "muted",
         ),
     ]
-    sentences = winner_sentences(analysis)
+    sentences = winner_sentences(made)
     if sentences:
         blocks.append(Items([("", s, []) for s in sentences]))
-    elif len(names) > 1 and not analysis.best.empty:
+    elif len(names) > 1 and made.loads:
         blocks.append(Paragraph("The same configuration is best on every workload at every load.", "muted"))
-    best = best_by_workload(analysis)
+    best = best_by_workload(made)
     if not best.empty:
         blocks.append(Table(best, "Best configuration of each workload at each load"))
     summary = workload_summary(analysis)
@@ -178,24 +182,25 @@ def _load_text(row: dict[str, Any]) -> str:
     return label[len(workload) + 1 :] if workload and label.startswith(workload + " ") else label
 
 
-def best_by_workload(analysis: Analysis) -> pd.DataFrame:
-    """The best configuration (and its tok/s) of each workload at each load: a row per workload, a column per
-    load; several hosts each get their own rows."""
-    best = analysis.best
-    if best.empty or not workload_names(analysis):
+def best_by_workload(made: Answer) -> pd.DataFrame:
+    """The answer's best configuration (and its tok/s) of each workload at each load: a row per workload, a column
+    per load; several hosts each get their own rows."""
+    loads_of = made.loads
+    names = workload_names(made.analysis)
+    if not loads_of or not names:
         return pd.DataFrame()
-    several = best["host"].nunique() > 1
+    several = len({lv.host for lv in loads_of}) > 1
     cells: dict[tuple[str, str], dict[str, str]] = {}
     loads: list[str] = []
-    for row in _records(best):
-        key = (str(row["host"]), str(row["workload"]))
-        load = _load_text(row)
+    for lv in loads_of:
+        key = (lv.host, lv.workload)
+        load = _load_text({"load_label": lv.load_label, "workload": lv.workload})
         if load not in loads:
             loads.append(load)
-        value = row.get(analysis.metric)
-        verdict = " (tie)" if row.get("decided") is False else ""
-        cells.setdefault(key, {})[load] = f"{row['label']}{verdict}, {value:,.1f} tok/s"
-    order = {w: i for i, w in enumerate(workload_names(analysis))}
+        value = "?" if lv.value is None else f"{lv.value:,.1f}"
+        verdict = " (tie)" if lv.decided is False else ""
+        cells.setdefault(key, {})[load] = f"{lv.winner}{verdict}, {value} tok/s"
+    order = {w: i for i, w in enumerate(names)}
     out = []
     for (host, workload), by_load in sorted(cells.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 0))):
         entry = {"host": host} if several else {}
@@ -205,24 +210,28 @@ def best_by_workload(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def winner_sentences(analysis: Analysis) -> list[str]:
-    """At each load where workloads have different best configurations, one sentence naming them."""
-    best = analysis.best
-    if best.empty or len(workload_names(analysis)) < 2:
+def winner_sentences(made: Answer) -> list[str]:
+    """At each load where workloads have different best configurations (the answer's winners), one sentence
+    naming them."""
+    names = workload_names(made.analysis)
+    if not made.loads or len(names) < 2:
         return []
+    groups: dict[tuple[str, str, float], list[LoadAnswer]] = {}
+    for lv in made.loads:
+        groups.setdefault((lv.host, lv.mode, lv.load), []).append(lv)
+    several = len({lv.host for lv in made.loads}) > 1
+    order = {w: i for i, w in enumerate(names)}
     sentences = []
-    for (host, _mode, _load), group in best.groupby(["host", "mode", "load"], sort=True):
-        records = _records(group)
-        winners = {str(r["workload"]): str(r["label"]) for r in records}
-        if len(set(winners.values())) < 2:
+    for (host, _mode, _load), group in sorted(groups.items(), key=lambda kv: kv[0]):
+        if len({lv.winner for lv in group}) < 2:
             continue
-        where = _load_text(records[0]) + (f" on {host}" if best["host"].nunique() > 1 else "")
-        order = {w: i for i, w in enumerate(workload_names(analysis))}
+        first = group[0]
+        where = _load_text({"load_label": first.load_label, "workload": first.workload})
+        where += f" on {host}" if several else ""
         parts = []
-        for r in sorted(records, key=lambda r: order.get(str(r["workload"]), 0)):
-            tied = [str(t) for t in (r.get("tied") or [])]
-            noise = f" (within noise of {', '.join(tied)})" if r.get("decided") is False and tied else ""
-            parts.append(f"{r['label']} wins {r['workload']}{noise}")
+        for lv in sorted(group, key=lambda lv: order.get(lv.workload, 0)):
+            noise = f" (within noise of {', '.join(lv.tied)})" if lv.decided is False and lv.tied else ""
+            parts.append(f"{lv.winner} wins {lv.workload}{noise}")
         sentences.append(f"The best configuration depends on the workload at {where}: {'; '.join(parts)}.")
     return sentences
 
