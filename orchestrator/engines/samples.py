@@ -3,7 +3,9 @@
 Each parser turns text into a ``ParseResult``: a list of samples plus the counts of lines it read, could not
 read (skipped) and recognised as another rank's copy (duplicate). Samples are plain dataclasses; ``to_dict``
 gives the JSON shape stored in records and printed by ``specsweep parse --json``. Non-finite numbers
-(``nan``, ``inf``, which engines print for empty intervals) become ``None``: a JSON null, never a NaN.
+(``nan``, ``inf``, which engines print for empty intervals) become ``None``: a JSON null, never a NaN. An
+engine's own sample types live in its package (``orchestrator/engines/sglang/samples.py``,
+``orchestrator/engines/llamacpp/samples.py``); vLLM's are still here, with DDTree's and a user regex's.
 
 Also the one piece of arithmetic two parsers share: recovering an integer count of verify steps (drafts)
 from an accepted-token count and a mean acceptance length rounded to two decimals.
@@ -17,11 +19,8 @@ from typing import Any, ClassVar
 
 __all__ = [
     "DDTreeSample",
-    "LlamaRequestSample",
-    "LlamaSpecStatsSample",
     "ParseResult",
     "Sample",
-    "SglangDecodeSample",
     "UserSample",
     "Value",
     "VllmEngineSample",
@@ -122,27 +121,6 @@ class Sample:
 
 
 @dataclass(slots=True)
-class SglangDecodeSample(Sample):
-    """One SGLang ``Decode batch`` line: the engine's figures over one decode-log interval."""
-
-    kind: ClassVar[str] = "sglang_decode"
-
-    running_req: int | None = None
-    gen_throughput: float | None = None
-    accept_len: float | None = None
-    accept_rate: float | None = None
-    token: int | None = None
-    token_usage: float | None = None
-    queue_req: int | None = None
-    graph: str | None = None  # "cuda", "cpu", "npu"...
-    graph_used: bool | None = None
-    iteration: int | None = None  # the " [N]" forward count some versions print
-    timestamp: str | None = None
-    ranks: str | None = None
-    extra: dict[str, Value] = field(default_factory=dict)  # every other "key: number" field (hybrid tokens...)
-
-
-@dataclass(slots=True)
 class DDTreeSample(Sample):
     """One ``DDTREE metrics:`` line: every ``key=value`` pair, numbers typed."""
 
@@ -203,55 +181,6 @@ class VllmEngineSample(Sample):
     # lines that generated tokens had theirs): a reader that closed the window on this tick and waited for the
     # lines printed with it knows better (parse_window ``closed``), and the mark is withdrawn.
     cut_at_end: bool = False
-
-
-@dataclass(slots=True)
-class LlamaRequestSample(Sample):
-    """One finished llama-server request, assembled from its ``print_timing`` lines."""
-
-    kind: ClassVar[str] = "llamacpp_request"
-
-    slot: int | None = None
-    task: int | None = None
-    accepted: int | None = None
-    generated: int | None = None  # draft tokens generated (proposed)
-    draft_acceptance: float | None = None  # as printed: accepted / generated
-    mean_len: float | None = None  # as printed: 1 + accepted / verify steps
-    acc_per_pos: list[float] = field(default_factory=list)
-    verify_steps: int | None = None  # recovered from accepted, mean_len and acc_per_pos
-    # Every step count the printed figures allow (orchestrator/engines/llamacpp/log.py recover_request_steps):
-    # verify_steps is exact when the two are equal; None when nothing bounds it.
-    verify_steps_low: int | None = None
-    verify_steps_high: int | None = None
-    prompt_tokens: int | None = None
-    prompt_ms: float | None = None
-    eval_tokens: int | None = None
-    eval_ms: float | None = None
-    eval_tps: float | None = None
-    total_ms: float | None = None
-    total_tokens: int | None = None
-    # Whether the window holds its "launch_slot_: ... processing task" line (None: the window holds none of any
-    # request, as a build that does not print them): False is a request that began before the window.
-    launched_in_window: bool | None = None
-    # False: the request's slot was released ("release: ... stop processing") without its print_timings lines (a
-    # request cancelled in flight: server-context.cpp SERVER_TASK_TYPE_CANCEL calls slot.release() alone), so
-    # the engine's counters hold its drafts (callback_on_reset -> metrics_on_prediction) and the log does not.
-    timings_logged: bool = True
-
-
-@dataclass(slots=True)
-class LlamaSpecStatsSample(Sample):
-    """One ``statistics <impl>:`` line of llama.cpp's speculative module (cumulative, printed at trace level)."""
-
-    kind: ClassVar[str] = "llamacpp_spec_stats"
-
-    impl: str = ""
-    gen_drafts: int | None = None
-    acc_drafts: int | None = None
-    gen_tokens: int | None = None
-    acc_tokens: int | None = None
-    mean_acc_len: float | None = None
-    acc_rate_per_pos: list[float] = field(default_factory=list)
 
 
 @dataclass(slots=True)

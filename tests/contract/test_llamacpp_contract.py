@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines.llamacpp.log import aggregate_llamacpp, parse_llamacpp
-from orchestrator.engines.samples import LlamaRequestSample, recover_steps
+from orchestrator.engines.llamacpp.samples import LlamaRequestSample
+from orchestrator.engines.samples import recover_steps
 from orchestrator.metrics import parse_window
 from tests.contract.llamacpp_timings import compile_harness, print_timings
 

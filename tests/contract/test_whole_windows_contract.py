@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engines.samples import SglangDecodeSample
+from orchestrator.engines.sglang.samples import SglangDecodeSample
 from orchestrator.metrics import parse_window
 from tests.contract.test_sglang_contract import PRINTED, formula, journal, rank, run_oracle, steps
 from tests.contract.test_vllm_contract import CURRENT, Interval, Truth, log_text, make_interval, run, vllm_sources

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines.llamacpp.log import aggregate_llamacpp, parse_llamacpp, recover_request_steps
-from orchestrator.engines.samples import LlamaRequestSample, recover_steps
+from orchestrator.engines.llamacpp.samples import LlamaRequestSample
+from orchestrator.engines.samples import recover_steps
 from orchestrator.metrics import parse_window
 
 

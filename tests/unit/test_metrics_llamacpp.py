@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.engines.llamacpp.log import parse_llamacpp
-from orchestrator.engines.samples import LlamaRequestSample, LlamaSpecStatsSample
+from orchestrator.engines.llamacpp.samples import LlamaRequestSample, LlamaSpecStatsSample
 from orchestrator.metrics import parse_window, response_figures, scrape_delta
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -45,7 +45,7 @@ class LlamaCpp(EngineBase):
 
     def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
         from orchestrator.engines.llamacpp.log import DEFINITIONS, aggregate_llamacpp
-        from orchestrator.engines.samples import LlamaRequestSample
+        from orchestrator.engines.llamacpp.samples import LlamaRequestSample
 
         # One sample per request, already assembled: no interval edges. Whether the window's start cuts into
         # what ran before it (a sweep's window) or the log is read whole (`specsweep parse`) decides whether a

@@ -58,12 +58,8 @@ from typing import Any
 
 from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import candidate_lines
-from orchestrator.engines.samples import (
-    LlamaRequestSample,
-    LlamaSpecStatsSample,
-    ParseResult,
-    to_float,
-)
+from orchestrator.engines.llamacpp.samples import LlamaRequestSample, LlamaSpecStatsSample
+from orchestrator.engines.samples import ParseResult, to_float
 
 __all__ = ["DEFINITIONS", "MARKERS", "aggregate_llamacpp", "parse_llamacpp", "recover_request_steps"]
 

@@ -79,8 +79,8 @@ class SGLang(EngineBase):
         return parse_sglang(text)
 
     def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
-        from orchestrator.engines.samples import SglangDecodeSample
         from orchestrator.engines.sglang.log import DEFINITIONS, aggregate_sglang
+        from orchestrator.engines.sglang.samples import SglangDecodeSample
 
         every = [s for s in result.samples if isinstance(s, SglangDecodeSample)]
         decode, dropped, kept = edges(every)

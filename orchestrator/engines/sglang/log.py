@@ -34,7 +34,8 @@ from typing import Any
 
 from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import PREFIX, RankDeduper, candidate_lines, rank_prefix, ranks_info
-from orchestrator.engines.samples import READ, ParseResult, SglangDecodeSample, to_float
+from orchestrator.engines.samples import READ, ParseResult, to_float
+from orchestrator.engines.sglang.samples import SglangDecodeSample
 
 __all__ = [
     "ACCEPT_RATE_DEFINITIONS",
