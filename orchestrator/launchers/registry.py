@@ -28,6 +28,7 @@ _BUILTIN = {
     "ssh": "orchestrator.launchers.hostkinds:SSH_POOL",
     "gpu-slots": "orchestrator.launchers.hostkinds:GPU_SLOTS",
     "slurm": "orchestrator.launchers.slurmkind:SLURM",
+    "kubernetes": "orchestrator.launchers.kubernetes:KUBERNETES",
 }
 
 _lock = threading.Lock()

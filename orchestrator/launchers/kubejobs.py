@@ -1,0 +1,303 @@
+"""A Kubernetes launcher's parts that are not the launcher: the manifests of a deployment (a Job and a Service),
+the one boundary where ``kubectl`` runs (:func:`kubectl`, :func:`port_forward`), and what its answers say
+(:class:`PodInfo`). Pure but for those two functions, so tests put a fake ``kubectl`` on ``PATH`` and hold the
+rest against its argv and standard input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from orchestrator.errors import HostError, ServiceError
+from orchestrator.quoting import split_command
+
+if TYPE_CHECKING:
+    from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
+    from orchestrator.plan.deployments import Deployment
+
+__all__ = [
+    "LABEL_DEPLOYMENT",
+    "LABEL_EXPERIMENT",
+    "LABEL_JOB",
+    "LABEL_RUN",
+    "KubectlResult",
+    "Manifests",
+    "PodInfo",
+    "job_name",
+    "kubectl",
+    "label_value",
+    "parse_pods",
+    "port_forward",
+    "render_manifests",
+]
+
+LABEL_EXPERIMENT = "specsweep.io/experiment"
+LABEL_RUN = "specsweep.io/run"
+LABEL_DEPLOYMENT = "specsweep.io/deployment"
+LABEL_JOB = "specsweep.io/job"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "specsweep"}
+#: A container that waits for one of these will not start by itself: the deployment fails at once, with it.
+HOPELESS = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CrashLoopBackOff"}
+
+
+def label_value(text: str) -> str:
+    """``text`` as a label value (at most 63 of ``[A-Za-z0-9._-]``, starting and ending alphanumeric)."""
+    value = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:63].strip("-._")
+    return value or "x"
+
+
+def job_name(experiment: str, run_id: str, deployment_id: str) -> str:
+    """The Job's (and its Service's) name: unique per run and deployment, a DNS-1123 label."""
+    digest = hashlib.sha256(f"{experiment}/{run_id}/{deployment_id}".encode()).hexdigest()[:10]
+    return f"specsweep-{digest}"
+
+
+def _port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """A deployment's Job and Service: their name, their labels, and the YAML ``kubectl apply -f -`` reads."""
+
+    name: str
+    labels: dict[str, str]
+    port: int
+    documents: tuple[dict[str, Any], ...]
+
+    @property
+    def text(self) -> str:
+        return yaml.safe_dump_all(list(self.documents), sort_keys=False)
+
+
+def render_manifests(
+    spec: KubernetesLauncherSpec,
+    deployment: Deployment,
+    *,
+    experiment: str,
+    run_id: str,
+    server_url: str,
+    health_path: str,
+) -> Manifests:
+    """The Job (one pod, never restarted: a server that exits is a failed deployment, as a process's) and the
+    Service in front of its port. The container's command is the deployment's command, split as a process
+    service splits it; its environment the deployment's, then each of ``spec.secrets`` by ``secretKeyRef``."""
+    name = job_name(experiment, run_id, deployment.id)
+    labels = {
+        **MANAGED_BY,
+        LABEL_EXPERIMENT: label_value(experiment),
+        LABEL_RUN: label_value(run_id),
+        LABEL_DEPLOYMENT: label_value(deployment.id),
+        LABEL_JOB: name,
+    }
+    port = _port(server_url)
+    env: list[dict[str, Any]] = [{"name": k, "value": str(v)} for k, v in deployment.environment.items()]
+    env += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
+        for k, ref in spec.secrets.items()
+    ]
+    limits: dict[str, Any] = {}
+    if spec.gpus:
+        limits["nvidia.com/gpu"] = spec.gpus
+    if spec.cpu:
+        limits["cpu"] = spec.cpu
+    if spec.memory:
+        limits["memory"] = spec.memory
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": spec.image,
+        "command": split_command(deployment.command or "", what="the server command"),
+        "ports": [{"name": "http", "containerPort": port}],
+        "readinessProbe": {"httpGet": {"path": health_path, "port": port}, "periodSeconds": 2},
+    }
+    if env:
+        container["env"] = env
+    if limits:
+        container["resources"] = {"limits": limits, "requests": dict(limits)}
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.service_account:
+        pod["serviceAccountName"] = spec.service_account
+    if spec.image_pull_secret:
+        pod["imagePullSecrets"] = [{"name": spec.image_pull_secret}]
+    meta = {"name": name, "namespace": spec.namespace, "labels": labels}
+    annotations = {"specsweep.io/label": deployment.label, "specsweep.io/config-hash": deployment.config_hash}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {**meta, "annotations": annotations},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod}},
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {"selector": {LABEL_JOB: name}, "ports": [{"name": "http", "port": port, "targetPort": port}]},
+    }
+    return Manifests(name, labels, port, (job, service))
+
+
+# -- the boundary: kubectl ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KubectlResult:
+    argv: tuple[str, ...]
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def check(self, what: str) -> str:
+        """The output; ServiceError naming ``what`` and kubectl's last error line when it failed."""
+        if self.code != 0:
+            said = (self.stderr.strip() or self.stdout.strip() or "no output").splitlines()[-1]
+            raise ServiceError(f"kubectl {what} failed (exit {self.code}): {said}")
+        return self.stdout
+
+    def json(self, what: str) -> Any:
+        text = self.check(what)
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ServiceError(f"kubectl {what}: not JSON ({exc})") from None
+
+
+def _base(spec: KubernetesLauncherSpec) -> list[str]:
+    argv = [spec.kubectl]
+    if spec.kubeconfig:
+        argv += ["--kubeconfig", spec.kubeconfig]
+    if spec.context:
+        argv += ["--context", spec.context]
+    return [*argv, "--namespace", spec.namespace]
+
+
+def kubectl(spec: KubernetesLauncherSpec, *args: str, stdin: str | None = None, timeout: float = 60.0) -> KubectlResult:
+    """Run ``kubectl`` (``spec.kubectl``, found on ``PATH``) with the launcher's kubeconfig, context and namespace;
+    its own failures (not found, timed out) are HostError, its answer a :class:`KubectlResult`."""
+    argv = [*_base(spec), *args]
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise HostError(f"{spec.kubectl} not found: install kubectl or set launcher.kubectl") from None
+    except subprocess.TimeoutExpired:
+        raise HostError(f"kubectl {' '.join(args[:2])} did not answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise HostError(f"cannot run {spec.kubectl}: {exc}") from None
+    return KubectlResult(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+
+def port_forward(
+    spec: KubernetesLauncherSpec, name: str, port: int, *, timeout: float = 30.0
+) -> tuple[subprocess.Popen[str], int]:
+    """``kubectl port-forward service/NAME :PORT``: the process (to terminate once done) and the local port it
+    forwards, read from its first line (``Forwarding from 127.0.0.1:LOCAL -> PORT``)."""
+    argv = [*_base(spec), "port-forward", f"service/{name}", f":{port}", "--address", "127.0.0.1"]
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise HostError(f"cannot run {spec.kubectl}: {exc}") from None
+    found: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            found.append(line)
+            if "Forwarding from" in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    match = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", "".join(found))
+    if match is None:
+        proc.terminate()
+        err = proc.stderr.read() if proc.stderr is not None and proc.poll() is not None else ""
+        said = (err.strip() or "".join(found).strip() or f"nothing within {timeout:g} s").splitlines()[-1]
+        raise ServiceError(f"kubectl port-forward service/{name} failed: {said}")
+    return proc, int(match.group(1))
+
+
+# -- what kubectl says ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """A Job's pod as ``kubectl get pods -o json`` tells it."""
+
+    name: str
+    phase: str
+    ready: bool = False
+    node: str = ""
+    waiting: str = ""
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.phase == "Running"
+
+    @property
+    def ended(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def hopeless(self) -> bool:
+        return self.waiting in HOPELESS
+
+    def describe(self) -> str:
+        parts = [f"pod {self.name or '?'}: {self.phase}"]
+        if self.node:
+            parts.append(f"on {self.node}")
+        if self.waiting:
+            parts.append(f"({self.waiting}{': ' + self.message if self.message else ''})")
+        elif self.message:
+            parts.append(f"({self.message})")
+        if self.exit_code is not None:
+            parts.append(f"exit code {self.exit_code}")
+        return " ".join(parts)
+
+
+def parse_pods(data: Any) -> list[PodInfo]:
+    """The pods of a ``kubectl get pods -o json`` answer."""
+    out = []
+    for item in (data or {}).get("items") or []:
+        status = item.get("status") or {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or []}
+        ready = (conditions.get("Ready") or {}).get("status") == "True"
+        message = str((conditions.get("PodScheduled") or {}).get("message") or status.get("message") or "")
+        waiting, exit_code = "", None
+        for container in status.get("containerStatuses") or []:
+            state = container.get("state") or {}
+            if "waiting" in state:
+                waiting = str(state["waiting"].get("reason") or "")
+                message = str(state["waiting"].get("message") or message)
+            if "terminated" in state:
+                exit_code = state["terminated"].get("exitCode")
+                message = str(state["terminated"].get("reason") or message)
+        out.append(
+            PodInfo(
+                name=str((item.get("metadata") or {}).get("name") or ""),
+                phase=str(status.get("phase") or "Pending"),
+                ready=ready,
+                node=str((item.get("spec") or {}).get("nodeName") or ""),
+                waiting=waiting,
+                message=message,
+                exit_code=exit_code if isinstance(exit_code, int) else None,
+            )
+        )
+    return out

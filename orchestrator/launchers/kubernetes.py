@@ -1,0 +1,553 @@
+"""The Kubernetes launcher: each deployment is one Job (and a Service in front of its port), ``max_jobs`` of
+them at once, driven with ``kubectl`` (:mod:`orchestrator.launchers.kubejobs`: the manifests and the one
+boundary where ``kubectl`` runs).
+
+    launcher: {kind: kubernetes, image: lmsysorg/sglang:latest, namespace: bench, gpus: 8, max_jobs: 2}
+    service:  {kind: process, command: "python3 -m sglang.launch_server ... --port 30000 {spec_args}"}
+    server:   {url: "http://127.0.0.1:30000"}
+
+The slots share one target (``kubernetes-<namespace>``): the baselines are measured once for all of them and
+every other deployment by whichever slot is free. The first slot to open takes the experiment's lock (a
+ConfigMap ``specsweep-lock-<experiment>`` naming this controller and process; a lock whose process is gone on
+this controller is taken over, any other refused unless ``--break-lock``) and deletes the Jobs and Services a
+killed run of the experiment left (found by their labels).
+
+``launch(deployment)``:
+
+    kubectl apply -f -                       the Job and the Service (kubejobs.render_manifests), on stdin
+    kubectl get pods -l specsweep.io/job=N   until the pod runs; pending past pending_timeout, a pod that ends,
+                                             or a container that cannot start (ErrImagePull, a missing Secret,
+                                             ...) is StartFailed("pod_<reason>") with the pod's state line
+    kubectl port-forward service/N :PORT     (reach: port-forward) the URL on this machine; or (reach:
+                                             service) the Service's cluster name for {service} in server.url
+    GET the health paths                     until each answers 2xx while the pod runs (server.ready_timeout)
+
+The log window is ``kubectl logs job/N``, by byte offset (the whole log is read each time: a pod's log is the
+container's since it started, and it never restarts). ``release()`` ends the port-forward and deletes the Job
+and its Service; the last slot's ``close`` deletes every Job and Service of the run (by its label) and releases
+the lock. Every record carries ``placement``: the Job, its pod, node and namespace, and the GPUs asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from orchestrator.engines.controlplane import request
+from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
+from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
+from orchestrator.launchers.base import DoctorCallback, HealthCallback, Launcher, LauncherKind, RunningServer, Slot
+from orchestrator.launchers.kubejobs import (
+    LABEL_EXPERIMENT,
+    LABEL_JOB,
+    LABEL_RUN,
+    PodInfo,
+    kubectl,
+    label_value,
+    parse_pods,
+    port_forward,
+    render_manifests,
+)
+from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
+from orchestrator.services.base import Leftover, LogChunk, select_evidence
+from orchestrator.services.hoststate import lock_is_stale
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from orchestrator.experiment.schema import Experiment
+    from orchestrator.plan.deployments import Deployment, Plan
+
+__all__ = ["KUBERNETES", "KubernetesLauncher", "KubernetesServer", "KubernetesSlot", "restore_jobs"]
+
+#: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
+HEALTH_POLL_SECONDS = 0.5
+
+
+def _spec(experiment: Experiment) -> KubernetesLauncherSpec:
+    spec = experiment.launcher
+    if not isinstance(spec, KubernetesLauncherSpec):
+        raise ServiceError("the experiment has no Kubernetes launcher")
+    return spec
+
+
+def _lock_name(experiment: str) -> str:
+    return f"specsweep-lock-{label_value(experiment).lower().replace('_', '-').replace('.', '-')}"[:63].rstrip("-")
+
+
+def _experiment_selector(experiment: str) -> str:
+    return f"{LABEL_EXPERIMENT}={label_value(experiment)}"
+
+
+def _read_lock(spec: KubernetesLauncherSpec, experiment: str) -> dict[str, Any] | None:
+    result = kubectl(spec, "get", "configmap", _lock_name(experiment), "-o", "json", "--ignore-not-found")
+    text = result.check("get configmap").strip()
+    if not text:
+        return None
+    data = result.json("get configmap").get("data") or {}
+    holder: dict[str, Any] = dict(data)
+    with contextlib.suppress(TypeError, ValueError):
+        holder["pid"] = int(holder.get("pid", ""))
+    return holder
+
+
+def _take_lock(spec: KubernetesLauncherSpec, experiment: str, label: str, *, break_lock: bool) -> None:
+    """The experiment's lock in the namespace: a ConfigMap naming this controller and process."""
+    name = _lock_name(experiment)
+    literals = {"label": label, "controller": socket.gethostname(), "pid": str(os.getpid())}
+    create = ["create", "configmap", name, *(f"--from-literal={k}={v}" for k, v in literals.items())]
+    result = kubectl(spec, *create)
+    if result.ok:
+        return
+    if "AlreadyExists" not in result.stderr:
+        result.check("create configmap")
+    holder = _read_lock(spec, experiment) or {}
+    stale, why = lock_is_stale(holder)
+    if not stale and not break_lock:
+        raise HostLockedError(
+            f"the Kubernetes Jobs of {experiment} are driven by a live or unknown run ({holder.get('label', '?')}, "
+            f"pid {holder.get('pid', '?')} on {holder.get('controller', '?')}): {why}; pass --break-lock if that "
+            "run is dead",
+            host=spec.namespace,
+        )
+    kubectl(spec, "delete", "configmap", name, "--ignore-not-found").check("delete configmap")
+    kubectl(spec, *create).check("create configmap")
+
+
+class KubernetesLauncher(Launcher):
+    """``max_jobs`` slots in one namespace (see the module docstring)."""
+
+    kind = "kubernetes"
+
+    def __init__(self, experiment: Experiment, *, run_id: str, lock_label: str, break_lock: bool = False) -> None:
+        self.experiment = experiment
+        self.spec = _spec(experiment)
+        self.run_id = run_id
+        self.lock_label = lock_label
+        self.break_lock = break_lock
+        self.target = self.spec.target
+        self._guard = threading.Lock()
+        self._open = 0
+        self._slots = [KubernetesSlot(self, i) for i in range(self.spec.max_jobs)]
+
+    def slots(self) -> list[KubernetesSlot]:
+        return list(self._slots)
+
+    def open_slot(self, recovered: Callable[[str], None]) -> None:
+        with self._guard:
+            if self._open == 0:
+                _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
+                left = self._jobs(_experiment_selector(self.experiment.name))
+                if left:
+                    self._delete(_experiment_selector(self.experiment.name))
+                    recovered(f"{len(left)} Kubernetes Job(s) of a killed run deleted: {', '.join(left)}")
+            self._open += 1
+
+    def close_slot(self) -> None:
+        with self._guard:
+            self._open -= 1
+            if self._open > 0:
+                return
+            try:
+                self._delete(f"{_experiment_selector(self.experiment.name)},{LABEL_RUN}={label_value(self.run_id)}")
+            finally:
+                with contextlib.suppress(SpecsweepError):
+                    kubectl(self.spec, "delete", "configmap", _lock_name(self.experiment.name), "--ignore-not-found")
+
+    def _jobs(self, selector: str) -> list[str]:
+        data = kubectl(self.spec, "get", "jobs", "-l", selector, "-o", "json").json("get jobs")
+        return [str((i.get("metadata") or {}).get("name")) for i in data.get("items") or []]
+
+    def _delete(self, selector: str) -> None:
+        kubectl(self.spec, "delete", "jobs,services", "-l", selector, "--ignore-not-found", timeout=120).check(
+            "delete jobs,services"
+        )
+
+    def pod(self, name: str) -> PodInfo:
+        """The Job's pod (``Pending`` until the Job has made it)."""
+        data = kubectl(self.spec, "get", "pods", "-l", f"{LABEL_JOB}={name}", "-o", "json").json("get pods")
+        pods = parse_pods(data)
+        return pods[-1] if pods else PodInfo(name="", phase="Pending", message="no pod yet")
+
+
+class KubernetesServer(RunningServer):
+    """One deployment's Job: its pod seen through ``kubectl`` (its log window source is ``kubectl logs``)."""
+
+    def __init__(self, launcher: KubernetesLauncher, name: str, deployment: Deployment) -> None:
+        self.launcher = launcher
+        self.name = name
+        self.deployment = deployment
+        self.url = ""
+        self.placement: dict[str, Any] | None = None
+        self._forward: subprocess.Popen[str] | None = None
+        self._released = False
+
+    # -- the log window ----------------------------------------------------------------------------------------
+
+    @property
+    def logs(self) -> KubernetesServer:
+        return self
+
+    def _text(self) -> str:
+        result = kubectl(self.launcher.spec, "logs", f"job/{self.name}", timeout=120)
+        return result.check("logs") if result.ok or "waiting to start" not in result.stderr else ""
+
+    def journal_cursor(self) -> str:
+        return str(len(self._text().encode()))
+
+    def journal_since(self, cursor: str) -> LogChunk:
+        data = self._text().encode()
+        start = int(cursor) if cursor.isdigit() and int(cursor) <= len(data) else 0
+        return LogChunk(data[start:].decode(errors="replace"), str(len(data)))
+
+    def logs_tail(self, n: int = 50) -> list[str]:
+        return self._text().splitlines()[-n:]
+
+    # -- the running server ------------------------------------------------------------------------------------
+
+    def alive(self) -> bool:
+        try:
+            return self.launcher.pod(self.name).running
+        except SpecsweepError:
+            return False
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        try:
+            head = [self.launcher.pod(self.name).describe()]
+        except SpecsweepError as exc:
+            head = [f"(could not ask Kubernetes about Job {self.name}: {exc})"]
+        try:
+            return head + select_evidence(self.logs_tail(max(lines, 200)), limit=lines)
+        except SpecsweepError as exc:
+            return [*head, f"(could not read the pod's log: {exc})"]
+
+    def release(self) -> None:
+        """The deployment is done: the port-forward ends, the Job and its Service are deleted."""
+        if self._released:
+            return
+        self._released = True
+        if self._forward is not None:
+            self._forward.terminate()
+            with contextlib.suppress(Exception):
+                self._forward.wait(5)
+        with contextlib.suppress(SpecsweepError):
+            kubectl(self.launcher.spec, "delete", f"job/{self.name}", f"service/{self.name}", "--ignore-not-found")
+
+    # -- getting there -----------------------------------------------------------------------------------------
+
+    def _failed(self, what: str, reason: str, pod: PodInfo | None = None) -> StartFailed:
+        try:
+            pod = pod or self.launcher.pod(self.name)
+            state = pod.describe()
+        except SpecsweepError as exc:
+            state = f"(could not ask Kubernetes about Job {self.name}: {exc})"
+        try:
+            tail = select_evidence(self.logs_tail(200))
+        except SpecsweepError as exc:
+            tail = [f"(could not read the pod's log: {exc})"]
+        message = f"{self.launcher.target}: Job {self.name} ({self.deployment.label}) {what}"
+        return StartFailed(message, evidence=[state, *tail], reason=reason)
+
+    def wait_running(self, progress: HealthCallback | None, stop: threading.Event) -> PodInfo:
+        """Until the pod runs on a node: Pending (with the scheduler's message) is progress."""
+        spec = self.launcher.spec
+        started = time.monotonic()
+        while True:
+            if stop.is_set():
+                raise self._failed("was not running yet when the run was stopped", "stopped")
+            pod = self.launcher.pod(self.name)
+            if pod.running and pod.node:
+                return pod
+            if pod.ended:
+                raise self._failed("ended before it ran its server", f"pod_{pod.phase.lower()}", pod)
+            if pod.hopeless:
+                raise self._failed(f"cannot start: {pod.waiting}", f"pod_{pod.waiting.lower()}", pod)
+            elapsed = time.monotonic() - started
+            if elapsed >= spec.pending_timeout:
+                raise self._failed(
+                    f"still not running after {elapsed:.0f} s (launcher.pending_timeout is {spec.pending_timeout:g} s)",
+                    "pod_pending_timeout",
+                    pod,
+                )
+            if progress is not None:
+                progress(elapsed, spec.pending_timeout, pod.describe())
+            stop.wait(spec.poll_interval)
+
+    def connect(self, pod: PodInfo, port: int) -> None:
+        """The URL (a port forwarded to this machine, or the Service's cluster name) and the placement."""
+        spec, exp = self.launcher.spec, self.launcher.experiment
+        if spec.reach == "port-forward":
+            self._forward, local = port_forward(spec, self.name, port)
+            base = exp.server.url.replace("{service}", "127.0.0.1")
+            parts = base.split("://", 1)
+            rest = parts[1].split("/", 1)
+            self.url = f"{parts[0]}://127.0.0.1:{local}" + (f"/{rest[1]}" if len(rest) > 1 else "")
+        else:
+            self.url = exp.server.url.replace("{service}", f"{self.name}.{spec.namespace}.svc")
+        self.placement = {
+            "launcher": "kubernetes",
+            "job": self.name,
+            "pod": pod.name,
+            "node": pod.node,
+            "namespace": spec.namespace,
+            "gpus": spec.gpus,
+        }
+
+    def wait_healthy(self, progress: HealthCallback | None, stop: threading.Event) -> None:
+        """Until every health path answers 2xx while the pod runs (``server.ready_timeout``)."""
+        exp = self.launcher.experiment
+        timeout = float(exp.server.ready_timeout)
+        api_key = exp.server.api_key_value
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        started = time.monotonic()
+        with httpx.Client(timeout=2.0, trust_env=False) as client:
+            while True:
+                if stop.is_set():
+                    raise self._failed("was stopped before it was healthy", "stopped")
+                answers = [
+                    request(client, "GET", self.url + p, headers=headers, deadline_s=2.0) for p in exp.health_paths
+                ]
+                if all(a.status is not None and 200 <= a.status < 300 for a in answers):
+                    return
+                pod = self.launcher.pod(self.name)
+                if not pod.running:
+                    raise self._failed("stopped running before its server was healthy", "failed", pod)
+                elapsed = time.monotonic() - started
+                if elapsed >= timeout:
+                    raise self._failed(f"not healthy after {elapsed:.0f} s (server.ready_timeout)", "timeout", pod)
+                if progress is not None:
+                    last = next(iter(self.logs_tail(1)), "")
+                    progress(elapsed, timeout, last)
+                stop.wait(HEALTH_POLL_SECONDS)
+
+
+class KubernetesSlot(Slot):
+    """One of the launcher's ``max_jobs`` places: one Job at a time."""
+
+    def __init__(self, launcher: KubernetesLauncher, index: int) -> None:
+        self.launcher = launcher
+        self.index = index
+        self.name = launcher.target
+        self.current: KubernetesServer | None = None
+        self._opened = False
+
+    def open(self, recovered: Callable[[str], None]) -> None:
+        self.launcher.open_slot(recovered)
+        self._opened = True
+
+    def launch(
+        self, deployment: Deployment, *, progress: HealthCallback | None, stop: threading.Event
+    ) -> KubernetesServer:
+        if not self._opened:
+            raise ServiceError(f"{self.name}: the slot is not open")
+        if self.current is not None:
+            self.current.release()
+            self.current = None
+        launcher, exp = self.launcher, self.launcher.experiment
+        manifests = render_manifests(
+            launcher.spec,
+            deployment,
+            experiment=exp.name,
+            run_id=launcher.run_id,
+            server_url=exp.server.url,
+            health_path=exp.health_paths[0],
+        )
+        server = KubernetesServer(launcher, manifests.name, deployment)
+        self.current = server
+        try:
+            kubectl(launcher.spec, "apply", "-f", "-", stdin=manifests.text).check("apply")
+            pod = server.wait_running(progress, stop)
+            server.connect(pod, manifests.port)
+            server.wait_healthy(progress, stop)
+        except BaseException:
+            server.release()  # a Job that will not serve is no use to anyone: delete it now
+            raise
+        return server
+
+    def evidence(self, lines: int = 40) -> list[str]:
+        return [] if self.current is None else self.current.evidence(lines)
+
+    def close(self) -> bool:
+        if not self._opened:
+            return False
+        self._opened = False
+        current, self.current = self.current, None
+        try:
+            if current is not None:
+                current.release()
+        finally:
+            self.launcher.close_slot()
+        return True
+
+
+def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: bool = False) -> RestoreOutcome:
+    """``specsweep restore FILE`` for a Kubernetes launcher: the experiment's Jobs and Services (by label) and its
+    lock, deleted unless ``dry_run``; a lock of a live (or unknown) run is left, and its Jobs too, unless
+    ``break_lock``."""
+    what = f"the Kubernetes Jobs of {experiment.name}"
+    spec = _spec(experiment)
+    try:
+        holder = _read_lock(spec, experiment.name)
+        stale, why = lock_is_stale(holder) if holder else (True, "")
+        data = kubectl(spec, "get", "jobs", "-l", _experiment_selector(experiment.name), "-o", "json").json("get jobs")
+        jobs = [str((i.get("metadata") or {}).get("name")) for i in data.get("items") or []]
+        if holder is None and not jobs:
+            return RestoreOutcome(spec.target, what, None)
+        leftover = Leftover(
+            host=spec.target,
+            service=what,
+            marker={"jobs": jobs} if jobs else None,
+            lock=holder,
+            lock_stale=stale,
+            detail="; ".join(x for x in ((f"{len(jobs)} Job(s): " + ", ".join(jobs)) if jobs else "", why) if x),
+        )
+        if dry_run:
+            return RestoreOutcome(spec.target, what, leftover)
+        if holder is not None and not stale and not break_lock:
+            raise HostLockedError(
+                f"{what} are driven by a live or unknown run ({holder.get('label', '?')}, pid "
+                f"{holder.get('pid', '?')} on {holder.get('controller', '?')}): {why}; pass --break-lock if that "
+                "run is dead",
+                host=spec.target,
+            )
+        kubectl(
+            spec,
+            "delete",
+            "jobs,services",
+            "-l",
+            _experiment_selector(experiment.name),
+            "--ignore-not-found",
+            timeout=120,
+        ).check("delete jobs,services")
+        kubectl(spec, "delete", "configmap", _lock_name(experiment.name), "--ignore-not-found").check(
+            "delete configmap"
+        )
+        return RestoreOutcome(spec.target, what, leftover, restored=True)
+    except SpecsweepError as exc:
+        return RestoreOutcome(spec.target, what, None, error=str(exc))
+
+
+class _KubernetesKind(LauncherKind):
+    kind = "kubernetes"
+
+    def make(
+        self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool
+    ) -> Launcher:
+        return KubernetesLauncher(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
+
+    def dry_run(self, experiment: Experiment, plan: Plan) -> str | None:
+        """Each deployment's manifests as ``kubectl apply -f -`` would get them, and what follows."""
+        spec = _spec(experiment)
+        run = "run-id"
+        out = [
+            f"# dry run of {experiment.name}: {plan.restarts} deployments (one Kubernetes Job each, {spec.max_jobs} "
+            f"at once), {plan.points_text}; namespace {spec.namespace}"
+            + (f", context {spec.context}" if spec.context else ""),
+            f"# first: take the lock (configmap {_lock_name(experiment.name)}), delete the Jobs a killed run left",
+            "# nothing below has been run",
+            "",
+        ]
+        for index, deployment in enumerate(plan.deployments, 1):
+            manifests = render_manifests(
+                spec,
+                deployment,
+                experiment=experiment.name,
+                run_id=run,
+                server_url=experiment.server.url,
+                health_path=experiment.health_paths[0],
+            )
+            out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
+            out.append("kubectl apply -f - (the manifests on its standard input; the run id in place of run-id):")
+            out.extend("    " + line for line in manifests.text.rstrip("\n").splitlines())
+            reach = (
+                f"kubectl port-forward service/{manifests.name} :{manifests.port}"
+                if spec.reach == "port-forward"
+                else f"the Service {manifests.name}.{spec.namespace}.svc"
+            )
+            out.append(
+                f"wait: the pod running (at most {spec.pending_timeout:g}s), then healthy through {reach}: "
+                f"{', '.join(experiment.health_paths)} (timeout {experiment.server.ready_timeout:g}s)"
+            )
+            if experiment.load.warmup:
+                out.append(f"warm up: {experiment.load.warmup} requests at C=1")
+            for point in deployment.load_points:
+                size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
+                out.append(f"load {point.label}: {size} ({point.id}); its window: kubectl logs job/{manifests.name}")
+            out.append(f"then: kubectl delete job/{manifests.name} service/{manifests.name}")
+            out.append("")
+        out.append(f"finally: kubectl delete jobs,services -l {LABEL_RUN}=<run id>, and the lock")
+        return "\n".join(out)
+
+    def restore(
+        self,
+        experiment: Experiment,
+        *,
+        break_lock: bool,
+        dry_run: bool,
+        progress: Callable[[RestoreOutcome], None] | None,
+    ) -> list[RestoreOutcome]:
+        outcome = restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
+        if progress is not None:
+            progress(outcome)
+        return [outcome]
+
+    def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
+        """kubectl there and the cluster answering, Jobs allowed in the namespace, nodes with the GPUs asked
+        for, no Job of the experiment left. Changes nothing."""
+        spec = _spec(experiment)
+        report = HostReport(host=spec.target)
+
+        def add(check: Check) -> None:
+            report.checks.append(check)
+            if progress is not None:
+                progress(report.host, check)
+
+        def step(name: str, body: Callable[[], Check]) -> bool:
+            try:
+                check = body()
+            except SpecsweepError as exc:
+                check = Check(name, "fail", str(exc))
+            add(check)
+            return check.status != "fail"
+
+        def client() -> Check:
+            version = kubectl(spec, "version", "--client", "-o", "json").json("version")
+            return Check("kubectl", "ok", str((version.get("clientVersion") or {}).get("gitVersion") or "kubectl"))
+
+        def allowed() -> Check:
+            said = kubectl(spec, "auth", "can-i", "create", "jobs").stdout.strip()
+            ok = said == "yes"
+            return Check("jobs", "ok" if ok else "fail", f"create jobs in {spec.namespace}: {said or 'no answer'}")
+
+        def gpus() -> Check:
+            nodes = kubectl(spec, "get", "nodes", "-o", "json").json("get nodes").get("items") or []
+            fits = [
+                n
+                for n in nodes
+                if int(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0) >= spec.gpus
+            ]
+            status: Status = "ok" if fits or not spec.gpus else "fail"
+            return Check("gpus", status, f"{len(fits)} of {len(nodes)} node(s) offer {spec.gpus} nvidia.com/gpu")
+
+        def leftovers() -> Check:
+            data = kubectl(spec, "get", "jobs", "-l", _experiment_selector(experiment.name), "-o", "json")
+            jobs = [str((i.get("metadata") or {}).get("name")) for i in data.json("get jobs").get("items") or []]
+            if jobs:
+                return Check("leftovers", "warn", f"{len(jobs)} Job(s) of this experiment: {', '.join(jobs[:5])}")
+            return Check("leftovers", "ok", "no Job of this experiment")
+
+        if step("kubectl", client):
+            for name, body in (("jobs", allowed), ("gpus", gpus), ("leftovers", leftovers)):
+                step(name, body)
+        return [report]
+
+
+#: Each deployment one Kubernetes Job (``launcher: {kind: kubernetes}``).
+KUBERNETES = _KubernetesKind()
