@@ -135,13 +135,16 @@ def _record_text(record: Record, old_points: dict[str, dict[str, Any]]) -> str:
     return f"{label}, {known.get('requests', '?')} requests"
 
 
-def reuse_baselines(experiment: Experiment, plan: Plan, run_dir: str | Path) -> BaselineReuse:
+def reuse_baselines(
+    experiment: Experiment, plan: Plan, run_dir: str | Path, *, resolved: dict[str, Any] | None = None
+) -> BaselineReuse:
     """Take what can be reused of ``plan``'s baseline deployments from the run at ``run_dir`` (see the module
-    docstring). Raises ``StoreError`` when ``run_dir`` is not a readable run directory."""
+    docstring); ``resolved``, the experiment resolved, when the caller has it (the opened run does). Raises
+    ``StoreError`` when ``run_dir`` is not a readable run directory."""
     store = RunStore.open(run_dir)
     source = str(run_dir)
     old_exp = store.experiment()
-    new_exp = resolved_experiment(experiment)
+    new_exp = resolved if resolved is not None else resolved_experiment(experiment)
     baselines = [d for d in plan.deployments if d.baseline]
     if not baselines:
         return BaselineReuse(plan, [], [f"the experiment has no baselines to take from {source}"])

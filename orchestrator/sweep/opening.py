@@ -6,6 +6,8 @@ or the one ``--resume`` names, and what it already holds, read once.
     opened.state     a ResumeState: the last record of every point, attempts, the points not to run again
     opened.resumed   whether it continues an earlier run
     opened.notices   what to tell the user (baselines reused, and why each other baseline is deployed)
+    opened.resolved  the experiment resolved, once: stored in a new run, compared by a resume and by a reuse
+                     of baselines, the hosts' identities the loop names
 
 The run is locked (orchestrator/runs/runlock.py) before anything in it is written: a new one as it is made, a
 resumed one before its records are read, so a second controller is refused with the run as it was. The caller
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.runs.identity import experiment_file, host_identities, resolved_experiment
 from orchestrator.runs.store import ResumeState, RunStore
@@ -58,6 +60,9 @@ class OpenedRun:
     state: ResumeState
     resumed: bool
     notices: list[str] = field(default_factory=list)
+    #: The experiment resolved (``runs.identity.resolved_experiment``), once for the whole sweep: what the run
+    #: stores, what a resume and a reuse of baselines compare, the hosts' identities the loop names.
+    resolved: dict[str, Any] = field(default_factory=dict)
 
 
 def open_run(experiment: Experiment, plan: Plan, options: OpenOptions) -> OpenedRun:
@@ -80,7 +85,7 @@ def open_run(experiment: Experiment, plan: Plan, options: OpenOptions) -> Opened
         except BaseException:
             store.release()
             raise
-        return OpenedRun(store, state, resumed=True)
+        return OpenedRun(store, state, resumed=True, resolved=resolved)
     store = RunStore.create(
         options.results_root,
         experiment.name,
@@ -92,15 +97,20 @@ def open_run(experiment: Experiment, plan: Plan, options: OpenOptions) -> Opened
     )
     state = ResumeState.empty(retry_failed=options.retry_failed)
     try:
-        notices = _reuse_baselines(experiment, plan, store, state, options)
+        notices = _reuse_baselines(experiment, plan, store, state, options, resolved)
     except BaseException:
         store.release()
         raise
-    return OpenedRun(store, state, resumed=False, notices=notices)
+    return OpenedRun(store, state, resumed=False, notices=notices, resolved=resolved)
 
 
 def _reuse_baselines(
-    experiment: Experiment, plan: Plan, store: RunStore, state: ResumeState, options: OpenOptions
+    experiment: Experiment,
+    plan: Plan,
+    store: RunStore,
+    state: ResumeState,
+    options: OpenOptions,
+    resolved: dict[str, Any],
 ) -> list[str]:
     """Copy baseline records from an earlier run into this one where nothing that matters changed.
 
@@ -110,7 +120,7 @@ def _reuse_baselines(
     source = baselines_source(experiment, options.baselines_from, options.results_root)
     if source is None:
         return []
-    reuse = reuse_baselines(experiment, plan, source)
+    reuse = reuse_baselines(experiment, plan, source, resolved=resolved)
     adopted = adopt_reused(store, reuse.records, pooled=len(experiment.host_specs()) > 1)
     for record in adopted:
         state.add(record)

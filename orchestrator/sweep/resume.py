@@ -97,10 +97,11 @@ PLANNED = (
 _SHOWN_CHANGES = 8
 
 
-def find_resumable(experiment: Experiment, results_root: str | Path) -> Path:
-    """The newest run of this experiment file on this experiment's hosts under ``results_root``."""
+def find_resumable(experiment: Experiment, results_root: str | Path, *, resolved: dict[str, Any] | None = None) -> Path:
+    """The newest run of this experiment file on this experiment's hosts under ``results_root`` (``resolved``,
+    the experiment resolved, when the caller has it)."""
     wanted_file = experiment_file(experiment)
-    wanted_hosts = host_identities(resolved_experiment(experiment))
+    wanted_hosts = host_identities(resolved if resolved is not None else resolved_experiment(experiment))
     find_latest(results_root, experiment.name)  # refuses when the newest run's run.json cannot be read
     dirs = run_directories(results_root, experiment.name)
     for path in reversed(dirs):
@@ -259,7 +260,7 @@ def resume_run(
     """:func:`open_for_resume`, and what the run holds (:class:`~orchestrator.runs.store.ResumeState`, its
     records read once, superseded ones already taken out) for the loop that continues it."""
     resolved = resolved if resolved is not None else resolved_experiment(experiment)
-    path = find_resumable(experiment, results_root) if ref == "latest" else Path(ref)
+    path = find_resumable(experiment, results_root, resolved=resolved) if ref == "latest" else Path(ref)
     store = RunStore.open(path)
     store.hold()  # before anything is read to change or written: another controller's run stays as it is
     try:

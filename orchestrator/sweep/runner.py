@@ -546,7 +546,7 @@ def _drive(
         schedule=gpu_slots.slot_schedule(experiment, launcher, plan, opened.state),
     )
     gpu_slots.slot_policy(sweep, launcher)  # GPU slots: a slot whose GPUs are held retires, the others go on
-    sweep.overlap = OverlapWatch(experiment.name, host_identities(resolved_experiment(experiment)), store, sweep.emit)
+    sweep.overlap = OverlapWatch(experiment.name, host_identities(opened.resolved), store, sweep.emit)
     sweep.emit(
         SweepStarted(
             run_dir=str(store.path),
