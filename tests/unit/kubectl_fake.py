@@ -4,7 +4,9 @@ It records each call (its argv after ``kubectl``, and its standard input) in ``c
 cluster in ``state.json``: the objects applied (Jobs, Services, ConfigMaps), answered as the API server would
 for the commands the launcher uses (``apply -f -``, ``get pods|jobs|configmap|nodes -o json``, ``create
 configmap``, ``delete``, ``logs``, ``port-forward``, ``version``, ``auth can-i``). ``mode`` in the state says how a
-Job's pod goes: ``ok`` (running and ready on ``gpu-node-1``) or ``pull_error`` (waiting on ErrImagePull);
+Job's pod goes: ``ok`` (running and ready on ``gpu-node-1``), ``pull_error`` (waiting on ErrImagePull) or
+``run`` (the container's command runs here, as a process of its own: the simulator, so a whole sweep runs;
+its output is the pod's log, its exit the pod's end, ``port-forward`` forwards the container's own port);
 ``forward_port`` is the local port ``port-forward`` says it forwards (a test server's).
 """
 
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 SCRIPT = r"""
-import json, os, sys, time
+import json, os, signal, subprocess, sys, time
 import yaml
 
 here = os.environ["FAKE_KUBE_DIR"]
@@ -66,12 +68,28 @@ if verb == "apply":
         key = doc["kind"] + "/" + doc["metadata"]["name"]
         objects[key] = doc
         print(doc["kind"].lower() + "/" + doc["metadata"]["name"] + " created")
+        if doc["kind"] == "Job" and state["mode"] == "run":
+            container = doc["spec"]["template"]["spec"]["containers"][0]
+            env = dict(os.environ)
+            env.update({e["name"]: e.get("value", "") for e in container.get("env", [])})
+            log_path = os.path.join(here, doc["metadata"]["name"] + ".log")
+            with open(log_path, "ab") as out:
+                proc = subprocess.Popen(container["command"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True, stdin=subprocess.DEVNULL)
+            doc["fake"] = {"pid": proc.pid, "log": log_path}
     save()
 elif verb == "get" and rest[1] == "pods":
     job = selector(rest).get("specsweep.io/job")
     items = []
     if "Job/" + str(job) in objects:
-        if state["mode"] == "pull_error":
+        fake = objects["Job/" + job].get("fake")
+        alive = fake is not None and os.path.exists("/proc/" + str(fake["pid"]))
+        if alive:
+            with open("/proc/" + str(fake["pid"]) + "/stat") as stat_file:
+                alive = stat_file.read().split(")")[-1].split()[0] != "Z"
+        if fake is not None and not alive:
+            status = {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 1}}}]}
+        elif state["mode"] == "pull_error":
             waiting = {"reason": "ErrImagePull", "message": "pull access denied"}
             status = {"phase": "Pending", "containerStatuses": [{"state": {"waiting": waiting}}]}
         else:
@@ -109,11 +127,21 @@ elif verb == "delete":
         kinds = {"job": "Job", "service": "Service"}
         gone = [kinds[w.split("/")[0]] + "/" + w.split("/")[1] for w in rest[1:] if "/" in w]
     for key in gone:
+        fake = objects.get(key, {}).get("fake")
+        if fake is not None:
+            try:
+                os.killpg(fake["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if objects.pop(key, None) is not None:
             print(key.lower() + " deleted")
     save()
 elif verb == "logs":
-    sys.stdout.write(state.get("log", "server starting\nready\n"))
+    fake = objects.get("Job/" + rest[1].split("/", 1)[1], {}).get("fake")
+    if fake is not None:
+        sys.stdout.write(open(fake["log"], errors="replace").read())
+    else:
+        sys.stdout.write(state.get("log", "server starting\nready\n"))
 elif verb == "port-forward":
     port = state.get("forward_port") or rest[2].lstrip(":")
     print("Forwarding from 127.0.0.1:" + str(port) + " -> " + rest[2].lstrip(":"), flush=True)
