@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.sim import logs
 from orchestrator.sim.config import SimConfig
+from orchestrator.sim.dialects import dialect_class
 from orchestrator.sim.dynamic_sd import build_lookup
 from orchestrator.sim.model import Drafter, Speculator
 from orchestrator.sim.request import SimRequest, seed_for
@@ -52,9 +53,7 @@ class Engine:
         self._log = log
         self.dialect = dialect
         self.group = group
-        self.max_running = self.profile.max_running_requests
-        if config.engine == "llamacpp":
-            self.max_running = min(self.max_running, config.slots)  # one request per slot
+        self.max_running = dialect_class(config.engine).max_running(config)
         self.drafter = Drafter(self.profile.top1_accuracy, self.profile.depth_decay, self.profile.rank_share)
         self.speculator = Speculator(
             config.algorithm,

@@ -32,12 +32,15 @@ import re
 import string
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from orchestrator.sim.dialects.base import Dialect, EndpointInfo, LogFn, StreamFormat, compact
 from orchestrator.sim.expo import Family, render
 from orchestrator.sim.request import SimRequest
 from orchestrator.sim.stats import Counts
+
+if TYPE_CHECKING:
+    from orchestrator.sim.config import SimConfig
 
 __all__ = ["LlamaCppDialect"]
 
@@ -73,6 +76,11 @@ class LlamaCppDialect(Dialect):
     _spec: Counts = field(default_factory=Counts)
     _bucket_prompt: list[float] = field(default_factory=lambda: [0.0, 0.0])  # tokens, seconds since last scrape
     _bucket_predict: list[float] = field(default_factory=lambda: [0.0, 0.0])
+
+    @classmethod
+    def max_running(cls, config: SimConfig) -> int:
+        """One request per slot (-np): at most ``--slots`` at once."""
+        return min(config.profile.max_running_requests, config.slots)
 
     @classmethod
     def coloured(cls, log: LogFn) -> LogFn:

@@ -79,6 +79,11 @@ class Dialect:
             )
 
     @classmethod
+    def max_running(cls, config: SimConfig) -> int:
+        """The requests one scheduler runs at once: the profile's ``max_running_requests``."""
+        return config.profile.max_running_requests
+
+    @classmethod
     def coloured(cls, log: LogFn) -> LogFn:
         """The coloured-log fault (orchestrator/sim/faults.py): ``log`` with each line as the engine's own
         formatter writes it under a terminal; the lines as they are for a dialect without colours."""
