@@ -1,13 +1,13 @@
 """The experiment file: a YAML document validated, with file:line:column, before anything touches a host.
 
-``schema`` (the top :class:`Experiment` model, :func:`load_experiment`), its sections' pydantic models in
-``hosts`` (``host:``, ``hosts:``, ``launcher:``), ``service`` (``service:``, ``server:``, ``parsers:``, secrets),
-``variants``, ``load`` (``load:``, ``lossless:``, ``telemetry:``) and ``search`` (the ``objective:`` and
-``search:`` sections), built of ``common`` (the strict base model, durations, patterns); ``checks`` (what a
-schema cannot see, across sections), ``validation`` (pydantic errors as file:line:column, the nearest valid
-key), ``yamlsource`` (positions of every key), ``rendering`` (what each variant renders, with the ground's
-``templates`` for ``{budget}`` fields), ``durations``, ``workloads`` (``load.workloads`` as load-generator sources),
-``starter`` (``specsweep init``).
+``schema`` (the top :class:`Experiment` model, :func:`load_experiment`), its sections' pydantic models in ``hosts``
+(``host:``, ``hosts:``), ``launcherspecs`` (``launcher:``, one spec per kind), ``service`` (``service:``,
+``server:``, ``parsers:``, secrets), ``variants``, ``load`` (``load:``, ``lossless:``, ``telemetry:``) and
+``search`` (the ``objective:`` and ``search:`` sections), built of ``common`` (the strict base model, durations,
+patterns); ``checks`` (what a schema cannot see, across sections), ``validation`` (pydantic errors as
+file:line:column, the nearest valid key), ``yamlsource`` (positions of every key), ``rendering`` (what each variant
+renders, with the ground's ``templates`` for ``{budget}`` fields), ``durations``, ``workloads`` (``load.workloads``
+as load-generator sources), ``starter`` (``specsweep init``).
 
 May use: the engines' registry (the ``engine:`` choices), the load generator's settings and workloads,
 and the ground (``errors``, ``quoting``, ``templates``). Knows no host, service, launcher or run directory.

@@ -13,6 +13,7 @@ from orchestrator.errors import ConfigError
 from orchestrator.experiment.common import Scalar
 from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
 from orchestrator.experiment.launcherspecs import LauncherSpecBase
+from orchestrator.experiment.launcherspecs.base import spec_classes
 from orchestrator.experiment.load import LoadSpec
 from orchestrator.experiment.search import search_problems
 from orchestrator.experiment.service import (
@@ -88,9 +89,10 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
     url_fields = _fields_or_problem(("server", "url"), exp.server.url)
     for name in url_fields:
         if exp.launcher is not None and name in exp.launcher.url_fields:
-            continue  # the node a Slurm job runs on
+            continue  # filled by the launcher (the node a job runs on, a Service's name)
         if name not in RUNTIME_FIELDS:
-            also = " (and {node} with a Slurm launcher)" if name == "node" else ""
+            users = [spec.title for spec in spec_classes() if name in spec.url_fields]
+            also = f" (and {{{name}}} with {' or '.join(users)})" if users else ""
             raise _Problem(("server", "url"), f"unknown placeholder {{{name}}}: server.url may only use {{host}}{also}")
     used_by_service: dict[str, tuple[Any, ...]] = {}
     for key, template in service_templates.items():

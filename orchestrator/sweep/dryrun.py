@@ -2,7 +2,7 @@
 
 The text comes from the same pure render functions the services use, so a dry run cannot drift from a real
 run: the drop-in (or unit file) a systemd service would write, the argv a process service would start. A
-launcher that runs deployments its own way (a Slurm job, a Kubernetes Job) describes them itself
+launcher that runs deployments its own way (a scheduler's job, a cluster's pod) describes them itself
 (``LauncherKind.dry_run``, :mod:`orchestrator.launchers.registry`).
 """
 

@@ -96,3 +96,28 @@ def test_a_kinds_defaults_describe_restore_and_check_nothing() -> None:
     assert kind.dry_run(None, None) is None  # type: ignore[arg-type]
     with pytest.raises(NotImplementedError):
         kind.make(None, plan=None, run_id="r", lock_label="x", break_lock=False)  # type: ignore[arg-type]
+
+
+def test_no_module_outside_a_launchers_own_files_names_kubernetes() -> None:
+    """Adding the Kubernetes launcher touched only launchers/ and its spec (issue 51): no other module of the
+    package knows it is there."""
+    root = Path(__file__).resolve().parents[2] / "orchestrator"
+    own = (root / "launchers", root / "experiment" / "launcherspecs")
+    naming = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if not any(path.is_relative_to(d) for d in own)
+        and any(word in path.read_text().lower() for word in ("kubernetes", "kubectl"))
+    ]
+    assert naming == []
+
+
+def test_an_unknown_placeholder_names_the_launchers_that_fill_it(tmp_path: Path) -> None:
+    from orchestrator.experiment.schema import load_experiment
+
+    make_experiment(tmp_path)  # writes fake.yaml
+    path = tmp_path / "fake.yaml"
+    path.write_text(path.read_text().replace('url: "http://{host}:9000"', 'url: "http://{node}:9000"'))
+    with pytest.raises(ConfigError) as found:
+        load_experiment(path)
+    assert "may only use {host} (and {node} with a Slurm launcher)" in str(found.value)

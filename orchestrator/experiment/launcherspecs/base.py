@@ -30,6 +30,8 @@ class LauncherSpecBase(_Strict):
 
     kind: str
 
+    #: The launcher in a message (``a Slurm launcher``).
+    title: ClassVar[str] = "the launcher"
     #: Placeholders ``server.url`` may use with this launcher besides ``{host}`` (Slurm: ``{node}``).
     url_fields: ClassVar[frozenset[str]] = frozenset()
     #: The key a deployment asks this launcher for GPUs with (said where a host's ``gpus`` or
@@ -50,11 +52,6 @@ class LauncherSpecBase(_Strict):
     def target(self) -> str:
         """The name the records of this launcher carry (their ``host``)."""
         return self.kind
-
-    @property
-    def title(self) -> str:
-        """The launcher in a message (``a Slurm launcher``)."""
-        return f"a {self.kind} launcher"
 
     def problems(self, exp: Any) -> list[Problem]:
         """What the rest of ``exp`` must be for this launcher: checked across sections once every section is

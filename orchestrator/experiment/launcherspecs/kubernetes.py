@@ -73,15 +73,12 @@ class KubernetesLauncherSpec(LauncherSpecBase):
     pending_timeout: Duration = 1800.0
     poll_interval: Duration = 1.0
 
+    title: ClassVar[str] = "a Kubernetes launcher"
     url_fields: ClassVar[frozenset[str]] = frozenset({"service"})
     gpu_request: ClassVar[str] = "launcher.gpus (nvidia.com/gpu per pod)"
     hosts_note: ClassVar[str] = "a Job's pod runs on the node the scheduler picks"
     runs_as: ClassVar[str] = "a Kubernetes Job runs the server as its container's command"
     command_of: ClassVar[str] = "container"
-
-    @property
-    def title(self) -> str:
-        return "a Kubernetes launcher"
 
     @property
     def target(self) -> str:

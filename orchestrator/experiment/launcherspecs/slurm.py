@@ -32,6 +32,7 @@ class SlurmLauncherSpec(LauncherSpecBase):
 
     kind: Literal["slurm"] = "slurm"
 
+    title: ClassVar[str] = "a Slurm launcher"
     url_fields: ClassVar[frozenset[str]] = frozenset({"node"})
     gpu_request: ClassVar[str] = "launcher.gres (gpu:N per job)"
     hosts_note: ClassVar[str] = "a Slurm job runs on the node Slurm picks, and the login node is launcher.login"
@@ -115,10 +116,6 @@ class SlurmLauncherSpec(LauncherSpecBase):
     def target(self) -> str:
         """The name the records of this launcher carry (their ``host``): one target per partition."""
         return f"slurm-{self.partition or 'default'}"
-
-    @property
-    def title(self) -> str:
-        return "a Slurm launcher"
 
     def problems(self, exp: Any) -> list[Problem]:
         """The base's, then: the job's log is its output file (no ``log_file``), no secrets (the scheduler keeps
