@@ -4,12 +4,16 @@ The remaining time is ``remaining deployments x the cost of one deployment + the
 the ratio of measured to estimated point time``.
 
 The cost of a deployment is what it takes from the end of one deployment's last point to the start of the next
-one's first point: stopping the old server, starting the new one, loading the model, warming up. It is learned
-from the wall clock: each worker thread's first measured point after a ``load_observed`` closes a deployment,
-whose cost is the time from that worker's previous point (or the model's creation) to that point's start. Until
-one is known, the mean observed load time stands in, and before that the history's, and before that the
-plan's guess (:func:`planned_start_seconds`: the simulator's own start where the command runs it, else
-``server.expected_load_time``).
+one's first point: stopping the old server, starting the new one, loading the model, warming up, the lossless
+probe. It is learned from the wall clock: each worker thread's first measured point after a ``load_observed``
+closes a deployment, whose cost is the time from that worker's previous point (or the model's creation) to that
+point's start. Deployments differ in what the plan expects of them (the autoregressive baseline answers the
+lossless probe three times), so where the sweep says which deployment a worker takes (:meth:`EtaModel.planned`),
+each cost is compared with its own planned start, and a remaining deployment costs the plan's mean start plus
+the mean of those errors: the first deployment, a baseline, no longer sets the pace of the others. Else, the
+mean cost stands in. Until one is known, the mean observed load time stands in, and before that the
+history's, and before that the plan's guess (:func:`planned_start_seconds`: the simulator's own start where
+the command runs it, else ``server.expected_load_time``).
 
 The point ratio is the sum of measured point seconds over the sum of their estimates; a point that was never
 measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
@@ -17,9 +21,9 @@ estimates and teaches nothing. Until a point is measured, the history's ratio st
 
 History: :func:`eta_history` reads the newest earlier runs of an experiment (its run directories): each
 deployment's cost (its ``deploy`` event to its first record's start), and each successful point's measured
-time against the estimate its ``plan.json`` gave. On the simulator the plan's guesses are 3-15x off (a default
-``expected_load_time`` of 60 s for a 1 s start, an ``expected_tokens_per_second`` far below what it serves);
-one earlier run, or the first deployment of this one, is enough to correct them.
+time against the estimate its ``plan.json`` gave. The file's guesses can be far off (a default
+``expected_load_time`` of 60 s for a 1 s start); one earlier run, or the first deployment of this one, is
+enough to correct them. On the simulator the plan reads its own figures (orchestrator/plan/pace.py).
 """
 
 from __future__ import annotations
@@ -28,13 +32,14 @@ import json
 import statistics
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from orchestrator.plan.deployments import Plan
+    from orchestrator.plan.deployments import Deployment, Plan
 
 __all__ = ["EtaHistory", "EtaModel", "eta_history", "planned_start_seconds"]
 
@@ -81,8 +86,18 @@ class EtaModel:
     _estimated_points: float = 0.0
     _marks: dict[int, float] = field(default_factory=dict)
     _loaded: set[int] = field(default_factory=set)
+    _planned: dict[int, float] = field(default_factory=dict)
+    _errors: list[float] = field(default_factory=list)
     _created: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def planned(self, deployments: Iterable[Deployment]) -> Iterator[Deployment]:
+        """``deployments`` as a worker takes them, each one's planned start noted for that worker's thread: the
+        deployment's cost, once observed, teaches its error against the plan (module docstring)."""
+        for deployment in deployments:
+            with self._lock:
+                self._planned[threading.get_ident()] = deployment.wall_start_seconds
+            yield deployment
 
     def load_observed(self, seconds: float) -> None:
         with self._lock:
@@ -105,7 +120,11 @@ class EtaModel:
                 if worker in self._loaded:
                     self._loaded.discard(worker)
                     start = now - seconds
-                    self._deployments.append(max(0.0, start - self._marks.get(worker, self._created)))
+                    cost = max(0.0, start - self._marks.get(worker, self._created))
+                    self._deployments.append(cost)
+                    planned = self._planned.pop(worker, None)
+                    if planned is not None:
+                        self._errors.append(cost - planned)
             self._marks[worker] = now
 
     def deployment_seconds(self) -> float:
@@ -115,6 +134,8 @@ class EtaModel:
 
     def _deployment_seconds(self) -> float:
         history = self.history
+        if self._errors:  # the plan's mean start, corrected by what the measured ones cost beyond their own plan
+            return max(0.0, self.expected_load_seconds + statistics.fmean(self._errors))
         if self._deployments:
             return statistics.fmean(self._deployments)
         if history is not None and history.deployment_seconds is not None:

@@ -143,8 +143,8 @@ class SweepState:
     def deployments_for(self, worker: Any) -> Iterator[Deployment]:
         going, skipped = (lambda: not self.stop and not self.halted), self.eta.load_skipped
         if isinstance(self.schedule, gpu_slots.SlotSchedule):  # GPU slots: asked per slot (its size, its GPUs)
-            return self.schedule.deployments_for_slot(worker.slot, going=going, skipped=skipped)
-        return self.schedule.deployments_for(worker.name, going=going, skipped=skipped)
+            return self.eta.planned(self.schedule.deployments_for_slot(worker.slot, going=going, skipped=skipped))
+        return self.eta.planned(self.schedule.deployments_for(worker.name, going=going, skipped=skipped))
 
     def start_succeeded(self, host: str) -> None:
         self.policy.succeeded(host)
