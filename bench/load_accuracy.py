@@ -20,7 +20,11 @@ connection, and:
 
 Run from the repository root:
 
-    .venv/bin/python bench/load_accuracy.py [--ttft-ms 20 --itl-ms 20 --tokens 200 --levels 1,32,128]
+    .venv/bin/python bench/load_accuracy.py [--ttft-ms 20 --itl-ms 20 --tokens 200 --levels 1,32,128] [--busy 1]
+
+``--busy N`` runs N busy loops beside it (another process taking a core); ``SPECSWEEP_KERNEL_STAMPS=0`` times
+the client's reads when the transport hands them over instead of by the kernel's arrival time
+(orchestrator/load/pipe.py ``_KernelReads``), ``PROBE_KERNEL_STAMPS=0`` the probe's likewise.
 
 The client runs on the loop ``specsweep load`` runs on (uvloop when installed; ``SPECSWEEP_EVENT_LOOP=asyncio``
 for asyncio's). ``--workers N`` shares the load between N processes (each request timed by the process that
@@ -36,6 +40,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -103,7 +108,24 @@ def main() -> int:
     parser.add_argument("--waves", type=int, default=4)
     parser.add_argument("--pin", action="store_true", help="pin the simulator to core 0 and this client to core 1")
     parser.add_argument("--workers", type=int, default=1, help="processes sharing the load (LoadSettings.workers)")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="start N busy loops (`while :; do :; done`, killed by PID at the end) beside the run: a machine "
+        "where other processes take a core",
+    )
     args = parser.parse_args()
+    hogs = [subprocess.Popen(["bash", "-c", "while :; do :; done"]) for _ in range(args.busy)]
+    try:
+        return run(args)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def run(args: argparse.Namespace) -> int:
     if args.pin and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {1})
     ttft, itl, n = args.ttft_ms, args.itl_ms, args.tokens
@@ -143,7 +165,8 @@ def main() -> int:
             )
     print(
         f"metronome: ttft {ttft:g} ms, itl {itl:g} ms, {n} tokens per request on average, {args.waves} waves, "
-        f"{args.workers} worker(s)"
+        f"{args.workers} worker(s), {args.busy} busy loop(s), load average {os.getloadavg()[0]:.1f}, kernel "
+        f"stamps {'off' if os.environ.get('SPECSWEEP_KERNEL_STAMPS') == '0' else 'on'}"
     )
     print()
     print(

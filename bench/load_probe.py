@@ -2,9 +2,10 @@
 
 It sends streaming chat requests one after another and times, for each, the first token (from the moment
 ``sendall`` returns to the ``recv`` that brings the first non-empty ``content``) and the gaps between token
-chunks. ``load_accuracy.py`` runs it as one extra stream beside the load generator, in its own process: what
-it sees is what the server delivered at that load, so the difference from the load generator's figures is
-the load generator's own error. It prints one JSON object: ``{"ttft_ms": [...], "itl_ms": [...]}``.
+chunks, each read's time the kernel's arrival time of its data (Linux). ``load_accuracy.py`` runs it as one
+extra stream beside the load generator, in its own process: what it sees is what the server delivered at that
+load, so the difference from the load generator's figures is the load generator's own error. It prints one
+JSON object: ``{"ttft_ms": [...], "itl_ms": [...]}``.
 
     python bench/load_probe.py HOST PORT REQUESTS MAX_TOKENS
 """
@@ -13,9 +14,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import socket
+import struct
 import sys
 import time
+
+#: Linux's SO_TIMESTAMPNS: each read carries the kernel's arrival time of its last segment, so a probe that
+#: another process keeps off its core still times what the server delivered, not when it got to run
+#: (``PROBE_KERNEL_STAMPS=0``: the time of the ``recv``, as before).
+SO_TIMESTAMPNS = 35
+STAMP_SPACE = socket.CMSG_SPACE(16) if sys.platform == "linux" and os.environ.get("PROBE_KERNEL_STAMPS") != "0" else 0
 
 
 def one(host: str, port: int, max_tokens: int) -> tuple[float, list[float]]:
@@ -34,14 +43,21 @@ def one(host: str, port: int, max_tokens: int) -> tuple[float, list[float]]:
     ).encode()
     with socket.create_connection((host, port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if STAMP_SPACE:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         sock.sendall(head + body)
         sent = time.perf_counter()
         arrivals: list[float] = []
         while True:
-            data = sock.recv(65536)
+            data, ancillary, _flags, _address = sock.recvmsg(65536, STAMP_SPACE)
             now = time.perf_counter()
             if not data:
                 break
+            if ancillary:  # the kernel's arrival time of the read's last segment (SO_TIMESTAMPNS)
+                seconds, nanoseconds = struct.unpack_from("qq", ancillary[0][2])
+                age = time.time() - (seconds + nanoseconds * 1e-9)
+                if 0.0 < age < 1.0:
+                    now -= age
             tokens = data.count(b'"content":"') - data.count(b'"content":""')
             arrivals.extend([now] * tokens)
     gaps = [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]

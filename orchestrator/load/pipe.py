@@ -6,7 +6,12 @@ pieces collected in a queue per thread (:class:`_PieceReader`). Split out of :mo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import queue
+import socket
+import struct
+import sys
 import threading
 import time
 from typing import Any
@@ -19,6 +24,102 @@ from orchestrator.load.httptext import _is_page
 __all__: list[str] = []
 
 _perf = time.perf_counter
+_wall = time.time
+
+#: Linux's ``SO_TIMESTAMPNS`` (``SO_TIMESTAMPNS_OLD``: a ``struct timespec`` of CLOCK_REALTIME): the kernel stamps
+#: each segment as it arrives, and ``recvmsg`` returns the stamp of the last one a read takes.
+_SO_TIMESTAMPNS = 35
+_STAMP_SPACE = socket.CMSG_SPACE(16) if hasattr(socket, "CMSG_SPACE") else 0
+_KERNEL_STAMPS = sys.platform == "linux" and _STAMP_SPACE > 0 and os.environ.get("SPECSWEEP_KERNEL_STAMPS", "1") != "0"
+_unpack_timespec = struct.Struct("qq").unpack_from
+
+
+class _KernelReads:
+    """A streamed response's reads taken by the pipe itself, with the kernel's arrival time of each.
+
+    The transport's own reads give the bytes alone, stamped when the client's process gets to run: on a
+    machine where another process keeps a core busy that is up to a scheduler slice (several ms) after they
+    came, which a metronome's 50 ms TTFT read as 57. Here the socket is asked for ``SO_TIMESTAMPNS``, the
+    transport stops reading (``pause_reading``), and a reader of the loop's own (on a ``dup`` of the socket's
+    descriptor: the loop refuses a second reader on a transport's) reads with ``recvmsg``; a read's time is
+    ``perf_counter()`` now minus how long ago (by CLOCK_REALTIME, the stamp's clock) its last segment arrived.
+    At the end of the body, or on EOF or an error, the transport reads again (and sees the EOF or the error
+    itself). ``SPECSWEEP_KERNEL_STAMPS=0`` turns it off; off Linux, or on a socket or loop that refuses any of
+    it, reads are the transport's, stamped as they are handed over."""
+
+    __slots__ = ("fd", "loop", "pipe", "sock", "transport")
+
+    def __init__(self, pipe: _Pipe, transport: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.pipe = pipe
+        self.transport = transport
+        self.loop = loop
+        raw = transport.get_extra_info("socket")
+        fd = raw.fileno() if raw is not None else -1
+        if fd < 0 or not transport.is_reading():
+            raise OSError("no socket to read")
+        dup = os.dup(fd)
+        try:
+            self.sock = socket.socket(fileno=dup)
+            self.sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            self.sock.setblocking(False)
+        except BaseException:
+            os.close(dup)
+            raise
+        self.fd = dup
+        transport.pause_reading()
+        try:
+            loop.add_reader(dup, self.read)
+        except BaseException:
+            transport.resume_reading()
+            self.sock.close()
+            raise
+
+    @staticmethod
+    def start(pipe: _Pipe, transport: Any) -> _KernelReads | None:
+        if not _KERNEL_STAMPS:
+            return None
+        try:
+            return _KernelReads(pipe, transport, asyncio.get_running_loop())
+        except (OSError, RuntimeError, AttributeError, NotImplementedError, ValueError):
+            return None
+
+    def read(self) -> None:
+        try:
+            data, ancillary, _flags, _address = self.sock.recvmsg(_READ_SIZE, _STAMP_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.stop()  # the transport reads again, and meets the error itself
+            return
+        now = _perf()
+        if not data:
+            self.stop()  # EOF: the transport's to see
+            return
+        if ancillary:
+            _level, _kind, stamp = ancillary[0]
+            if len(stamp) >= 16:
+                seconds, nanoseconds = _unpack_timespec(stamp)
+                age = _wall() - (seconds + nanoseconds * 1e-9)
+                if 0.0 < age < 1.0:  # a clock step of CLOCK_REALTIME in between: the read's own time stands
+                    now -= age
+        self.pipe.data_received_at(data, now)
+
+    def stop(self) -> None:
+        """The transport reads again (idempotent)."""
+        if self.fd < 0:
+            return
+        self.loop.remove_reader(self.fd)
+        self.sock.close()
+        self.fd = -1
+        if self.pipe.kernel is self:
+            self.pipe.kernel = None
+        with contextlib.suppress(AttributeError, RuntimeError):
+            if not self.transport.is_closing():
+                self.transport.resume_reading()
+
+
+#: The most one read takes (orchestrator/load/client.py ``_READ_SIZE``: below glibc's mmap threshold).
+_READ_SIZE = 64 * 1024
 
 
 class _PieceReader(aiohttp.StreamReader):
@@ -83,6 +184,7 @@ class _Pipe(asyncio.Protocol):
         "feed",
         "handler",
         "idle",
+        "kernel",
         "last",
         "next_piece",
         "partial",
@@ -125,6 +227,7 @@ class _Pipe(asyncio.Protocol):
         self.waiting = self.reader_class.pieces.qsize
         self.next_piece = self.reader_class.pieces.get_nowait
         self.transport.set_protocol(self)
+        self.kernel: _KernelReads | None = _KernelReads.start(self, self.transport)
         if reader is not None:
             try:
                 self.take_over(reader, _perf())
@@ -132,14 +235,14 @@ class _Pipe(asyncio.Protocol):
                 self.restore()
                 raise
 
-    def head(self, data: bytes) -> None:
+    def head(self, data: bytes, now: float | None = None) -> None:
         """A read before the response's headers were complete: aiohttp's handler reads the headers. Once they
         are, the body is this pipe's if it is the stream the request waits for (status 200, not JSON nor a web
         page, a body still to come); else the handler is the protocol again, for the rest of this response. The
         handler is given the headers alone: a body that came with them (all of it, when the loop came late to this
         connection) then goes the pipe's way, not into aiohttp's reader one HTTP chunk at a time (each taken
         out of it again with a Python call and a ``resume_reading``)."""
-        now = _perf()
+        now = _perf() if now is None else now
         handler = self.handler
         partial = self.partial
         probe = partial + data if partial else data
@@ -200,10 +303,14 @@ class _Pipe(asyncio.Protocol):
             self.restore()
 
     def data_received(self, data: bytes) -> None:
+        self.data_received_at(data, _perf())
+
+    def data_received_at(self, data: bytes, now: float) -> None:
+        """A read that came at ``now`` (the transport's, or :class:`_KernelReads`' with the kernel's time)."""
         if self.reader is None:
-            self.head(data)
+            self.head(data, now)
         else:
-            self.body(data, _perf())
+            self.body(data, now)
 
     def body(self, data: bytes, now: float) -> None:
         """A read of the body, at ``now``."""
@@ -272,7 +379,10 @@ class _Pipe(asyncio.Protocol):
             self.watchdog = asyncio.get_running_loop().call_later(self.idle - quiet, self.watch)
 
     def restore(self) -> None:
-        """The handler is the connection's protocol again, the reader aiohttp's own (idempotent)."""
+        """The handler is the connection's protocol again, the reader aiohttp's own, the reads the transport's
+        (idempotent)."""
+        if self.kernel is not None:
+            self.kernel.stop()
         if self.watchdog is not None:
             self.watchdog.cancel()
             self.watchdog = None
