@@ -22,8 +22,10 @@ stopped) propagates. aiohttp and socket errors are translated here, at the bound
 
 Timing: the send time is taken just before the request body is written to the connection, as aiohttp's
 ``write_bytes`` begins (aiohttp on Python 3.11 writes it from a task of its own, a loop turn or, with hundreds
-of requests dispatched at once, many milliseconds after the call); each read of the body when the event loop hands it
-over, before aiohttp's HTTP parser sees it, so that the events one read completes share its time. No coroutine
+of requests dispatched at once, many milliseconds after the call); each read of a streamed response by when the
+kernel received its last segment (Linux: ``SO_TIMESTAMPNS``, orchestrator/load/pipe.py ``_KernelReads``; else when
+the event loop hands it over), before aiohttp's HTTP parser sees it, so that the events one read completes share its
+time, and another process holding the client's core does not move it. No coroutine
 wakes per read: while a response streams, the connection's protocol is a :class:`_Pipe` that gives each read
 to aiohttp's parser and the body it yields to the SSE reader and the decoder, and the reading coroutine only
 waits for the body's end.
@@ -281,8 +283,9 @@ async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes | None
 
 class _Sink:
     """Reads one streamed response as its bytes arrive: SSE framing, the decoder, the first-token and
-    end-of-stream bookkeeping. Every read is stamped with ``time.perf_counter()`` when it arrives (before
-    aiohttp's parser sees it); the events it completes share that time."""
+    end-of-stream bookkeeping. Every read is stamped on the ``time.perf_counter()`` clock when it arrives (by the
+    kernel's arrival time where the pipe reads it, before aiohttp's parser sees it); the events it completes
+    share that time."""
 
     __slots__ = (
         "client",
