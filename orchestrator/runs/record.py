@@ -1,15 +1,30 @@
 """One line of ``records.jsonl``: a finished (deployment, load point) on one host, and the schema version every
-line and run.json carry. Its validation refuses a figure no measurement gives (orchestrator/runs/plausible.py)."""
+line and run.json carry. Its validation refuses a figure no measurement gives (orchestrator/runs/plausible.py);
+:func:`read_record_line` is the one rule by which a line is a record or a skipped line, for every reader."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator import __version__
+from orchestrator.errors import SchemaVersionError
 from orchestrator.runs.plausible import impossible_figure
+from orchestrator.runs.reading import parse_json
 
-__all__ = ["RUN_SCHEMA_VERSION", "Record"]
+__all__ = [
+    "FIGURE_FIELDS",
+    "RUN_SCHEMA_VERSION",
+    "Record",
+    "SkippedLine",
+    "read_record_line",
+    "refuse_schema",
+]
 
 # One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
 # would misread the new one (adding an optional field does not need a bump).
@@ -80,3 +95,77 @@ class Record(BaseModel):
     def key(self) -> tuple[str, str]:
         """What identifies a point across attempts and resumes: (host, point id)."""
         return (self.host, self.point_id)
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    """A ``records.jsonl`` line that could not be read (torn by a kill, or not a valid record)."""
+
+    line_number: int
+    reason: str
+    text: str
+
+
+def refuse_schema(found: object, where: Path) -> SchemaVersionError:
+    """The error for a run file of a schema version this specsweep does not read (``where`` names it)."""
+    if isinstance(found, int) and found > RUN_SCHEMA_VERSION:
+        hint = (
+            f"it was written by a newer specsweep (schema {found}; this one, {__version__}, reads schema "
+            f"{RUN_SCHEMA_VERSION}): upgrade specsweep to read it"
+        )
+    else:
+        hint = (
+            f"its schema version {found!r} is not one this specsweep ({__version__}) reads "
+            f"(schema {RUN_SCHEMA_VERSION}): open it with the specsweep version that wrote it"
+        )
+    return SchemaVersionError(f"{where}: {hint}")
+
+
+#: The sections of a record that hold its figures, which a reader of identities only drops once it is accepted.
+FIGURE_FIELDS = ("client", "server", "intervals", "telemetry", "cache_flush")
+
+
+def _shared(value: Any, strings: dict[str, str]) -> Any:
+    """``value`` (parsed JSON) with each string, key or value, replaced by the one equal string already in
+    ``strings``: the records of a run repeat the same keys and prose (every window's definitions, every
+    figure's exactness note), which each line's parse made anew (about half a real record's memory)."""
+    if isinstance(value, dict):
+        return {strings.setdefault(k, k): _shared(v, strings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v, strings) for v in value]
+    if isinstance(value, str):
+        return strings.setdefault(value, value)
+    return value
+
+
+def read_record_line(
+    text: str, number: int, target: Path, *, strings: dict[str, str] | None = None, figures: bool = True
+) -> Record | SkippedLine:
+    """One non-blank line of ``records.jsonl`` as the store accepts it: a :class:`Record`, or the
+    :class:`SkippedLine` saying why it is not one (not JSON, not an object, a field of another type, a figure no
+    measurement gives: orchestrator/runs/plausible.py). A record of another schema version raises
+    ``SchemaVersionError`` (``target`` names the file). Every reader that counts records applies this rule.
+    ``strings``: the strings of the lines read before, shared with this one's (:func:`_shared`). ``figures``
+    False: the accepted record's :data:`FIGURE_FIELDS` are dropped (a reader of identities and statuses)."""
+    try:
+        raw = parse_json(text)
+    except json.JSONDecodeError as exc:
+        return SkippedLine(number, f"not JSON ({exc.msg})", text[:200])
+    if not isinstance(raw, dict):
+        return SkippedLine(number, "not a JSON object", text[:200])
+    if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
+        raise refuse_schema(raw.get("schema_version"), target)
+    if strings is not None:
+        with contextlib.suppress(RecursionError):  # a line nested too deep for the walk keeps its own strings
+            raw = _shared(raw, strings)
+    try:
+        record = Record.model_validate(raw)
+        if not figures:
+            for name in FIGURE_FIELDS:
+                setattr(record, name, None)
+        return record
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        why = str(first["msg"]).removeprefix("Value error, ")
+        return SkippedLine(number, f"not a record ({where + ': ' if where else ''}{why})", text[:200])

@@ -50,12 +50,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
-from orchestrator.errors import SchemaVersionError, StoreError
+from orchestrator.errors import StoreError
 from orchestrator.files import NotReadable, bounded_lines, read_bounded
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
-from orchestrator.runs.record import RUN_SCHEMA_VERSION, Record
+from orchestrator.runs.record import RUN_SCHEMA_VERSION, Record, SkippedLine, read_record_line, refuse_schema
 from orchestrator.runs.runlock import RunLock
 
 __all__ = [
@@ -124,15 +124,6 @@ class RunInfo(BaseModel):
     sequence: int | None = None
     # What made the run (orchestrator/runs/identity.py RUN_KINDS); None in runs made before it was kept.
     kind: Literal["sweep", "search", "playbook"] | None = None
-
-
-@dataclass(frozen=True)
-class SkippedLine:
-    """A ``records.jsonl`` line that could not be read (torn by a kill, or not a valid record)."""
-
-    line_number: int
-    reason: str
-    text: str
 
 
 @dataclass
@@ -221,20 +212,6 @@ def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
     return StoreError(f"cannot {action} {path}: {reason}")
 
 
-def _refuse_schema(found: object, where: Path) -> SchemaVersionError:
-    if isinstance(found, int) and found > RUN_SCHEMA_VERSION:
-        hint = (
-            f"it was written by a newer specsweep (schema {found}; this one, {__version__}, reads schema "
-            f"{RUN_SCHEMA_VERSION}): upgrade specsweep to read it"
-        )
-    else:
-        hint = (
-            f"its schema version {found!r} is not one this specsweep ({__version__}) reads "
-            f"(schema {RUN_SCHEMA_VERSION}): open it with the specsweep version that wrote it"
-        )
-    return SchemaVersionError(f"{where}: {hint}")
-
-
 def _fsync_dir(path: Path) -> None:
     # Makes a newly created or renamed entry survive a power loss, not only a process kill.
     fd = os.open(path, os.O_RDONLY)
@@ -267,28 +244,6 @@ def _lines(target: Path) -> Iterator[tuple[int, str]]:
         return
     except OSError as exc:
         raise _store_error("read", target, exc) from exc
-
-
-def read_record_line(text: str, number: int, target: Path) -> Record | SkippedLine:
-    """One non-blank line of ``records.jsonl`` as the store accepts it: a :class:`Record`, or the
-    :class:`SkippedLine` saying why it is not one (not JSON, not an object, a field of another type, a figure no
-    measurement gives: orchestrator/runs/plausible.py). A record of another schema version raises
-    ``SchemaVersionError`` (``target`` names the file). Every reader that counts records applies this rule."""
-    try:
-        raw = parse_json(text)
-    except json.JSONDecodeError as exc:
-        return SkippedLine(number, f"not JSON ({exc.msg})", text[:200])
-    if not isinstance(raw, dict):
-        return SkippedLine(number, "not a JSON object", text[:200])
-    if raw.get("schema_version", RUN_SCHEMA_VERSION) != RUN_SCHEMA_VERSION:
-        raise _refuse_schema(raw.get("schema_version"), target)
-    try:
-        return Record.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        why = str(first["msg"]).removeprefix("Value error, ")
-        return SkippedLine(number, f"not a record ({where + ': ' if where else ''}{why})", text[:200])
 
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
@@ -438,7 +393,7 @@ class RunStore:
         if not isinstance(raw, dict):
             raise StoreError(f"{path / 'run.json'}: expected a JSON object")
         if raw.get("schema_version") != RUN_SCHEMA_VERSION:
-            raise _refuse_schema(raw.get("schema_version"), path)
+            raise refuse_schema(raw.get("schema_version"), path)
         try:
             info = RunInfo.model_validate(raw)
         except ValidationError as exc:
@@ -729,17 +684,20 @@ class RunStore:
 
     # ---- reading -----------------------------------------------------------------------------------
 
-    def records(self) -> list[Record]:
+    def records(self, *, figures: bool = True) -> list[Record]:
         """Every readable record in file order; unreadable lines are skipped into ``skipped_lines``.
 
         A line that is a record of an unknown schema version is refused (``SchemaVersionError``), not skipped:
-        reading it as if it were ours would be wrong silently.
+        reading it as if it were ours would be wrong silently. The records share their equal strings (keys,
+        definitions, notes: :func:`_shared`); ``figures`` False drops each accepted record's figures
+        (:data:`FIGURE_FIELDS`), for a reader of identities and statuses only.
         """
         target = self.path / "records.jsonl"
         records: list[Record] = []
         skipped: list[SkippedLine] = []
+        strings: dict[str, str] = {}
         for number, text in _lines(target):
-            read = read_record_line(text, number, target)
+            read = read_record_line(text, number, target, strings=strings, figures=figures)
             if isinstance(read, Record):
                 records.append(read)
             else:

@@ -264,11 +264,13 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
     analysis = the_answer.analysis
     # Read after the answer is made: its reading of every record is over by then, so the two are not held at
     # once (recommend of 20,000 records: bench/RESULTS-scale.md).
-    records: list[Record] = list(ResumeState.from_records(store.records()).latest.values())
     frame = analysis.frame
     frame = frame[frame["alias_of"].isna() & frame["status"].isin(analysis.ranked_statuses)]
     level = analysis.settings.confidence
     from_rows = _row_figures(objective, frame)
+    # The figures come from the answer's rows: the records are read for their identities only (their figures,
+    # most of a real record's memory, dropped as each is read), unless the objective's figure needs the windows.
+    records: list[Record] = list(ResumeState.from_records(store.records(figures=not from_rows)).latest.values())
     # Each point's row by (configuration, mode, load, workload), found once: a filter of the whole frame per
     # configuration and level made recommend quadratic in points (bench/RESULTS-scale.md).
     row_of: dict[tuple[str, str, float, str], int] = {}

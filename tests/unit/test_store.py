@@ -344,3 +344,26 @@ def test_latest_refuses_when_the_newest_runs_run_json_cannot_be_read(tmp_path: P
     with pytest.raises(StoreError, match="cannot be read") as info:
         find_latest(tmp_path, "demo")
     assert str(newer.path) in str(info.value)
+
+
+def test_records_share_their_equal_strings_and_identities_may_drop_the_figures(tmp_path: Path) -> None:
+    """A run's records repeat the same keys and prose (every window's definitions): read once each, not once a
+    record (recommend of 20,000 records above 1 GB: bench/RESULTS-scale.md); a reader of identities drops the
+    figures of the records the store accepts, and the store accepts and skips the same lines either way."""
+    import shutil
+
+    run = shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "runs" / "sim-demo", tmp_path / "run")
+    with (run / "records.jsonl").open("a", encoding="utf-8") as stream:
+        stream.write('{"not": "a record"}\n')
+    store = RunStore.open(run)
+    records = store.records()
+    first, second = [r.server for r in records if r.server and r.server.get("definitions")][:2]
+    assert first["definitions"] == second["definitions"]
+    shared = [k for k, text in first["definitions"].items() if text is second["definitions"][k]]
+    assert shared == list(first["definitions"]), "equal definitions are one string"
+    light = store.records(figures=False)
+    assert [r.key for r in light] == [r.key for r in records] and len(store.skipped_lines) == 1
+    assert all(r.client is None and r.server is None and r.intervals is None for r in light)
+    assert [r.model_dump(exclude={"client", "server", "intervals", "telemetry", "cache_flush"}) for r in light] == [
+        r.model_dump(exclude={"client", "server", "intervals", "telemetry", "cache_flush"}) for r in records
+    ]
