@@ -96,7 +96,11 @@ class EtaModel:
         deployment's cost, once observed, teaches its error against the plan (module docstring)."""
         for deployment in deployments:
             with self._lock:
-                self._planned[threading.get_ident()] = deployment.wall_start_seconds
+                worker = threading.get_ident()
+                self._planned[worker] = deployment.wall_start_seconds
+                # A worker's first deployment counts from when the worker takes it: what the sweep did before
+                # (opening the run, the host's lock, undoing what a killed run left) is not a deployment's cost.
+                self._marks.setdefault(worker, time.monotonic())
             yield deployment
 
     def load_observed(self, seconds: float) -> None:

@@ -99,3 +99,15 @@ def test_each_deployments_cost_is_held_against_its_own_planned_start() -> None:
     model.point_observed(estimated=1.0, seconds=0.01)
     errors = [0.25 - 2.0, 0.6 - 0.5]
     assert model.deployment_seconds() == pytest.approx(max(0.0, 1.0 + sum(errors) / 2), abs=0.1)
+
+
+def test_what_the_sweep_did_before_a_worker_took_its_first_deployment_is_no_deployments_cost() -> None:
+    from types import SimpleNamespace
+
+    model = EtaModel(expected_load_seconds=0.1, remaining_loads=2, remaining_point_estimates=0.0)
+    time.sleep(0.4)  # opening the run, the host's lock, restoring what a killed run left
+    list(model.planned([SimpleNamespace(wall_start_seconds=0.1)]))
+    time.sleep(0.1)
+    model.load_observed(0.05)
+    model.point_observed(estimated=1.0, seconds=0.01)
+    assert model.deployment_seconds() < 0.3  # about 0.1 s (its plan), not the 0.5 s since the model began
