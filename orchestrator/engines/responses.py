@@ -6,8 +6,8 @@ readers) and gives them to the rest of the code as one :class:`ResponseFields`, 
 ``response_fields()`` (:class:`~orchestrator.engines.base.Engine`). What they share lives here:
 :class:`SpecFigures` (one response's figures, tagged with the name of the source they came from), the source
 rules (:class:`ResponseSource`: how a source's figures give the ``accept_len`` terms, what each figure means),
-:class:`ResponseFields`, and :func:`response_readers`, every built-in engine's fields merged, through the
-registry (:mod:`orchestrator.engines.registry`), which the load generator's decoders
+:class:`ResponseFields`, and :func:`response_readers`, every engine's fields merged, through the registry
+(:mod:`orchestrator.engines.registry`), which the load generator's decoders
 (``orchestrator/load/decoders.py``) and :func:`orchestrator.load.spec.response_spec` read responses with.
 A response says which engine wrote it by its fields, not by the experiment's ``engine:``, so every engine's
 readers are tried on every response.
@@ -245,7 +245,7 @@ class ResponseFields:
 
 @dataclass(frozen=True)
 class ResponseReaders:
-    """Every built-in engine's :class:`ResponseFields` merged (:func:`response_readers`): the first engine
+    """Every engine's :class:`ResponseFields` merged (:func:`response_readers`): the first engine
     that names a source or an extension keeps it; the readers in the registry's order of engines."""
 
     sources: Mapping[str, ResponseSource]
@@ -272,7 +272,7 @@ class ResponseReaders:
 
 
 _lock = threading.Lock()
-_loaded: ResponseReaders | None = None
+_loaded: tuple[tuple[str, ...], ResponseReaders] | None = None  # (the engines' names, their fields merged)
 
 
 def _merge(every: Iterable[ResponseFields]) -> ResponseReaders:
@@ -297,17 +297,27 @@ def _merge(every: Iterable[ResponseFields]) -> ResponseReaders:
 
 
 def response_readers() -> ResponseReaders:
-    """The built-in engines' response fields (:data:`orchestrator.engines.registry.BUILTIN`, in its order;
-    an engine that shares another's fields, the simulator SGLang's, counted once), merged once."""
+    """Every engine's response fields, merged: the registry's engines in its order (the built-in ones first,
+    then those registered at run time, then entry points; an engine that shares another's fields, the
+    simulator SGLang's, counted once), merged again only when the registry's names change. An engine from
+    outside that fails to load is left out (choosing it fails with the registry's error); one whose
+    ``response_fields()`` is not a :class:`ResponseFields` is a ``ConfigError``."""
     global _loaded
-    loaded = _loaded
-    if loaded is not None:
-        return loaded
-    from orchestrator.engines.registry import BUILTIN, get_engine
+    from orchestrator.engines.registry import BUILTIN, engine_names, get_engine
 
+    names = engine_names()
+    loaded = _loaded
+    if loaded is not None and loaded[0] == names:
+        return loaded[1]
     every: list[ResponseFields] = []
-    for name in BUILTIN:
-        fields = get_engine(name).response_fields()
+    for name in names:
+        try:
+            engine = get_engine(name)
+        except ConfigError:
+            if name in BUILTIN:
+                raise
+            continue
+        fields = engine.response_fields()
         if fields is None or any(fields is seen for seen in every):
             continue
         if not isinstance(fields, ResponseFields):
@@ -315,9 +325,9 @@ def response_readers() -> ResponseReaders:
         every.append(fields)
     merged = _merge(every)
     with _lock:
-        if _loaded is None:
-            _loaded = merged
-        return _loaded
+        if _loaded is None or _loaded[0] != names:
+            _loaded = (names, merged)
+        return _loaded[1]
 
 
 def response_source(name: str) -> ResponseSource | None:

@@ -86,7 +86,8 @@ class _Chunk(msgspec.Struct, gc=False):
 
 class _Engines:
     """The engines' response readers (:func:`response_readers`) and the fast path's chunk type: :class:`_Chunk`
-    with every engine's extension field, which must be absent; made on the first decoder."""
+    with every engine's extension field, which must be absent; made on the first decoder (and again when an
+    engine is registered)."""
 
     __slots__ = ("decode_chunk", "extension_keys", "readers")
 
@@ -102,10 +103,13 @@ _engines: _Engines | None = None
 
 
 def _engine_readers() -> _Engines:
+    """The engines' readers, made again when the registry's engines changed (one registered at run time)."""
     global _engines
-    if _engines is None:
-        _engines = _Engines(response_readers())
-    return _engines
+    readers = response_readers()
+    engines = _engines
+    if engines is None or engines.readers is not readers:
+        engines = _engines = _Engines(readers)
+    return engines
 
 
 _LLAMACPP_STOP = {"limit": "length", "eos": "stop", "word": "stop"}

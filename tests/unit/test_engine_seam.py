@@ -171,3 +171,44 @@ def test_a_dialect_takes_what_it_simulates() -> None:
 
 def test_only_vllm_opens_its_port_after_loading() -> None:
     assert [engine for engine in ENGINES if dialect_class(engine).http_after_load] == ["vllm"]
+
+
+def test_an_engine_from_outside_is_read_in_responses_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new engine is its package plus its registration: its response fields reach the load generator's
+    decoders and the summary's rules with no change to specsweep."""
+    import json
+    from dataclasses import dataclass
+
+    from orchestrator.engines import registry
+    from orchestrator.engines.base import EngineBase
+    from orchestrator.engines.responses import ResponseSource, SpecFigures, response_source
+    from orchestrator.load.decoders import DECODERS
+    from orchestrator.load.records import RequestRecord
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+
+    def read(value: object) -> tuple[SpecFigures | None, int | None]:
+        steps = value.get("steps") if isinstance(value, dict) else None
+        return (SpecFigures("seam:ext", verify_steps=steps, accepted_drafts=7), 5) if steps else (None, None)
+
+    fields = ResponseFields(
+        sources={"seam:ext": ResponseSource({"where": "seamext of a toy engine"})}, extensions={"seamext": read}
+    )
+
+    @dataclass(frozen=True)
+    class Toy(EngineBase):
+        def response_fields(self) -> ResponseFields:
+            return fields
+
+    assert response_source("seam:ext") is None
+    registry.register_engine(Toy(name="seamtoy"))
+    assert response_source("seam:ext") is fields.sources["seam:ext"]
+    decoder = DECODERS["chat"](RequestRecord(index=0))
+    chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}], "seamext": {"steps": 3}}
+    decoder.on_event(json.dumps(chunk).encode(), 1.0)
+    decoder.finish()
+    assert decoder.record.spec == SpecFigures("seam:ext", verify_steps=3, accepted_drafts=7)
+    assert decoder.record.input_tokens == 5
+    monkeypatch.undo()
+    assert response_source("seam:ext") is None  # gone with its registration
