@@ -147,4 +147,20 @@ def test_the_screen_lets_through_every_figure_the_store_could_refuse() -> None:
     ]:
         record = {**base, section: {**base[section], key: value}}
         assert impossible_figure({"client": record["client"], "server": record["server"]}) is not None
-        assert _may_be_refused(json.dumps(record).encode()), (section, key, value)
+        for separators in ((", ", ": "), (",", ":"), (" ,\n", " :\t ")):
+            assert _may_be_refused(json.dumps(record, separators=separators).encode()), (section, key, value)
+    # Numbers a string holds, or a small exponent, or a float's long fraction, are not figures the store refuses.
+    for text in (
+        b'{"x": "3e5"}',
+        b'{"h": "a1234567890123456789"}',
+        b'{"a": 1.5e-05}',
+        b'{"a": 0.00013250000000000002}',
+    ):
+        assert not _may_be_refused(text), text
+    for text in (
+        b'{"a": [1, 1e20]}',
+        b'{"a": -12345678901234567890}',
+        b'{"requests":\n -3}',
+        b'{"\\u0072equests": -3}',
+    ):
+        assert _may_be_refused(text), text
