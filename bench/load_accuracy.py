@@ -22,9 +22,9 @@ Run from the repository root:
 
     .venv/bin/python bench/load_accuracy.py [--ttft-ms 20 --itl-ms 20 --tokens 200 --levels 1,32,128] [--busy 1]
 
-``--busy N`` runs N busy loops beside it (another process taking a core); ``SPECSWEEP_KERNEL_STAMPS=0`` times
-the client's reads when the transport hands them over instead of by the kernel's arrival time
-(orchestrator/load/pipe.py ``_KernelReads``), ``PROBE_KERNEL_STAMPS=0`` the probe's likewise.
+``--busy N`` runs N busy loops beside it (another process taking a core; with ``--pin``, the client's core);
+``SPECSWEEP_KERNEL_STAMPS=0`` times the client's reads when the transport hands them over instead of by the
+kernel's arrival time (orchestrator/load/pipe.py ``_KernelReads``), ``PROBE_KERNEL_STAMPS=0`` the probe's likewise.
 
 The client runs on the loop ``specsweep load`` runs on (uvloop when installed; ``SPECSWEEP_EVENT_LOOP=asyncio``
 for asyncio's). ``--workers N`` shares the load between N processes (each request timed by the process that
@@ -116,7 +116,10 @@ def main() -> int:
         "where other processes take a core",
     )
     args = parser.parse_args()
-    hogs = [subprocess.Popen(["bash", "-c", "while :; do :; done"]) for _ in range(args.busy)]
+    # With --pin the busy loops share the client's core (core 1): another process taking the client's core.
+    spin = ["bash", "-c", "while :; do :; done"]
+    pin = args.pin and (os.cpu_count() or 1) >= 2
+    hogs = [subprocess.Popen(["taskset", "-c", "1", *spin] if pin else spin) for _ in range(args.busy)]
     try:
         return run(args)
     finally:
