@@ -8,6 +8,8 @@ of combining repeats: ``orchestrator/analysis/intervals.py``):
   with its source, its exactness and its interval (``lo``, ``hi`` and the ``se`` the interval comes from);
 - per load: the winner, those tied with it (the rule cannot tell them apart) and those it beats, with the
   margin over the runner-up and its interval;
+- the Pareto front of per-user against total throughput (a point leaves it only when another beats it beyond
+  noise): the keys of its points;
 - the counts of points (planned, ok, degraded, failed, skipped), the failed points by the kind of their
   failure, and the counts of findings;
 - the findings;
@@ -264,6 +266,8 @@ class Answer:
     failure_kinds: dict[str, int] = field(default_factory=dict)
     #: The findings by severity (``error``, ``warning``, ``info``).
     findings_by_severity: dict[str, int] = field(default_factory=dict)
+    #: The points on the Pareto front of per-user against total throughput (their keys, ``PointAnswer.key``).
+    pareto: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -330,6 +334,7 @@ class Answer:
             "decisions": self.decisions,
             "lossless": [h.to_dict() for h in self.lossless],
             "accept_len_sources": [a.to_dict() for a in self.accept_len_sources],
+            "pareto": [list(key) for key in self.pareto],
         }
 
 
@@ -445,6 +450,10 @@ def answer_of(analysis: Analysis) -> Answer:
         ),
         failure_kinds=dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
         findings_by_severity=analysis.counts(),
+        pareto=[
+            (str(r.get("host")), str(r.get("workload") or ""), str(r.get("label")), str(r.get("load_label")))
+            for r in analysis.pareto.to_dict("records")
+        ],
     )
 
 

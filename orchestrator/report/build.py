@@ -415,11 +415,11 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
     ):
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))
-    if len(analysis.pareto) > figs.MAX_FRONT_LABELS:  # the figure labels some of the front: every point here
+    if len(made.pareto) > figs.MAX_FRONT_LABELS:  # the figure labels some of the front: every point here
         blocks.append(
             Table(
-                tables.formatted(tables.pareto_table(analysis)),
-                f"Points on the Pareto front ({len(analysis.pareto)}; the figure labels "
+                tables.formatted(tables.pareto_table(made)),
+                f"Points on the Pareto front ({len(made.pareto)}; the figure labels "
                 f"{figs.MAX_FRONT_LABELS} evenly along it)",
             )
         )

@@ -402,19 +402,27 @@ def _answer_pivot(made: Answer, figure: str, part: str = "value") -> pd.DataFram
     return table
 
 
-def pareto_table(analysis: Analysis) -> pd.DataFrame:
-    """Every point of the Pareto front (``Analysis.pareto``), as the figure draws it: per-user throughput
+def pareto_table(made: Answer) -> pd.DataFrame:
+    """Every point of the answer's Pareto front (``Answer.pareto``), as the figure draws it: per-user throughput
     ascending; the figure labels only some of a long front (``figures.MAX_FRONT_LABELS``), this table all."""
-    front = analysis.pareto
-    metric = analysis.metric
-    if front.empty or "per_user_tok_s" not in front.columns:
+    metric = made.metric
+    rows = []
+    for key in made.pareto:
+        point = made.point(*key)
+        if point is not None:
+            host, workload, label, load = key
+            rows.append({"host": host, "workload": workload, "label": label, "load_label": load})
+            rows[-1].update({"per_user_tok_s": _nan(point.value("per_user_tok_s")), metric: _nan(point.value(metric))})
+    if not rows:
         return pd.DataFrame()
+    front = pd.DataFrame(rows)
     columns = {"label": "configuration", "load_label": "load", "per_user_tok_s": "per-user tok/s", metric: "tok/s"}
-    if len(_hosts(analysis)) > 1:
+    if len(_hosts(made.analysis)) > 1:
         columns = {"host": "host", **columns}
-    if "workload" in front.columns and front["workload"].astype(bool).any():
+    if front["workload"].astype(bool).any():
         columns = {"workload": "workload", **columns}
-    ordered = front.sort_values([c for c in ("host", "workload") if c in columns] + ["per_user_tok_s"])
+    by = [c for c in ("host", "workload") if c in columns] + ["per_user_tok_s"]
+    ordered = front.sort_values(by, kind="stable")
     return ordered[list(columns)].rename(columns=columns).reset_index(drop=True)
 
 

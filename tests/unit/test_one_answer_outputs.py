@@ -175,6 +175,12 @@ def test_the_report_shows_the_answers_counts_figures_intervals_and_winners(run: 
     assert set(tables.throughput_table(made).to_numpy().ravel()) == {1234.5}
     assert "1,234.5 ± 34.5" in markdown
     assert _checks_json(made)["counts"] == PLANTED_FINDINGS
+    # The Pareto front's table: the answer's points on it, with the answer's figures.
+    front = tables.pareto_table(dataclasses.replace(made, pareto=[p.key for p in made.points[:3]]))
+    assert sorted(zip(front["configuration"], front["load"], strict=True)) == sorted(
+        (p.label, p.load_label) for p in made.points[:3]
+    )
+    assert set(front["tok/s"]) == {1234.5}
     overview = tables.run_overview(made)
     assert overview.loc["points", "value"] == "7 ok, 5 degraded, 3 failed, 2 skipped (99 planned per host)"
 
