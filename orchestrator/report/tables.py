@@ -406,13 +406,14 @@ def pareto_table(made: Answer) -> pd.DataFrame:
     """Every point of the answer's Pareto front (``Answer.pareto``), as the figure draws it: per-user throughput
     ascending; the figure labels only some of a long front (``figures.MAX_FRONT_LABELS``), this table all."""
     metric = made.metric
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in made.pareto:
         point = made.point(*key)
         if point is not None:
             host, workload, label, load = key
-            rows.append({"host": host, "workload": workload, "label": label, "load_label": load})
-            rows[-1].update({"per_user_tok_s": _nan(point.value("per_user_tok_s")), metric: _nan(point.value(metric))})
+            row: dict[str, Any] = {"host": host, "workload": workload, "label": label, "load_label": load}
+            row.update({"per_user_tok_s": _nan(point.value("per_user_tok_s")), metric: _nan(point.value(metric))})
+            rows.append(row)
     if not rows:
         return pd.DataFrame()
     front = pd.DataFrame(rows)
