@@ -27,7 +27,7 @@ from orchestrator.errors import ConfigError
 if TYPE_CHECKING:
     from orchestrator.engines.base import Engine
 
-__all__ = ["BUILTIN", "GROUP", "engine_names", "get_engine", "is_engine", "register_engine"]
+__all__ = ["BUILTIN", "GROUP", "engine_names", "generation", "get_engine", "is_engine", "register_engine"]
 
 GROUP = "specsweep.engines"
 
@@ -43,6 +43,9 @@ _lock = threading.Lock()
 _loaded: dict[str, Engine] = {}
 _registered: dict[str, Engine] = {}
 _found: dict[str, Any] | None = None  # name -> EntryPoint of the installed distributions
+#: Changes whenever an engine is registered at run time: what is merged from every engine (the response readers,
+#: orchestrator/engines/responses.py) is made again when it does.
+_generation = 0
 
 
 def _entry_points() -> dict[str, Any]:
@@ -71,9 +74,16 @@ def is_engine(name: str) -> bool:
 
 def register_engine(engine: Engine) -> None:
     """Make ``engine`` known under ``engine.name`` for the rest of this process."""
+    global _generation
     with _lock:
         _registered[engine.name] = engine
         _loaded.pop(engine.name, None)
+        _generation += 1
+
+
+def generation() -> int:
+    """A number that changes whenever an engine is registered at run time (see ``_generation``)."""
+    return _generation
 
 
 def _load(target: str) -> Any:

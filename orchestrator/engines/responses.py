@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.engines.registry import BUILTIN, engine_names, generation, get_engine
 from orchestrator.errors import ConfigError
 
 __all__ = [
@@ -272,7 +273,7 @@ class ResponseReaders:
 
 
 _lock = threading.Lock()
-_loaded: tuple[tuple[str, ...], ResponseReaders] | None = None  # (the engines' names, their fields merged)
+_loaded: tuple[int, ResponseReaders] | None = None  # (the registry's generation, every engine's fields merged)
 
 
 def _merge(every: Iterable[ResponseFields]) -> ResponseReaders:
@@ -299,16 +300,15 @@ def _merge(every: Iterable[ResponseFields]) -> ResponseReaders:
 def response_readers() -> ResponseReaders:
     """Every engine's response fields, merged: the registry's engines in its order (the built-in ones first,
     then those registered at run time, then entry points; an engine that shares another's fields, the
-    simulator SGLang's, counted once), merged again only when the registry's names change. An engine from
+    simulator SGLang's, counted once), merged again only when an engine is registered at run time. An engine from
     outside that fails to load is left out (choosing it fails with the registry's error); one whose
     ``response_fields()`` is not a :class:`ResponseFields` is a ``ConfigError``."""
     global _loaded
-    from orchestrator.engines.registry import BUILTIN, engine_names, get_engine
-
-    names = engine_names()
+    key = generation()
     loaded = _loaded
-    if loaded is not None and loaded[0] == names:
+    if loaded is not None and loaded[0] == key:
         return loaded[1]
+    names = engine_names()
     every: list[ResponseFields] = []
     for name in names:
         try:
@@ -325,8 +325,8 @@ def response_readers() -> ResponseReaders:
         every.append(fields)
     merged = _merge(every)
     with _lock:
-        if _loaded is None or _loaded[0] != names:
-            _loaded = (names, merged)
+        if _loaded is None or _loaded[0] != key:
+            _loaded = (key, merged)
         return _loaded[1]
 
 

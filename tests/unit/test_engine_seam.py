@@ -187,6 +187,7 @@ def test_an_engine_from_outside_is_read_in_responses_once_registered(monkeypatch
 
     monkeypatch.setattr(registry, "_registered", dict(registry._registered))
     monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    monkeypatch.setattr(registry, "_generation", registry._generation)
 
     def read(value: object) -> tuple[SpecFigures | None, int | None]:
         steps = value.get("steps") if isinstance(value, dict) else None
