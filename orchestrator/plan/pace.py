@@ -4,8 +4,8 @@ The guess stands on one of two bases, and says which (:attr:`Pace.basis`, printe
 
 - **the simulator's own figures**, when the deployment's command runs ``orchestrator.sim`` (``python -m
   orchestrator.sim ...`` or ``specsweep sim ...``): its flags parsed by the simulator's own parser, a start of
-  its ``--load-seconds`` plus :data:`SIM_START_SECONDS` (the process importing and binding; 1.0-1.2 s measured
-  on a 2-core machine: ``ready in 2.0 s`` at ``--load-seconds 1``), and one request as the simulator's step
+  its ``--load-seconds`` plus :data:`SIM_START_SECONDS` (the process starting, the sweep switching from the
+  previous deployment), and one request as the simulator's step
   model times it: a prefill, then ``max_tokens / E`` decode steps of ``C`` running requests (``E`` the
   configuration's expected accept length, :meth:`SimConfig.expected_accept_length`; a step's cost from
   :class:`orchestrator.sim.timing.StepTiming`); the lossless probe's prompts, one at a time, come on top of
@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 __all__ = ["SIM_START_SECONDS", "Pace", "pace_of", "plan_basis", "sim_config"]
 
-#: What a simulator process takes to start before its ``--load-seconds`` (import, bind): measured on a 2-core
-#: machine (the demo's ``ready in 2.0-2.2 s`` at ``--load-seconds 1``, bench/RESULTS-eta.md).
-SIM_START_SECONDS = 1.1
+#: What a simulator deployment takes beyond its ``--load-seconds`` before its first point, the lossless probe
+#: and the points aside: the process importing and binding (about 1 s: the demo's ``ready in 2.0-2.2 s`` at
+#: ``--load-seconds 1``) and the sweep's switch from the previous deployment (stopping it, restoring, the
+#: health polls, the warm-up's set-up; 1.1-2.3 s more in the runs of bench/RESULTS-eta.md), on a 2-core machine.
+SIM_START_SECONDS = 2.5
 #: The prompt tokens one request's prefill is timed for (the builtin chat prompts are a few dozen tokens).
 _PROMPT_TOKENS = 64
 

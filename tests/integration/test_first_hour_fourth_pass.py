@@ -483,7 +483,7 @@ def test_the_plans_eta_says_what_it_stands_on(flaky: Flaky, tmp_path: Path) -> N
     assert first.returncode == 0, first.stderr
     said = " ".join(first.stdout.split())
     assert re.search(
-        r"ETA \S+ \(the simulator's own figures: its tiny profile's step times, --load-seconds 0.3 \+ 1.1 s per "
+        r"ETA \S+ \(the simulator's own figures: its tiny profile's step times, --load-seconds 0.3 \+ 2.5 s per "
         r"start, the lossless probe's 8 prompts at C=1; a sweep learns the real figures as it runs\)",
         said,
     ), said
