@@ -41,7 +41,10 @@ def run_doctor(experiment: Any, *, progress: Callable[[str, Check], None] | None
     return kind_of(experiment).doctor(experiment, progress=progress)
 
 
-def check_host(experiment: Any, spec: Any, *, progress: Callable[[str, Check], None] | None = None) -> HostReport:
+def check_host(
+    experiment: Any, spec: Any, *, progress: Callable[[str, Check], None] | None = None, gpu_slots: bool = False
+) -> HostReport:
+    """Every check of one host (with ``gpu_slots``, the GPUs the host declares too)."""
     report = HostReport(host=str(getattr(spec, "display_name", None) or getattr(spec, "name", None) or "host"))
 
     def add(check: Check) -> None:
@@ -55,13 +58,13 @@ def check_host(experiment: Any, spec: Any, *, progress: Callable[[str, Check], N
         add(Check("ssh", "fail", str(exc)))
         return report
     try:
-        _run_checks(experiment, spec, host, add)
+        _run_checks(experiment, spec, host, add, gpu_slots=gpu_slots)
     finally:
         host.close()
     return report
 
 
-def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], None]) -> None:
+def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], None], *, gpu_slots: bool) -> None:
     try:
         whoami = host.run("id -u; id -un").check("id", host=host.name).stdout.split()
     except SpecsweepError as exc:
@@ -99,7 +102,7 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
         _port_check(experiment, spec, host, service_spec, add)
     _clock_check(host, add)
     _gpu_check(host, add)
-    if getattr(spec, "gpus", None) is not None:  # GPU slots: the declared GPUs there, and none held already
+    if gpu_slots:  # the declared GPUs there, and none held already
         from orchestrator.launchers.gpuslots import doctor_check
 
         guard(add, "gpu slots", lambda: Check("gpu slots", *doctor_check(spec, host)))

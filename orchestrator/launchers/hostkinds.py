@@ -6,7 +6,7 @@ service's leftovers on every host (with GPU slots, every slot instance's), ``doc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from orchestrator.launchers.base import DoctorCallback, Launcher, LauncherKind
 from orchestrator.launchers.doctor import check_host
@@ -26,6 +26,8 @@ class HostsKind(LauncherKind):
     """Deployments on the experiment's hosts, the service on each: made, restored and checked host by host."""
 
     launcher_class: type[HostLauncher] = SSHPoolLauncher
+    #: The hosts run GPU slots: restore every slot instance's leftovers, check the GPUs each host declares.
+    gpu_slots: ClassVar[bool] = False
 
     def make(
         self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool
@@ -40,10 +42,15 @@ class HostsKind(LauncherKind):
         dry_run: bool,
         progress: Callable[[RestoreOutcome], None] | None,
     ) -> list[RestoreOutcome]:
-        return restore_hosts(experiment, break_lock=break_lock, dry_run=dry_run, progress=progress)
+        return restore_hosts(
+            experiment, break_lock=break_lock, dry_run=dry_run, progress=progress, slot_instances=self.gpu_slots
+        )
 
     def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
-        return [check_host(experiment, spec, progress=progress) for spec in experiment.host_specs()]
+        return [
+            check_host(experiment, spec, progress=progress, gpu_slots=self.gpu_slots)
+            for spec in experiment.host_specs()
+        ]
 
 
 class _LocalKind(HostsKind):
@@ -67,6 +74,7 @@ class _GpuSlotsKind(HostsKind):
     restore finds every slot instance a host holds, the doctor checks the declared GPUs)."""
 
     kind = "gpu-slots"
+    gpu_slots = True
 
     def make(
         self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool

@@ -40,13 +40,14 @@ def restore_hosts(
     break_lock: bool = False,
     dry_run: bool = False,
     progress: Callable[[RestoreOutcome], None] | None = None,
+    slot_instances: bool = False,
 ) -> list[RestoreOutcome]:
-    """Every leftover of the experiment's service on each of its hosts (with GPU slots, of every slot instance
-    a host holds anything of), undone unless ``dry_run``."""
+    """Every leftover of the experiment's service on each of its hosts (with ``slot_instances``, GPU slots': of
+    every slot instance a host holds anything of, and the run's lock), undone unless ``dry_run``."""
     outcomes: list[RestoreOutcome] = []
     for spec in experiment.host_specs():
         sources = [experiment]
-        if getattr(experiment, "gpu_slots", False):  # GPU slots: every service instance, and the run's lock
+        if slot_instances:  # GPU slots: every service instance, and the run's lock
             try:
                 sources += _slot_sources(experiment, spec)
             except SpecsweepError as exc:

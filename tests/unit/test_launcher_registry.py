@@ -121,3 +121,12 @@ def test_an_unknown_placeholder_names_the_launchers_that_fill_it(tmp_path: Path)
     with pytest.raises(ConfigError) as found:
         load_experiment(path)
     assert "may only use {host} (and {node} with a Slurm launcher)" in str(found.value)
+
+
+def test_the_gpu_slots_kind_checks_the_declared_gpus_and_the_plain_hosts_kind_does_not(tmp_path: Path) -> None:
+    from orchestrator.launchers.doctor import run_doctor
+
+    (plain,) = run_doctor(make_experiment(tmp_path))
+    (slots,) = run_doctor(make_experiment(tmp_path, hosts="host: {kind: local, gpus: 1}"))
+    assert "gpu slots" not in {c.name for c in plain.checks}
+    assert "gpu slots" in {c.name for c in slots.checks}
