@@ -339,6 +339,37 @@ def test_a_window_that_is_not_whole_is_one_warning_naming_its_reasons() -> None:
     ]
 
 
+def test_a_log_that_cannot_show_every_interval_is_a_note_when_metrics_is_whole() -> None:
+    # The real vLLM under a busy machine: idle intervals logged at DEBUG leave the log's throughput untimed
+    # (missing_intervals) at 11 of 12 points, while /metrics counted the window whole: the figures stand.
+    missing = {"reason": "missing_intervals", "detail": "vLLM logs an engine's interval at DEBUG when ..."}
+    restart = {"reason": "restart", "detail": "2 process starts in the window"}
+
+    def row(reasons: list[dict[str, str]], prom_whole: bool | None) -> dict[str, Any]:
+        data = point(250.0, 4.0, integrity={"whole": False, "reasons": reasons, "part": None})
+        if prom_whole is not None:
+            data["server"]["prometheus"] = {
+                "accept_len": 4.0,
+                "integrity": {"whole": prom_whole, "reasons": [], "part": None},
+            }
+        return data
+
+    def found(data: dict[str, Any]) -> list[Any]:
+        out = findings([*baselines(), record("linear", 8, params={"draft_tokens": 7}, **data)])
+        return [f for f in out if f.check == "window_integrity"]
+
+    note = found(row([missing], True))
+    assert [f.severity for f in note] == ["info"]
+    assert note[0].message == (
+        "window not whole: log window: missing_intervals (no figure); the point's figures come from /metrics, "
+        "which is whole"
+    )
+    # no whole source to take the figures from, or an event rather than a limit: a warning as before
+    assert [f.severity for f in found(row([missing], None))] == ["warning"]
+    assert [f.severity for f in found(row([missing], False))] == ["warning"]
+    assert [f.severity for f in found(row([missing, restart], True))] == ["warning"]
+
+
 def test_findings_are_ordered_errors_first_and_serialisable() -> None:
     found = findings(
         [
