@@ -8,8 +8,8 @@ measures (the others are already beaten beyond noise, and more of their requests
 
 :func:`load_states` applies it to the answer's table of winners; the sweep (``orchestrator/sweep/deciding.py``)
 asks it after every round, and keeps what the rounds spent in the run directory's ``decide.json``;
-:func:`decision_lines` turns both into the answer's one line per load: ``decided``, or ``budget ran out (N s /
-M requests spent)``.
+:func:`decision_lines` turns both into the answer's one line per load: ``decided``, or ``budget ran out (N s of
+extra rounds, M requests measured by the contenders; why)``.
 """
 
 from __future__ import annotations
@@ -154,12 +154,12 @@ def decisions(analysis: Analysis) -> list[dict[str, Any]]:
 
 def decision_text(entry: dict[str, Any]) -> str:
     """One load of :func:`decisions` as the answer says it: ``C=1: decided after 2 extra rounds (linear)`` or
-    ``C=4: budget ran out (41 s / 48 requests spent; why); still tied: a, b``."""
+    ``C=4: budget ran out (41 s of extra rounds, 48 requests measured by the contenders; why); still tied: a, b``."""
     rounds = entry["extra_rounds"]
     after = f"after {rounds} extra round{'s' if rounds != 1 else ''}" if rounds else "in the planned round"
     if entry["status"] == "decided":
         return f"{entry['load']}: decided {after} ({entry['winner']})"
-    spent = f"{entry['seconds']:g} s / {entry['requests']} requests spent"
+    spent = f"{entry['seconds']:g} s of extra rounds, {entry['requests']} requests measured by the contenders"
     what = "budget ran out" if entry["status"] == "budget" else "not decided (the run ended before its rounds)"
     why = entry["why"] or "no reason kept"
     return f"{entry['load']}: {what} ({spent}; {why}); still tied: {', '.join(entry['contenders'])}"
