@@ -1,6 +1,7 @@
 """The plan: what a sweep will do, as a pure function of a validated experiment, and how long it will take.
 
-``deployments`` (variants x matrix -> deployments x load points; restarts counted), ``eta`` (the
+``deployments`` (variants x matrix -> deployments x load points; restarts counted), ``pace`` (the first guess
+at a start and a request: the simulator's own figures where the command runs it, else the file's), ``eta`` (the
 remaining time, learned from the run itself and from earlier runs of the experiment).
 
 May use: the experiment and the run directory (``eta`` reads earlier runs). Knows no SSH, service or load.
