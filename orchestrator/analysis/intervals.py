@@ -164,7 +164,7 @@ def _errors_by_kind(windows: list[dict[str, Any]]) -> str | None:
             kinds = json.loads(text) if isinstance(text, str) and text else {}
         except json.JSONDecodeError:
             kinds = {}
-        for kind, count in (kinds.items() if isinstance(kinds, dict) else ()):
+        for kind, count in kinds.items() if isinstance(kinds, dict) else ():
             if isinstance(count, int | float) and not isinstance(count, bool):
                 total[str(kind)] = total.get(str(kind), 0) + int(count)
     return json.dumps(dict(sorted(total.items())), sort_keys=True) if total else None

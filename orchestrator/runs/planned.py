@@ -14,6 +14,7 @@ from orchestrator.runs.store import SkippedLine
 
 __all__ = ["within_plan"]
 
+
 def within_plan(
     records: list[Record], plan: dict[str, Any], kind: str | None
 ) -> tuple[list[Record], list[SkippedLine]]:

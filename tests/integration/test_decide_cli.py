@@ -125,7 +125,10 @@ def test_a_clear_winner_stops_after_the_planned_round_and_a_tie_runs_to_the_budg
     assert sweep.returncode == 0, sweep.stdout + sweep.stderr
     ending = " ".join(sweep.stdout.split())
     assert "code C=1: decided in the planned round (linear)" in ending
-    assert "translation C=1: budget ran out (" in ending and f", {2 * MAX_REQUESTS} requests measured by the contenders" in ending
+    assert (
+        "translation C=1: budget ran out (" in ending
+        and f", {2 * MAX_REQUESTS} requests measured by the contenders" in ending
+    )
     run_dir = only_run_dir(tmp_path / "results", "decide")
     assert "outside the plan" not in sweep.stdout  # the rounds' records count like the planned ones
     _check_the_rounds(run_dir, env)
