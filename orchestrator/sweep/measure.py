@@ -391,8 +391,8 @@ class _TelemetryStarter:
         self._known: dict[int, bool] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, server: Any, interval_ms: int) -> GpuTelemetry | None:
-        host = getattr(server, "host", None)
+    def __call__(self, server: RunningServer, interval_ms: int) -> GpuTelemetry | None:
+        host = server.host  # None: a server without a host (the RunningServer protocol's default)
         if host is None:
             return None
         with self._lock:
@@ -401,7 +401,7 @@ class _TelemetryStarter:
             present = has_nvidia_smi(host)
             with self._lock:
                 self._known[id(host)] = present
-        gpus = (getattr(server, "placement", None) or {}).get("gpus")  # a GPU slot samples its own GPUs only
+        gpus = (server.placement or {}).get("gpus")  # a GPU slot samples its own GPUs only
         return GpuTelemetry.start(host, interval_ms, gpus=gpus) if present else None
 
 
