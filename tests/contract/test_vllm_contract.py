@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
+from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.metrics import parse_window, scrape_delta
 from tests.contract.wheels import engine_sources
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.samples import VllmEngineSample
+from orchestrator.engines.vllm.samples import VllmEngineSample
 from orchestrator.metrics import parse_window
 from orchestrator.metrics.window import mark_open_end
 from tests.integration.fault_support import sweep_with_fault

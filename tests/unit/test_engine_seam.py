@@ -213,3 +213,18 @@ def test_an_engine_from_outside_is_read_in_responses_once_registered(monkeypatch
     assert decoder.record.input_tokens == 5
     monkeypatch.undo()
     assert response_source("seam:ext") is None  # gone with its registration
+
+
+def test_the_shared_samples_module_holds_no_engines_sample_type() -> None:
+    # Each engine's sample types live in its package (engines/<engine>/samples.py); the shared module keeps the
+    # base, DDTree's (a drafter's lines any engine may print) and a user regex's.
+    import orchestrator.engines.samples as shared
+    from orchestrator.engines.llamacpp import samples as llamacpp
+    from orchestrator.engines.sglang import samples as sglang
+    from orchestrator.engines.vllm import samples as vllm
+
+    engine_types = [n for n in dir(shared) if n.startswith(("Vllm", "Sglang", "Llama"))]
+    assert engine_types == []
+    for package in (llamacpp, sglang, vllm):
+        own = [getattr(package, n) for n in package.__all__]
+        assert own and all(issubclass(t, shared.Sample) for t in own), package.__name__

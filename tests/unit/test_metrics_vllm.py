@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.engines.vllm.log import parse_vllm
+from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.metrics import parse_window
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"

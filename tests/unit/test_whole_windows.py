@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from orchestrator.cli.commands import parse
 from orchestrator.engines.exposition import PromWindow
 from orchestrator.engines.registry import get_engine
-from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.engines.sglang.samples import SglangDecodeSample
 from orchestrator.engines.vllm.log import parse_vllm
+from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.metrics import parse_window
 from orchestrator.metrics.window import drop_first_lines, drop_window_edges, process_starts
 

@@ -83,8 +83,8 @@ class VLLM(EngineBase):
         return parse_vllm(text)
 
     def aggregate(self, result: ParseResult, *, edges: Edges, version: str | None) -> WindowFigures:
-        from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
         from orchestrator.engines.vllm.log import DEFINITIONS, aggregate_vllm, log_rounds
+        from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 
         spec, dropped, kept = edges([s for s in result.samples if isinstance(s, VllmSpecSample)])
         engines, e_dropped, e_kept = edges([s for s in result.samples if isinstance(s, VllmEngineSample)])

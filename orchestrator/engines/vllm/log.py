@@ -58,9 +58,10 @@ from typing import Any
 from orchestrator.engines.base import Edges
 from orchestrator.engines.integrity import exactness
 from orchestrator.engines.lines import candidate_lines
-from orchestrator.engines.samples import ParseResult, VllmEngineSample, VllmSpecSample, recover_steps, to_float
+from orchestrator.engines.samples import ParseResult, recover_steps, to_float
 from orchestrator.engines.vllm.rounds import GEN_HALF, LogRound, log_rounds
 from orchestrator.engines.vllm.rounds import throughput as round_throughput
+from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 
 __all__ = [
     "DEFINITIONS",

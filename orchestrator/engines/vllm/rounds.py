@@ -19,7 +19,7 @@ from typing import Any
 
 from orchestrator.engines.base import Edges
 from orchestrator.engines.bounds import weighted_mean, weighted_mean_bounds
-from orchestrator.engines.samples import VllmEngineSample, VllmSpecSample
+from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 
 __all__ = ["GEN_HALF", "LogRound", "Marked", "log_rounds", "throughput"]
 
