@@ -67,15 +67,17 @@ def _threshold(experiment: Any) -> float | None:
 #: The screen reads the line with every digit made ``0`` and all whitespace taken out (one ``bytes.translate``, in
 #: C), then looks for a few byte strings: a regex over the whole line cost about 25 us a line (ls of 100 runs of
 #: 4,875 points: 8.7 -> 23.1 CPU s, bench/RESULTS-scale.md).
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-_SPACE = b" \t\r\n"
+#: ``E`` is made ``e`` and ``+`` taken out as well, so one find covers ``1e5``, ``1e+5``, ``1E5`` and ``1E+5``: the
+#: screen may only find more than the numbers it looks for (then the store's rule decides), never less.
+_ZEROS = bytes.maketrans(b"123456789E", b"000000000e")
+_SPACE = b" \t\r\n+"
 #: A ``plausible.COUNTED`` key: the screen looks for one followed by a negative value (``"key":-``).
 _COUNTED_KEYS = frozenset(key.encode() for keys in COUNTED.values() for key in keys)
 #: A number written with a positive exponent, or 19 digits and more before its point: the only numbers that can
 #: pass ``plausible.MAX_FIGURE`` (1e18).
-_EXPONENTS = (b"0e0", b"0e+0", b"0E0", b"0E+0")
+_EXPONENTS = (b"0e0",)
 _LONG = b"0" * 19
-_NUMBER = frozenset(b"0.-+eE")
+_NUMBER = frozenset(b"0.-e")
 _BEFORE = frozenset(b":[,")
 
 
@@ -130,7 +132,8 @@ class _Line(msgspec.Struct):
     variant: str
     mode: Literal["concurrency", "rate"]
     schema_version: Literal[1] = 1  # runs/record.py RUN_SCHEMA_VERSION (held by the tests); another: not counted
-    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    # as written (its label is made once per distinct text, the text decoded then: :meth:`_Reader.window`)
+    params: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
     concurrency: int | None = None
     rate: int | float | None = None
     workload: str | None = None
@@ -139,6 +142,9 @@ class _Line(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Line)
+_PARAMS = msgspec.json.Decoder(dict[str, Any])
+#: Lines read and screened together (:meth:`_Reader.windows`).
+_CHUNK_LINES = 4096
 _NO_CLIENT = _Client()
 
 
@@ -146,13 +152,35 @@ class _Reader:
     """Each line of records.jsonl as the fields the counts read, configuration labels made once each."""
 
     def __init__(self) -> None:
-        self.labels: dict[tuple[str, str], str] = {}
+        self.labels: dict[tuple[str, bytes], str] = {}
 
     def windows(self, path: Path) -> Iterator[_Window]:
         """Every line of ``path`` (records.jsonl) but the blank ones (the store skips them); :class:`_Unsure` for
-        a line not read surely. One line at a time: decoding 2,048 joined lines in one call measured slower
-        (bench/RESULTS-scale.md)."""
+        a line not read surely. The lines are read in chunks of :data:`_CHUNK_LINES`: a chunk whose text the
+        screen passes (no number the store could refuse anywhere in it: the screen of a chunk finds all that the
+        screens of its lines find) is decoded in one call (``Decoder.decode_lines``) when it gives one record per
+        line; any other chunk is read line by line, as the store reads it (bench/RESULTS-scale.md)."""
+        chunk: list[bytes] = []
         for line in bounded_lines(path):
+            chunk.append(line)
+            if len(chunk) == _CHUNK_LINES:
+                yield from self._chunk(chunk, path)
+                chunk = []
+        if chunk:
+            yield from self._chunk(chunk, path)
+
+    def _chunk(self, lines: list[bytes], path: Path) -> Iterator[_Window]:
+        text = b"".join(lines)
+        if not _may_be_refused(text):
+            try:
+                raws = _DECODER.decode_lines(text)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raws = None  # the line that fails is found, and judged, line by line
+            if raws is not None and len(raws) == sum(1 for line in lines if line.strip()):
+                for raw in raws:
+                    yield self.window(raw)
+                return
+        for line in lines:
             text = line.strip().strip(b"\x00").strip()
             if not text:
                 continue
@@ -167,10 +195,14 @@ class _Reader:
             yield self.window(raw)
 
     def window(self, raw: _Line) -> _Window:
-        named = (raw.variant, repr(sorted(raw.params.items())))
+        named = (raw.variant, bytes(raw.params))
         label = self.labels.get(named)
         if label is None:
-            label = self.labels[named] = config_label(raw.variant, raw.params)
+            try:  # a mapping, as the record's model has it; else not read surely
+                params = _PARAMS.decode(raw.params)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise _Unsure from exc
+            label = self.labels[named] = config_label(raw.variant, params)
         load = raw.concurrency if raw.mode == "concurrency" else raw.rate
         client = raw.client or _NO_CLIENT
         point = (raw.host, raw.workload or "", label, raw.mode, float(load or 0))

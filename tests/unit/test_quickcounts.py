@@ -154,13 +154,36 @@ def test_the_screen_lets_through_every_figure_the_store_could_refuse() -> None:
         b'{"x": "3e5"}',
         b'{"h": "a1234567890123456789"}',
         b'{"a": 1.5e-05}',
+        b'{"a": 1.5E-05}',
         b'{"a": 0.00013250000000000002}',
     ):
         assert not _may_be_refused(text), text
     for text in (
         b'{"a": [1, 1e20]}',
+        b'{"a": [1, 1E20]}',
+        b'{"a": 2e+18}',
+        b'{"a": 2E+18}',
+        b'{"a": 1.5E+019}',
         b'{"a": -12345678901234567890}',
         b'{"requests":\n -3}',
         b'{"\\u0072equests": -3}',
     ):
         assert _may_be_refused(text), text
+
+
+def test_chunks_read_in_one_call_count_as_lines_read_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lines are decoded a chunk at a time when the chunk's screen passes; a chunk is split across the file
+    # here (3 lines a chunk), and the counts are the answer's.
+    from orchestrator.analysis import quickcounts
+
+    monkeypatch.setattr(quickcounts, "_CHUNK_LINES", 3)
+    run = _run(tmp_path)
+    assert quick_counts(run) == answer(run).counts.to_dict()
+    # Two records on one line (a line the store cannot read): one call would decode both, the count of lines says
+    # otherwise, and the line read alone is not read surely: no quick count.
+    first, second = (json.dumps(r) for r in _records(run)[:2])
+    with (run / "records.jsonl").open("a", encoding="utf-8") as stream:
+        stream.write(first + second + "\n")
+    assert quick_counts(run) is None
