@@ -26,17 +26,21 @@ answer's counts (``tests/unit/test_quickcounts.py`` holds them equal)."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections import Counter
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 
 from orchestrator.analysis.frame import config_label
 from orchestrator.analysis.result import lost_requests
 from orchestrator.analysis.statuses import STATUSES
-from orchestrator.files import bounded_lines
+from orchestrator.files import MAX_LINE, NotReadable, bounded_lines
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.plausible import COUNTED
 from orchestrator.runs.store import Record, read_record_line
@@ -77,16 +81,22 @@ _COUNTED_KEYS = frozenset(key.encode() for keys in COUNTED.values() for key in k
 #: pass ``plausible.MAX_FIGURE`` (1e18).
 _EXPONENTS = (b"0e0",)
 _LONG = b"0" * 19
-_NUMBER = frozenset(b"0.-e")
+_NUMBER_CHARS = b"0.-e"
 _BEFORE = frozenset(b":[,")
 
 
 def _number_start(text: bytes, at: int) -> int:
     """Where the JSON number holding ``text[at]`` starts (after ``:``, ``[`` or ``,``), -1 when the characters
-    there are not a number's (a string's: ``"a3e5"``)."""
-    start = at
-    while start > 0 and text[start - 1] in _NUMBER:
-        start -= 1
+    there are not a number's (a string's: ``"a3e5"``). The characters before ``at`` are stripped in C
+    (``bytes.rstrip``, 64 at a time): a hex id's ``0e0`` is found thousands of times a run."""
+    end = at
+    while True:
+        low = max(0, end - 64)
+        head = text[low:end].rstrip(_NUMBER_CHARS)
+        if head or low == 0:
+            start = low + len(head)
+            break
+        end = low  # 64 number characters in a row: look further back
     return start if start > 0 and text[start - 1] in _BEFORE else -1
 
 
@@ -116,15 +126,16 @@ def _may_be_refused(line: bytes) -> bool:
     return False
 
 
-class _Client(msgspec.Struct):
+class _Client(msgspec.Struct, gc=False):
     errors: Any = None
     cancelled: Any = None
     requests: Any = None
 
 
-class _Line(msgspec.Struct):
+class _Line(msgspec.Struct, gc=False):
     """The fields of a record the counts read, of the types the record's model allows (``runs/record.py``); the
-    rest of the line is skipped unread (in C)."""
+    rest of the line is skipped unread (in C). ``gc=False``: decoded JSON holds no cycles, and thousands of
+    tracked objects a run made the collector walk the process's objects (decoding 11 -> 7 ms a run)."""
 
     host: str
     point_id: str
@@ -132,7 +143,7 @@ class _Line(msgspec.Struct):
     variant: str
     mode: Literal["concurrency", "rate"]
     schema_version: Literal[1] = 1  # runs/record.py RUN_SCHEMA_VERSION (held by the tests); another: not counted
-    # as written (its label is made once per distinct text, the text decoded then: :meth:`_Reader.window`)
+    # as written (its label is made once per distinct text, the text decoded then: :func:`_labels`)
     params: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
     concurrency: int | None = None
     rate: int | float | None = None
@@ -143,88 +154,262 @@ class _Line(msgspec.Struct):
 
 _DECODER = msgspec.json.Decoder(_Line)
 _PARAMS = msgspec.json.Decoder(dict[str, Any])
-#: Lines read and screened together (:meth:`_Reader.windows`).
+#: Lines read and screened together when the file is read line by line (:func:`_lines_read`).
 _CHUNK_LINES = 4096
+#: Bytes read at a time (:func:`_blocks`): each block, cut after its last newline, is screened once and decoded
+#: in one call.
+_BLOCK_BYTES = 512 * 1024
+
+
+class _LongLine(Exception):
+    """A line longer than ``files.MAX_LINE``: ``bounded_lines`` cuts it, so the file is read as it reads it."""
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, never blocking on a FIFO (as ``files.bounded_lines`` opens it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotReadable(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    """The bytes of ``path`` in blocks of whole lines (the last one may lack its newline); :class:`_LongLine` when
+    a line (with its newline) is longer than ``MAX_LINE``."""
+    with _open_regular(path) as stream:
+        rest = b""
+        while True:
+            block = stream.read(_BLOCK_BYTES)
+            if not block:
+                if len(rest) > MAX_LINE:
+                    raise _LongLine
+                if rest:
+                    yield rest
+                return
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                rest += block
+                if len(rest) > MAX_LINE:
+                    raise _LongLine
+                continue
+            whole = rest + block[:cut] if rest else block[:cut]
+            rest = block[cut:]
+            if len(whole) > MAX_LINE and max(map(len, whole.split(b"\n"))) + 1 > MAX_LINE:
+                raise _LongLine
+            yield whole
+
+
+def _records_of(lines: list[bytes], text: bytes, path: Path) -> list[_Line]:
+    """The records of ``lines`` (``text``: them joined), as the store keeps them; :class:`_Unsure` for a line not
+    read surely. Decoded in one call (``Decoder.decode_lines``) when the screen passes the text (no number the
+    store could refuse anywhere in it: the screen of the whole finds all that the screens of its lines find) and
+    the call gives one record per non-blank line; else line by line, as the store reads them."""
+    if not _may_be_refused(text):
+        try:
+            raws: list[_Line] | None = _DECODER.decode_lines(text)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            raws = None  # the line that fails is found, and judged, line by line
+        if raws is not None and len(raws) == sum(map(bool, map(bytes.strip, lines))):
+            return raws
+    kept: list[_Line] = []
+    for line in lines:
+        line = line.strip().strip(b"\x00").strip()
+        if not line:
+            continue
+        try:
+            raw = _DECODER.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not its types
+            raise _Unsure from exc
+        if _may_be_refused(line) and not isinstance(
+            read_record_line(line.decode("utf-8", errors="replace"), 0, path), Record
+        ):
+            continue  # the store skips it (a figure no measurement gives, or another field it refuses)
+        kept.append(raw)
+    return kept
+
+
+def _lines_read(path: Path) -> list[_Line]:
+    """Every record of ``path`` read as ``files.bounded_lines`` gives its lines, :data:`_CHUNK_LINES` at a time
+    (a file with a line longer than ``MAX_LINE``, which it cuts)."""
+    raws: list[_Line] = []
+    chunk: list[bytes] = []
+    for line in bounded_lines(path):
+        chunk.append(line)
+        if len(chunk) == _CHUNK_LINES:
+            raws.extend(_records_of(chunk, b"".join(chunk), path))
+            chunk = []
+    if chunk:
+        raws.extend(_records_of(chunk, b"".join(chunk), path))
+    return raws
+
+
+def _records(path: Path) -> list[_Line]:
+    """Every record of ``path`` (records.jsonl) the store keeps, in the file's order, blank lines skipped (the
+    store skips them); :class:`_Unsure` for a line not read surely. Read :data:`_BLOCK_BYTES` at a time
+    (bench/RESULTS-scale.md, session fifteen); a line is what ``files.bounded_lines`` gives (split at ``\n``)."""
+    raws: list[_Line] = []
+    try:
+        for block in _blocks(path):
+            raws.extend(_records_of(block.split(b"\n"), block, path))
+    except _LongLine:
+        return _lines_read(path)
+    return raws
+
+
+def _labels(variants: list[str], params: list[bytes]) -> dict[tuple[str, bytes], str]:
+    """(variant, params as written) -> the configuration's label (``frame.config_label``), for every record (a
+    record outside the plan too, as the answer's reading decodes it); :class:`_Unsure` for params not a
+    mapping."""
+    labels: dict[tuple[str, bytes], str] = {}
+    for variant, text in dict.fromkeys(zip(variants, params, strict=True)):
+        try:  # a mapping, as the record's model has it; else not read surely
+            decoded = _PARAMS.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _Unsure from exc
+        labels[variant, text] = config_label(variant, decoded)
+    return labels
+
+
+_VARIANT = attrgetter("variant")
+_PARAMS_OF = attrgetter("params")
+_POINT_ID = attrgetter("point_id")
+_STATUS = attrgetter("status")
+_IDENTITY = attrgetter("host", "point_id")
+#: A record's point as written (its params apart): the points are told apart by these, then the answer's point
+#: (:func:`_point`) made once per distinct one.
+_WRITTEN = attrgetter("host", "workload", "variant", "mode", "concurrency", "rate")
+
+
+def _point(
+    written: tuple[str, str | None, str, str, int | None, float | None], label: str
+) -> tuple[str, str, str, str, float]:
+    """The answer's point of a record (host, workload, configuration, load: ``intervals.GROUP_KEYS``)."""
+    host, workload, _variant, mode, concurrency, rate = written
+    load = concurrency if mode == "concurrency" else rate
+    return (host, workload or "", label, mode, float(load or 0))
+
+
+def _lossless(client: _Client | None) -> bool:
+    """Whether a window lost no request: its errors and cancelled each absent or zero (then its point, summed as
+    the frame sums them, lost none: never degraded)."""
+    return client is None or (
+        (client.errors is None or client.errors == 0) and (client.cancelled is None or client.cancelled == 0)
+    )
+
+
+def _summed(values: list[Any]) -> float | None:
+    present = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and v == v]
+    return sum(present) if present else None
+
+
+def _statuses(raws: list[_Line], planned_ids: set[Any] | None, threshold: float) -> Counter[str]:
+    """The points of ``raws`` by status, as the answer counts them (the module's docstring)."""
+    params = list(map(bytes, map(_PARAMS_OF, raws)))
+    labels = _labels(list(map(_VARIANT, raws)), params)
+    if planned_ids is not None and not planned_ids.issuperset(map(_POINT_ID, raws)):
+        kept = [i for i, raw in enumerate(raws) if raw.point_id in planned_ids or raw.baseline_source]
+        raws, params = [raws[i] for i in kept], [params[i] for i in kept]
+    # each point id's last attempt, where its first was (the answer's ``RunStore.latest_records``)
+    last = dict(zip(map(_IDENTITY, raws), range(len(raws)), strict=True))
+    if len(last) != len(raws):
+        order = list(last.values())
+        raws, params = [raws[i] for i in order], [params[i] for i in order]
+    latest = raws
+    written = list(zip(map(_WRITTEN, latest), params, strict=True))
+    points = {w: _point(w[0], labels[w[0][2], w[1]]) for w in dict.fromkeys(written)}
+    keys = list(map(points.__getitem__, written))
+    statuses = list(map(_STATUS, latest))
+    if statuses.count("ok") == len(statuses) and all(map(_lossless, (raw.client for raw in latest))):
+        return Counter({"ok": len(set(keys))})  # every window ok, none lost a request: each point ok
+    groups: dict[tuple[str, str, str, str, float], list[_Line]] = {}
+    for key, raw in zip(keys, latest, strict=True):
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [raw]
+        else:
+            group.append(raw)
+    counted: Counter[str] = Counter()
+    for windows in groups.values():
+        ok = [w.client for w in windows if w.status == "ok"]
+        if not ok:
+            counted[windows[-1].status] += 1
+            continue
+        if len(ok) != len(windows):
+            counted.update(w.status for w in windows if w.status != "ok")
+        if all(map(_lossless, ok)):
+            counted["ok"] += 1
+            continue
+        clients = [c or _NO_CLIENT for c in ok]
+        row: dict[str, object] = {
+            "errors": _summed([c.errors for c in clients]),
+            "cancelled": _summed([c.cancelled for c in clients]),
+            "requests": _summed([c.requests for c in clients]),
+        }
+        lost, sent = lost_requests(row)
+        counted["degraded" if sent and lost / sent > threshold else "ok"] += 1
+    return counted
+
+
 _NO_CLIENT = _Client()
 
 
-class _Reader:
-    """Each line of records.jsonl as the fields the counts read, configuration labels made once each."""
-
-    def __init__(self) -> None:
-        self.labels: dict[tuple[str, bytes], str] = {}
-
-    def windows(self, path: Path) -> Iterator[_Window]:
-        """Every line of ``path`` (records.jsonl) but the blank ones (the store skips them); :class:`_Unsure` for
-        a line not read surely. The lines are read in chunks of :data:`_CHUNK_LINES`: a chunk whose text the
-        screen passes (no number the store could refuse anywhere in it: the screen of a chunk finds all that the
-        screens of its lines find) is decoded in one call (``Decoder.decode_lines``) when it gives one record per
-        line; any other chunk is read line by line, as the store reads it (bench/RESULTS-scale.md)."""
-        chunk: list[bytes] = []
-        for line in bounded_lines(path):
-            chunk.append(line)
-            if len(chunk) == _CHUNK_LINES:
-                yield from self._chunk(chunk, path)
-                chunk = []
-        if chunk:
-            yield from self._chunk(chunk, path)
-
-    def _chunk(self, lines: list[bytes], path: Path) -> Iterator[_Window]:
-        text = b"".join(lines)
-        if not _may_be_refused(text):
-            try:
-                raws = _DECODER.decode_lines(text)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                raws = None  # the line that fails is found, and judged, line by line
-            if raws is not None and len(raws) == sum(1 for line in lines if line.strip()):
-                for raw in raws:
-                    yield self.window(raw)
-                return
-        for line in lines:
-            text = line.strip().strip(b"\x00").strip()
-            if not text:
-                continue
-            try:
-                raw = _DECODER.decode(text)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # not a record's JSON, or not its types
-                raise _Unsure from exc
-            if _may_be_refused(text) and not isinstance(
-                read_record_line(text.decode("utf-8", errors="replace"), 0, path), Record
-            ):
-                continue  # the store skips it (a figure no measurement gives, or another field it refuses)
-            yield self.window(raw)
-
-    def window(self, raw: _Line) -> _Window:
-        named = (raw.variant, bytes(raw.params))
-        label = self.labels.get(named)
-        if label is None:
-            try:  # a mapping, as the record's model has it; else not read surely
-                params = _PARAMS.decode(raw.params)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise _Unsure from exc
-            label = self.labels[named] = config_label(raw.variant, params)
-        load = raw.concurrency if raw.mode == "concurrency" else raw.rate
-        client = raw.client or _NO_CLIENT
-        point = (raw.host, raw.workload or "", label, raw.mode, float(load or 0))
-        return _Window(
-            (raw.host, raw.point_id),
-            point,
-            raw.status,
-            raw.baseline_source,
-            client.errors,
-            client.cancelled,
-            client.requests,
-        )
+class _PlanPoint(msgspec.Struct, gc=False):
+    id: Any = None
+    mode: Any = None
+    concurrency: Any = None
+    rate: Any = None
+    workload: Any = None
 
 
-class _Window(NamedTuple):
-    key: tuple[str, str]
-    point: tuple[str, str, str, str, float]
-    status: str
-    baseline_source: Any
-    errors: Any
-    cancelled: Any
-    requests: Any
+class _PlanDeployment(msgspec.Struct, gc=False):
+    id: Any = None
+    config_hash: Any = None
+    load_points: list[_PlanPoint] | None = None
+
+
+class _Plan(msgspec.Struct, gc=False):
+    """The fields of plan.json the counts read (the rest skipped in C); a plan of other shapes (a deployment or
+    a load point that is not a mapping, ``load_points`` not a list) is read whole, as before (:func:`_json`)."""
+
+    deployments: list[_PlanDeployment] | None = None
+    decide_point_ids: Any = None
+
+
+_PLAN = msgspec.json.Decoder(_Plan)
+_LOAD = attrgetter("mode", "concurrency", "rate", "workload")
+
+
+def _plan_ids(plan: _Plan, kind: Any) -> set[Any] | None:
+    """:func:`_planned_ids` of a plan read as :class:`_Plan`."""
+    if kind not in (None, "sweep") or not plan.deployments:
+        return None
+    planned: set[Any] = {point.id for dep in plan.deployments for point in dep.load_points or []}
+    planned.update(plan.decide_point_ids or [])
+    return planned
+
+
+def _plan_points(plan: _Plan, layout: dict[str, list[str]]) -> int:
+    """``layout.planned_points`` of a plan read as :class:`_Plan`: each deployment's distinct loads as written
+    found in C, the point made once per distinct one."""
+    keys: set[tuple[Any, ...]] = set()
+    for dep in plan.deployments or []:
+        config = dep.config_hash or dep.id
+        targets = layout.get(str(dep.id)) or [""]
+        for mode, concurrency, rate, workload in dict.fromkeys(map(_LOAD, dep.load_points or [])):
+            key = (
+                config,
+                mode,
+                concurrency if mode != "rate" else None,
+                rate if mode == "rate" else None,
+                workload or "",
+            )
+            keys.update((target, *key) for target in targets)
+    return len(keys)
 
 
 def _planned_ids(plan: Any, kind: Any) -> set[Any] | None:
@@ -243,58 +428,79 @@ def _planned_ids(plan: Any, kind: Any) -> set[Any] | None:
     return planned
 
 
-def _summed(values: list[Any]) -> float | None:
-    present = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool) and v == v]
-    return sum(present) if present else None
+def _read_plan(path: Path) -> _Plan | dict[str, Any]:
+    """plan.json's fields the counts read (:class:`_Plan`), or the whole of it when it is not of that shape ({}
+    when it is not a mapping or cannot be read)."""
+    try:
+        return _PLAN.decode((path / "plan.json").read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        whole = _json(path / "plan.json")  # not of the usual shape: read whole, as the answer's rule reads it
+        return whole if isinstance(whole, dict) else {}
+
+
+def _ids_of(plan: _Plan | dict[str, Any], path: Path, kind: Any) -> set[Any] | None:
+    if isinstance(plan, _Plan):
+        try:
+            return _plan_ids(plan, kind)
+        except TypeError:  # an id that is not hashable: as the answer's rule reads it
+            plan = _read_whole(path)
+    return _planned_ids(plan, kind)
+
+
+def _points_of(plan: _Plan | dict[str, Any], path: Path) -> int:
+    layout = read_layout(path)
+    if isinstance(plan, _Plan):
+        try:
+            return _plan_points(plan, layout)
+        except TypeError:  # a load that is not hashable: as the answer's rule reads it
+            plan = _read_whole(path)
+    return planned_points(plan, layout)
+
+
+def _read_whole(path: Path) -> dict[str, Any]:
+    whole = _json(path / "plan.json")
+    return whole if isinstance(whole, dict) else {}
+
+
+def _threshold_of(path: Path) -> float | None:
+    """:func:`_threshold` of the run's experiment.yaml. YAML is read only when the text could name the setting:
+    a key spelled otherwise needs an escape (a backslash) or holds the name itself, and without one the default
+    holds (3 ms a run of YAML saved)."""
+    try:
+        text = (path / "experiment.yaml").read_text(encoding="utf-8")
+    except OSError:
+        return _threshold({})
+    if "degraded_requests" not in text and "\\" not in text:
+        return _threshold({})
+    import yaml
+
+    try:
+        experiment = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        experiment = {}
+    return _threshold(experiment)
 
 
 def quick_counts(run_dir: str | Path) -> dict[str, int] | None:
     """The run's counts as its answer has them (``Counts.to_dict``), or None when a line cannot be read as
     surely as the store reads it (then make the answer)."""
     path = Path(run_dir)
-    info, plan = _json(path / "run.json"), _json(path / "plan.json")
+    info = _json(path / "run.json")
     if not isinstance(info, dict):
         return None
-    import yaml
-
-    try:
-        experiment = yaml.safe_load((path / "experiment.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        experiment = {}
-    threshold = _threshold(experiment)
+    threshold = _threshold_of(path)
     if threshold is None:
         return None
     kind = info.get("kind")
-    planned_ids = _planned_ids(plan if isinstance(plan, dict) else {}, kind)
-    latest: dict[tuple[str, str], _Window] = {}
-    reader = _Reader()
+    plan = _read_plan(path)
+    planned_ids = _ids_of(plan, path, kind)
     try:
-        for window in reader.windows(path / "records.jsonl"):
-            if planned_ids is not None and window.key[1] not in planned_ids and not window.baseline_source:
-                continue
-            latest[window.key] = window
+        statuses = _statuses(_records(path / "records.jsonl"), planned_ids, threshold)
     except (_Unsure, OSError):
         return None
-    groups: dict[tuple[Any, ...], list[_Window]] = {}
-    for window in latest.values():
-        groups.setdefault(window.point, []).append(window)
-    statuses: Counter[str] = Counter()
-    for windows in groups.values():
-        ok = [w for w in windows if w.status == "ok"]
-        if not ok:
-            statuses[windows[-1].status] += 1
-            continue
-        statuses.update(w.status for w in windows if w.status != "ok")
-        row: dict[str, object] = {
-            "errors": _summed([w.errors for w in ok]),
-            "cancelled": _summed([w.cancelled for w in ok]),
-            "requests": _summed([w.requests for w in ok]),
-        }
-        lost, sent = lost_requests(row)
-        statuses["degraded" if sent and lost / sent > threshold else "ok"] += 1
     points: dict[str, Any] = info["points"] if isinstance(info.get("points"), dict) else {}
     if kind == "search" and isinstance(points.get("planned"), int):
         planned = int(points["planned"])
     else:
-        planned = planned_points(plan if isinstance(plan, dict) else {}, read_layout(path))
+        planned = _points_of(plan, path)
     return {"planned": planned, **{s: int(statuses.get(s, 0)) for s in STATUSES}}

@@ -179,6 +179,7 @@ def test_chunks_read_in_one_call_count_as_lines_read_one_by_one(
     from orchestrator.analysis import quickcounts
 
     monkeypatch.setattr(quickcounts, "_CHUNK_LINES", 3)
+    monkeypatch.setattr(quickcounts, "_BLOCK_BYTES", 5000)  # blocks shorter than a line, and of several lines
     run = _run(tmp_path)
     assert quick_counts(run) == answer(run).counts.to_dict()
     # Two records on one line (a line the store cannot read): one call would decode both, the count of lines says
@@ -187,3 +188,71 @@ def test_chunks_read_in_one_call_count_as_lines_read_one_by_one(
     with (run / "records.jsonl").open("a", encoding="utf-8") as stream:
         stream.write(first + second + "\n")
     assert quick_counts(run) is None
+
+
+@pytest.mark.parametrize("block", [1, 700, 40_000])
+def test_blocks_are_the_files_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    # The file is read in blocks cut after a newline: their lines are bounded_lines' lines, blank lines and a last
+    # line without its newline included; a line longer than MAX_LINE is read as bounded_lines reads it.
+    from orchestrator.analysis import quickcounts
+    from orchestrator.files import bounded_lines
+
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b"a\n\n  \n" + b"x" * 2000 + b"\nbb\n\ncc")
+    monkeypatch.setattr(quickcounts, "_BLOCK_BYTES", block)
+    read = b"".join(quickcounts._blocks(path))
+    assert read == path.read_bytes()
+    assert [line for b in quickcounts._blocks(path) for line in b.splitlines(keepends=True)] == list(
+        bounded_lines(path)
+    )
+    monkeypatch.setattr(quickcounts, "MAX_LINE", 1000)
+    with pytest.raises(quickcounts._LongLine):
+        list(quickcounts._blocks(path))
+
+
+def test_a_line_longer_than_max_line_reads_the_file_line_by_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.analysis import quickcounts
+
+    run = _run(tmp_path)
+    monkeypatch.setattr(quickcounts, "MAX_LINE", 1000)  # every record line is longer: bounded_lines' reading
+    assert quick_counts(run) == answer(run).counts.to_dict()
+
+
+def test_the_typed_plan_counts_as_the_answers_rule(tmp_path: Path) -> None:
+    """plan.json read as the few fields the counts need gives the planned points and ids of
+    ``layout.planned_points`` and ``_planned_ids`` (the whole plan read), per target too; a plan of another
+    shape is read whole."""
+    from orchestrator.analysis import quickcounts
+    from orchestrator.runs.layout import planned_points
+
+    for name in ("sim-demo", "field-report", "clean"):
+        run = _run(tmp_path / name, name)
+        whole = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+        typed = quickcounts._read_plan(run)
+        assert isinstance(typed, quickcounts._Plan)
+        dep = str(whole["deployments"][0]["id"])
+        for layout in ({}, {dep: ["gpu0", "gpu1"]}):
+            assert quickcounts._plan_points(typed, layout) == planned_points(whole, layout)
+        for kind in (None, "sweep", "search"):
+            assert quickcounts._plan_ids(typed, kind) == quickcounts._planned_ids(whole, kind)
+    run = _run(tmp_path / "odd")
+    plan = json.loads((run / "plan.json").read_text(encoding="utf-8"))
+    plan["deployments"].append("not a deployment")
+    (run / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    assert quickcounts._read_plan(run) == plan
+    assert quick_counts(run) == answer(run).counts.to_dict()
+
+
+def test_the_threshold_is_read_only_when_the_experiment_names_it(tmp_path: Path) -> None:
+    from orchestrator.analysis import quickcounts
+
+    (tmp_path / "experiment.yaml").write_text("name: x\nchecks: {degraded_requests: 0.25}\n", encoding="utf-8")
+    assert quickcounts._threshold_of(tmp_path) == 0.25
+    (tmp_path / "experiment.yaml").write_text('name: x\nchecks: {"degraded\\x5frequests": 0.3}\n', encoding="utf-8")
+    assert quickcounts._threshold_of(tmp_path) == 0.3
+    (tmp_path / "experiment.yaml").write_text("name: x\nchecks: {}\n", encoding="utf-8")
+    assert quickcounts._threshold_of(tmp_path) == 0.10
+    (tmp_path / "experiment.yaml").write_text("checks: {degraded_requests: 2}\n", encoding="utf-8")
+    assert quickcounts._threshold_of(tmp_path) is None
