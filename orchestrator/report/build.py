@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from orchestrator import __version__
@@ -120,6 +121,19 @@ def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
+def _save_png(figure: Figure, path: Path) -> None:
+    """``figure.savefig(path, format="png")`` without its first draw. ``savefig`` of a figure with a layout
+    engine (ours are constrained) draws every artist once without rendering to run the layout, then again to
+    render; the Agg canvas's ``print_png`` draws once, running the layout at the start of that draw (the steps
+    of ``savefig``'s first draw), so the PNG is the same, byte for byte, for about a fifth less of each
+    figure's drawing. A figure on another canvas is saved by ``savefig``."""
+    canvas = figure.canvas
+    if isinstance(canvas, FigureCanvasAgg):
+        canvas.print_png(path)
+    else:
+        figure.savefig(path, format="png")
+
+
 def write_figures(analysis: Analysis, directory: Path, progress: Progress | None = None) -> dict[str, tuple[Path, str]]:
     """Draw and save every figure that has data; returns name -> (png path, caption). A run with workloads
     gets each figure once per workload (and the workload figures of ``orchestrator/report/workloads.py``)."""
@@ -132,7 +146,7 @@ def write_figures(analysis: Analysis, directory: Path, progress: Progress | None
 
     def save(name: str, figure: Figure, caption: str) -> None:
         path = directory / f"{name}.png"
-        figure.savefig(path, format="png")
+        _save_png(figure, path)
         tag_png(path, figure)  # what its axes say, for report.html's data-axes (orchestrator/report/axes.py)
         out[name] = (path, caption)
         if progress:
