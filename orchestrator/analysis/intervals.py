@@ -170,6 +170,18 @@ def _errors_by_kind(windows: list[dict[str, Any]]) -> str | None:
     return json.dumps(dict(sorted(total.items())), sort_keys=True) if total else None
 
 
+def _mean(values: list[float]) -> float:
+    """``float(np.mean(values))`` of a few finite floats, bit for bit, without numpy's cost per call (about
+    30 us; a point's every numeric column was one call: 185,000 at 4,875 points). Under 8 values numpy's
+    pairwise sum adds them in order from 0.0, as this loop does; 8 or more are numpy's."""
+    if len(values) >= 8:
+        return float(np.mean(values))
+    total = 0.0
+    for value in values:
+        total += value
+    return total / len(values)
+
+
 def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """One row per (host, configuration, mode, load): see the module docstring. ``frame`` is the window frame
     (``tidy_frame``); alias rows are aggregated like the rows they stand for."""
@@ -217,7 +229,7 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
                 if column in COUNT_COLUMNS or column in SUMMED_COLUMNS:
                     base[column] = sum(present) if present else None
                 elif present:
-                    base[column] = float(np.mean(present))
+                    base[column] = _mean(present)
             for figure in (*INTERVAL_FIGURES, "goodput"):  # goodput: analysis/goodput.py, when the run has it
                 se_col = interval_columns(figure)[2]
                 windows = []
