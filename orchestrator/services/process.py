@@ -76,9 +76,11 @@ if [ -s {exit_file} ]; then echo "exit $(cat {exit_file})"; else echo gone; fi
 """
 
 # "alive" when a process other than a zombie has process group {pgid} (/proc/PID/stat after the command's ") ":
-# state, ppid, pgrp).
-_GROUP_ALIVE = """awk '{{ sub(/.*[)] /, ""); if ($1 != "Z" && $3 == {pgid}) {{ print "alive"; exit }} }}' \\
-/proc/[0-9]*/stat 2>/dev/null; true
+# state, ppid, pgrp). cat reads the stat files, not awk: a process that ends between the glob and its file's
+# opening makes Debian's awk (mawk) stop at that file, and the group was then called gone while it ran (seen
+# on a busy CI machine); cat goes on to the next file.
+_GROUP_ALIVE = """cat /proc/[0-9]*/stat 2>/dev/null | \\
+awk '{{ sub(/.*[)] /, ""); if ($1 != "Z" && $3 == {pgid}) {{ print "alive"; exit }} }}'; true
 """
 
 # The process the pid file names, as "pid start", if it is alive and is this service's wrapper (its command
@@ -340,6 +342,10 @@ class ProcessService:
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
         self.host.run(f"kill -KILL -{pid} 2>/dev/null; true")
+        # KILL is not refused, but takes effect only once each process next runs: wait (briefly) until it has.
+        deadline = time.monotonic() + 5.0
+        while self._group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _group_alive(self, pgid: int) -> bool:
         """Whether a process of group ``pgid`` (the server's session: setsid made its leader's pid the group's id)
