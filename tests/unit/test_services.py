@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -202,3 +203,21 @@ def test_an_inline_secret_of_the_environment_goes_to_the_environment_file_not_th
     assert token not in text and shaped not in text, text
     assert f"EnvironmentFile={service.secret_file}" in text
     assert 'Environment="WORKERS=2"' in text
+
+
+def test_the_group_probe_reads_past_a_process_that_ended_after_the_glob(tmp_path: Path) -> None:
+    """The process service's group probe over ``/proc/[0-9]*/stat``: a process that ends between the shell's
+    glob and the file's opening must not hide the rest. Debian's awk (mawk) stopped at such a file, so on a busy
+    host a server's lingering group was called gone (a CI failure); cat now feeds awk. Here a dangling link
+    stands for the ended process, listed before the group's live process."""
+    from orchestrator.services.process import _GROUP_ALIVE
+
+    proc = tmp_path / "proc"
+    (proc / "100").mkdir(parents=True)
+    (proc / "100" / "stat").symlink_to(tmp_path / "gone")
+    (proc / "200").mkdir()
+    (proc / "200" / "stat").write_text("200 (sleep) S 1 4242 4242 0 -1 4194560 0 0 0 0\n")
+    probe = _GROUP_ALIVE.format(pgid=4242).replace("/proc/", f"{proc}/")
+    assert subprocess.run(["sh", "-c", probe], capture_output=True, text=True).stdout.strip() == "alive"
+    other = _GROUP_ALIVE.format(pgid=4243).replace("/proc/", f"{proc}/")
+    assert subprocess.run(["sh", "-c", other], capture_output=True, text=True).stdout.strip() == ""
