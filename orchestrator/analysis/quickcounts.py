@@ -30,10 +30,10 @@ import errno
 import os
 import stat
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, TypeVar
 
 import msgspec
 
@@ -46,6 +46,8 @@ from orchestrator.runs.plausible import COUNTED
 from orchestrator.runs.store import Record, read_record_line
 
 __all__ = ["quick_counts"]
+
+_T = TypeVar("_T")
 
 
 class _Unsure(Exception):
@@ -434,27 +436,29 @@ def _read_plan(path: Path) -> _Plan | dict[str, Any]:
     try:
         return _PLAN.decode((path / "plan.json").read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        whole = _json(path / "plan.json")  # not of the usual shape: read whole, as the answer's rule reads it
-        return whole if isinstance(whole, dict) else {}
+        return _read_whole(path)  # not of the usual shape: read whole, as the answer's rule reads it
+
+
+def _from_plan(
+    plan: _Plan | dict[str, Any], path: Path, typed: Callable[[_Plan], _T], whole: Callable[[dict[str, Any]], _T]
+) -> _T:
+    """``typed`` of the few fields read, or ``whole`` of the whole plan.json when the plan is not of that shape
+    or holds an id or load that is not hashable (TypeError): as the answer's rule reads it."""
+    if isinstance(plan, _Plan):
+        try:
+            return typed(plan)
+        except TypeError:
+            plan = _read_whole(path)
+    return whole(plan)
 
 
 def _ids_of(plan: _Plan | dict[str, Any], path: Path, kind: Any) -> set[Any] | None:
-    if isinstance(plan, _Plan):
-        try:
-            return _plan_ids(plan, kind)
-        except TypeError:  # an id that is not hashable: as the answer's rule reads it
-            plan = _read_whole(path)
-    return _planned_ids(plan, kind)
+    return _from_plan(plan, path, lambda p: _plan_ids(p, kind), lambda p: _planned_ids(p, kind))
 
 
 def _points_of(plan: _Plan | dict[str, Any], path: Path) -> int:
     layout = read_layout(path)
-    if isinstance(plan, _Plan):
-        try:
-            return _plan_points(plan, layout)
-        except TypeError:  # a load that is not hashable: as the answer's rule reads it
-            plan = _read_whole(path)
-    return planned_points(plan, layout)
+    return _from_plan(plan, path, lambda p: _plan_points(p, layout), lambda p: planned_points(p, layout))
 
 
 def _read_whole(path: Path) -> dict[str, Any]:
