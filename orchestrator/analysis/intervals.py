@@ -173,7 +173,8 @@ def _errors_by_kind(windows: list[dict[str, Any]]) -> str | None:
 def _mean(values: list[float]) -> float:
     """``float(np.mean(values))`` of a few finite floats, bit for bit, without numpy's cost per call (about
     30 us; a point's every numeric column was one call: 185,000 at 4,875 points). Under 8 values numpy's
-    pairwise sum adds them in order from 0.0, as this loop does; 8 or more are numpy's."""
+    pairwise sum adds them in order from 0.0, as this loop does; 8 or more are numpy's. A loop, not ``sum()``:
+    from Python 3.12 ``sum`` of floats compensates its rounding, and would then differ from numpy's."""
     if len(values) >= 8:
         return float(np.mean(values))
     total = 0.0
