@@ -75,6 +75,10 @@ class CheckSettings(BaseModel):
     # (orchestrator/analysis/answer.py); ``rank_degraded`` lets such points into winners and ties.
     degraded_requests: float = Field(0.10, ge=0, lt=1)
     rank_degraded: bool = False
+    # Two of the baseline's likeliest tokens this close (nats) are a near tie the lossless check lets
+    # speculation flip (orchestrator/analysis/lossless.py, TIE_MARGIN); 0: every flip before the baseline's
+    # own divergence is lossy.
+    lossless_tie_margin: float = Field(0.25, ge=0)
 
     @classmethod
     def from_experiment(cls, experiment: dict[str, Any], *, source: str = "experiment.yaml") -> CheckSettings:
@@ -135,7 +139,7 @@ class CheckContext:
                 current = baseline.get(key[0])
                 if current is None or labels[current] != self.roles.ar:
                     baseline[key[0]] = key
-        return check_lossless(answers, labels, baseline)
+        return check_lossless(answers, labels, baseline, self.settings.lossless_tie_margin)
 
     def rows(self, frame: pd.DataFrame) -> list[dict[str, Any]]:
         """The rows of ``frame`` (a selection of ``measured``) as records, made once for every check: a record

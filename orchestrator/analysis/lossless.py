@@ -20,13 +20,32 @@ speculation bug, exactly where the autoregressive output differs from itself und
   (the token counted in that answer: an autoregressive stream commits one token per chunk; where the server
   sent cumulative token counts, those);
 - a prompt is ``identical`` (the answer equals one of the baseline's), ``within_variance`` (it differs, at or
-  after the token where the baseline differs from itself), ``lossy`` (it differs on a prompt the baseline is
-  stable on, or earlier than the baseline's own divergence) or ``inconclusive`` (it differs and the baseline
-  answered that prompt once only, so its variance there is unknown); a prompt that cannot be compared (an error,
-  another prompt) is ``unchecked``;
+  after the token where the baseline differs from itself), ``near_tie`` (it differs earlier, or on a stable
+  prompt, but where it leaves the baseline it took one of the baseline's own likeliest alternatives, within
+  ``tie_margin`` nats of the token the baseline chose: see below), ``lossy`` (it differs on a prompt the
+  baseline is stable on, or earlier than the baseline's own divergence, and not at a near tie) or
+  ``inconclusive`` (it differs and the baseline answered that prompt once only, so its variance there is
+  unknown); a prompt that cannot be compared (an error, another prompt) is ``unchecked``;
 - a configuration is **lossy beyond the baseline's variance** when one prompt is lossy, **inconclusive** when none
   is and one is inconclusive or no prompt was compared, else **lossless** (``exact`` when every answer is
   identical to one of the baseline's).
+
+**Near ties.** The baseline's batchings cannot reproduce every shape a verify step computes in (k + 1
+positions of one request: llama.cpp's CPU kernels take another path for a batch of rows than for one row), so a
+baseline stable under its own batchings can still flip a near tie under speculation. The baseline's answers carry
+each token's likeliest alternatives (``logprobs``, :mod:`orchestrator.sweep.lossless`); where a speculative
+answer leaves the baseline on a token that was one of them, within the host's tie margin, that is the engine's
+arithmetic, not a speculation bug. The margin is ``tie_margin`` nats (default :data:`TIE_MARGIN`;
+``checks.lossless_tie_margin``, 0 turns near ties off) or, where the baseline's own answers moved further, twice
+the largest shift of a chosen token's log-probability between them over the tokens they share (each of two
+tokens may move that far, so their gap twice as far), at most :data:`MAX_TIE_MARGIN`. On llama.cpp's CPU build
+the chosen tokens' log-probabilities moved by up to 0.07 nats between two answers alone and 0.20 nats batched
+at C=8 (docs/llamacpp.md, "Lossless"): a margin of 0.40 there. That is the engine's arithmetic and not a
+speculation bug: a wrong draft accepted by a broken verify lands on a token the target model did not rank
+near the top. vLLM's own speculative-decoding correctness tests accept the same kind of divergence (the token
+one side chose is among the other's top log-probabilities: tests/models/utils.py ``check_logprobs_close``);
+the margin here is narrower than "anywhere in the top 5". Without log-probabilities (SGLang's ``/generate``,
+a server that ignores the request's ``logprobs``) the check judges as before.
 
 An engine with a batch-invariant mode makes the baseline stable under batching (docs/trust.md, "Lossless").
 """
@@ -43,6 +62,8 @@ from orchestrator.runs.reading import parse_json
 
 __all__ = [
     "LOSSLESS_DIR",
+    "MAX_TIE_MARGIN",
+    "TIE_MARGIN",
     "ConfigVerdict",
     "Divergence",
     "HostVerdict",
@@ -51,12 +72,21 @@ __all__ = [
     "PromptVerdict",
     "check_lossless",
     "first_difference",
+    "logprob_shift",
     "read_answers",
 ]
 
 #: The run directory's folder of probe answers, one ``<deployment id>.jsonl`` each (written by the sweep).
 LOSSLESS_DIR = "lossless"
 _CONTEXT = 24
+#: Two tokens whose log-probabilities lie this close (nats) are a near tie the engine's arithmetic may flip:
+#: about 1.28 to 1 in probability (bf16 keeps 8 bits of mantissa: a logit near 20 is rounded in steps of 0.125).
+#: A host whose baseline moved further against itself gets twice that shift, up to MAX_TIE_MARGIN.
+TIE_MARGIN = 0.25
+#: The widest margin the baseline's own shifts can open: e (2.7 to 1) in probability. Beyond it an engine is
+#: too unsteady for a flip to say anything, and a wrong token the model ranked second would pass.
+MAX_TIE_MARGIN = 1.0
+_MAX_FILE = 256 * 1024 * 1024
 _MAX_FILE = 256 * 1024 * 1024
 
 
@@ -115,7 +145,7 @@ class PromptVerdict:
     """One speculative answer against the baseline's answers to the same prompt."""
 
     prompt_index: int
-    outcome: str  # identical | within_variance | lossy | inconclusive | unchecked
+    outcome: str  # identical | within_variance | near_tie | lossy | inconclusive | unchecked
     token: int | None = None  # where it leaves the baseline answer it agrees with longest
     char: int | None = None
     baseline: Divergence | None = None  # the baseline's own divergence on this prompt (None: stable)
@@ -164,12 +194,15 @@ class ConfigVerdict:
             return f"{self.config}: inconclusive: " + "; ".join(p.why for p in unsure)
         if self.exact:
             return f"{self.config}: lossless: each of {n} answers equals one of the baseline's"
-        within = [p for p in self.prompts if p.outcome == "within_variance"]
+        within = [p for p in self.prompts if p.outcome in ("within_variance", "near_tie")]
+        where = (
+            "none before the baseline differs from itself"
+            if all(p.outcome == "within_variance" for p in within)
+            else "each where the baseline differs from itself or at a near tie of its own"
+        )
         return (
             f"{self.config}: lossless within the baseline's own variance: {len(within)} of {n} answers differ "
-            "from the baseline's, none before the baseline differs from itself ("
-            + "; ".join(p.why for p in within)
-            + ")"
+            f"from the baseline's, {where} (" + "; ".join(p.why for p in within) + ")"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,6 +214,7 @@ class ConfigVerdict:
             "compared": self.compared,
             "identical": self.count("identical"),
             "within_variance": self.count("within_variance"),
+            "near_tie": self.count("near_tie"),
             "lossy": self.count("lossy"),
             "inconclusive": self.count("inconclusive"),
             "unchecked": self.count("unchecked"),
@@ -199,6 +233,8 @@ class HostVerdict:
     prompts: list[int]  # the prompts the baseline answered
     divergences: list[Divergence]  # per prompt where the baseline differs from itself
     configs: list[ConfigVerdict]
+    logprob_shift: float | None = None  # the largest shift of a chosen token's log-probability between its answers
+    tie_margin: float = 0.0  # the near-tie margin its configurations were judged with (nats)
 
     @property
     def stable(self) -> list[int]:
@@ -210,11 +246,18 @@ class HostVerdict:
         how = ", ".join(self.batchings)
         if len(self.batchings) < 2:
             return f"{self.baseline} answered each prompt once ({how}): its own variance was not measured"
+        shift = (
+            ""
+            if self.logprob_shift is None
+            else f"; its chosen tokens' log-probabilities moved by up to {self.logprob_shift:.3f} nats between its "
+            f"answers, near ties within {self.tie_margin:.3f} nats taken as the engine's arithmetic"
+        )
         if not self.divergences:
-            return f"{self.baseline} gave the same answer to each of {len(self.prompts)} prompts ({how})"
+            return f"{self.baseline} gave the same answer to each of {len(self.prompts)} prompts ({how}){shift}"
         return (
             f"{self.baseline} differs from itself on {len(self.divergences)} of {len(self.prompts)} prompts ({how}): "
             + "; ".join(d.text() for d in self.divergences)
+            + shift
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,6 +269,8 @@ class HostVerdict:
             "stable_prompts": self.stable,
             "baseline_divergences": [d.to_dict() for d in self.divergences],
             "baseline_text": self.baseline_text(),
+            "logprob_shift": self.logprob_shift,
+            "tie_margin": self.tie_margin,
             "configurations": [c.to_dict() for c in self.configs],
         }
 
@@ -275,7 +320,63 @@ def _baseline_divergence(index: int, base: list[Mapping[str, Any]]) -> Divergenc
     return found
 
 
-def _judge(index: int, answer: Mapping[str, Any], base: list[Mapping[str, Any]], label: str) -> PromptVerdict:
+def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: float) -> str | None:
+    """Where ``text`` leaves the baseline at character ``position``: the near tie it took, as words, when a
+    baseline answer that reaches that far carries its tokens' log-probabilities (``logprobs``) and the token
+    ``text`` goes on with there is one of its alternatives within ``margin`` nats of the one it chose; else None."""
+    if margin <= 0:
+        return None
+    for other in base:
+        rows = other.get("logprobs")
+        if not isinstance(rows, list) or first_difference(other.get("text", ""), text) != position:
+            continue
+        start = 0
+        for index, row in enumerate(rows):
+            if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
+                break
+            chosen, logprob, alternatives = row
+            if other.get("text", "")[start : start + len(chosen)] != chosen:
+                break  # the tokens do not spell the text (bytes of one character split): no judgement
+            if position >= start + len(chosen):
+                start += len(chosen)
+                continue
+            rest = text[start:]
+            for alternative, alt_logprob in alternatives:
+                took = (
+                    alternative != chosen
+                    and bool(rest)
+                    and (rest.startswith(alternative) or alternative.startswith(rest))
+                )
+                if took and alternative and logprob - alt_logprob <= margin:
+                    return (
+                        f"a near tie at token {index}: the baseline chose {chosen!r} ({logprob:.3f}) over "
+                        f"{alternative!r} ({alt_logprob:.3f}), {logprob - alt_logprob:.3f} nats apart (tie margin "
+                        f"{margin:g}), and this answer took {alternative!r}"
+                    )
+            break
+    return None
+
+
+def logprob_shift(answers: Sequence[Mapping[str, Any]]) -> float | None:
+    """The largest shift of a chosen token's log-probability between one prompt's baseline answers that carry
+    them and the first of those, over the tokens they share (up to the first that differs); None when fewer than
+    two carry them."""
+    rows = [a["logprobs"] for a in answers if isinstance(a.get("logprobs"), list) and a["logprobs"]]
+    if len(rows) < 2:
+        return None
+    shift = 0.0
+    for other in rows[1:]:
+        for mine, theirs in zip(rows[0], other, strict=False):
+            if not (isinstance(mine, list) and isinstance(theirs, list) and mine[:1] == theirs[:1]):
+                break
+            if isinstance(mine[1], int | float) and isinstance(theirs[1], int | float):
+                shift = max(shift, abs(float(mine[1]) - float(theirs[1])))
+    return shift
+
+
+def _judge(
+    index: int, answer: Mapping[str, Any], base: list[Mapping[str, Any]], label: str, tie_margin: float = TIE_MARGIN
+) -> PromptVerdict:
     """One speculative answer against the baseline's (error-free) answers to the same prompt."""
     text = answer.get("text", "")
     divergence = _baseline_divergence(index, base)
@@ -304,6 +405,8 @@ def _judge(index: int, answer: Mapping[str, Any], base: list[Mapping[str, Any]],
             f"{where}, and the baseline answered it once only (its own variance there unknown)",
             evidence,
         )
+    if (divergence is None or token < divergence.token) and (tie := _near_tie(text, base, position, tie_margin)):
+        return PromptVerdict(index, "near_tie", token, position, divergence, f"{where}, {tie}", evidence)
     if divergence is None:
         return PromptVerdict(
             index,
@@ -339,11 +442,13 @@ def check_lossless(
     answers: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
     labels: Mapping[tuple[str, str], str],
     baseline: Mapping[str, tuple[str, str] | None],
+    tie_margin: float = TIE_MARGIN,
 ) -> LosslessResult:
     """Judge every deployment's answers against its host's baseline (see the module docstring).
 
     ``answers``: (host, deployment id) -> answer dicts (``Answer.to_dict``); ``labels``: the same keys ->
-    configuration label; ``baseline``: host -> the (host, deployment id) of its autoregressive baseline."""
+    configuration label; ``baseline``: host -> the (host, deployment id) of its autoregressive baseline;
+    ``tie_margin``: how close (nats) two of the baseline's likeliest tokens are a near tie (0: never)."""
     result = LosslessResult()
     for host in sorted({h for h, _d in answers}):
         key = baseline.get(host)
@@ -360,6 +465,9 @@ def check_lossless(
                 by_prompt.setdefault(int(a["prompt_index"]), []).append(a)
         batchings = list(dict.fromkeys(batching(a) for rows in by_prompt.values() for a in rows))
         divergences = [d for i, rows in sorted(by_prompt.items()) if (d := _baseline_divergence(i, rows))]
+        shifts = [s for rows in by_prompt.values() if (s := logprob_shift(rows)) is not None]
+        shift = max(shifts) if shifts else None
+        margin = min(max(tie_margin, 2 * (shift or 0.0)), MAX_TIE_MARGIN) if tie_margin > 0 else 0.0
         verdicts: list[ConfigVerdict] = []
         for other, theirs in answers.items():
             if other[0] != host or other == key:
@@ -382,7 +490,7 @@ def check_lossless(
                     )
                     continue
                 result.compared += 1
-                prompts.append(_judge(index, answer, base, label))
+                prompts.append(_judge(index, answer, base, label, margin))
             outcomes = {p.outcome for p in prompts}
             if "lossy" in outcomes:
                 verdict = "lossy"
@@ -390,10 +498,12 @@ def check_lossless(
                 verdict = "inconclusive"
             else:
                 verdict = "lossless"
-            exact = verdict == "lossless" and "within_variance" not in outcomes
+            exact = verdict == "lossless" and not outcomes & {"within_variance", "near_tie"}
             verdicts.append(ConfigVerdict(host, label, verdict, exact, prompts))
         verdicts.sort(key=lambda v: v.config)
-        host_verdict = HostVerdict(host, labels.get(key, key[1]), batchings, sorted(by_prompt), divergences, verdicts)
+        host_verdict = HostVerdict(
+            host, labels.get(key, key[1]), batchings, sorted(by_prompt), divergences, verdicts, shift, margin
+        )
         result.hosts.append(host_verdict)
         _findings(result, host_verdict)
     return result

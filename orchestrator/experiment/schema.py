@@ -62,7 +62,9 @@ class ChecksSpec(_Strict):
     """Tolerances of the consistency checks the analysis runs on every point, and the confidence level of
     every interval and of the significance of a winner (``confidence``). ``degraded_requests``: the share of a
     point's requests that may fail or be cancelled before the point is ``degraded`` (kept with its figures, left
-    out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10."""
+    out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10.
+    ``lossless_tie_margin``: how close (nats) two of the autoregressive baseline's likeliest tokens are a near
+    tie the lossless check lets speculation flip (default 0.25; 0 turns it off)."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -73,6 +75,10 @@ class ChecksSpec(_Strict):
     confidence: float = Field(0.95, gt=0.5, lt=1)
     degraded_requests: float = Field(0.10, ge=0, lt=1)
     rank_degraded: bool = False
+    # Two of the baseline's likeliest tokens this close (nats) are a near tie the lossless check lets
+    # speculation flip (orchestrator/analysis/lossless.py, TIE_MARGIN); 0: every flip before the baseline's
+    # own divergence is lossy.
+    lossless_tie_margin: float = Field(0.25, ge=0)
 
 
 class FailurePolicySpec(_Strict):

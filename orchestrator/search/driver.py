@@ -104,21 +104,24 @@ def make_strategy(experiment: Experiment, space: SearchSpace, restarts: int, run
     return GridStrategy(space)
 
 
-def lossless_verdicts(run_dir: Path | None, plan: Plan, ar_variant: str | None) -> dict[str, bool | None]:
+def lossless_verdicts(
+    run_dir: Path | None, plan: Plan, ar_variant: str | None, tie_margin: float | None = None
+) -> dict[str, bool | None]:
     """Deployment id -> the lossless check's verdict on its probe answers (True: lossless, also within the
     baseline's own variance; False: lossy beyond it; None: inconclusive or unknown). The verdict is the one the
     report gives (orchestrator/analysis/lossless.py ``check_lossless``: each answer against every answer the
     autoregressive baseline gave to the prompt, alone and batched), not a hash against the baseline's first
-    answer, which called a server's own batch rounding lossy."""
+    answer, which called a server's own batch rounding lossy; ``tie_margin``: ``checks.lossless_tie_margin``)."""
     if run_dir is None or ar_variant is None:
         return {}
-    from orchestrator.analysis.lossless import LOSSLESS_DIR, check_lossless, read_answers
+    from orchestrator.analysis.lossless import LOSSLESS_DIR, TIE_MARGIN, check_lossless, read_answers
 
     if not (run_dir / LOSSLESS_DIR).is_dir():
         return {}
     ar_ids = {d.id for d in plan.deployments if d.variant == ar_variant}
     answers, _labels = read_answers(run_dir)
     baseline = {host: (host, deployment) for host, deployment in answers if deployment in ar_ids}
-    result = check_lossless(answers, {key: key[1] for key in answers}, baseline)
+    margin = TIE_MARGIN if tie_margin is None else tie_margin
+    result = check_lossless(answers, {key: key[1] for key in answers}, baseline, margin)
     outcome = {"lossless": True, "lossy": False}
     return {v.config: outcome.get(v.verdict) for host in result.hosts for v in host.configs}

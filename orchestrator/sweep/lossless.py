@@ -11,7 +11,12 @@ sent), so the check can measure what the server's own batching does to its outpu
 beyond that. Each answer is kept in ``lossless/<deployment id>.jsonl``
 (:data:`~orchestrator.analysis.lossless.LOSSLESS_DIR`): the prompt's index and hash, the text, its SHA-256,
 its length, where each streamed chunk ended (characters and, where the server counts them in the stream,
-tokens), the finish reason, any error and how many requests were in flight (``batch``, 1 alone).
+tokens), the finish reason, any error and how many requests were in flight (``batch``, 1 alone). The
+baseline's answers also ask for the top :data:`TOP_LOGPROBS` log-probabilities of every token where the API
+has them (OpenAI chat and completions, llama.cpp's ``/completion``; not SGLang's ``/generate``), kept as
+``logprobs``: one ``[token, logprob, [[alternative, logprob], ...]]`` a token. The check reads them to tell a
+near tie the engine's arithmetic may flip from a change of the chosen token
+(:func:`orchestrator.analysis.lossless.check_lossless`).
 
 The check that compares them with the autoregressive baseline's is the analysis's:
 :func:`orchestrator.analysis.lossless.check_lossless`.
@@ -34,10 +39,73 @@ if TYPE_CHECKING:
     from orchestrator.load.settings import LoadSettings
     from orchestrator.plan.deployments import Plan
 
-__all__ = ["MAX_BATCH_PER_PROMPT", "Answer", "plan_chains", "probe", "probe_batches", "read_stream"]
+__all__ = [
+    "MAX_BATCH_PER_PROMPT",
+    "TOP_LOGPROBS",
+    "Answer",
+    "logprob_fields",
+    "plan_chains",
+    "probe",
+    "probe_batches",
+    "read_stream",
+]
 
 #: The baseline's batched probe sends at most this many requests a prompt at one concurrency.
 MAX_BATCH_PER_PROMPT = 4
+#: How many of each token's likeliest alternatives the baseline's probe answers ask for (OpenAI's
+#: ``top_logprobs``; vLLM's own correctness tests compare greedy outputs over 5, tests/models/utils.py
+#: ``check_logprobs_close``).
+TOP_LOGPROBS = 5
+
+
+def logprob_fields(api: str, top: int) -> dict[str, Any]:
+    """The request fields that ask for each token's log-probability and its ``top`` likeliest alternatives, in
+    ``api``'s shape (none for SGLang's ``/generate``, whose streamed log-probabilities are not read here)."""
+    if top <= 0:
+        return {}
+    if api == "chat":
+        return {"logprobs": True, "top_logprobs": top}
+    if api == "completions":
+        return {"logprobs": top}
+    if api == "llamacpp":
+        return {"n_probs": top}
+    return {}
+
+
+def _entry(token: Any, logprob: Any, top: Any) -> list[Any] | None:
+    """One token's ``[token, logprob, [[alternative, logprob], ...]]``, None when it is not one."""
+    if not isinstance(token, str) or not isinstance(logprob, int | float):
+        return None
+    alternatives = [[t, float(lp)] for t, lp in top if isinstance(t, str) and isinstance(lp, int | float)]
+    return [token, float(logprob), alternatives]
+
+
+def _logprobs(api: str, obj: dict[str, Any], choice: dict[str, Any] | None) -> list[list[Any]]:
+    """The tokens' log-probabilities one streamed chunk carries: OpenAI's chat shape (``logprobs.content``, which
+    llama-server also sends for completions), OpenAI's legacy completions shape (``tokens``, ``token_logprobs``,
+    ``top_logprobs`` as vLLM and SGLang send it) or llama.cpp's ``completion_probabilities``."""
+    rows: list[list[Any]] = []
+    if api == "llamacpp":
+        content = obj.get("completion_probabilities")
+    else:
+        block = choice.get("logprobs") if choice else None
+        if not isinstance(block, dict):
+            return rows
+        content = block.get("content")
+        if content is None and isinstance(block.get("tokens"), list):
+            tops = block.get("top_logprobs") or []
+            for i, (token, logprob) in enumerate(zip(block["tokens"], block.get("token_logprobs") or [], strict=False)):
+                top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+                if (row := _entry(token, logprob, top.items())) is not None:
+                    rows.append(row)
+            return rows
+    for item in content if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        top = [(t.get("token"), t.get("logprob")) for t in item.get("top_logprobs") or [] if isinstance(t, dict)]
+        if (row := _entry(item.get("token"), item.get("logprob"), top)) is not None:
+            rows.append(row)
+    return rows
 
 
 @dataclass
@@ -53,6 +121,7 @@ class Answer:
     chunk_tokens: list[int | None] = field(default_factory=list)  # cumulative tokens, where the server said
     finish_reason: str | None = None
     error: str | None = None
+    logprobs: list[list[Any]] = field(default_factory=list)  # [token, logprob, [[alternative, logprob], ...]]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,7 +137,7 @@ class Answer:
             "finish_reason": self.finish_reason,
             "error": self.error,
             "text": self.text,
-        }
+        } | ({"logprobs": self.logprobs} if self.logprobs else {})
 
 
 def _events(lines: Iterator[str]) -> Iterator[str]:
@@ -109,6 +178,7 @@ def read_stream(api: str, lines: Iterator[str], answer: Answer) -> None:
             choices = obj.get("choices") or []
             if choices and isinstance(choices[0], dict):
                 choice = choices[0]
+                answer.logprobs += _logprobs(api, obj, choice)
                 if api == "chat":
                     delta = choice.get("delta") or {}
                     piece = delta.get("content") or "" if isinstance(delta, dict) else ""
@@ -132,6 +202,7 @@ def read_stream(api: str, lines: Iterator[str], answer: Answer) -> None:
                 if isinstance(finish, dict) and finish.get("type"):
                     answer.finish_reason = str(finish["type"])
         else:  # llamacpp
+            answer.logprobs += _logprobs(api, obj, None)
             content = obj.get("content")
             piece = content if isinstance(content, str) else ""
             if obj.get("stop") is True:
@@ -187,10 +258,12 @@ def probe(
     batches: Sequence[int] = (),
     stop: threading.Event | None = None,
     post: Post = _post_stream,
+    logprobs: int = 0,
 ) -> list[Answer]:
     """Ask the server of ``settings`` (the load's request shape, at temperature 0: ``PointMeasurer`` builds
     them) the first ``prompts`` prompts of the workload, ``runs`` times each, one at a time, then once with each
-    of ``batches`` requests in flight (see the module docstring); the answers, in order."""
+    of ``batches`` requests in flight (see the module docstring); the answers, in order. ``logprobs`` above 0
+    asks for that many likeliest alternatives of every token too (:func:`logprob_fields`)."""
     from orchestrator.load.client import LoadClient
     from orchestrator.load.workloads import load_workload
 
@@ -200,13 +273,16 @@ def probe(
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
 
+    extra = logprob_fields(settings.api, logprobs)
+
     def ask(index: int, run: int, batch: int) -> Answer:
         prompt = workload.prompt(index)
         answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
+        body = client.body(prompt)
+        if extra:
+            body = json.dumps(json.loads(body) | extra, ensure_ascii=False).encode("utf-8")
         try:
-            read_stream(
-                settings.api, post(settings.endpoint, client.body(prompt), headers, settings.total_timeout), answer
-            )
+            read_stream(settings.api, post(settings.endpoint, body, headers, settings.total_timeout), answer)
         except (httpx.HTTPError, OSError) as exc:
             answer.error = f"{type(exc).__name__}: {exc}"[:300]
         return answer

@@ -448,11 +448,14 @@ class PointMeasurer:
         api_key = self.experiment.server.api_key_value
         return read_engine_info(self.experiment.engine, lambda path: self.tools.get(url, path, api_key))
 
-    def lossless_probe(self, url: str, *, runs: int, stop: threading.Event, batched: Plan | None = None) -> list[Any]:
+    def lossless_probe(
+        self, url: str, *, runs: int, stop: threading.Event, batched: Plan | None = None, logprobs: int = 0
+    ) -> list[Any]:
         """The lossless check's answers of the server at ``url`` (``orchestrator/sweep/lossless.py``): the load's
         request shape, at temperature 0, with ``lossless.max_tokens`` or the load's; one request at a time
         ``runs`` times, then (``batched``: the sweep's plan) with each of
-        :func:`~orchestrator.sweep.lossless.probe_batches` in flight."""
+        :func:`~orchestrator.sweep.lossless.probe_batches` in flight; ``logprobs``: how many likeliest alternatives
+        of each token to ask for too (the baseline's)."""
         from orchestrator.sweep.lossless import plan_chains, probe_batches
 
         exp = self.experiment
@@ -468,7 +471,9 @@ class PointMeasurer:
         )
         prompts = exp.lossless.prompts
         batches = probe_batches(exp.load.concurrency, prompts, plan_chains(batched)) if batched is not None else []
-        return self.tools.probe(settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop)
+        return self.tools.probe(
+            settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop, logprobs=logprobs
+        )
 
     def wait_serving(self, url: str, stop: threading.Event, *, timeout: float, poll: float = 1.0) -> bool:
         """Wait until every health path of the experiment answers 2xx at ``url`` (a server systemd restarted

@@ -257,15 +257,20 @@ class SlotWorker:
 
     def lossless_probe(self, deployment: Deployment, server: RunningServer) -> None:
         """The lossless check's answers of this deployment (``orchestrator/sweep/lossless.py``), kept in
-        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice alone, then batched."""
+        ``lossless/<deployment id>.jsonl``; the autoregressive baseline answers twice alone, then batched, with
+        each token's likeliest alternatives."""
         sweep = self.sweep
         role = sweep.lossless_role(deployment)
         if role is None or sweep.stop:
             return
         from orchestrator.analysis.lossless import LOSSLESS_DIR
+        from orchestrator.sweep.lossless import TOP_LOGPROBS
 
-        runs, batched = (2, sweep.plan) if role == "ar" else (1, None)
-        answers = sweep.measurer.lossless_probe(server.url, runs=runs, batched=batched, stop=sweep.stop.requested)
+        # the baseline's answers carry each token's likeliest alternatives: the check tells near ties by them
+        runs, batched, logprobs = (2, sweep.plan, TOP_LOGPROBS) if role == "ar" else (1, None, 0)
+        answers = sweep.measurer.lossless_probe(
+            server.url, runs=runs, batched=batched, stop=sweep.stop.requested, logprobs=logprobs
+        )
         if not answers:
             return
         name = sweep.store.write_lines(

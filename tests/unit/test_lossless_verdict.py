@@ -146,3 +146,91 @@ def test_the_baseline_is_batched_at_the_sweeps_concurrencies_and_verify_widths(
     from orchestrator.sweep.lossless import probe_batches
 
     assert probe_batches(concurrency, prompts, chains) == expected
+
+
+def with_logprobs(row: dict[str, Any], words: list[str], at: int, alternative: str, gap: float) -> dict[str, Any]:
+    """``row`` with its tokens' log-probabilities: at token ``at`` the chosen word leads ``alternative`` by
+    ``gap`` nats; everywhere else the chosen word leads by 5."""
+    rows = []
+    for i, word in enumerate(words):
+        other = alternative if i == at else word.replace("w", "z")
+        rows.append([word, -0.5, [[word, -0.5], [other, -0.5 - (gap if i == at else 5.0)]]])
+    return row | {"logprobs": rows}
+
+
+def stable_with_logprobs(at: int, gap: float, alternative: str = " x5") -> list[dict[str, Any]]:
+    return [with_logprobs(a, WORDS, at, alternative, gap) for a in baseline((WORDS, WORDS, WORDS))]
+
+
+def test_a_flip_at_a_near_tie_of_the_baseline_is_within_its_variance() -> None:
+    result, host, verdict = judge(stable_with_logprobs(5, 0.05), [answer(flipped(5))])
+    assert host.divergences == []  # the baseline is stable on the prompt: before near ties this was lossy
+    assert (verdict.verdict, verdict.exact, result.passed) == ("lossless", False, True)
+    [prompt] = verdict.prompts
+    assert (prompt.outcome, prompt.token) == ("near_tie", 5)
+    assert "near tie at token 5" in prompt.why and "' w5' (-0.500) over ' x5' (-0.550)" in prompt.why
+    assert "or at a near tie of its own" in verdict.text()
+    assert verdict.to_dict()["near_tie"] == 1 and verdict.to_dict()["lossy"] == 0
+
+
+@pytest.mark.parametrize(
+    ("gap", "alternative", "margin", "why"),
+    [
+        pytest.param(2.0, " x5", 0.25, "the alternative is 2 nats behind", id="far-behind"),
+        pytest.param(0.05, " y5", 0.25, "the answer took a token the baseline did not rank", id="not-ranked"),
+        pytest.param(0.05, " x5", 0.0, "a margin of 0 turns near ties off", id="margin-off"),
+    ],
+)
+def test_a_flip_that_is_no_near_tie_stays_lossy(gap: float, alternative: str, margin: float, why: str) -> None:
+    base = stable_with_logprobs(5, gap, alternative)
+    result = check_lossless(
+        {("h", "ar"): base, ("h", "ng"): [answer(flipped(5))]},
+        {("h", "ar"): "autoregressive", ("h", "ng"): "ngram(k=2)"},
+        {"h": ("h", "ar")},
+        margin,
+    )
+    [verdict] = result.hosts[0].configs
+    assert (verdict.verdict, verdict.prompts[0].outcome, result.passed) == ("lossy", "lossy", False), why
+
+
+def test_a_near_tie_needs_tokens_that_spell_the_baseline_text() -> None:
+    base = stable_with_logprobs(5, 0.05)
+    for row in base:
+        row["logprobs"][2][0] = " w2?"  # a token the text does not hold: the positions are unknown, no judgement
+    _result, _host, verdict = judge(base, [answer(flipped(5))])
+    assert verdict.prompts[0].outcome == "lossy"
+
+
+def test_an_answer_that_ends_where_the_baseline_goes_on_is_no_near_tie() -> None:
+    _result, _host, verdict = judge(stable_with_logprobs(5, 0.05), [answer(WORDS[:5])])
+    assert verdict.prompts[0].outcome == "lossy"
+
+
+def test_a_near_tie_earlier_than_the_baseline_own_divergence_is_within_its_variance() -> None:
+    rows = baseline((WORDS, WORDS, flipped(20)))
+    base = [with_logprobs(a, WORDS, 5, " x5", 0.1) if a["run"] < 3 else a for a in rows]
+    _result, host, verdict = judge(base, [answer(flipped(5))])
+    assert [d.token for d in host.divergences] == [20]
+    assert verdict.prompts[0].outcome == "near_tie" and verdict.verdict == "lossless"
+
+
+@pytest.mark.parametrize(
+    ("moved", "gap", "outcome", "margin"),
+    [
+        pytest.param(0.0, 0.5, "lossy", 0.25, id="steady-baseline-keeps-the-floor"),
+        pytest.param(0.3, 0.5, "near_tie", 0.6, id="twice-the-baseline-own-shift"),
+        pytest.param(2.0, 1.5, "lossy", 1.0, id="never-wider-than-the-cap"),
+    ],
+)
+def test_the_tie_margin_widens_with_the_baseline_own_shifts(
+    moved: float, gap: float, outcome: str, margin: float
+) -> None:
+    base = stable_with_logprobs(5, gap)
+    for row in base:
+        if row["batch"] > 1:  # the batched answer's chosen tokens moved by ``moved`` nats (token 12)
+            row["logprobs"][12][1] -= moved
+    _result, host, verdict = judge(base, [answer(flipped(5))])
+    assert (host.logprob_shift, host.tie_margin) == (pytest.approx(moved), pytest.approx(margin))
+    assert verdict.prompts[0].outcome == outcome
+    assert host.to_dict()["tie_margin"] == pytest.approx(margin)
+    assert f"moved by up to {moved:.3f} nats" in host.baseline_text()

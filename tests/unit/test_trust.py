@@ -615,3 +615,55 @@ def test_the_running_command_kept_in_provenance_has_its_secrets_masked() -> None
     finally:
         child.kill()
         child.wait()
+
+
+# Two chunks as llama-server (llama.cpp b0 of the llama-cpp-python 0.3.36 sources, this project's build) streamed
+# them for /v1/completions with "logprobs": 2 and for its own /completion with "n_probs": 2.
+_LLAMA_OAI_CHUNK = (
+    '{"choices":[{"text":" the","index":0,"logprobs":{"content":[{"id":506,"token":" the","bytes":[32,116,104,101],'
+    '"logprob":-1.5936475992202759,"top_logprobs":[{"id":506,"token":" the","bytes":[32,116,104,101],'
+    '"logprob":-1.5936475992202759},{"id":496,"token":" a","bytes":[32,97],"logprob":-2.2898948192596436}]}]},'
+    '"finish_reason":null}],"created":1796589502,"model":"g","system_fingerprint":"b0-unknown",'
+    '"object":"text_completion","id":"chatcmpl-PhCzsMr6tEGdjO9gAEMhsQ0S91GkhfDI"}'
+)
+_LLAMA_NATIVE_CHUNK = (
+    '{"index":0,"content":" the","tokens":[506],"stop":false,"id_slot":-1,"tokens_predicted":1,"tokens_evaluated":6,'
+    '"completion_probabilities":[{"id":506,"token":" the","bytes":[32,116,104,101],"logprob":-1.5936477184295654,'
+    '"top_logprobs":[{"id":506,"token":" the","bytes":[32,116,104,101],"logprob":-1.5936477184295654},'
+    '{"id":496,"token":" a","bytes":[32,97],"logprob":-2.2898948192596436}]}]}'
+)
+
+
+def test_read_stream_keeps_each_tokens_likeliest_alternatives() -> None:
+    from orchestrator.sweep.lossless import logprob_fields
+
+    expected = [
+        [
+            " the",
+            pytest.approx(-1.5936476, abs=1e-6),
+            [[" the", pytest.approx(-1.5936476, abs=1e-6)], [" a", pytest.approx(-2.2898948)]],
+        ]
+    ]
+    for api, chunk in (("completions", _LLAMA_OAI_CHUNK), ("llamacpp", _LLAMA_NATIVE_CHUNK)):
+        got = Answer(0, "x", 1)
+        read_stream(api, iter(lines(chunk, "[DONE]")), got)
+        assert got.text == " the" and got.logprobs == expected, api
+        assert got.to_dict()["logprobs"] == expected
+    # OpenAI's legacy completions shape (vLLM's and SGLang's /v1/completions: CompletionLogProbs / LogProbs)
+    legacy = Answer(0, "x", 1)
+    block = {
+        "tokens": [" a", " b"],
+        "token_logprobs": [-0.1, -0.2],
+        "top_logprobs": [{" a": -0.1, " c": -0.3}, None],
+        "text_offset": [0, 2],
+    }
+    read_stream("completions", iter(lines({"choices": [{"text": " a b", "logprobs": block}]})), legacy)
+    assert legacy.logprobs == [[" a", -0.1, [[" a", -0.1], [" c", -0.3]]], [" b", -0.2, []]]
+    # no log-probabilities asked for: none kept, and the answer's dict has no key for them
+    plain = Answer(0, "x", 1)
+    read_stream("chat", iter(lines({"choices": [{"delta": {"content": " a"}, "logprobs": None}]})), plain)
+    assert plain.logprobs == [] and "logprobs" not in plain.to_dict()
+    assert logprob_fields("chat", 5) == {"logprobs": True, "top_logprobs": 5}
+    assert logprob_fields("completions", 5) == {"logprobs": 5}
+    assert logprob_fields("llamacpp", 5) == {"n_probs": 5}
+    assert logprob_fields("generate", 5) == {} and logprob_fields("chat", 0) == {}
