@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.agreement import AcceptLenSources, accept_len_by_source
+from orchestrator.analysis.answerfile import ANSWER_FILE, ANSWER_SCHEMA, cached_counts
+from orchestrator.analysis.answerfile import fingerprint as _fingerprint
 from orchestrator.analysis.breakeven import BreakEven, break_even
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.deciding import decisions
@@ -64,9 +66,6 @@ __all__ = [
     "answer_of",
     "cached_counts",
 ]
-
-ANSWER_FILE = "answer.json"
-ANSWER_SCHEMA = 1
 
 #: The figures of a point the answer carries, with where each comes from when the frame does not say.
 FIGURES: dict[str, str] = {
@@ -457,19 +456,6 @@ def answer_of(analysis: Analysis) -> Answer:
     )
 
 
-def _fingerprint(run_dir: Path) -> list[Any]:
-    """What the answer was made from: each input file's size and modification time."""
-    out: list[Any] = []
-    for name in ("records.jsonl", "experiment.yaml", "plan.json", "run.json", "layout.json"):
-        try:
-            stat = (run_dir / name).stat()
-        except OSError:
-            out.append([name, None])
-            continue
-        out.append([name, stat.st_size, stat.st_mtime_ns])
-    return out
-
-
 def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool = False) -> Answer:
     """Analyse ``run_dir`` (or take its ``analysis``) and make its answer; with ``save``, write ``answer.json``
     into it (a run directory that cannot be written keeps no copy; the answer is returned all the same)."""
@@ -489,46 +475,3 @@ def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool 
         except OSError:
             tmp.unlink(missing_ok=True)
     return result
-
-
-_HEAD_BYTES = 64 * 1024
-
-
-def _head(path: Path) -> dict[str, Any] | None:
-    """``schema``, ``made_from`` and ``counts`` of an ``answer.json`` from its first bytes alone (``answer`` writes
-    them first, each a top-level key on its own line: a key inside a string would be escaped); None when the
-    head does not hold all three."""
-    try:
-        with path.open("rb") as stream:
-            text = stream.read(_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    decoder = json.JSONDecoder()
-    out: dict[str, Any] = {}
-    for key in ("schema", "made_from", "counts"):
-        marker = f'\n "{key}": '
-        at = text.find(marker)
-        if at < 0:
-            return None
-        try:
-            out[key], _end = decoder.raw_decode(text, at + len(marker))
-        except ValueError:
-            return None
-    return out
-
-
-def cached_counts(run_dir: str | Path) -> dict[str, int] | None:
-    """The point counts of ``answer.json`` when it was made from the run's files as they are now, else None."""
-    path = Path(run_dir)
-    stored = _head(path / ANSWER_FILE)
-    if stored is None:  # an answer.json written before its head came first: read it whole
-        try:
-            stored = json.loads((path / ANSWER_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-    if not isinstance(stored, dict) or stored.get("schema") != ANSWER_SCHEMA:
-        return None
-    if stored.get("made_from") != json.loads(json.dumps(_fingerprint(path))):
-        return None
-    counts = stored.get("counts")
-    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None

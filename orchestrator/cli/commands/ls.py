@@ -96,7 +96,8 @@ def _counts(run_dir: Path) -> tuple[dict[str, int] | None, str | None]:
     identities and statuses alone (``analysis/quickcounts.py``), else the answer made now. A run without a
     record has none of any status; a run whose answer cannot be made shows no counts (never a count of its own:
     the same counts as the ending and the report, or none)."""
-    from orchestrator.analysis.answer import answer, cached_counts
+    # answer.json and quickcounts without pandas; the answer (pandas, the whole analysis) only when made here.
+    from orchestrator.analysis.answerfile import cached_counts
     from orchestrator.analysis.quickcounts import quick_counts
     from orchestrator.errors import SpecsweepError
 
@@ -108,6 +109,8 @@ def _counts(run_dir: Path) -> tuple[dict[str, int] | None, str | None]:
     quick = quick_counts(run_dir)
     if quick is not None:  # no answer made: a run of thousands of points costs milliseconds (bench/scale.py)
         return quick, None
+    from orchestrator.analysis.answer import answer
+
     try:
         return answer(run_dir).counts.to_dict(), None
     except (SpecsweepError, OSError, ValueError) as exc:
