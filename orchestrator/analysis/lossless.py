@@ -335,8 +335,10 @@ def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: f
             if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
                 break
             chosen, logprob, alternatives = row
-            if other.get("text", "")[start : start + len(chosen)] != chosen:
+            spelled = other.get("text", "")[start : start + len(chosen)] == chosen
+            if not spelled and start < len(other.get("text", "")):
                 break  # the tokens do not spell the text (bytes of one character split): no judgement
+            # (past the text's end: the stop token the text leaves out, e.g. vLLM's <|im_end|>)
             if position >= start + len(chosen):
                 start += len(chosen)
                 continue

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.restore_support import restore
 from tests.integration.test_vllm_sweep import SWEEP
 from tests.integration.vllm_support import REPO, paths
 from tests.reliability.harness import free_port
@@ -70,14 +71,17 @@ def test_the_engines_counters_show_the_scheduled_k_at_each_load(tmp_path: Path) 
         "VLLM_MODEL": paths()[1],
         "COLUMNS": "200",
     }
-    sweep = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "sweep", str(path), "-q", "--no-report"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=800,
-        cwd=REPO,
-    )
+    try:
+        sweep = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "sweep", str(path), "-q", "--no-report"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=800,
+            cwd=REPO,
+        )
+    finally:
+        restore(path, env, REPO)  # a sweep killed by the timeout leaves its server: stop it
     assert sweep.returncode in (0, 3), sweep.stderr[-3000:]
     run_dir = Path(sweep.stdout.strip().splitlines()[-1])
     report = subprocess.run(

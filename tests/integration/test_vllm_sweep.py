@@ -6,8 +6,10 @@ a free port): two server starts of about a minute each. Checks against vLLM's ow
 deltas around each window): the log lines and the per-response figures give the same drafts, drafted and
 accepted tokens, so accept length, acceptance rate and per-position rates equal the counters' exactly; every
 log window was opened and closed on the engine's stats tick; the lossless check compared ngram's temperature-0
-answers with AR's (on this CPU they are not always equal: the test records the differing prompt and token the
-check names, and fails only if the check cannot say where); no server is left running.
+answers with AR's (on this CPU they are not always equal: a verify step may flip a near tie of AR's, which the
+check tells from a bug by the baseline's own log-probabilities, so no answer is lossy; the test records the near
+ties it names); the baseline's answers carry vLLM's log-probabilities, whose tokens spell their text; no server is
+left running.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import pytest
 import yaml
 
 from orchestrator.analysis import analyse
-from orchestrator.hosts import LocalHost
 from orchestrator.runs.store import RunStore
-from orchestrator.services import ProcessService
+from tests.integration.logprob_support import check_baseline_logprobs
+from tests.integration.restore_support import restore
 from tests.integration.shipped_sweeps import small_copy
 from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
 
@@ -98,11 +100,11 @@ def check_run(run_dir: Path) -> list[str]:
     assert not any("not deterministic" in f.message for f in lossless)
     differs = [f.message for f in lossless if f.severity == "error"]
     # ngram at temperature 0 is lossless in exact arithmetic; on this CPU a verify step's batched kernels may round
-    # differently from AR's one-token steps. What the engine did is recorded; a difference must say where.
-    for message in differs:
-        assert "first at character" in message and "token" in message, message
-
-    return differs
+    # differently from AR's one-token steps and flip a near tie. The baseline's answers carry vLLM's own
+    # log-probabilities, so such a flip is told from a bug: no lossy verdict.
+    assert differs == []
+    check_baseline_logprobs(run_dir)
+    return [f.message for f in lossless if "near tie" in f.message]
 
 
 def test_local_sweep_with_a_real_vllm(tmp_path: Path, record_property: Any) -> None:
@@ -123,13 +125,13 @@ def test_local_sweep_with_a_real_vllm(tmp_path: Path, record_property: Any) -> N
         )
     finally:
         left_behind = sorted(p.name for p in state.glob("*") if p.name.endswith((".pid", ".marker.json")))
-        # A CLI killed by the timeout cannot restore: stop whatever server its marker names (normally none).
-        ProcessService(LocalHost(), "vllm-cpu", state_dir=str(state)).restore()
+        # A CLI killed by the timeout cannot restore: `specsweep restore` stops what it left (normally nothing).
+        restore(path, env, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["state"] == "done" and summary["failed"] == 0
     lossless = check_run(Path(summary["run_dir"]))
-    record_property("lossless", lossless or "identical to AR")
+    record_property("lossless", lossless or "no near tie flipped")
 
     assert left_behind == []
     with socket.socket() as sock:

@@ -234,3 +234,17 @@ def test_the_tie_margin_widens_with_the_baseline_own_shifts(
     assert verdict.prompts[0].outcome == outcome
     assert host.to_dict()["tie_margin"] == pytest.approx(margin)
     assert f"moved by up to {moved:.3f} nats" in host.baseline_text()
+
+
+def test_a_near_tie_with_the_stop_token_the_text_leaves_out() -> None:
+    """The baseline stopped (its last token, vLLM's ``<|im_end|>``, is not in the text) where the answer went on
+    with the baseline's runner-up."""
+    words = WORDS[:6]
+    base = []
+    for row in baseline((words, words, words)):
+        rows = [[w, -0.1, [[w, -0.1], [" z", -6.0]]] for w in words]
+        rows.append(["<|im_end|>", -0.70, [["<|im_end|>", -0.70], [" more", -0.74]]])
+        base.append(row | {"logprobs": rows})
+    _result, _host, verdict = judge(base, [answer([*words, " more", " words"])])
+    assert verdict.prompts[0].outcome == "near_tie", verdict.prompts[0].why
+    assert "'<|im_end|>' (-0.700) over ' more' (-0.740)" in verdict.prompts[0].why
