@@ -255,7 +255,9 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
     objective = experiment.objective or ObjectiveSpec(maximize="output_tok_s")
     ar = baseline_roles(list(experiment.baselines)).ar
     tie_margin = experiment.checks.lossless_tie_margin
-    lossless = lossless_verdicts(run_dir, plan, ar, tie_margin) if objective.constraints.get("lossless") is True else None
+    lossless = (
+        lossless_verdicts(run_dir, plan, ar, tie_margin) if objective.constraints.get("lossless") is True else None
+    )
 
     # The rows are the run's answer (orchestrator/analysis/answer.py): one per point, its windows combined and
     # its interval made the one way every output shows; the objective only chooses among them.
