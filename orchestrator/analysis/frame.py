@@ -58,6 +58,7 @@ naming the measured configuration, so a heatmap cell is never empty because the 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -482,7 +483,8 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _clean(name: str) -> str:
+@functools.lru_cache(maxsize=4096)
+def _clean(name: str) -> str:  # cached: a run's records repeat the same few hundred keys (a million calls a report)
     return _NAME_RE.sub("_", name).strip("_")
 
 

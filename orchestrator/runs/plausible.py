@@ -58,13 +58,44 @@ def _numbers(value: Any, where: str, depth: int = 0) -> Iterator[tuple[str, floa
             yield from _numbers(item, f"{where}[{index}]", depth + 1)
 
 
+def _suspect(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` may hold a number :func:`impossible_figure` refuses: True for any number not within
+    +-:data:`MAX_FIGURE` (NaN and the infinities among them), and for anything this quick screen does not
+    know (a type other than JSON's own, a nesting deeper than :func:`_numbers` walks), which the full walk
+    then judges. It builds no paths: a record's screen costs about a fifth of the full walk's
+    (bench/RESULTS-scale.md)."""
+    kind = type(value)
+    if kind is dict:
+        items = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return True
+    if depth >= _MAX_DEPTH:
+        return True
+    for item in items:
+        kind = type(item)
+        if kind is float:
+            if not -MAX_FIGURE <= item <= MAX_FIGURE:  # NaN compares false too
+                return True
+        elif kind is int:
+            if item > MAX_FIGURE or item < -MAX_FIGURE:
+                return True
+        elif kind is str or kind is bool or item is None:
+            continue
+        elif _suspect(item, depth + 1):
+            return True
+    return False
+
+
 def impossible_figure(sections: dict[str, Any]) -> str | None:
     """Why the figures of a record (``{"client": ..., "server": ..., "intervals": ...}``) cannot be a
     measurement, naming the first such figure; None when every figure could be."""
     for section, value in sections.items():
         if value is None:
             continue
-        for where, number in _numbers(value, section):
+        numbers = _numbers(value, section) if _suspect(value) else ()  # the full walk only where the screen doubts
+        for where, number in numbers:
             if isinstance(number, float) and not math.isfinite(number):
                 return f"{where} is {number!r}, not a finite number"
             if abs(number) > MAX_FIGURE:

@@ -128,14 +128,40 @@ FIGURE_FIELDS = ("client", "server", "intervals", "telemetry", "cache_flush")
 def _shared(value: Any, strings: dict[str, str]) -> Any:
     """``value`` (parsed JSON) with each string, key or value, replaced by the one equal string already in
     ``strings``: the records of a run repeat the same keys and prose (every window's definitions, every
-    figure's exactness note), which each line's parse made anew (about half a real record's memory)."""
-    if isinstance(value, dict):
-        return {strings.setdefault(k, k): _shared(v, strings) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shared(v, strings) for v in value]
-    if isinstance(value, str):
-        return strings.setdefault(value, value)
-    return value
+    figure's exactness note), which each line's parse made anew (about half a real record's memory).
+    A string, a number, a boolean or None inside an object or a list is taken in place, without a call of its
+    own (most of a record's values)."""
+    share = strings.setdefault
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                kind = type(v)
+                key = share(k, k)
+                if kind is str:
+                    out[key] = share(v, v)
+                elif kind is float or kind is int or kind is bool or v is None:
+                    out[key] = v
+                else:
+                    out[key] = walk(v)
+            return out
+        if isinstance(value, list):
+            items = []
+            for v in value:
+                kind = type(v)
+                if kind is str:
+                    items.append(share(v, v))
+                elif kind is float or kind is int or kind is bool or v is None:
+                    items.append(v)
+                else:
+                    items.append(walk(v))
+            return items
+        if isinstance(value, str):
+            return share(value, value)
+        return value
+
+    return walk(value)
 
 
 def read_record_line(
