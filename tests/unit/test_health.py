@@ -41,16 +41,21 @@ class FakeService:
 
 
 class Server:
-    """A loopback HTTP server answering ``status`` on every path and recording requests."""
+    """A loopback HTTP server answering ``status`` on every path and recording requests; with ``ready_after``
+    N, 503 to its first N requests and 200 from then on (a server that comes up between two polls, whatever
+    the machine's speed)."""
 
     def __init__(self) -> None:
         self.status = 503
+        self.ready_after: int | None = None
         self.requests: list[tuple[str, str | None]] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 owner.requests.append((self.path, self.headers.get("Authorization")))
+                if owner.ready_after is not None and len(owner.requests) > owner.ready_after:
+                    owner.status = 200
                 self.send_response(owner.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -79,14 +84,12 @@ def server() -> Iterator[Server]:
 
 def test_returns_once_every_path_answers(server: Server) -> None:
     service = FakeService([RUNNING])
-    timer = threading.Timer(0.3, lambda: setattr(server, "status", 200))
-    timer.start()
+    server.ready_after = 1  # the first poll finds it loading (a timer of 0.3 s came before the first poll on a busy CI)
     progress: list[tuple[float, float, str]] = []
     service.log.append("loading weights")
     report = wait_until_healthy(
         service, server.url, ["/health", "/v1/models"], 30, api_key="sk-test", progress=lambda *a: progress.append(a)
     )
-    timer.join()
     assert report.status_code == 200 and report.url.endswith("/v1/models") and report.polls >= 2
     assert ("/health", "Bearer sk-test") in server.requests and ("/v1/models", "Bearer sk-test") in server.requests
     assert progress and progress[-1][1] == 30 and progress[-1][2] == "loading weights"
