@@ -72,6 +72,7 @@ from orchestrator.analysis.agreement import window_token_columns
 from orchestrator.analysis.drafts import drafts_per_draft
 from orchestrator.analysis.goodput import goodput_limits, with_goodput
 from orchestrator.analysis.intervals import INTERVAL_FIGURES, aggregate_windows, interval_columns, z_value
+from orchestrator.analysis.rowfacts import config_label
 from orchestrator.engines.responses import ACCEPTED_KEY, DRAFTED_KEY
 from orchestrator.quoting import visible
 from orchestrator.runs.layout import planned_points, read_layout
@@ -191,19 +192,6 @@ def _shown(record: Record) -> Record:
         if shown_error != error:
             update["error"] = shown_error
     return record.model_copy(update=update) if update else record
-
-
-def config_label(variant: str, params: dict[str, Any]) -> str:
-    """``ddtree(budget=7, topk=1)``: the same text as the plan's deployment label."""
-    if not params:
-        return visible(variant)
-    return visible(variant + "(" + ", ".join(f"{k}={_text(v)}" for k, v in params.items()) + ")")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def load_label(mode: str, concurrency: int | None, rate: float | None) -> str:

@@ -37,9 +37,9 @@ from typing import Any, BinaryIO, Literal, TypeVar
 
 import msgspec
 
+from orchestrator.analysis.rowfacts import config_label, lost_requests
 from orchestrator.analysis.statuses import STATUSES
 from orchestrator.files import MAX_LINE, NotReadable, bounded_lines
-from orchestrator.quoting import visible
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.plausible import COUNTED
 from orchestrator.runs.store import Record, read_record_line
@@ -63,34 +63,6 @@ def _json(path: Path) -> Any:
 # ``frame.config_label`` and ``result.lost_requests``, the same rules written again here: those modules import
 # pandas, which ``ls`` need not import (about 0.6 CPU s of each ``ls``: bench/RESULTS-scale.md).
 # tests/unit/test_ls_imports.py holds each equal to its original.
-
-
-def config_label(variant: str, params: dict[str, Any]) -> str:
-    """``ddtree(budget=7, topk=1)``: the same text as the plan's deployment label (``frame.config_label``)."""
-    if not params:
-        return visible(variant)
-    return visible(variant + "(" + ", ".join(f"{k}={_text(v)}" for k, v in params.items()) + ")")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _number(value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0.0
-    return number if number == number else 0.0
-
-
-def lost_requests(row: dict[str, object]) -> tuple[int, int]:
-    """(requests lost, requests sent) of one point: failed plus cancelled, of every request it sent
-    (``result.lost_requests``)."""
-    errors, cancelled, requests = (_number(row.get(k)) for k in ("errors", "cancelled", "requests"))
-    return int(errors + cancelled), int(requests + cancelled)
 
 
 def _threshold(experiment: Any) -> float | None:

@@ -19,6 +19,7 @@ from orchestrator.analysis.compare import (
 from orchestrator.analysis.frame import RunData, open_run
 from orchestrator.analysis.lossless import LosslessResult
 from orchestrator.analysis.roles import BaselineRoles, annotate, baseline_roles
+from orchestrator.analysis.rowfacts import lost_requests
 from orchestrator.analysis.statuses import STATUSES
 
 __all__ = ["Analysis", "analyse", "analyse_run_data"]
@@ -102,20 +103,6 @@ def analyse_run_data(run: RunData, *, metric: str = THROUGHPUT) -> Analysis:
         metric=metric,
         lossless=None if "lossless" in settings.disabled else context.lossless_result,
     )
-
-
-def _number(value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0.0
-    return number if number == number else 0.0
-
-
-def lost_requests(row: dict[str, object]) -> tuple[int, int]:
-    """(requests lost, requests sent) of one point: failed plus cancelled, of every request it sent."""
-    errors, cancelled, requests = (_number(row.get(k)) for k in ("errors", "cancelled", "requests"))
-    return int(errors + cancelled), int(requests + cancelled)
 
 
 def mark_degraded(frame: pd.DataFrame, threshold: float) -> pd.DataFrame:

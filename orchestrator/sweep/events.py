@@ -115,7 +115,7 @@ def point_summary(record: Any, degraded_requests: float | None = None) -> dict[s
     ``degraded_requests`` (``checks.degraded_requests``), whether the window lost more of its requests than
     that, as the answer judges a point (``orchestrator/analysis/result.py``, ``mark_degraded``)."""
     from orchestrator.analysis.frame import record_accept_len
-    from orchestrator.analysis.result import lost_requests
+    from orchestrator.analysis.rowfacts import lost_requests
 
     client = record.client or {}
     error = record.error or {}

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -64,40 +63,12 @@ def test_the_face_loads_each_name_from_its_module() -> None:
     assert answer_module.ANSWER_FILE == answerfile.ANSWER_FILE
 
 
-_PARAMS: list[dict[str, Any]] = [
-    {},
-    {"budget": 7, "topk": 1},
-    {"flag": True, "off": False, "rate": 0.5, "none": None, "text": "a b", "list": [1, "x"], "map": {"k": 2}},
-    {"name": "tab\there", "esc": "\x1b[31m", "nl": "x\ny", "uni": "\u2028"},
-    {"big": 10**30, "neg": -3, "nan": math.nan, "inf": math.inf},
-]
+def test_the_frame_the_result_and_quickcounts_share_one_definition() -> None:
+    """``ls`` counts without pandas by the same functions the analysis names and counts points with."""
+    from orchestrator.analysis import frame, result, rowfacts
 
-
-@pytest.mark.parametrize("params", _PARAMS)
-@pytest.mark.parametrize("variant", ["ddtree", "autoregressive", "bad\x07name", ""])
-def test_quickcounts_config_label_is_the_frames(variant: str, params: dict[str, Any]) -> None:
-    assert quickcounts.config_label(variant, params) == config_label(variant, params)
-
-
-_ROWS: list[dict[str, object]] = [
-    {},
-    {"errors": 6, "cancelled": 0, "requests": 10},
-    {"errors": 1.5, "cancelled": 2.5, "requests": 16.0},
-    {"errors": None, "cancelled": math.nan, "requests": "12"},
-    {"errors": "x", "cancelled": True, "requests": [1]},
-    {"errors": math.inf, "cancelled": 0, "requests": 1},
-    {"errors": -1, "cancelled": 3, "requests": 0},
-]
-
-
-@pytest.mark.parametrize("row", _ROWS)
-def test_quickcounts_lost_requests_is_the_results(row: dict[str, object]) -> None:
-    try:
-        expected: object = lost_requests(row)
-    except (OverflowError, ValueError) as exc:
-        expected = type(exc)
-    try:
-        got: object = quickcounts.lost_requests(row)
-    except (OverflowError, ValueError) as exc:
-        got = type(exc)
-    assert got == expected
+    assert quickcounts.config_label is frame.config_label is rowfacts.config_label
+    assert quickcounts.lost_requests is result.lost_requests is rowfacts.lost_requests
+    assert config_label("ddtree", {"budget": 7, "flag": True}) == "ddtree(budget=7, flag=true)"
+    assert lost_requests({"errors": 6, "cancelled": 2, "requests": 10}) == (8, 12)
+    assert lost_requests({"errors": None, "cancelled": math.nan, "requests": "12"}) == (0, 12)
