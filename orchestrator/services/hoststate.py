@@ -1,8 +1,9 @@
 """What specsweep keeps on a host between its own commands: the lock and the marker, as small JSON files.
 
 The lock (``<state_dir>/<service>.lock``) says which specsweep run drives the service: controller host name,
-boot id, pid and the pid's start time, user, label, time, and a random token. It is created with the shell's
-noclobber (``set -C``, an ``O_EXCL`` open), so two runs can never both take it. A lock is *stale* when it
+boot id, pid and the pid's start time, user, label, time, and a random token. It is written whole to a
+temporary file and then hard-linked to its name (``ln`` fails when the name exists), so two runs can never both
+take it and a controller killed mid-write leaves no empty lock. A lock is *stale* when it
 provably belongs to a dead run: same controller and the pid is gone (or is another process now), or the
 controller has rebooted since. A lock of another controller is never broken on a guess; ``break_lock=True``
 (``--break-lock``) breaks it on the user's word.
@@ -110,8 +111,18 @@ def write_json(host: Host, path: str, value: dict[str, Any]) -> None:
     host.write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n", 0o644)
 
 
+# The lock is made whole or not at all: its content goes to a temporary file first, and only when every byte
+# arrived is the file hard-linked to the lock's name (``ln`` fails when the lock exists, so taking it stays
+# exclusive, as ``set -C`` was). A controller killed mid-write (issue 49) leaves no empty lock for the next
+# run's resume to call unreadable; its temporary file goes with the shell's EXIT trap, else ``restore``'s.
 _ACQUIRE = """mkdir -p -- {dir}
-if (set -C; cat > {lock}) 2>/dev/null; then echo acquired; else echo held; cat -- {lock} 2>/dev/null; fi
+t=$(mktemp -- {lock}.specsweep-XXXXXX) || {{ echo "cannot write in {dir}" >&2; exit 73; }}
+trap 'rm -f -- "$t"' EXIT
+cat > "$t"
+n=$(wc -c < "$t")
+[ "$n" -eq {size} ] || {{ echo "only $n of {size} bytes arrived: the lock {lock} not taken" >&2; exit 75; }}
+chmod 644 -- "$t"
+if ln -- "$t" {lock} 2>/dev/null; then echo acquired; else echo held; cat -- {lock} 2>/dev/null; fi
 """
 
 
@@ -141,11 +152,10 @@ class HostLock:
         token = secrets.token_hex(8)
         info = {**controller_identity(), "label": label, "token": token, "service": self.service}
         directory = os.path.dirname(self.path)
+        content = json.dumps(info, sort_keys=True) + "\n"
+        script = _ACQUIRE.format(dir=shell_quote(directory), lock=shell_quote(self.path), size=len(content.encode()))
         for _ in range(3):
-            result = self.host.run(
-                _ACQUIRE.format(dir=shell_quote(directory), lock=shell_quote(self.path)),
-                input=json.dumps(info, sort_keys=True) + "\n",
-            )
+            result = self.host.run(script, input=content)
             head, _, rest = result.stdout.partition("\n")
             if head.strip() == "acquired":
                 self.token = token

@@ -116,3 +116,24 @@ def test_restore_stops_a_server_whose_marker_is_gone(tmp_path: Path) -> None:
                         os.killpg(pid, signal.SIGKILL)  # the server runs in a session of its own
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("keep", [0, 7], ids=["nothing-arrived", "half-arrived"])
+def test_a_lock_taken_by_a_write_cut_short_is_not_taken(tmp_path: Path, keep: int) -> None:
+    """The host lock is written whole or not at all: a controller killed while it takes the lock left an empty
+    lock file (``set -C; cat > lock``), which the next run's sweep or resume called unreadable and refused
+    without --break-lock."""
+    from orchestrator.services.hoststate import HostLock
+
+    lock = tmp_path / "state" / "server.lock"
+    with pytest.raises((CommandError, SpecsweepError)) as raised:
+        HostLock(_CutHost(keep), str(lock), service="sim").acquire("killed run")
+    assert "bytes arrived" in str(raised.value)
+    assert not lock.exists() and list(lock.parent.iterdir()) == []  # no lock, no temporary file
+    taker = HostLock(LocalHost(), str(lock), service="sim")
+    taker.acquire("next run")  # was: HostLockedError, "the lock file is unreadable"
+    assert taker.held and json.loads(lock.read_text())["label"] == "next run"
+    assert oct(lock.stat().st_mode & 0o777) == oct(0o644)
+    other = HostLock(LocalHost(), str(lock), service="sim")
+    with pytest.raises(SpecsweepError, match="driven by another specsweep run"):
+        other.acquire("a third run")  # still exclusive: the live holder (this process) keeps it
