@@ -327,16 +327,15 @@ def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: f
     if margin <= 0:
         return None
     for other in base:
-        rows = other.get("logprobs")
-        if not isinstance(rows, list) or first_difference(other.get("text", ""), text) != position:
+        rows, spelt = other.get("logprobs"), other.get("text", "")
+        if not isinstance(rows, list) or first_difference(spelt, text) != position:
             continue
         start = 0
         for index, row in enumerate(rows):
             if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
                 break
             chosen, logprob, alternatives = row
-            spelled = other.get("text", "")[start : start + len(chosen)] == chosen
-            if not spelled and start < len(other.get("text", "")):
+            if spelt[start : start + len(chosen)] != chosen and start < len(spelt):
                 break  # the tokens do not spell the text (bytes of one character split): no judgement
             # (past the text's end: the stop token the text leaves out, e.g. vLLM's <|im_end|>)
             if position >= start + len(chosen):

@@ -25,6 +25,7 @@ The check that compares them with the autoregressive baseline's is the analysis'
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import threading
@@ -268,19 +269,17 @@ def probe(
     from orchestrator.load.workloads import load_workload
 
     workload = load_workload(settings.prompts, settings.seed)
+    if extra := logprob_fields(settings.api, logprobs):  # the client's own engine-specific fields carry them
+        settings = dataclasses.replace(settings, extra_body={**(settings.extra_body or {}), **extra})
     client = LoadClient(settings, settings.model)  # only its body(): the load's own request shape
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
 
-    extra = logprob_fields(settings.api, logprobs)
-
     def ask(index: int, run: int, batch: int) -> Answer:
         prompt = workload.prompt(index)
         answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
         body = client.body(prompt)
-        if extra:
-            body = json.dumps(json.loads(body) | extra, ensure_ascii=False).encode("utf-8")
         try:
             read_stream(settings.api, post(settings.endpoint, body, headers, settings.total_timeout), answer)
         except (httpx.HTTPError, OSError) as exc:

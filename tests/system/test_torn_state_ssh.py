@@ -27,6 +27,7 @@ import pytest
 from orchestrator.services.secrets import env_file_text
 from orchestrator.services.systemd import secret_environment_file
 from tests.reliability.harness import (
+    SMALL_LOAD,
     cli_env,
     events,
     host_state,
@@ -54,10 +55,9 @@ RUNNING = "sglang:num_running_reqs"  # the simulator speaks SGLang's /metrics: r
 #: token a request lasts about 0.3 s, so a point serves for a second or so.
 VARIANTS = {"ar": "--algorithm ar", "linear": "--algorithm linear --draft-tokens 4", "ddtree": "--algorithm ddtree"}
 LOAD: dict[str, Any] = {
-    "concurrency": [1, 2],
+    **SMALL_LOAD,
     "warmup": 0,
     "requests": 4,
-    "max_tokens": 8,
     "timeouts": {"connect": "2s", "first_token": "2s", "total": "5s"},
 }
 
