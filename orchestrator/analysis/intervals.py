@@ -76,6 +76,19 @@ def _inflated(values: np.ndarray) -> np.ndarray:
     return mean + (values - mean) * math.sqrt(k / (k - 1))
 
 
+def _drawn_sum(values: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """``np.take(values, drawn).sum(axis=-1)``, bit for bit, in about a quarter of the time: numpy's reduction
+    over a last axis of a few elements is slow, and the gathered array is as large as ``drawn``. Under 8 draws
+    numpy adds them in order from the first, as this loop does; 8 or more are numpy's (its pairwise sum)."""
+    k = drawn.shape[-1]
+    if k >= 8:
+        return np.take(values, drawn).sum(axis=-1)
+    total = np.take(values, drawn[..., 0])
+    for j in range(1, k):
+        total += np.take(values, drawn[..., j])
+    return total
+
+
 def _hierarchical(
     values: np.ndarray, ses: np.ndarray, shape: tuple[int, ...], level: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -99,9 +112,13 @@ def _hierarchical(
         # sd sqrt(sum se^2) / k, so one draw per replicate stands for k.
         inner = rng.integers(0, k, size=(groups, _RESAMPLES, r, k), dtype=np.int32)
         inner += (np.arange(groups, dtype=np.int32) * k)[:, None, None, None]
-        centre = np.take(inflated[j].ravel(), inner).sum(axis=3) / k
-        noise = np.sqrt(np.take((spread[j] ** 2).ravel(), inner).sum(axis=3)) / k
-        draws = centre + noise * rng.standard_normal(centre.shape) + shift[:, j, None, None]
+        centre = _drawn_sum(inflated[j].ravel(), inner) / k
+        noise = np.sqrt(_drawn_sum((spread[j] ** 2).ravel(), inner)) / k
+        # centre + noise * z + shift, the same operations in the same order, in place
+        draws = rng.standard_normal(centre.shape)
+        draws *= noise
+        draws += centre
+        draws += shift[:, j, None, None]
         replicates += draws[:, :, 0] if picks is None else np.where(picks == j, draws, 0.0).sum(axis=2)
     replicates /= r
     alpha = (1 - level) / 2
