@@ -9,7 +9,8 @@ At scale (more configurations than the palette has distinct colours, :data:`MAX_
 the baselines and the :data:`MAX_COLOURED` configurations of highest throughput in colour and every other
 configuration in light grey, without a legend entry each (the latency bars show only the coloured ones), and
 says so in its title (:func:`scale_note`); the Pareto figure labels at most :data:`MAX_FRONT_LABELS` points of
-its front, and a heatmap prints its cells' values only up to :data:`MAX_CELL_TEXT` cells. Nothing is left out
+its front, a heatmap prints its cells' values only up to :data:`MAX_CELL_TEXT` cells, and the latency figure
+draws at most :data:`MAX_LATENCY_LOADS` loads, evenly from the lowest to the highest. Nothing is left out
 silently: each figure that summarises says what it left out and where the rest is (the report's tables).
 """
 
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_CELL_TEXT",
     "MAX_COLOURED",
     "MAX_FRONT_LABELS",
+    "MAX_LATENCY_LOADS",
     "Highlight",
     "accept_len_heatmap",
     "config_colours",
@@ -46,6 +48,7 @@ __all__ = [
     "pareto_plot",
     "scale_note",
     "speedup_heatmaps",
+    "spread_rows",
     "throughput_vs_load",
 ]
 
@@ -65,6 +68,10 @@ MAX_FRONT_LABELS = 30
 MAX_CELL_TEXT = 120
 #: A heatmap axis names every row (or column) only up to this many; beyond, every n-th.
 _MAX_TICKS = 24
+#: The latency figure draws at most this many loads (a column of panels each, about 3 inches wide), evenly from
+#: the lowest to the highest: at 25 loads it was 76 inches wide, past any page, and a third of the report's
+#: drawing (bench/RESULTS-scale.md). The report's latency table holds every load.
+MAX_LATENCY_LOADS = 12
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -470,7 +477,8 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
     present = set(rows["label"])
     every = [label for label in config_order(analysis) if label in present]
     labels = [label for label in every if chosen.shows(label, analysis)]  # at scale: the coloured ones
-    loads = rows.sort_values(["mode", "load"])[["mode", "load", "load_label"]].drop_duplicates()
+    every_load = rows.sort_values(["mode", "load"])[["mode", "load", "load_label"]].drop_duplicates()
+    loads = spread_rows(every_load, MAX_LATENCY_LOADS)
     colours = config_colours(analysis)
     failed = _failed(analysis, host)
     figure = _figure(2.9 * len(loads) + 3.2, 0.28 * len(labels) * len(metrics) + 1.6 * len(metrics) + 0.6)
@@ -552,10 +560,24 @@ def latency_percentiles(analysis: Analysis, *, host: str | None = None) -> Figur
             "and the baselines; every configuration's latency is in the report's tables)"
             if len(labels) < len(every)
             else ""
+        )
+        + (
+            f"\n(shown: {len(loads)} of {len(every_load)} loads, evenly from {every_load.iloc[0].load_label} to "
+            f"{every_load.iloc[-1].load_label}; every load's latency is in the report's tables and summary.csv)"
+            if len(loads) < len(every_load)
+            else ""
         ),
         fontsize=_TITLE_SIZE,
     )
     return figure
+
+
+def spread_rows(rows: pd.DataFrame, most: int) -> pd.DataFrame:
+    """At most ``most`` of ``rows`` (``most`` at least 2), in their order, evenly from the first to the last."""
+    if len(rows) <= most:
+        return rows
+    picks = sorted({round(i * (len(rows) - 1) / (most - 1)) for i in range(most)})
+    return rows.iloc[picks]
 
 
 def pareto_plot(analysis: Analysis, *, host: str | None = None) -> Figure | None:

@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
@@ -156,3 +157,30 @@ def test_front_labelled_spreads_the_labels_along_the_front() -> None:
     assert len(chosen) == figures.MAX_FRONT_LABELS and chosen[0] == 0 and chosen[-1] == 299
     gaps = {b - a for a, b in itertools.pairwise(chosen)}
     assert max(gaps) - min(gaps) <= 1
+
+
+def test_the_latency_figure_draws_at_most_its_loads_evenly_and_says_where_the_rest_are(tmp_path: Path) -> None:
+    """25 loads were a latency figure 76 inches wide (issue 49): it draws MAX_LATENCY_LOADS of them, the lowest,
+    the highest and evenly between, and its title says so; with fewer loads it draws every one."""
+    loads = list(range(1, 26))
+    store = RunStore.create(tmp_path, "loads", {"name": "loads"}, {"deployments": []})
+    for index, (variant, params) in enumerate([("autoregressive", {}), ("ddtree", {"budget": 8, "topk": 2})]):
+        for load in loads:
+            append_point(
+                store, "loads", index=index, variant=variant, params=params, load=load, repeat=1,
+                tok_s=100.0 * load * (1 + index), baseline=not params,
+                server={"engine": "sglang", "accept_len": 2.5} if params else None,
+            )  # fmt: skip
+    store.set_state("done")
+    store.release()
+    many = analyse(store.path)
+    figure = figures.latency_percentiles(many)
+    assert figure is not None
+    titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+    shown = [int(t.split("=")[-1]) for t in titles]
+    assert len(shown) == figures.MAX_LATENCY_LOADS and shown[0] == 1 and shown[-1] == 25
+    steps = {b - a for a, b in itertools.pairwise(shown)}
+    assert steps <= {2, 3}  # evenly: 24 steps of load over 11 gaps
+    assert f"shown: {figures.MAX_LATENCY_LOADS} of 25 loads, evenly from" in _title(figure)
+    few = figures.spread_rows(pd.DataFrame({"load": [1, 2, 4]}), figures.MAX_LATENCY_LOADS)
+    assert list(few["load"]) == [1, 2, 4]
