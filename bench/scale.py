@@ -172,12 +172,15 @@ def synthesise(
     return store.path, experiment_file
 
 
-def _measure(args: list[str], env: dict[str, str], timeout: float) -> tuple[float, float, float, int]:
-    """(wall seconds, CPU seconds, peak resident MiB, exit code) of one CLI command (exit -9: timed out)."""
+def _measure(
+    args: list[str], env: dict[str, str], timeout: float, cwd: Path = ROOT
+) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, peak resident MiB, exit code) of one CLI command run in the tree ``cwd``
+    (exit -9: timed out)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "orchestrator", *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
