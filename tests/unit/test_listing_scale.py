@@ -63,3 +63,32 @@ def test_ls_reads_only_the_runs_it_shows(
     assert exit_info.value.code in (0, None)
     assert [p.name for p in read] == ["20260104T000000Z-aaaaa3"]  # the newest, the one shown
     assert "4 sweep or search run(s)" in out and "the 3 oldest not shown" in out
+
+
+def test_runs_without_answer_json_are_read_in_worker_processes_to_the_same_summaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ls of many runs killed before their ending reads their records in forked workers, one a core: the same
+    summaries, in the same order, as one process reads them; a run with a current answer.json stays here."""
+    import os
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: ls reads every run in its own process")
+    runs = [_copy(tmp_path, f"2026010{index + 1}T000000Z-aaaaa{index}") for index in range(ls_command.PARALLEL_FROM)]
+    answered = _copy(tmp_path, "20260109T000000Z-bbbbbb")
+    answer(answered, save=True)
+    runs.append(answered)
+    alone = [ls_command.run_summary(p) for p in runs]
+    summary = ls_command.run_summary
+
+    def where(run_dir: Path) -> dict[str, Any]:
+        return {**summary(run_dir), "pid": os.getpid()}
+
+    monkeypatch.setattr(ls_command, "run_summary", where)
+    read = ls_command._summaries(runs)
+    assert [{k: v for k, v in r.items() if k != "pid"} for r in read] == alone
+    assert {r["pid"] for r in read[:-1]}.isdisjoint({os.getpid()})  # the records read in workers
+    assert read[-1]["pid"] == os.getpid()  # answer.json's head read here
+    assert [r["ok"] for r in read] == [alone[0]["ok"]] * len(runs) and alone[0]["ok"] > 0
+    # Fewer runs to read than PARALLEL_FROM: all here.
+    assert {r["pid"] for r in ls_command._summaries(runs[:2])} == {os.getpid()}

@@ -6,6 +6,7 @@ failed, when it started and how long it took. The sweeps and searches by default
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,45 @@ def _counts(run_dir: Path) -> tuple[dict[str, int] | None, str | None]:
         return None, f"no answer: {exc}"
 
 
+#: Runs whose records must be read (no current ``answer.json``) before ``ls`` reads them in worker processes.
+PARALLEL_FROM = 4
+
+
+def _summaries(runs: list[Path]) -> list[dict[str, Any]]:
+    """:func:`run_summary` of each run, in order. A run without a current ``answer.json`` has its records read
+    (``analysis/quickcounts.py``, tens of milliseconds a run of thousands of points): when at least
+    :data:`PARALLEL_FROM` runs need that and the process may use more than one core, they are read in forked
+    worker processes, one a core (at most 8), each run whole in one worker (the same summary). ``ls -n 0`` of 100
+    runs of 4,875 points: bench/RESULTS-scale.md."""
+    from orchestrator.analysis.answerfile import cached_counts
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    heavy = [p for p in runs if cached_counts(p) is None and (p / "records.jsonl").exists()]
+    if len(heavy) < PARALLEL_FROM or cores < 2:
+        return [run_summary(p) for p in runs]
+    import multiprocessing
+    import signal
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(cores, 8, len(heavy))
+    # fork: the workers start with this process's modules already imported (spawn would import them again).
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=signal.signal,
+        initargs=(signal.SIGINT, signal.SIG_IGN),  # Ctrl-C is this process's to handle, not each worker's
+    )  # fmt: skip
+    try:
+        chunk = max(1, len(heavy) // (workers * 4))
+        read = dict(zip(heavy, pool.map(_summary_of, heavy, chunksize=chunk), strict=True))
+    finally:
+        pool.shutdown(cancel_futures=True)  # after Ctrl-C, the runs not yet read are not read
+    return [read[p] if p in read else run_summary(p) for p in runs]
+
+
+def _summary_of(run_dir: Path) -> dict[str, Any]:
+    """:func:`run_summary` as a worker finds it (a worker is given this function's name, not the function)."""
+    return run_summary(run_dir)
+
+
 def _count(value: Any) -> str:
     return "-" if value is None else str(value)
 
@@ -185,7 +225,7 @@ def ls(
         kinds = frozenset(RUN_KINDS)
     every, runs = runs, of_kinds(runs, kinds)
     if as_json:
-        summaries = [run_summary(p) for p in runs]
+        summaries = _summaries(runs)
         typer.echo(json.dumps({"results_root": str(root), "kinds": sorted(kinds), "runs": summaries}, indent=2))
         return
     listed = set(runs)
@@ -200,7 +240,7 @@ def ls(
         )
         return
     # Only the runs shown are read (a run's counts may need its answer made): the others are only counted.
-    shown = [run_summary(p) for p in (runs[-limit:] if limit > 0 else runs)]
+    shown = _summaries(runs[-limit:] if limit > 0 else runs)
     several_kinds = len({run.get("kind") for run in shown}) > 1
     columns = [
         Column("experiment", "left", required=True, wrap=True),
