@@ -41,7 +41,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from orchestrator.analysis.agreement import AcceptLenSources, accept_len_by_source
 from orchestrator.analysis.answerfile import ANSWER_FILE, ANSWER_SCHEMA, cached_counts
@@ -424,8 +424,10 @@ def answer_of(analysis: Analysis) -> Answer:
     """The answer of an analysed run (the one computation every output renders)."""
     frame = analysis.frame
     measured = frame[frame["alias_of"].isna()] if "alias_of" in frame.columns else frame
-    # The measured rows as dicts once (a to_dict of the wide frame is about a tenth of a second a thousand rows).
-    rows = [{str(k): v for k, v in r.items()} for r in measured.to_dict("records")]
+    # The measured rows as dicts once (a to_dict of the wide frame is about a tenth of a second a thousand rows),
+    # held no longer than the three readings of them.
+    # (The frame's columns are its records' field names, strings: no copy of each dict with its keys made str.)
+    rows = cast(list[dict[str, Any]], measured.to_dict("records"))
     points = [_point(row, analysis.param_columns) for row in rows]
     loads = [_load({str(k): v for k, v in r.items()}, analysis.metric) for r in analysis.best.to_dict("records")]
     by_status = analysis.status_counts()
@@ -436,6 +438,8 @@ def answer_of(analysis: Analysis) -> Answer:
             kind = row.get("error_kind")
             kind = kind if isinstance(kind, str) and kind else "unknown"
             kinds[kind] = kinds.get(kind, 0) + 1
+    sources = accept_len_by_source([row for row in rows if row.get("status") in MEASURED])
+    del rows  # let go before the rest is made: at 20,000 records the peak is near recommend's 1 GB target
     return Answer(
         analysis=analysis,
         points=points,
@@ -446,7 +450,7 @@ def answer_of(analysis: Analysis) -> Answer:
         schedule_verdicts=verdicts(points, loads, measured),
         decisions=decisions(analysis),
         lossless=list(analysis.lossless.hosts) if analysis.lossless is not None else [],
-        accept_len_sources=accept_len_by_source([row for row in rows if row.get("status") in MEASURED]),
+        accept_len_sources=sources,
         failure_kinds=dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
         findings_by_severity=analysis.counts(),
         pareto=[
