@@ -69,3 +69,14 @@ def test_points_of_mixed_shapes_each_get_their_own_figure_and_interval(monkeypat
             assert row["ci_method"] == "bootstrap over 2 restarts (2 repeats each) and their requests"
     # The bootstrap's se over one restart's repeats is the unbiased one (repeats' variance and requests' se).
     assert np.mean(singles) == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize("repeats", [1, 2, 3, 5, 7, 8, 11])
+@pytest.mark.parametrize("restarts", [1, 3])
+def test_the_drawn_sums_are_numpys_bit_for_bit(repeats: int, restarts: int) -> None:
+    """``_drawn_sum`` (the k drawn windows added a column at a time, bench/RESULTS-scale.md) gives the very bits
+    of ``np.take(values, drawn).sum(axis=-1)``, so every interval is what it was, over values of any scale."""
+    rng = np.random.default_rng(repeats * 10 + restarts)
+    values = rng.standard_normal(40 * repeats) * 10 ** rng.uniform(-6, 6, 40 * repeats)
+    drawn = rng.integers(0, values.size, size=(40, 500, restarts, repeats), dtype=np.int32)
+    assert np.array_equal(intervals._drawn_sum(values, drawn), np.take(values, drawn).sum(axis=-1))
