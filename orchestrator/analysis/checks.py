@@ -36,6 +36,7 @@ from orchestrator.analysis.checkbase import (
 )
 from orchestrator.analysis.corpus import corpus_points
 from orchestrator.analysis.drafts import command_schedule, k_used
+from orchestrator.analysis.golden import golden_points, shape_points
 from orchestrator.analysis.roles import expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
 
@@ -672,7 +673,20 @@ def drafter_corpus(ctx: CheckContext) -> list[Finding]:
     return [_finding("drafter_corpus", row, "warning", msg, evidence) for row, msg, evidence in corpus_points(ctx.ok)]
 
 
+def golden(ctx: CheckContext) -> list[Finding]:
+    """A self-drafted chain whose verify steps or accepted drafts part from what the model itself predicts for
+    the same requests (``analysis/golden.py``)."""
+    return [_finding("golden", row, sev, msg, evidence) for row, sev, msg, evidence in golden_points(ctx.ok)]  # type: ignore[arg-type]
+
+
+def spec_shape(ctx: CheckContext) -> list[Finding]:
+    """A server that runs another tree than its command asked for (``analysis/golden.py``)."""
+    return [_finding("spec_shape", row, "error", msg, evidence) for row, msg, evidence in shape_points(ctx.ok)]
+
+
 CHECKS: dict[str, CheckFunction] = {
+    "golden": golden,
+    "spec_shape": spec_shape,
     "depth_vs_commit": depth_vs_commit,
     "topk1_vs_chain": topk1_vs_chain,
     "tree_below_chain": tree_below_chain,

@@ -70,6 +70,8 @@ _TOPK_PARAMS = ("topk", "top_k", "eagle_topk", "speculative_eagle_topk")
 _BUDGET_PARAMS = ("budget", "tree_budget", "max_nodes")
 _TOPK_FLAGS = re.compile(r"--(?:speculative[-_](?:ddtree|eagle)[-_])?topk[=\s]+(\d+)")
 _BUDGET_FLAGS = re.compile(r"--(?:speculative[-_]ddtree[-_])?budget[=\s]+(\d+)")
+_EAGLE_TOPK = re.compile(r"--speculative[-_]eagle[-_]topk[=\s]+(\d+)")
+_EAGLE_TOKENS = re.compile(r"--speculative[-_]num[-_]draft[-_]tokens[=\s]+(\d+)")
 _SPEC_WORDS = re.compile(r"specul|draft|ddtree|eagle|medusa|ngram|lookahead|dflash|mtp", re.IGNORECASE)
 
 
@@ -154,7 +156,14 @@ class TreeShape:
 
 
 def tree_shape(params: Mapping[str, Any], command: str | None) -> TreeShape | None:
-    """The (budget, top-k) of a tree configuration, or ``None`` when it is not a tree."""
+    """The (budget, top-k) of a tree configuration, or ``None`` when it is not a tree. An EAGLE-family tree
+    (SGLang's EAGLE, EAGLE3, STANDALONE: ``--speculative-eagle-topk`` K, ``--speculative-num-draft-tokens`` N,
+    ``--speculative-num-steps`` S) is read from its command whatever the matrix keys are called: N counts the
+    root, so its budget of drafts is N - 1, and no chain inside it is longer than its depth S
+    (orchestrator/engines/sglang/tree.py)."""
+    if command and (k := _EAGLE_TOPK.search(command)) and (n := _EAGLE_TOKENS.search(command)):
+        depth = chain_length({}, command)
+        return TreeShape(budget=int(n.group(1)) - 1, topk=int(k.group(1)), block_drafts=depth)
     topk = next((v for v in (_int(params.get(n)) for n in _TOPK_PARAMS) if v is not None), None)
     budget = next((v for v in (_int(params.get(n)) for n in _BUDGET_PARAMS) if v is not None), None)
     if command:

@@ -115,6 +115,19 @@ class Engine(Protocol):
 
     def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None: ...
 
+    def command_problems(self, command: str) -> list[str]: ...
+
+    def spec_shape(self, command: str, settings: Mapping[str, Any] | None) -> dict[str, Any] | None: ...
+
+    def golden(
+        self,
+        command: str,
+        settings: Mapping[str, Any] | None,
+        requests: list[dict[str, Any]],
+        python: str,
+        cache: dict[str, Any],
+    ) -> dict[str, Any] | None: ...
+
     def version_from_log(self, text: str) -> str | None: ...
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
@@ -204,6 +217,32 @@ class EngineBase:
     def drafter_corpus(self, settings: Mapping[str, Any], command: str) -> str | None:
         """Why the deployment's drafter keeps a corpus across requests (orchestrator/sweep/corpus.py), from the
         server's reported settings or its command; None when it does not (the default)."""
+        return None
+
+    def command_problems(self, command: str) -> list[str]:
+        """Why the engine would refuse a rendered server command, or silently run another configuration than the
+        one written (``specsweep validate`` refuses it, with the variant's file and line); empty by default."""
+        return []
+
+    def spec_shape(self, command: str, settings: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The speculative tree or chain a deployment runs: ``configured`` (from its command), ``served`` (from
+        the server's reported settings, as it resolved them) and whether they agree; None for an engine or a
+        deployment without one (the default)."""
+        return None
+
+    def golden(
+        self,
+        command: str,
+        settings: Mapping[str, Any] | None,
+        requests: list[dict[str, Any]],
+        python: str,
+        cache: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """The figures the model itself predicts for a point where the engine can say (SGLang's self-drafted
+        chains: engines/sglang/golden.py), from the point's requests (``key``, ``messages`` or ``text``,
+        ``tokens`` its output length, ``spec`` the response's figures), with the engine's own Python
+        (``python``); ``cache`` keeps the model's answers across the run's points. None where no golden figure
+        exists (the default)."""
         return None
 
     def version_from_log(self, text: str) -> str | None:

@@ -67,6 +67,9 @@ class ExperimentLike(Protocol):
     def baselines(self) -> list[str]: ...
 
     @property
+    def engine(self) -> str: ...
+
+    @property
     def load(self) -> LoadSpec: ...
 
     def host_specs(self) -> list[SSHHostSpec | LocalHostSpec]: ...
@@ -219,9 +222,14 @@ def _check_commands(exp: ExperimentLike) -> None:
     """Every rendered command, unit file and environment value must be usable now, not when a deployment is
     applied mid-sweep: a command splits into words, a unit file's values fit the settings they land in, and no
     rendered text holds what no command line, environment or file can (a NUL, a lone surrogate)."""
+    from orchestrator.engines.registry import get_engine
     from orchestrator.experiment.rendering import expand_matrix, server_config
     from orchestrator.quoting import split_command, usable_text
 
+    try:
+        engine = get_engine(exp.engine)
+    except ConfigError:
+        engine = None  # the schema names an unknown engine itself
     service = exp.service
     unit_mode = isinstance(service, SystemdServiceSpec) and service.mode == "unit"
     where = "unit_file" if unit_mode else "exec_start" if isinstance(service, SystemdServiceSpec) else "command"
@@ -247,6 +255,9 @@ def _check_commands(exp: ExperimentLike) -> None:
                 split_command(command, what=f"the service {where}")
             except ConfigError as exc:
                 raise _Problem(("variants", vname), f"{label}: {exc.message}") from None
+            refused = engine.command_problems(command) if engine is not None else []
+            if refused:
+                raise _Problem(("variants", vname), f"{label}: {refused[0]}")
 
 
 def _check_existing_server(exp: ExperimentLike, problems: list[_Problem]) -> None:

@@ -64,7 +64,8 @@ class ChecksSpec(_Strict):
     point's requests that may fail or be cancelled before the point is ``degraded`` (kept with its figures, left
     out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10.
     ``lossless_tie_margin``: how close (nats) two of the autoregressive baseline's likeliest tokens are a near
-    tie the lossless check lets speculation flip (default 0.25; 0 turns it off)."""
+    tie the lossless check lets speculation flip (default 0.25; 0 turns it off). ``golden_python``: the engine's
+    own Python, which predicts a self-drafted point's accept length from the model itself (``golden`` check)."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -79,6 +80,10 @@ class ChecksSpec(_Strict):
     # speculation flip (orchestrator/analysis/lossless.py, TIE_MARGIN); 0: every flip before the baseline's
     # own divergence is lossy.
     lossless_tie_margin: float = Field(0.25, ge=0)
+    # The engine's own Python (a shell word: sh expands it on this machine, as a service command's paths) that
+    # runs the model to predict a self-drafted point's accept length (SGLang STANDALONE with the target as its
+    # draft: orchestrator/engines/sglang/golden.py); None: no golden figures.
+    golden_python: str | None = None
 
 
 class FailurePolicySpec(_Strict):

@@ -49,6 +49,7 @@ from orchestrator.runs.plausible import impossible_figure
 from orchestrator.runs.store import Record, utc_now_iso
 from orchestrator.sweep.closing import close_window, open_window, ticking
 from orchestrator.sweep.corpus import point_corpus
+from orchestrator.sweep.golden import point_golden, point_shape
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
@@ -442,6 +443,8 @@ class PointMeasurer:
     def __init__(self, experiment: Experiment, tools: Tools | None = None) -> None:
         self.experiment = experiment
         self.tools = tools or Tools()
+        #: The golden probe's answers across this sweep's points (sweep/golden.py): each prompt is run once.
+        self.golden_cache: dict[str, Any] = {}
 
     def engine_info(self, url: str) -> dict[str, Any]:
         """What the server at ``url`` says about itself (:mod:`orchestrator.engines.info`)."""
@@ -604,6 +607,22 @@ class PointMeasurer:
         )
         if corpus is not None:
             server_fields["drafter_corpus"] = corpus  # did the drafter's corpus already know these prompts
+        served = (engine_info or {}).get("settings")
+        shape = point_shape(exp.engine, deployment.command or "", served)
+        if shape is not None:
+            server_fields["spec_shape"] = shape  # the tree asked for and the tree the server runs
+        if requests is not None and not stop.is_set():
+            golden = point_golden(
+                exp.engine,
+                deployment.command or "",
+                served,
+                requests,
+                settings,
+                exp.checks.golden_python,
+                self.golden_cache,
+            )
+            if golden is not None:
+                server_fields["golden"] = golden  # what the model itself predicts for this point
         alive = server.alive()
         verdict = classify_point(client, alive=alive, stopped=stop.is_set())
         record = new_record(

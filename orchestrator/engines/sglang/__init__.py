@@ -48,6 +48,53 @@ class SGLang(EngineBase):
             "clear_cache_pool)"
         )
 
+    def command_problems(self, command: str) -> list[str]:
+        """A draft tree or chain (EAGLE, EAGLE3, STANDALONE) that SGLang would refuse or silently change at
+        start-up (tree.py, from arg_groups/speculative_hook.py and speculative/eagle_utils.py)."""
+        from orchestrator.engines.sglang.tree import shape_problems
+
+        return shape_problems(command)
+
+    def spec_shape(self, command: str, settings: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """The tree a deployment asked for (its command) and the one the server runs (``/server_info``'s
+        resolved arguments: speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens)."""
+        from orchestrator.engines.sglang.tree import TreeShape
+
+        configured = TreeShape.from_command(command)
+        served = TreeShape.from_settings(settings)
+        if configured is None and served is None:
+            return None
+        keys = ("algorithm", "depth", "topk", "budget")
+        agree = None
+        if configured is not None and served is not None:
+            agree = all(getattr(configured, k) == getattr(served, k) for k in keys)
+        return {
+            "configured": configured.to_dict() if configured is not None else None,
+            "served": served.to_dict() if served is not None else None,
+            "configured_label": configured.label if configured is not None else None,
+            "served_label": served.label if served is not None else None,
+            "agree": agree,
+        }
+
+    def golden(
+        self,
+        command: str,
+        settings: Mapping[str, Any] | None,
+        requests: list[dict[str, Any]],
+        python: str,
+        cache: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """A self-drafted STANDALONE point's accept length as the model predicts it (golden.py)."""
+        if self.name != "sglang":
+            return None
+        from orchestrator.engines.sglang.golden import point_golden
+        from orchestrator.engines.sglang.tree import TreeShape
+
+        shape = TreeShape.from_settings(settings) or TreeShape.from_command(command)
+        if shape is None or not shape.self_draft:
+            return None
+        return point_golden(shape, requests, python, cache)
+
     def version_from_log(self, text: str) -> str | None:
         """``0.5.12+`` when the log holds SGLang's start line in its dict form, ``server_args={...}``
         (entrypoints/engine.py ``_launch_subprocesses``: ``logger.info(f"server_args={_server_args_for_logging(

@@ -1,0 +1,150 @@
+"""SGLang's draft trees and chains: the shape a command asks for and the rules SGLang 0.5.23 applies at start-up
+(orchestrator/engines/sglang/tree.py), the chain walk of the golden accept length (golden.py), how the analysis
+reads an EAGLE-family tree (analysis/roles.py), and `specsweep validate` refusing a tree SGLang would change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.analysis.roles import tree_shape
+from orchestrator.engines.registry import get_engine
+from orchestrator.engines.sglang.golden import GoldenRequest, chain_steps, compare_request, predict
+from orchestrator.engines.sglang.tree import TreeShape, shape_problems
+
+REPO = Path(__file__).resolve().parents[2]
+TREE = "--speculative-algorithm STANDALONE --speculative-draft-model-path /m --model-path /m"
+
+
+def _cmd(depth: int, topk: int, budget: int, extra: str = "") -> str:
+    return (
+        f"python -m sglang.launch_server {TREE} --speculative-num-steps {depth} "
+        f"--speculative-eagle-topk {topk} --speculative-num-draft-tokens {budget} {extra}"
+    )
+
+
+def test_a_command_gives_its_tree_and_a_self_draft_is_told_from_another_draft() -> None:
+    shape = TreeShape.from_command(_cmd(3, 2, 6))
+    assert shape is not None
+    assert (shape.algorithm, shape.depth, shape.topk, shape.budget) == ("STANDALONE", 3, 2, 6)
+    assert shape.self_draft and not shape.chain and shape.label == "tree(depth=3, topk=2, budget=6)"
+    other = TreeShape.from_command(
+        _cmd(3, 1, 4).replace("--speculative-draft-model-path /m", "--speculative-draft-model-path /d")
+    )
+    assert other is not None and other.chain and not other.self_draft
+    assert TreeShape.from_command("python -m sglang.launch_server --speculative-algorithm NGRAM") is None
+    served = TreeShape.from_settings(
+        {
+            "speculative_algorithm": "STANDALONE",
+            "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4,
+            "speculative_draft_model_path": "/m/",
+            "model_path": "/m",
+        }
+    )
+    assert served is not None and served.self_draft and served.chain
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        (_cmd(3, 1, 6), "silently change budget 6 to 4"),
+        (_cmd(3, 2, 12), "use a budget of at most 11"),  # 2 + 2 * 4 candidates, plus the root
+        (_cmd(0, 1, 1), "depth >= 1"),
+        (_cmd(3, 2, 6, "--page-size 16"), "flashinfer, fa3 or triton"),
+        ("x --speculative-algorithm EAGLE --speculative-eagle-topk 2", "--speculative-num-steps"),
+        (_cmd(3, 1, 4).replace("--speculative-draft-model-path /m ", ""), "needs its draft model"),
+    ],
+)
+def test_trees_sglang_would_refuse_or_change_are_named(command: str, words: str) -> None:
+    problems = shape_problems(command)
+    assert problems and words in problems[0] + " ".join(problems), problems
+
+
+@pytest.mark.parametrize("shape", [(3, 1, 4), (3, 2, 6), (3, 2, 11), (5, 4, 8), (1, 1, 2)])
+def test_trees_sglang_runs_as_written_pass(shape: tuple[int, int, int]) -> None:
+    assert shape_problems(_cmd(*shape)) == []
+    assert get_engine("sglang").command_problems(_cmd(*shape)) == []
+
+
+def test_the_engine_reads_back_the_tree_the_server_runs() -> None:
+    served = {
+        "speculative_algorithm": "STANDALONE",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+        "model_path": "/m",
+        "speculative_draft_model_path": "/m",
+    }
+    same = get_engine("sglang").spec_shape(_cmd(3, 1, 4), served)
+    assert same is not None and same["agree"] is True
+    changed = get_engine("sglang").spec_shape(_cmd(3, 1, 6), served)
+    assert changed is not None and changed["agree"] is False and changed["served_label"].startswith("chain")
+    assert get_engine("vllm").spec_shape(_cmd(3, 1, 4), served) is None
+
+
+def test_the_chain_walk_accepts_the_longest_agreeing_prefix_and_counts_drafts_past_the_end() -> None:
+    # Position 0 is the prefill's token. A step at 1 proposes 1-3 (all agree: 3 accepted, bonus 4); at 5 the
+    # first draft disagrees (0 accepted, bonus 5); at 6 and 10 all agree.
+    agree = [False, True, True, True, True, False] + [True] * 10
+    assert [s + 1 for s in chain_steps(agree, 12, 3)] == [4, 1, 4, 4]
+    # A disagreement after two agreeing drafts ends that step at 2: the bonus token is never a draft.
+    assert chain_steps([False] + [True] * 6 + [False] + [True] * 8, 12, 3) == [3, 2, 3]
+    # Past the end (12 tokens) the last step still accepts what agrees, as SGLang counts it.
+    assert chain_steps([False] + [True] * 20, 12, 3) == [3, 3, 3]
+    assert chain_steps([False] * 10, 5, 3) == [0, 0, 0, 0]
+    assert chain_steps([False, True], 1, 3) == []  # one token: the prefill's, no verify step
+    with pytest.raises(ValueError):
+        chain_steps([], 4, 0)
+
+
+def test_a_response_is_compared_with_the_prediction_by_steps_then_by_histogram() -> None:
+    agree = [False, True, True, True, True, False] + [True] * 10
+    golden = predict([{"key": "0", "agree": agree, "output_ids": []}], {"0": 12}, 3)["0"]
+    assert isinstance(golden, GoldenRequest) and golden.steps == [3, 0, 3, 3] and golden.histogram(3) == [1, 0, 0, 3]
+    assert compare_request(golden, {"verify_steps": 4, "accepted_histogram": [1, 0, 0, 3]}, 3) is None
+    assert "5 verify steps where the model predicts 4" in str(compare_request(golden, {"verify_steps": 5}, 3))
+    where = compare_request(golden, {"verify_steps": 4, "accepted_histogram": [0, 1, 0, 3]}, 3)
+    assert where is not None and where.startswith("0 steps accepted 0 drafts where the model predicts 1")
+    assert compare_request(golden, None, 3) == "the response carried no speculative figures"
+
+
+def test_the_analysis_reads_an_eagle_tree_budget_as_drafts_and_its_depth_as_the_chain() -> None:
+    shape = tree_shape({"budget": 6, "topk": 2}, _cmd(3, 2, 6))
+    assert shape is not None and (shape.budget, shape.topk, shape.chain_drafts) == (5, 2, 3)
+    chain = tree_shape({}, _cmd(3, 1, 4))
+    assert chain is not None and chain.chain_drafts == 3
+    # DDTree's own budget is its drafts, as before.
+    ddtree = tree_shape({"budget": 7, "topk": 1}, "--speculative-algorithm DDTREE --speculative-ddtree-budget 7")
+    assert ddtree is not None and ddtree.chain_drafts == 7
+
+
+def test_validate_refuses_a_chain_whose_budget_sglang_would_change_with_file_and_line(tmp_path: Path) -> None:
+    text = (REPO / "sweeps" / "sglang-tree-cpu.yaml").read_text()
+    bad = text.replace(
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4\n  # Trees",
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 6\n  # Trees",
+        1,
+    )
+    assert bad != text
+    path = tmp_path / "tree.yaml"
+    path.write_text(bad)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "validate", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    line = next(i for i, row in enumerate(bad.splitlines(), 1) if row.startswith("  chain:"))
+    assert f"tree.yaml:{line}" in out and "silently change budget 6 to 4" in out, out
+    assert "Traceback" not in out
+    ok = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "validate", str(REPO / "sweeps" / "sglang-tree-cpu.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
