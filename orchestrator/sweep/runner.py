@@ -362,6 +362,7 @@ class SlotWorker:
             )
         )
         t0 = time.monotonic()
+        wall_t0 = time.time()
         beside = sweep.overlap.look() if sweep.overlap is not None else []
 
         def progress(report: Any) -> None:
@@ -399,8 +400,8 @@ class SlotWorker:
         placement = server.placement
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
             measured.record = measured.record.model_copy(update={"placement": dict(placement)})
-        if sweep.overlap is not None:  # another sweep on this machine at the point's start or end
-            overlapped = merged(beside, sweep.overlap.look())
+        if sweep.overlap is not None:  # another sweep on this machine at any time in the point's window
+            overlapped = merged(beside, sweep.overlap.between(wall_t0, time.time()))
             if overlapped:
                 measured.record = measured.record.model_copy(update={"overlapped": overlapped})
         return measured, t0
