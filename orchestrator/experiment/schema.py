@@ -64,7 +64,9 @@ class ChecksSpec(_Strict):
     point's requests that may fail or be cancelled before the point is ``degraded`` (kept with its figures, left
     out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10.
     ``lossless_tie_margin``: how close (nats) two of the autoregressive baseline's likeliest tokens are a near
-    tie the lossless check lets speculation flip (default 0.25; 0 turns it off)."""
+    tie the lossless check lets speculation flip (default 0.25; 0 turns it off). ``machine_load``: the runnable
+    tasks a CPU of the controller's machine (its 1-minute load average over its CPUs) above which a point is
+    marked as measured on a busy machine (finding ``machine_load``; default 2; 0 turns it off)."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -79,6 +81,10 @@ class ChecksSpec(_Strict):
     # speculation flip (orchestrator/analysis/lossless.py, TIE_MARGIN); 0: every flip before the baseline's
     # own divergence is lossy.
     lossless_tie_margin: float = Field(0.25, ge=0)
+    # A point measured while the controller's machine had more than this many runnable tasks a CPU (its
+    # 1-minute load average over its CPUs; orchestrator/sweep/machineload.py) is marked: finding machine_load.
+    # 0 turns it off.
+    machine_load: float = Field(2.0, ge=0)
 
 
 class FailurePolicySpec(_Strict):

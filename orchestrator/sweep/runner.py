@@ -45,6 +45,7 @@ from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_pla
 from orchestrator.runs.identity import host_identities, resolved_experiment
 from orchestrator.runs.store import Record, discard_run, utc_now_iso
 from orchestrator.search.driver import search_plan, uses_search
+from orchestrator.sweep import machineload
 from orchestrator.sweep import slots as gpu_slots
 from orchestrator.sweep.events import (
     DeploymentFailed,
@@ -364,6 +365,7 @@ class SlotWorker:
         t0 = time.monotonic()
         wall_t0 = time.time()
         beside = sweep.overlap.look() if sweep.overlap is not None else []
+        machine_at_start = machineload.sample()
 
         def progress(report: Any) -> None:
             if report.phase == "load":
@@ -397,6 +399,12 @@ class SlotWorker:
             progress=progress,
             write_requests=write_requests,
         )
+        machine = machineload.machine_load(machine_at_start, machineload.sample())
+        measured.record = measured.record.model_copy(update={"machine": machine})
+        busy = machineload.high_load(machine, sweep.experiment.checks.machine_load)
+        if busy is not None and not sweep.said_busy:  # once a run: the finding names every such point
+            sweep.said_busy = True
+            self.emit(Notice(host=self.name, message=busy, level="warning"))
         placement = server.placement
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
             measured.record = measured.record.model_copy(update={"placement": dict(placement)})

@@ -111,6 +111,8 @@ class SweepState:
         self._lossless_ar: str | bool | None = False  # False: not yet known
         #: The other sweeps on this machine (orchestrator/sweep/overlap.py); None in a run that does not watch.
         self.overlap: OverlapWatch | None = None
+        #: Whether the run has said its machine is busy (orchestrator/sweep/machineload.py): once a run.
+        self.said_busy = False
 
     def lossless_role(self, deployment: Deployment) -> str | None:
         """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to

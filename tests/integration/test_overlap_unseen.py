@@ -2,7 +2,8 @@
 simulator (real HTTP over sockets) with a neighbouring controller in another process:
 
 - a controller of the same experiment (another folder, another port) is named in the records it overlapped;
-- a controller that registers and ends inside one point's window (between the point's two looks) still marks it.
+- a controller that registers and ends inside one point's window (between the point's two looks) still marks it;
+- every point keeps how busy the controller's machine was (load average, CPUs, busy share).
 
 Each test has its own HOME and state directory (the registry of controllers lives there)."""
 
@@ -76,6 +77,9 @@ def test_a_controller_of_the_same_experiment_is_named_in_the_records(tmp_path: P
     assert records
     for record in records:
         assert [(e["pid"], e["experiment"]) for e in record.overlapped or []] == [(other.pid, "same")], record
+        machine = record.machine or {}
+        assert machine.get("cpus", 0) >= 1 and machine.get("loadavg_1m") is not None, machine
+        assert machine.get("load_per_cpu") is not None and machine.get("busy_share") is not None, machine
 
 
 def test_a_controller_that_starts_and_ends_inside_a_point_marks_it(tmp_path: Path, home: Path) -> None:
