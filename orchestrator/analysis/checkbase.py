@@ -79,6 +79,10 @@ class CheckSettings(BaseModel):
     # speculation flip (orchestrator/analysis/lossless.py, TIE_MARGIN); 0: every flip before the baseline's
     # own divergence is lossy.
     lossless_tie_margin: float = Field(0.25, ge=0)
+    # A point measured while the controller's machine had more than this many runnable tasks a CPU (its
+    # 1-minute load average over its CPUs; orchestrator/sweep/machineload.py) is marked: finding machine_load.
+    # 0 turns it off.
+    machine_load: float = Field(2.0, ge=0)
 
     @classmethod
     def from_experiment(cls, experiment: dict[str, Any], *, source: str = "experiment.yaml") -> CheckSettings:

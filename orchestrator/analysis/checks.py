@@ -684,6 +684,45 @@ def spec_shape(ctx: CheckContext) -> list[Finding]:
     return [_finding("spec_shape", row, "error", msg, evidence) for row, msg, evidence in shape_points(ctx.ok)]
 
 
+def machine_load(ctx: CheckContext) -> list[Finding]:
+    """Points measured while the controller's machine had more runnable tasks a CPU than ``checks.machine_load``
+    (the records' ``machine``, orchestrator/sweep/machineload.py): another benchmark, a test suite or a build
+    delayed the client's timings (and a local server's), which no figure shows. One finding for the run."""
+    threshold = ctx.settings.machine_load
+    frame = ctx.measured
+    if threshold <= 0 or "machine_load" not in frame.columns:
+        return []
+    rows = [
+        r
+        for r in _rows(frame)
+        if isinstance(r.get("machine_load"), int | float)
+        and r["machine_load"] == r["machine_load"]
+        and r["machine_load"] > threshold
+    ]
+    if not rows:
+        return []
+    worst = max(float(r["machine_load"]) for r in rows)
+    message = (
+        f"{len(rows)} of {len(frame)} points were measured while this machine was busy (up to {worst:.1f} runnable "
+        f"tasks a CPU, above checks.machine_load {threshold:g}): whatever else ran here delayed the client's "
+        "timings and a local server's steps, so these figures may be low and noisy; for clean figures, run the "
+        "sweep again on a quiet machine"
+    )
+    evidence = [
+        f"{r.get('label')} @ {r.get('load_label')} on {r.get('host')}: {float(r['machine_load']):.1f} a CPU"
+        for r in rows
+    ]
+    return [
+        Finding(
+            check="machine_load",
+            point=None,
+            severity="warning",
+            message=message,
+            evidence=evidence[:_EVIDENCE_LINES],
+        )
+    ]
+
+
 CHECKS: dict[str, CheckFunction] = {
     "golden": golden,
     "spec_shape": spec_shape,
@@ -702,6 +741,7 @@ CHECKS: dict[str, CheckFunction] = {
     "missing_baseline": missing_baseline,
     "unreadable_records": unreadable_records,
     "overlapping_runs": overlapping_runs,
+    "machine_load": machine_load,
     "lossless": lossless,
     "runaway_outputs": runaway_outputs,
     "schedule_ignored": schedule_ignored,

@@ -45,7 +45,8 @@ in an empty or all-failed run):
   window is, ``stopped_by`` why its load ended, ``tokens_per_joule`` and ``gpu_*`` its GPU telemetry, ``cache_flushed``
   whether its prefix cache was emptied first, ``slot`` and ``gpus`` the GPU slot it ran in (docs/gpu-slots.md;
   None without slots), ``overlapped_with`` the other sweeps that ran on the controller's machine during it
-  (orchestrator/sweep/overlap.py; None when it ran alone).
+  (orchestrator/sweep/overlap.py; None when it ran alone), ``machine_load`` the controller's machine's load
+  average a CPU during it (orchestrator/sweep/machineload.py; None in a record without it).
 
 ``open_run`` returns the *point* frame: the windows of one load (repeats, restarts) combined into one row
 with their combined intervals (``orchestrator/analysis/intervals.py``, ``windows``, ``ci_method``); ``RunData.windows``
@@ -444,6 +445,9 @@ def _flatten_extras(record: Record) -> dict[str, Any]:
     ):
         out[column] = telemetry.get(key)
     out["overlapped_with"] = overlapped_with(record.overlapped)
+    machine = record.machine if isinstance(record.machine, dict) else {}
+    per_cpu = machine.get("load_per_cpu")
+    out["machine_load"] = float(per_cpu) if isinstance(per_cpu, int | float) and not isinstance(per_cpu, bool) else None
     return out
 
 

@@ -274,6 +274,9 @@ def aggregate_windows(frame: pd.DataFrame, *, level: float = 0.95, seed: int = 0
         beside = [name for name in beside if name]
         if "overlapped_with" in base:
             base["overlapped_with"] = "; ".join(beside) or None
+        if "machine_load" in base:  # the busiest of its windows
+            loads = [float(r["machine_load"]) for r in ok if isinstance(r.get("machine_load"), int | float)]
+            base["machine_load"] = max((v for v in loads if v == v), default=None)
         rows.append(base)
     for (base, figure), (estimate, lo, hi, se) in zip(wanted, _bootstrap_all(jobs, level, rng), strict=True):
         lo_col, hi_col, se_col = interval_columns(figure)

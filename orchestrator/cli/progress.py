@@ -5,6 +5,13 @@ point above them. Outside one (a pipe, a file, a CI log) there are no bars, only
 what it is about: ``[3/18] ddtree(budget=7, topk=1) C=4: 356.4 tok/s, accept len 3.36 (ETA 1m05s)``, a line
 when a deployment starts and when it is ready, and, while a server loads, one line every
 ``LOADING_EVERY`` seconds so a log shows it is alive.
+
+The phases between a deployment's start and its points (``warm-up: 1 of 2``, ``lossless probe: 3 of 10
+answers``) and the decide rounds (``decide round 1 of at most 2``) are a row of their own in a terminal and a
+line when they start outside one. Whatever runs, a line says so at least every ``LOADING_EVERY`` seconds
+outside a terminal (:meth:`SweepProgress.tick`, from a background thread: a probe answer or a point of a slow
+engine sends no event for minutes): what runs, how far it is, for how long, and the ETA. A stop request asks
+:meth:`SweepProgress.stopping_text` what the sweep waits for before it restores the host.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from orchestrator.sweep.events import (
     HostRestored,
     LoadProgress,
     Notice,
+    PhaseProgress,
     PointFinished,
     PointStarted,
     SweepEvent,
@@ -72,15 +80,30 @@ class SweepProgress:
         self._deploy: dict[str, TaskID] = {}
         self._point: dict[str, TaskID] = {}
         self._point_total: dict[str, int | None] = {}
+        # What runs now on each host (a phase, a point under load, a server loading), since when (monotonic), and
+        # when a line last said anything (the heartbeat's clock).
+        self._now: dict[str, tuple[str, float]] = {}
+        self._said = time.monotonic()
+        self._eta: float | None = None
+        self._point_label: dict[str, str] = {}  # host -> the point under load ("ddtree(budget=7) C=4")
+        self._phase_row: dict[str, str] = {}  # host -> the phase its row shows now (a terminal)
+        self._beat: threading.Thread | None = None
+        self._beat_stop = threading.Event()
 
     def __enter__(self) -> SweepProgress:
         if not self.lines:
             self.progress.start()
+        else:
+            self._beat = threading.Thread(target=self._beating, name="progress-heartbeat", daemon=True)
+            self._beat.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._beat_stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
         if not self.lines:
             self.progress.stop()
         if self._unsaid_dir is not None and Path(self._unsaid_dir).is_dir():  # ended early, and kept: say where
@@ -98,7 +121,79 @@ class SweepProgress:
 
     def observe(self, event: SweepEvent) -> None:
         with self._lock:
+            self._note_running(event)
             self._observe(event)
+
+    # -- what runs now: the heartbeat and the stop ---------------------------------------------------
+
+    def _running(self, host: str, text: str, *, keep_since: bool = False) -> None:
+        since = self._now[host][1] if keep_since and host in self._now else time.monotonic()
+        self._now[host] = (text, since)
+
+    def _note_running(self, event: SweepEvent) -> None:
+        host = event.host
+        if isinstance(event, SweepStarted | PointFinished | PhaseProgress):
+            self._eta = event.eta_seconds if event.eta_seconds is not None else self._eta
+        if isinstance(event, DeploymentStarted):
+            self._running(host, f"deploy {event.index}/{event.total} {event.label}: starting")
+        elif isinstance(event, HealthProgress):
+            label = self._labels.get(event.deployment_id, "")
+            self._running(host, f"{label}: loading, {event.elapsed:.0f} s of {event.timeout:.0f} s", keep_since=True)
+        elif isinstance(event, PhaseProgress):
+            same = host in self._now and self._now[host][0].startswith(event.phase)
+            self._running(host, event.text, keep_since=same)
+        elif isinstance(event, PointStarted):
+            self._point_label[host] = f"{self._labels.get(event.deployment_id, '')} {event.label}".strip()
+            self._running(host, f"{self._point_label[host]}: load running")
+        elif isinstance(event, LoadProgress):
+            label = self._point_label.get(host, event.point_id)
+            of = f" of {event.total}" if event.total else ""
+            self._running(host, f"{label}: {event.done}{of} requests, {event.live_tok_s:,.0f} tok/s", keep_since=True)
+        elif isinstance(event, PointFinished | HostRestored | DeploymentFailed):
+            self._now.pop(host, None)
+
+    def _beating(self) -> None:
+        while not self._beat_stop.wait(1.0):
+            self.tick()
+
+    def tick(self, now: float | None = None) -> None:
+        """Outside a terminal: when nothing was said for ``LOADING_EVERY`` seconds, a line of what runs (how far,
+        for how long) and the ETA (module docstring). ``now``: the monotonic clock (a test's own)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if not self.lines or not self._now or now - self._said < LOADING_EVERY:
+                return
+            eta = f" (ETA {format_duration(self._eta)})" if self._eta is not None else ""
+            for host, (text, since) in self._now.items():
+                prefix = f"[{host}] " if host and host != "local" else ""
+                line = f"{prefix}still running: {text}, for {format_duration(max(0.0, now - since))}{eta}"
+                self.console.print(escape(line), soft_wrap=True, highlight=False)
+            self._said = now
+
+    def stopping_text(self, stop_timeout: float | None = None) -> str:
+        """What a stop request waits for, and for how long at most: ``stopping: cancelling the lossless probe's
+        answer in flight, then restoring the host (stopping the server: at most 30 s)``."""
+        # No lock: a signal handler asks, maybe while the main thread holds it; a copy of the values is enough.
+        try:
+            running = [text for text, _since in list(self._now.values())]
+        except RuntimeError:  # changed while copied (another thread's event): say the general case
+            running = []
+        waits = []
+        for text in running:
+            if text.startswith("lossless probe"):
+                waits.append("cutting the lossless probe's answer in flight (at its next token)")
+            elif text.startswith("warm-up"):
+                waits.append("cancelling the warm-up's request in flight")
+            elif ": loading," in text or text.endswith(": starting"):
+                waits.append("no longer waiting for the server to load")
+            elif "requests," in text or text.endswith("load running"):
+                waits.append(
+                    "cancelling the point's requests in flight (the point is measured again on resume) and "
+                    "closing its window (at most the engine's next stats line)"
+                )
+        first = "stopping: " + ("; ".join(dict.fromkeys(waits)) + ", then " if waits else "")
+        bound = f" (stopping the server: at most {stop_timeout:.0f} s)" if stop_timeout else ""
+        return f"{first}restoring the host{bound}; a second Ctrl-C skips the waiting, still restoring"
 
     def _observe(self, event: SweepEvent) -> None:
         if isinstance(event, DeploymentStarted):
@@ -154,7 +249,25 @@ class SweepProgress:
                 self.progress.update(task, total=1, completed=1, detail=f"ready in {event.load_seconds:.1f}s")
         elif isinstance(event, DeploymentFailed):
             self.console.print(f"[red]{prefix}{event.label}: did not start: {event.reason}[/red]")
+        elif isinstance(event, PhaseProgress):
+            label = self._labels.get(event.deployment_id, "")
+            title = "decide round" if event.phase == "decide round" else f"{prefix}  {event.phase}"
+            task = self._point.get(event.host)
+            if task is None or self._phase_row.get(event.host) != event.phase:
+                self._phase_row[event.host] = event.phase
+                task = self._task(self._point, event.host, escape(title), event.total)
+            self.progress.update(
+                task,
+                completed=event.done,
+                total=event.total,
+                detail=escape(event.text + (f" ({label})" if label and event.phase != "decide round" else "")),
+            )
+            if self._overall is not None and event.eta_seconds is not None:
+                self.progress.update(self._overall, detail=f"ETA {format_duration(event.eta_seconds)}")
+            if event.phase == "decide round":
+                self.console.print(escape(f"{event.text} (ETA {format_duration(event.eta_seconds or 0.0)})"))
         elif isinstance(event, PointStarted):
+            self._phase_row.pop(event.host, None)
             self._point_total[event.host] = event.requests
             self._task(self._point, event.host, f"{prefix}  {event.label}", event.requests)
         elif isinstance(event, LoadProgress):
@@ -253,7 +366,12 @@ class SweepProgress:
     def _line(self, event: SweepEvent) -> None:
         prefix = escape(f"[{event.host}] ") if event.host and event.host != "local" else ""
         # Whole lines, never wrapped by us: a log is read with grep as often as with eyes.
-        say = functools.partial(self.console.print, soft_wrap=True)
+        printed = functools.partial(self.console.print, soft_wrap=True)
+
+        def say(text: str) -> None:
+            self._said = time.monotonic()
+            printed(text)
+
         if isinstance(event, SweepStarted):
             if event.resumed:
                 say(f"run directory: {escape(event.run_dir)} (resumed)")
@@ -276,6 +394,13 @@ class SweepProgress:
                 )
         elif isinstance(event, DeploymentReady):
             say(f"{prefix}{escape(event.label)}: ready in {event.load_seconds:.1f} s")
+        elif isinstance(event, PhaseProgress):
+            # A line when a phase starts (and a round when it starts); the heartbeat says how far it goes.
+            if event.phase == "decide round" or event.done == 0:
+                label = self._labels.get(event.deployment_id, "")
+                about = f"{label}: " if label and event.phase != "decide round" else ""
+                eta = f" (ETA {format_duration(event.eta_seconds)})" if event.eta_seconds is not None else ""
+                say(f"{prefix}{escape(about + event.text)}{eta}")
         elif isinstance(event, DeploymentFailed):
             say(f"[red]{prefix}{escape(event.label)}: did not start: {escape(event.reason)}[/red]")
         elif isinstance(event, PointFinished):

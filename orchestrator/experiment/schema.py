@@ -64,8 +64,11 @@ class ChecksSpec(_Strict):
     point's requests that may fail or be cancelled before the point is ``degraded`` (kept with its figures, left
     out of winners and ties unless ``rank_degraded``, and the sweep exits 3); default 0.10.
     ``lossless_tie_margin``: how close (nats) two of the autoregressive baseline's likeliest tokens are a near
-    tie the lossless check lets speculation flip (default 0.25; 0 turns it off). ``golden_python``: the engine's
-    own Python, which predicts a self-drafted point's accept length from the model itself (``golden`` check)."""
+    tie the lossless check lets speculation flip (default 0.25; 0 turns it off). ``machine_load``: the runnable
+    tasks a CPU of the controller's machine (its 1-minute load average over its CPUs) above which a point is
+    marked as measured on a busy machine (finding ``machine_load``; default 2; 0 turns it off).
+    ``golden_python``: the engine's own Python, which predicts a self-drafted point's accept length from the
+    model itself (``golden`` check)."""
 
     chain_tolerance: float = Field(0.10, ge=0)
     client_server_tolerance: float = Field(0.25, ge=0)
@@ -84,6 +87,10 @@ class ChecksSpec(_Strict):
     # runs the model to predict a self-drafted point's accept length (SGLang STANDALONE with the target as its
     # draft: orchestrator/engines/sglang/golden.py); None: no golden figures.
     golden_python: str | None = None
+    # A point measured while the controller's machine had more than this many runnable tasks a CPU (its
+    # 1-minute load average over its CPUs; orchestrator/sweep/machineload.py) is marked: finding machine_load.
+    # 0 turns it off.
+    machine_load: float = Field(2.0, ge=0)
 
 
 class FailurePolicySpec(_Strict):

@@ -15,6 +15,9 @@ mean cost stands in. Until one is known, the mean observed load time stands in, 
 history's, and before that the plan's guess (:func:`planned_start_seconds`: the simulator's own start where
 the command runs it, else ``server.expected_load_time``).
 
+A decide round (``load.decide``) is not in the plan: when one starts, its deployments and their points are
+added (:meth:`EtaModel.add_planned`), so the remaining time counts the round under way.
+
 The point ratio is the sum of measured point seconds over the sum of their estimates; a point that was never
 measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
 estimates and teaches nothing. Until a point is measured, the history's ratio stands in, else 1.
@@ -108,6 +111,13 @@ class EtaModel:
             self._loads.append(seconds)
             self._loaded.add(threading.get_ident())
             self.remaining_loads = max(0, self.remaining_loads - 1)
+
+    def add_planned(self, loads: int, point_estimates: float) -> None:
+        """More to measure than the plan said (a decide round's deployments): ``loads`` starts and points whose
+        estimates sum to ``point_estimates``, each scaled as the plan's are."""
+        with self._lock:
+            self.remaining_loads += max(0, loads)
+            self.remaining_point_estimates += max(0.0, point_estimates)
 
     def load_skipped(self) -> None:
         with self._lock:

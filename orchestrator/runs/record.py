@@ -84,6 +84,9 @@ class Record(BaseModel):
     # The other specsweep controllers that ran on the controller's machine during the point (pid, machine,
     # experiment, hosts, run_dir, since; orchestrator/sweep/overlap.py): both runs' figures are contaminated.
     overlapped: list[dict[str, Any]] | None = None
+    # How busy the controller's machine was during the point (load average, CPUs, busy and own CPU shares;
+    # orchestrator/sweep/machineload.py).
+    machine: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _plausible(self) -> Record:  # no figure a measurement cannot give (orchestrator/runs/plausible.py)

@@ -124,6 +124,9 @@ class DecidingSchedule(Schedule):
         self.run_dir = run_dir
         self._extra: set[str] = set()
         self._yielded = 0
+        #: Told when a round starts: ``(round, most rounds, the round's deployments still to measure)`` (the
+        #: sweep's ETA adds them, and the console says which round runs).
+        self.round_started: Callable[[int, int, list[Deployment]], None] | None = None
         old = read_decide_log(run_dir) if run_dir is not None else None
         self.log: dict[str, Any] = {
             "budget": budget.describe(),
@@ -176,6 +179,8 @@ class DecidingSchedule(Schedule):
                 self._end(step)
                 return
             self._note_round(step, [d.label for d in deployments])
+            if self.round_started is not None:
+                self.round_started(number, self.budget.rounds, pending)
             for deployment in pending:
                 if not going():
                     return

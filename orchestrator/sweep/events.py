@@ -19,6 +19,7 @@ __all__ = [
     "LoadProgress",
     "Notice",
     "Observer",
+    "PhaseProgress",
     "PointFinished",
     "PointStarted",
     "SweepEvent",
@@ -78,6 +79,29 @@ class DeploymentFailed(SweepEvent):
     label: str = ""
     reason: str = ""
     evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PhaseProgress(SweepEvent):
+    """How far a phase that is not a point is: a deployment's warm-up (``warm-up``: requests done of
+    ``total``), its lossless probe (``lossless probe``: answers), or a decide round (``decide round``: ``done`` is
+    the round's number, ``total`` the budget's most rounds). Sent when the phase starts and as it goes on;
+    ``eta_seconds`` is the sweep's remaining time as known then."""
+
+    deployment_id: str = ""
+    phase: str = ""
+    done: int = 0
+    total: int | None = None
+    eta_seconds: float | None = None
+
+    @property
+    def text(self) -> str:
+        """``lossless probe: 3 of 10 answers``, ``warm-up: 1 of 2``, ``decide round 1 of at most 2``."""
+        if self.phase == "decide round":
+            most = f" of at most {self.total}" if self.total else ""
+            return f"decide round {self.done}{most}"
+        unit = " answers" if self.phase == "lossless probe" else ""
+        return f"{self.phase}: {self.done} of {self.total}{unit}" if self.total else f"{self.phase}: {self.done}{unit}"
 
 
 @dataclass(frozen=True)

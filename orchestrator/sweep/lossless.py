@@ -265,11 +265,17 @@ def probe(
     stop: threading.Event | None = None,
     post: Post = _post_stream,
     logprobs: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Answer]:
     """Ask the server of ``settings`` (the load's request shape, at temperature 0: ``PointMeasurer`` builds
     them) the first ``prompts`` prompts of the workload, ``runs`` times each, one at a time, then once with each
     of ``batches`` requests in flight (see the module docstring); the answers, in order. ``logprobs`` above 0
-    asks for that many likeliest alternatives of every token too (:func:`logprob_fields`)."""
+    asks for that many likeliest alternatives of every token too (:func:`logprob_fields`). ``progress(done,
+    total)`` is called at the start and after each answer.
+
+    ``stop`` is obeyed inside an answer too: its stream is read only while ``stop`` is not set, so a stop
+    request ends the probe at the next streamed chunk (a token, on a real engine), not at the end of an answer
+    that may take minutes (issue 58, S14); the answer cut short says ``stopped``."""
     from orchestrator.load.client import LoadClient
     from orchestrator.load.workloads import load_workload
 
@@ -281,16 +287,47 @@ def probe(
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
 
+    total = runs * prompts + sum(max(batch, prompts) for batch in batches)
+    count = threading.Lock()
+    answered = [0]
+
+    def told() -> None:
+        if progress is not None:
+            with count:
+                answered[0] += 1
+                done = answered[0]
+            progress(done, total)
+
+    def until_stopped(lines: Iterator[str], answer: Answer) -> Iterator[str]:
+        for line in lines:
+            if stop is not None and stop.is_set():
+                answer.error = "stopped: the sweep was asked to stop mid-answer"
+                return
+            yield line
+
     def ask(index: int, run: int, batch: int) -> Answer:
         prompt = workload.prompt(index)
         answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
         body = client.body(prompt)
+        lines: Iterator[str] | None = None
+        if stop is not None and stop.is_set():  # a batch's requests not yet sent when the stop came
+            answer.error = "stopped: the sweep was asked to stop before it was sent"
+            return answer
         try:
-            read_stream(settings.api, post(settings.endpoint, body, headers, settings.total_timeout), answer)
+            lines = post(settings.endpoint, body, headers, settings.total_timeout)
+            read_stream(settings.api, until_stopped(lines, answer), answer)
         except (httpx.HTTPError, OSError) as exc:
             answer.error = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            close = getattr(lines, "close", None)
+            if close is not None:  # the response's connection goes now, not when the generator is collected
+                with contextlib.suppress(httpx.HTTPError, OSError):
+                    close()
+        told()
         return answer
 
+    if progress is not None:
+        progress(0, total)
     answers: list[Answer] = []
     for run in range(1, runs + 1):
         for index in range(prompts):

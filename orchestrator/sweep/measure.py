@@ -452,13 +452,20 @@ class PointMeasurer:
         return read_engine_info(self.experiment.engine, lambda path: self.tools.get(url, path, api_key))
 
     def lossless_probe(
-        self, url: str, *, runs: int, stop: threading.Event, batched: Plan | None = None, logprobs: int = 0
+        self,
+        url: str,
+        *,
+        runs: int,
+        stop: threading.Event,
+        batched: Plan | None = None,
+        logprobs: int = 0,
+        progress: Callable[[int, int], None] | None = None,
     ) -> list[Any]:
         """The lossless check's answers of the server at ``url`` (``orchestrator/sweep/lossless.py``): the load's
         request shape, at temperature 0, with ``lossless.max_tokens`` or the load's; one request at a time
         ``runs`` times, then (``batched``: the sweep's plan) with each of
         :func:`~orchestrator.sweep.lossless.probe_batches` in flight; ``logprobs``: how many likeliest alternatives
-        of each token to ask for too (the baseline's)."""
+        of each token to ask for too (the baseline's); ``progress(done, total)``: answers so far."""
         from orchestrator.sweep.lossless import plan_chains, probe_batches
 
         exp = self.experiment
@@ -474,8 +481,9 @@ class PointMeasurer:
         )
         prompts = exp.lossless.prompts
         batches = probe_batches(exp.load.concurrency, prompts, plan_chains(batched)) if batched is not None else []
+        extra = {"progress": progress} if progress is not None else {}  # a test's probe may not take it
         return self.tools.probe(
-            settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop, logprobs=logprobs
+            settings, exp.lossless.prompts, runs=runs, batches=batches, stop=stop, logprobs=logprobs, **extra
         )
 
     def wait_serving(self, url: str, stop: threading.Event, *, timeout: float, poll: float = 1.0) -> bool:
@@ -495,14 +503,17 @@ class PointMeasurer:
             delay = min(delay * 2, poll)
         return False
 
-    def warm_up(self, url: str, stop: threading.Event) -> dict[str, Any] | None:
-        """The experiment's warm-up requests, one at a time; the client figures, or None when there are none."""
+    def warm_up(
+        self, url: str, stop: threading.Event, progress: Callable[[Any], None] | None = None
+    ) -> dict[str, Any] | None:
+        """The experiment's warm-up requests, one at a time; the client figures, or None when there are none.
+        ``progress``: the load generator's reports (requests done of the warm-up's)."""
         warmup = self.experiment.load.warmup
         if warmup <= 0 or stop.is_set():
             return None
         # The warm-up prompts, not the points' (a drafter that keeps a corpus would have their answers).
         settings = point_settings(self.experiment, url, None, concurrency=1, requests=warmup, warmup_prompts=True)
-        return self.tools.load(settings, stop, None)
+        return self.tools.load(settings, stop, progress)
 
     def measure(
         self,

@@ -3,12 +3,15 @@
     watch = OverlapWatch(experiment.name, hosts, store, emit)
     watch.at_start()          a warning per other live controller (before anything is deployed)
     watch.register()          once the host's lock is taken: this controller becomes visible to the others
-    watch.look()              at a point's start and end: who runs beside it (a warning for each new one)
+    watch.look()              at a point's start: who runs beside it (a warning for each new one)
+    watch.between(t0, t1)     at a point's end: who ran at any time in its window, those that came and went
+                              inside it too (a warning for each new one)
     watch.release()           at the run's end
 
-The registry is orchestrator/runs/neighbours.py. A controller of the same experiment that drives one of this
-run's hosts is left out: the host's lock refuses one of the two before it measures anything. This controller
-registers only after its lock is taken, so such a refused controller never marks the other's points.
+The registry is orchestrator/runs/neighbours.py. Every other controller is named, by pid and run, a
+controller of the same experiment too (two folders of one experiment on two ports run side by side); only
+this process's own entries are left out. A controller the host's lock refuses never registers (this one
+registers only after its lock is taken), so it never marks the other's points.
 
 Each record measured while another controller ran carries ``overlapped`` (that controller's pid, machine,
 experiment, hosts, run directory, start), the ``overlapping_runs`` check makes it a warning finding of the run,
@@ -22,7 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.runs.neighbours import Neighbour, Registration, live_controllers
+from orchestrator.runs.neighbours import Neighbour, Registration, controllers_between, live_controllers
 from orchestrator.sweep.events import Notice, SweepEvent
 
 if TYPE_CHECKING:
@@ -34,6 +37,8 @@ __all__ = ["OverlapWatch", "merged", "overlap_message"]
 def overlap_message(neighbour: Neighbour, hosts: list[str], *, started: bool) -> str:
     """The warning for one other controller: who, and why both runs' figures suffer."""
     verb = "started beside this one" if started else "is running"
+    if neighbour.ended is not None:
+        verb = "ran beside this one (and has ended)"
     shared = neighbour.shares_a_host(hosts)
     here = [h for h in shared if h.endswith("(this machine)")]
     away = [h for h in shared if h not in here]
@@ -61,11 +66,7 @@ class OverlapWatch:
         self._guard = threading.Lock()
 
     def _relevant(self) -> list[Neighbour]:
-        return [
-            n
-            for n in live_controllers(exclude_pid=os.getpid())
-            if not (n.experiment == self.experiment and n.shares_a_host(self.hosts))
-        ]
+        return live_controllers(exclude_pid=os.getpid())
 
     def _note(self, found: list[Neighbour], *, started: bool) -> None:
         with self._guard:
@@ -91,6 +92,13 @@ class OverlapWatch:
     def look(self) -> list[Neighbour]:
         """The other controllers running now; a warning for each seen for the first time."""
         found = self._relevant()
+        self._note(found, started=True)
+        return found
+
+    def between(self, t0: float, t1: float) -> list[Neighbour]:
+        """The other controllers alive at any time from ``t0`` to ``t1`` (epoch seconds: a point's window),
+        those that started and ended inside it too; a warning for each seen for the first time."""
+        found = controllers_between(t0, t1, exclude_pid=os.getpid())
         self._note(found, started=True)
         return found
 

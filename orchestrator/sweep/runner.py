@@ -45,6 +45,7 @@ from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_pla
 from orchestrator.runs.identity import host_identities, resolved_experiment
 from orchestrator.runs.store import Record, discard_run, utc_now_iso
 from orchestrator.search.driver import search_plan, uses_search
+from orchestrator.sweep import machineload
 from orchestrator.sweep import slots as gpu_slots
 from orchestrator.sweep.events import (
     DeploymentFailed,
@@ -55,6 +56,7 @@ from orchestrator.sweep.events import (
     LoadProgress,
     Notice,
     Observer,
+    PhaseProgress,
     PointStarted,
     SweepEvent,
     SweepStarted,
@@ -269,9 +271,14 @@ class SlotWorker:
         # the baseline's answers carry each token's likeliest alternatives: the check tells near ties by them
         runs, batched, logprobs = (2, sweep.plan, TOP_LOGPROBS) if role == "ar" else (1, None, 0)
         answers = sweep.measurer.lossless_probe(
-            server.url, runs=runs, batched=batched, stop=sweep.stop.requested, logprobs=logprobs
+            server.url,
+            runs=runs,
+            batched=batched,
+            stop=sweep.stop.requested,
+            logprobs=logprobs,
+            progress=lambda done, total: self.phase(deployment, "lossless probe", done, total),
         )
-        if not answers:
+        if not answers or sweep.stop:  # cut short: the next deployment of it (a resume) asks it all again
             return
         name = sweep.store.write_lines(
             LOSSLESS_DIR,
@@ -304,8 +311,29 @@ class SlotWorker:
         for point in pending:
             self.fail_point(deployment, point, kind, reason, evidence)
 
+    def phase(self, deployment: Deployment | None, phase: str, done: int, total: int | None) -> None:
+        """Say how far a phase that is not a point is (:class:`PhaseProgress`), with the sweep's ETA."""
+        self.emit(
+            PhaseProgress(
+                host=self.name,
+                deployment_id=deployment.id if deployment is not None else "",
+                phase=phase,
+                done=done,
+                total=total,
+                eta_seconds=self.sweep.eta.remaining(self.sweep.parallel),
+            )
+        )
+
     def warm_up(self, server: RunningServer) -> None:
-        client = self.sweep.measurer.warm_up(server.url, self.sweep.stop.requested)
+        warmup = self.sweep.experiment.load.warmup
+        if warmup > 0 and not self.sweep.stop:
+            self.phase(None, "warm-up", 0, warmup)
+
+        def progress(report: Any) -> None:
+            if report.phase in ("load", "done") and report.done:
+                self.phase(None, "warm-up", report.done, warmup)
+
+        client = self.sweep.measurer.warm_up(server.url, self.sweep.stop.requested, progress)
         if client is not None:
             warmup = self.sweep.experiment.load.warmup
             self.sweep.store.event("warmup", host=self.name, requests=warmup, errors=client.get("errors"))
@@ -362,7 +390,9 @@ class SlotWorker:
             )
         )
         t0 = time.monotonic()
+        wall_t0 = time.time()
         beside = sweep.overlap.look() if sweep.overlap is not None else []
+        machine_at_start = machineload.sample()
 
         def progress(report: Any) -> None:
             if report.phase == "load":
@@ -396,11 +426,17 @@ class SlotWorker:
             progress=progress,
             write_requests=write_requests,
         )
+        machine = machineload.machine_load(machine_at_start, machineload.sample())
+        measured.record = measured.record.model_copy(update={"machine": machine})
+        busy = machineload.high_load(machine, sweep.experiment.checks.machine_load)
+        if busy is not None and not sweep.said_busy:  # once a run: the finding names every such point
+            sweep.said_busy = True
+            self.emit(Notice(host=self.name, message=busy, level="warning"))
         placement = server.placement
         if placement:  # where a scheduler ran it: job, node, node type, GPUs (compare within a type)
             measured.record = measured.record.model_copy(update={"placement": dict(placement)})
-        if sweep.overlap is not None:  # another sweep on this machine at the point's start or end
-            overlapped = merged(beside, sweep.overlap.look())
+        if sweep.overlap is not None:  # another sweep on this machine at any time in the point's window
+            overlapped = merged(beside, sweep.overlap.between(wall_t0, time.time()))
             if overlapped:
                 measured.record = measured.record.model_copy(update={"overlapped": overlapped})
         return measured, t0

@@ -19,6 +19,7 @@ from orchestrator.sweep import slots as gpu_slots
 from orchestrator.sweep.events import (
     Notice,
     Observer,
+    PhaseProgress,
     PointFinished,
     SweepEvent,
     point_summary,
@@ -111,6 +112,18 @@ class SweepState:
         self._lossless_ar: str | bool | None = False  # False: not yet known
         #: The other sweeps on this machine (orchestrator/sweep/overlap.py); None in a run that does not watch.
         self.overlap: OverlapWatch | None = None
+        if hasattr(self.schedule, "round_started"):  # load.decide: a round's work joins the ETA when it starts
+            self.schedule.round_started = self._round_started
+        #: Whether the run has said its machine is busy (orchestrator/sweep/machineload.py): once a run.
+        self.said_busy = False
+
+    def _round_started(self, number: int, most: int, deployments: list[Deployment]) -> None:
+        """A decide round starts: its deployments' starts and points join the ETA, and the console says so."""
+        seconds = sum(p.estimated_seconds for d in deployments for p in d.load_points)
+        self.eta.add_planned(len(deployments), seconds)
+        self.emit(
+            PhaseProgress(phase="decide round", done=number, total=most, eta_seconds=self.eta.remaining(self.parallel))
+        )
 
     def lossless_role(self, deployment: Deployment) -> str | None:
         """``ar`` for the autoregressive baseline (it answers the probe twice), ``other`` for a configuration to

@@ -162,6 +162,7 @@ def test_every_check_is_named_and_documented() -> None:
         "missing_baseline",
         "unreadable_records",
         "overlapping_runs",
+        "machine_load",
         "lossless",
         "runaway_outputs",
         "schedule_ignored",

@@ -32,7 +32,7 @@ def _tools(slot: FakeSlot, *, restart_in: set[int], settings_after: dict[str, An
     loads = {"n": 0, "restarted": False}
 
     def load(settings: Any, stop: threading.Event, progress: Any) -> dict[str, Any]:
-        if progress is None:  # the warm-up
+        if settings.warmup_prompts:  # the warm-up
             return base.load(settings, stop, progress)
         loads["n"] += 1
         if loads["n"] in restart_in:

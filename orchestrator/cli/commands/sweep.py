@@ -106,12 +106,16 @@ def sweep(
         return
     stop = StopSignal()
 
+    progress = None if (quiet or as_json) else SweepProgress(err_console)
+    stop_timeout = getattr(experiment.service, "stop_timeout", None)
+
     def say(message: str) -> None:
         if stop.requested.is_set():
             message = "second interrupt: not waiting; restoring the host"
-        err_console.print(f"[yellow]{message}[/yellow]")
+        elif message.startswith("interrupt") and progress is not None:  # what it waits for, and how long at most
+            message = f"interrupt: {progress.stopping_text(stop_timeout)}"
+        err_console.print(f"[yellow]{escape(message)}[/yellow]")
 
-    progress = None if (quiet or as_json) else SweepProgress(err_console)
     if progress is None:
         # -q and --json hide progress, not a warning: a secret written inline is said on stderr all the same
         # (stdout keeps only the run directory, or the JSON); with progress it comes as the run's first notice.
