@@ -19,6 +19,7 @@ import yaml
 
 from orchestrator.errors import HostError, ServiceError
 from orchestrator.quoting import split_command
+from orchestrator.redaction import redact
 
 if TYPE_CHECKING:
     from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
@@ -106,6 +107,32 @@ class Manifests:
     def text(self) -> str:
         return yaml.safe_dump_all(list(self.documents), sort_keys=False)
 
+    @property
+    def shown(self) -> str:
+        """The YAML to show: every secret redacted in the documents before they are written, so ``[redacted]``
+        is a quoted string where a value stood (redacting the text would make ``value: [redacted]`` a list);
+        the container's command on one flow-style line, so no option's value is a line of its own that the
+        console's redactor (which reads an option's next word as its value) could take the list's ``-`` for."""
+        docs = redact(list(self.documents))
+        for doc in docs:
+            if doc.get("kind") == "Job":
+                for container in doc["spec"]["template"]["spec"]["containers"]:
+                    container["command"] = _Flow(container["command"])
+        return yaml.dump_all(docs, Dumper=_ShownDumper, sort_keys=False)
+
+
+class _Flow(list[Any]):
+    """A list written in flow style (``[a, b]``) by :class:`_ShownDumper`."""
+
+
+class _ShownDumper(yaml.SafeDumper):
+    pass
+
+
+_ShownDumper.add_representer(
+    _Flow, lambda dumper, value: dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=True)
+)
+
 
 def render_manifests(
     spec: KubernetesLauncherSpec,
@@ -118,7 +145,9 @@ def render_manifests(
 ) -> Manifests:
     """The Job (one pod, never restarted: a server that exits is a failed deployment, as a process's) and the
     Service in front of its port. The container's command is the deployment's command, split as a process
-    service splits it; its environment the deployment's, then each of ``spec.secrets`` by ``secretKeyRef``."""
+    service splits it; its environment the deployment's, then each of ``spec.secrets`` by ``secretKeyRef``.
+    The pod meets the restricted Pod Security Standard (no privilege escalation, every capability dropped, the
+    runtime's seccomp profile; ``runAsNonRoot`` when ``spec.run_as_user`` is set) and mounts no API token."""
     name = job_name(experiment, run_id, deployment.id)
     labels = {
         **MANAGED_BY,
@@ -146,12 +175,23 @@ def render_manifests(
         "command": split_command(deployment.command or "", what="the server command"),
         "ports": [{"name": "http", "containerPort": port}],
         "readinessProbe": {"httpGet": {"path": health_path, "port": port}, "periodSeconds": 2},
+        # The restricted Pod Security Standard's container rules: a server needs no privilege of its own.
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
     }
     if env:
         container["env"] = env
     if limits:
         container["resources"] = {"limits": limits, "requests": dict(limits)}
-    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    security: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if spec.run_as_user is not None:
+        security.update(runAsNonRoot=True, runAsUser=spec.run_as_user)
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        # The server never talks to the API server: no token of the service account in its file system.
+        "automountServiceAccountToken": False,
+        "securityContext": security,
+        "containers": [container],
+    }
     if spec.node_selector:
         pod["nodeSelector"] = dict(spec.node_selector)
     if spec.service_account:

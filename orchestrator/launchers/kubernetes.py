@@ -504,7 +504,7 @@ class _KubernetesKind(LauncherKind):
             )
             out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
             out.append("kubectl apply -f - (the manifests on its standard input; the run id in place of run-id):")
-            out.extend("    " + line for line in manifests.text.rstrip("\n").splitlines())
+            out.extend("    " + line for line in manifests.shown.rstrip("\n").splitlines())
             reach = (
                 f"kubectl port-forward service/{manifests.name} :{manifests.port}"
                 if spec.reach == "port-forward"

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from orchestrator.errors import ServiceError, SpecsweepError
+from orchestrator.errors import ConfigError, ServiceError, SpecsweepError
 from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import launcher_for
-from orchestrator.launchers.kubejobs import experiment_label, lock_name
+from orchestrator.launchers.kubejobs import experiment_label, lock_name, render_manifests
 from orchestrator.launchers.restore import restore_experiment
 from orchestrator.plan.deployments import build_plan
 from tests.unit import kubectl_fake
@@ -23,7 +24,7 @@ from tests.unit.test_kubernetes_launcher import owned_by
 
 EXPERIMENT = """\
 name: NAME
-launcher: {kind: kubernetes, image: example/sglang:0.5, namespace: bench, gpus: 1EXTRA}
+launcher: {kind: kubernetes, image: example/sglang:0.5, namespace: NAMESPACE, gpus: 1EXTRA}
 service:
   kind: process
   command: "python3 -m sglang.launch_server --port 30000 {spec_args}"
@@ -37,9 +38,17 @@ load: {concurrency: [1], requests: 4, max_tokens: 16}
 """
 
 
-def make(tmp_path: Path, name: str = "kube", *, extra: str = "", environment: str = "{MODE: bench}") -> Experiment:
+def make(
+    tmp_path: Path,
+    name: str = "kube",
+    *,
+    extra: str = "",
+    environment: str = "{MODE: bench}",
+    namespace: str = "bench",
+) -> Experiment:
     path = tmp_path / f"{name}.yaml"
-    text = EXPERIMENT.replace("NAME", name).replace("EXTRA", extra).replace("ENVIRONMENT", environment)
+    text = EXPERIMENT.replace("NAMESPACE", namespace).replace("NAME", name).replace("EXTRA", extra)
+    text = text.replace("ENVIRONMENT", environment)
     path.write_text(text)
     return load_experiment(path)
 
@@ -182,3 +191,99 @@ def test_a_huge_kubectl_error_is_bounded_in_the_message_and_wrapped_in_the_evide
     assert evidence[0].startswith("Error from server (Invalid)") and all(len(line) <= 160 for line in evidence)
     assert len(evidence) == 51 and "more line(s) of 160 characters left out" in evidence[-1]
     slot.close()
+
+
+# -- S3: no secret in clear in the Job ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environment", "key"),
+    [
+        pytest.param("{MODE: bench, HF_TOKEN: abcdefgh12345678}", "HF_TOKEN", id="by-name"),
+        pytest.param('{MODEL_SOURCE: "https://me:pa55word@models.example/k26"}', "MODEL_SOURCE", id="by-value"),
+    ],
+)
+def test_an_inline_secret_in_the_environment_is_refused_pointing_to_launcher_secrets(
+    tmp_path: Path, environment: str, key: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        make(tmp_path, environment=environment)
+    message = str(info.value)
+    assert "kube.yaml:6:" in message and f"service.environment.{key}:" in message
+    assert "stand in clear in the Job object" in message and f"launcher.secrets ({{{key}: {{secret: S" in message
+    assert "abcdefgh12345678" not in message and "pa55word" not in message
+
+
+def test_the_shown_manifests_hold_a_redacted_secret_as_a_quoted_string(tmp_path: Path) -> None:
+    from orchestrator.redaction import redact_text
+
+    exp = make(tmp_path)
+    deployment = build_plan(exp).deployments[0]
+    token = "hf_" + "a1b2c3d4" * 4
+    secret = deployment.model_copy(update={"environment": {"HF_TOKEN": token}, "command": f"serve --api-key {token}"})
+    m = render_manifests(
+        exp.launcher,  # type: ignore[arg-type]
+        secret,
+        experiment=exp.name,
+        run_id="r1",
+        server_url=exp.server.url,
+        health_path="/health",
+    )
+    assert token in m.text  # what kubectl apply gets (never reached: validate refuses it)
+    assert "value: '[redacted]'" in m.shown and "--api-key, '[redacted]'" in m.shown and token not in m.shown
+    for text in (m.shown, redact_text(m.shown)):  # as shown, and once more through the console's redactor
+        job = next(yaml.safe_load_all(text))
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        assert container["env"] == [{"name": "HF_TOKEN", "value": "[redacted]"}]
+        assert container["command"] == ["serve", "--api-key", "[redacted]"]
+
+
+# -- S12: a pod with no more rights than it needs ---------------------------------------------------------------
+
+
+def test_the_pod_is_restricted_and_mounts_no_api_token(tmp_path: Path) -> None:
+    def pod_of(exp: Experiment) -> dict[str, Any]:
+        m = render_manifests(
+            exp.launcher,  # type: ignore[arg-type]
+            build_plan(exp).deployments[0],
+            experiment=exp.name,
+            run_id="r1",
+            server_url=exp.server.url,
+            health_path="/health",
+        )
+        return dict(next(yaml.safe_load_all(m.text))["spec"]["template"]["spec"])
+
+    pod = pod_of(make(tmp_path))
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}  # the image's user
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    pod = pod_of(make(tmp_path, extra=", run_as_user: 1000"))
+    assert pod["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+    }
+    with pytest.raises(ConfigError) as info:
+        make(tmp_path, extra=", run_as_user: 0")
+    assert "launcher.run_as_user" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "extra", "key", "said"),
+    [
+        pytest.param("kube-system", "", "launcher.namespace", "the cluster's own namespace", id="kube-system"),
+        pytest.param(
+            "bench", ", service_account: cluster-admin", "launcher.service_account", "privileged", id="cluster-admin"
+        ),
+        pytest.param("bench", ", service_account: root", "launcher.service_account", "privileged", id="root"),
+    ],
+)
+def test_a_system_namespace_or_a_privileged_service_account_is_warned_about_at_validate(
+    tmp_path: Path, namespace: str, extra: str, key: str, said: str
+) -> None:
+    warnings = make(tmp_path, namespace=namespace, extra=extra).warnings
+    assert len(warnings) == 1 and "kube.yaml:2:" in warnings[0] and f"{key}: " in warnings[0] and said in warnings[0]
+    assert make(tmp_path, extra=", service_account: bench-runner").warnings == []
