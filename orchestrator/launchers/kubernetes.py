@@ -8,9 +8,10 @@ boundary where ``kubectl`` runs).
 
 The slots share one target (``kubernetes-<namespace>``): the baselines are measured once for all of them and
 every other deployment by whichever slot is free. The first slot to open takes the experiment's lock (a
-ConfigMap ``specsweep-lock-<experiment>`` naming this controller and process; a lock whose process is gone on
-this controller is taken over, any other refused unless ``--break-lock``) and deletes the Jobs and Services a
-killed run of the experiment left (found by their labels).
+ConfigMap ``specsweep-lock-<prefix>-<hash of the whole name>`` naming this controller and process; a lock whose
+process is gone on this controller is taken over, any other refused unless ``--break-lock``) and deletes the
+Jobs and Services a killed run of the experiment left (found by their label, a prefix and the same hash, and
+kept only when their annotation holds the experiment's whole name; deleted by name).
 
 ``launch(deployment)``:
 
