@@ -7,6 +7,8 @@ An error stops a file; these do not, but each says where it is (file:line:column
 - a closed-loop level above the point's request count (``load.requests`` below a ``load.concurrency`` level,
   without ``load.duration``): that concurrency is never reached, so the level measures a smaller one, and its
   few requests rarely tell configurations apart.
+- a launcher's own (``LauncherSpecBase.warnings``: a cluster's system namespace, a privileged-looking
+  account).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def _load_warnings(exp: Any) -> list[tuple[tuple[Any, ...], str]]:
 
 def setting_warnings(exp: Any) -> list[tuple[tuple[Any, ...], str]]:
     """Every warning of ``exp``: (key path, message) pairs."""
-    return _slot_setting_warnings(exp) + _load_warnings(exp)
+    launcher = getattr(exp, "launcher", None)
+    return _slot_setting_warnings(exp) + _load_warnings(exp) + (launcher.warnings(exp) if launcher is not None else [])
 
 
 def advice_warnings(exp: Any, positions: Positions, file: str | Path) -> list[str]:

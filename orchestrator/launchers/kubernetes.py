@@ -8,9 +8,10 @@ boundary where ``kubectl`` runs).
 
 The slots share one target (``kubernetes-<namespace>``): the baselines are measured once for all of them and
 every other deployment by whichever slot is free. The first slot to open takes the experiment's lock (a
-ConfigMap ``specsweep-lock-<experiment>`` naming this controller and process; a lock whose process is gone on
-this controller is taken over, any other refused unless ``--break-lock``) and deletes the Jobs and Services a
-killed run of the experiment left (found by their labels).
+ConfigMap ``specsweep-lock-<prefix>-<hash of the whole name>`` naming this controller and process; a lock whose
+process is gone on this controller is taken over, any other refused unless ``--break-lock``) and deletes the
+Jobs and Services a killed run of the experiment left (found by their label, a prefix and the same hash, and
+kept only when their annotation holds the experiment's whole name; deleted by name).
 
 ``launch(deployment)``:
 
@@ -48,9 +49,15 @@ from orchestrator.launchers.kubejobs import (
     LABEL_EXPERIMENT,
     LABEL_JOB,
     LABEL_RUN,
+    NOTE_EXPERIMENT,
+    KubectlFailed,
     PodInfo,
+    experiment_label,
+    field,
     kubectl,
     label_value,
+    lock_name,
+    output_lines,
     parse_pods,
     port_forward,
     render_manifests,
@@ -78,21 +85,41 @@ def _spec(experiment: Experiment) -> KubernetesLauncherSpec:
     return spec
 
 
-def _lock_name(experiment: str) -> str:
-    return f"specsweep-lock-{label_value(experiment).lower().replace('_', '-').replace('.', '-')}"[:63].rstrip("-")
-
-
 def _experiment_selector(experiment: str) -> str:
-    return f"{LABEL_EXPERIMENT}={label_value(experiment)}"
+    return f"{LABEL_EXPERIMENT}={experiment_label(experiment)}"
+
+
+def _owned(spec: KubernetesLauncherSpec, experiment: str) -> list[tuple[str, str]]:
+    """(kind, name) of each Job and Service of ``experiment``: labelled with its label and annotated with its
+    whole name (the label is a prefix and a hash; the annotation makes it exact)."""
+    what = "get jobs,services"
+    items = kubectl(spec, "get", "jobs,services", "-l", _experiment_selector(experiment), "-o", "json").items(what)
+    out = []
+    for item in items:
+        meta = field(item, "metadata", dict, what)
+        if field(meta, "annotations", dict, what).get(NOTE_EXPERIMENT) == experiment:
+            out.append((str(item.get("kind") or ""), str(meta.get("name") or "")))
+    return [(kind, name) for kind, name in out if kind in ("Job", "Service") and name]
+
+
+def _jobs_of(owned: list[tuple[str, str]]) -> list[str]:
+    return [name for kind, name in owned if kind == "Job"]
+
+
+def _delete_owned(spec: KubernetesLauncherSpec, owned: list[tuple[str, str]]) -> None:
+    """Delete those Jobs and Services by name (never by label: a label is shared by a hash's collisions)."""
+    if owned:
+        refs = [f"{kind.lower()}/{name}" for kind, name in owned]
+        kubectl(spec, "delete", *refs, "--ignore-not-found", timeout=120).check("delete jobs,services")
 
 
 def _read_lock(spec: KubernetesLauncherSpec, experiment: str) -> dict[str, Any] | None:
-    result = kubectl(spec, "get", "configmap", _lock_name(experiment), "-o", "json", "--ignore-not-found")
+    result = kubectl(spec, "get", "configmap", lock_name(experiment), "-o", "json", "--ignore-not-found")
     text = result.check("get configmap").strip()
     if not text:
         return None
-    data = result.json("get configmap").get("data") or {}
-    holder: dict[str, Any] = dict(data)
+    data = field(result.object("get configmap"), "data", dict, "get configmap")
+    holder: dict[str, Any] = {str(k): str(v) for k, v in data.items()}
     with contextlib.suppress(TypeError, ValueError):
         holder["pid"] = int(holder.get("pid", ""))
     return holder
@@ -100,8 +127,13 @@ def _read_lock(spec: KubernetesLauncherSpec, experiment: str) -> dict[str, Any] 
 
 def _take_lock(spec: KubernetesLauncherSpec, experiment: str, label: str, *, break_lock: bool) -> None:
     """The experiment's lock in the namespace: a ConfigMap naming this controller and process."""
-    name = _lock_name(experiment)
-    literals = {"label": label, "controller": socket.gethostname(), "pid": str(os.getpid())}
+    name = lock_name(experiment)
+    literals = {
+        "experiment": experiment,
+        "label": label,
+        "controller": socket.gethostname(),
+        "pid": str(os.getpid()),
+    }
     create = ["create", "configmap", name, *(f"--from-literal={k}={v}" for k, v in literals.items())]
     result = kubectl(spec, *create)
     if result.ok:
@@ -144,9 +176,14 @@ class KubernetesLauncher(Launcher):
         with self._guard:
             if self._open == 0:
                 _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
-                left = self._jobs(_experiment_selector(self.experiment.name))
+                try:
+                    owned = _owned(self.spec, self.experiment.name)
+                    _delete_owned(self.spec, owned)
+                except BaseException:
+                    self._release_lock()  # no slot is open: nothing else would
+                    raise
+                left = _jobs_of(owned)
                 if left:
-                    self._delete(_experiment_selector(self.experiment.name))
                     recovered(f"{len(left)} Kubernetes Job(s) of a killed run deleted: {', '.join(left)}")
             self._open += 1
 
@@ -156,24 +193,22 @@ class KubernetesLauncher(Launcher):
             if self._open > 0:
                 return
             try:
-                self._delete(f"{_experiment_selector(self.experiment.name)},{LABEL_RUN}={label_value(self.run_id)}")
+                # The run's own: its label and the experiment's (a hash's collision would need the same run id).
+                selector = f"{_experiment_selector(self.experiment.name)},{LABEL_RUN}={label_value(self.run_id)}"
+                kubectl(self.spec, "delete", "jobs,services", "-l", selector, "--ignore-not-found", timeout=120).check(
+                    "delete jobs,services"
+                )
             finally:
-                with contextlib.suppress(SpecsweepError):
-                    kubectl(self.spec, "delete", "configmap", _lock_name(self.experiment.name), "--ignore-not-found")
+                self._release_lock()
 
-    def _jobs(self, selector: str) -> list[str]:
-        data = kubectl(self.spec, "get", "jobs", "-l", selector, "-o", "json").json("get jobs")
-        return [str((i.get("metadata") or {}).get("name")) for i in data.get("items") or []]
-
-    def _delete(self, selector: str) -> None:
-        kubectl(self.spec, "delete", "jobs,services", "-l", selector, "--ignore-not-found", timeout=120).check(
-            "delete jobs,services"
-        )
+    def _release_lock(self) -> None:
+        with contextlib.suppress(SpecsweepError):
+            kubectl(self.spec, "delete", "configmap", lock_name(self.experiment.name), "--ignore-not-found")
 
     def pod(self, name: str) -> PodInfo:
         """The Job's pod (``Pending`` until the Job has made it)."""
-        data = kubectl(self.spec, "get", "pods", "-l", f"{LABEL_JOB}={name}", "-o", "json").json("get pods")
-        pods = parse_pods(data)
+        result = kubectl(self.spec, "get", "pods", "-l", f"{LABEL_JOB}={name}", "-o", "json")
+        pods = parse_pods(result.items("get pods"))
         return pods[-1] if pods else PodInfo(name="", phase="Pending", message="no pod yet")
 
 
@@ -188,6 +223,8 @@ class KubernetesServer(RunningServer):
         self.placement: dict[str, Any] | None = None
         self._forward: subprocess.Popen[str] | None = None
         self._released = False
+        #: What a failed ``kubectl`` call of the launch said, wrapped and bounded: the first evidence.
+        self.failure: list[str] = []
 
     # -- the log window ----------------------------------------------------------------------------------------
 
@@ -219,6 +256,8 @@ class KubernetesServer(RunningServer):
             return False
 
     def evidence(self, lines: int = 40) -> list[str]:
+        if self.failure:
+            return list(self.failure)  # kubectl refused the Job: there is no pod to ask about
         try:
             head = [self.launcher.pod(self.name).describe()]
         except SpecsweepError as exc:
@@ -366,7 +405,9 @@ class KubernetesSlot(Slot):
             pod = server.wait_running(progress, stop)
             server.connect(pod, manifests.port)
             server.wait_healthy(progress, stop)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, KubectlFailed):
+                server.failure = output_lines(exc.output)
             server.release()  # a Job that will not serve is no use to anyone: delete it now
             raise
         return server
@@ -396,9 +437,9 @@ def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: b
     try:
         holder = _read_lock(spec, experiment.name)
         stale, why = lock_is_stale(holder) if holder else (True, "")
-        data = kubectl(spec, "get", "jobs", "-l", _experiment_selector(experiment.name), "-o", "json").json("get jobs")
-        jobs = [str((i.get("metadata") or {}).get("name")) for i in data.get("items") or []]
-        if holder is None and not jobs:
+        owned = _owned(spec, experiment.name)
+        jobs = _jobs_of(owned)
+        if holder is None and not owned:
             return RestoreOutcome(spec.target, what, None)
         leftover = Leftover(
             host=spec.target,
@@ -417,21 +458,20 @@ def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: b
                 "run is dead",
                 host=spec.target,
             )
-        kubectl(
-            spec,
-            "delete",
-            "jobs,services",
-            "-l",
-            _experiment_selector(experiment.name),
-            "--ignore-not-found",
-            timeout=120,
-        ).check("delete jobs,services")
-        kubectl(spec, "delete", "configmap", _lock_name(experiment.name), "--ignore-not-found").check(
-            "delete configmap"
-        )
+        _delete_owned(spec, owned)
+        kubectl(spec, "delete", "configmap", lock_name(experiment.name), "--ignore-not-found").check("delete configmap")
         return RestoreOutcome(spec.target, what, leftover, restored=True)
     except SpecsweepError as exc:
         return RestoreOutcome(spec.target, what, None, error=str(exc))
+
+
+def _allocatable_gpus(node: dict[str, Any]) -> int:
+    status = field(node, "status", dict, "get nodes")
+    value = field(status, "allocatable", dict, "get nodes").get("nvidia.com/gpu", 0)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 class _KubernetesKind(LauncherKind):
@@ -450,7 +490,7 @@ class _KubernetesKind(LauncherKind):
             f"# dry run of {experiment.name}: {plan.restarts} deployments (one Kubernetes Job each, {spec.max_jobs} "
             f"at once), {plan.points_text}; namespace {spec.namespace}"
             + (f", context {spec.context}" if spec.context else ""),
-            f"# first: take the lock (configmap {_lock_name(experiment.name)}), delete the Jobs a killed run left",
+            f"# first: take the lock (configmap {lock_name(experiment.name)}), delete the Jobs a killed run left",
             "# nothing below has been run",
             "",
         ]
@@ -465,7 +505,7 @@ class _KubernetesKind(LauncherKind):
             )
             out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
             out.append("kubectl apply -f - (the manifests on its standard input; the run id in place of run-id):")
-            out.extend("    " + line for line in manifests.text.rstrip("\n").splitlines())
+            out.extend("    " + line for line in manifests.shown.rstrip("\n").splitlines())
             reach = (
                 f"kubectl port-forward service/{manifests.name} :{manifests.port}"
                 if spec.reach == "port-forward"
@@ -518,8 +558,9 @@ class _KubernetesKind(LauncherKind):
             return check.status != "fail"
 
         def client() -> Check:
-            version = kubectl(spec, "version", "--client", "-o", "json").json("version")
-            return Check("kubectl", "ok", str((version.get("clientVersion") or {}).get("gitVersion") or "kubectl"))
+            version = kubectl(spec, "version", "--client", "-o", "json").object("version")
+            client = field(version, "clientVersion", dict, "version")
+            return Check("kubectl", "ok", str(client.get("gitVersion") or "kubectl"))
 
         def allowed() -> Check:
             said = kubectl(spec, "auth", "can-i", "create", "jobs").stdout.strip()
@@ -527,18 +568,13 @@ class _KubernetesKind(LauncherKind):
             return Check("jobs", "ok" if ok else "fail", f"create jobs in {spec.namespace}: {said or 'no answer'}")
 
         def gpus() -> Check:
-            nodes = kubectl(spec, "get", "nodes", "-o", "json").json("get nodes").get("items") or []
-            fits = [
-                n
-                for n in nodes
-                if int(((n.get("status") or {}).get("allocatable") or {}).get("nvidia.com/gpu", 0) or 0) >= spec.gpus
-            ]
+            nodes = kubectl(spec, "get", "nodes", "-o", "json").items("get nodes")
+            fits = [n for n in nodes if _allocatable_gpus(n) >= spec.gpus]
             status: Status = "ok" if fits or not spec.gpus else "fail"
             return Check("gpus", status, f"{len(fits)} of {len(nodes)} node(s) offer {spec.gpus} nvidia.com/gpu")
 
         def leftovers() -> Check:
-            data = kubectl(spec, "get", "jobs", "-l", _experiment_selector(experiment.name), "-o", "json")
-            jobs = [str((i.get("metadata") or {}).get("name")) for i in data.json("get jobs").get("items") or []]
+            jobs = _jobs_of(_owned(spec, experiment.name))
             if jobs:
                 return Check("leftovers", "warn", f"{len(jobs)} Job(s) of this experiment: {', '.join(jobs[:5])}")
             return Check("leftovers", "ok", "no Job of this experiment")

@@ -7,7 +7,9 @@ configmap``, ``delete``, ``logs``, ``port-forward``, ``version``, ``auth can-i``
 Job's pod goes: ``ok`` (running and ready on ``gpu-node-1``), ``pull_error`` (waiting on ErrImagePull) or
 ``run`` (the container's command runs here, as a process of its own: the simulator, so a whole sweep runs;
 its output is the pod's log, its exit the pod's end, ``port-forward`` forwards the container's own port);
-``forward_port`` is the local port ``port-forward`` says it forwards (a test server's).
+``forward_port`` is the local port ``port-forward`` says it forwards (a test server's); ``answers`` maps a
+command's first two words (``get pods``) to what it prints instead, ``failures`` to what it says on standard
+error before it exits 1.
 """
 
 from __future__ import annotations
@@ -63,6 +65,13 @@ def matching(kinds, labels):
 
 
 verb = rest[0] if rest else ""
+said = " ".join(rest[:2])
+if said in state.get("answers", {}):  # a canned answer: what a broken or hostile API server says
+    sys.stdout.write(state["answers"][said])
+    sys.exit(0)
+if said in state.get("failures", {}):  # a canned refusal, on standard error
+    sys.stderr.write(state["failures"][said])
+    sys.exit(1)
 if verb == "apply":
     for doc in yaml.safe_load_all(stdin):
         key = doc["kind"] + "/" + doc["metadata"]["name"]
@@ -98,8 +107,9 @@ elif verb == "get" and rest[1] == "pods":
         pod = {"metadata": {"name": job + "-x7k2p"}, "spec": {"nodeName": "gpu-node-1"}, "status": status}
         items.append(pod)
     print(json.dumps({"items": items}))
-elif verb == "get" and rest[1] == "jobs":
-    print(json.dumps({"items": [objects[k] for k in matching({"Job"}, selector(rest))]}))
+elif verb == "get" and set(rest[1].split(",")) <= {"jobs", "services"}:
+    kinds = {{"jobs": "Job", "services": "Service"}[k] for k in rest[1].split(",")}
+    print(json.dumps({"kind": "List", "items": [objects[k] for k in matching(kinds, selector(rest))]}))
 elif verb == "get" and rest[1] == "configmap":
     obj = objects.get("ConfigMap/" + rest[2])
     if obj is not None:

@@ -15,7 +15,7 @@ import yaml
 from orchestrator.errors import ConfigError, StartFailed
 from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import launcher_for
-from orchestrator.launchers.kubejobs import render_manifests
+from orchestrator.launchers.kubejobs import experiment_label, render_manifests
 from orchestrator.launchers.kubernetes import KubernetesLauncher, KubernetesServer
 from orchestrator.plan.deployments import build_plan
 from tests.unit import kubectl_fake
@@ -43,6 +43,16 @@ variants:
 baselines: [autoregressive]
 load: {concurrency: [1], requests: 4, max_tokens: 16}
 """
+
+
+def owned_by(experiment: str, name: str, kind: str = "Job") -> dict[str, Any]:
+    """A Job (or Service) of ``experiment`` as a run of it leaves one: its label and its annotation."""
+    meta = {
+        "name": name,
+        "labels": {"specsweep.io/experiment": experiment_label(experiment)},
+        "annotations": {"specsweep.io/experiment": experiment},
+    }
+    return {"kind": kind, "metadata": meta}
 
 
 def make(tmp_path: Path, extra: str = "", text: str | None = None) -> Experiment:
@@ -87,7 +97,9 @@ def test_the_manifests_are_a_job_and_a_service_with_the_deployments_command(tmp_
     assert (job["apiVersion"], job["kind"], service["kind"]) == ("batch/v1", "Job", "Service")
     assert job["metadata"]["namespace"] == "bench" and job["metadata"]["name"] == m.name
     labels = job["metadata"]["labels"]
-    assert labels["specsweep.io/experiment"] == "kube" and labels["specsweep.io/run"] == "20261206-r1"
+    assert labels["specsweep.io/experiment"] == experiment_label("kube") and labels["specsweep.io/run"] == "20261206-r1"
+    assert job["metadata"]["annotations"]["specsweep.io/experiment"] == "kube"
+    assert service["metadata"]["annotations"]["specsweep.io/experiment"] == "kube"
     assert labels["specsweep.io/deployment"] == deployment.id and labels["specsweep.io/job"] == m.name
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
@@ -189,7 +201,7 @@ def test_launch_logs_release_and_close_drive_kubectl(
     assert all(c["argv"][:2] == ["--namespace", "bench"] for c in calls)
     assert _verbs(cluster) == [
         "create configmap",  # the lock
-        "get jobs",  # what a killed run left
+        "get jobs,services",  # what a killed run left
         "apply -f",  # the Job and the Service
         "get pods",  # running on a node
         "port-forward service/" + server.name,
@@ -202,7 +214,8 @@ def test_launch_logs_release_and_close_drive_kubectl(
     ]
     applied = list(yaml.safe_load_all(calls[2]["stdin"]))
     assert [d["kind"] for d in applied] == ["Job", "Service"]
-    assert calls[-2]["argv"][-3:] == ["-l", "specsweep.io/experiment=kube,specsweep.io/run=r1", "--ignore-not-found"]
+    selector = f"specsweep.io/experiment={experiment_label('kube')},specsweep.io/run=r1"
+    assert calls[-2]["argv"][-3:] == ["-l", selector, "--ignore-not-found"]
     assert kubectl_fake.state(cluster)["objects"] == {}  # nothing left in the cluster
     assert told == []
 
@@ -225,7 +238,7 @@ def test_a_pod_that_cannot_pull_its_image_fails_its_deployment_at_once(
 def test_a_killed_runs_jobs_are_deleted_when_the_next_run_opens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, healthy: int
 ) -> None:
-    left = {"kind": "Job", "metadata": {"name": "specsweep-old", "labels": {"specsweep.io/experiment": "kube"}}}
+    left = owned_by("kube", "specsweep-old")
     cluster = kubectl_fake.install(tmp_path / "cluster", monkeypatch, objects={"Job/specsweep-old": left})
     (slot,) = launcher_for(make(tmp_path), lock_label="kube r2", run_id="r2").slots()
     told: list[str] = []
@@ -238,11 +251,10 @@ def test_a_killed_runs_jobs_are_deleted_when_the_next_run_opens(
 def test_restore_finds_and_deletes_leftover_jobs_by_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestrator.launchers.restore import restore_experiment
 
-    labels = {"specsweep.io/experiment": "kube"}
     objects = {
-        "Job/specsweep-a": {"kind": "Job", "metadata": {"name": "specsweep-a", "labels": labels}},
-        "Service/specsweep-a": {"kind": "Service", "metadata": {"name": "specsweep-a", "labels": labels}},
-        "Job/other": {"kind": "Job", "metadata": {"name": "other", "labels": {"specsweep.io/experiment": "x"}}},
+        "Job/specsweep-a": owned_by("kube", "specsweep-a"),
+        "Service/specsweep-a": owned_by("kube", "specsweep-a", "Service"),
+        "Job/other": owned_by("x", "other"),
     }
     cluster = kubectl_fake.install(tmp_path / "cluster", monkeypatch, objects=objects)
     exp = make(tmp_path)
@@ -255,9 +267,8 @@ def test_restore_finds_and_deletes_leftover_jobs_by_label(tmp_path: Path, monkey
     delete = next(c["argv"] for c in kubectl_fake.calls(cluster) if "delete" in c["argv"])
     assert kubectl_fake.without_flags(delete) == [
         "delete",
-        "jobs,services",
-        "-l",
-        "specsweep.io/experiment=kube",
+        "job/specsweep-a",
+        "service/specsweep-a",
         "--ignore-not-found",
     ]
     (again,) = restore_experiment(exp)

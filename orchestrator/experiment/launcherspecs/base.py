@@ -79,6 +79,11 @@ class LauncherSpecBase(_Strict):
             )
         return out
 
+    def warnings(self, exp: Any) -> list[Problem]:
+        """Settings of this launcher that work but should be looked at (a warning at validate, with the key's
+        file:line); none by default."""
+        return []
+
     #: Whether ``server.via: ssh`` can reach the servers (through an SSH connection the launcher holds).
     tunnels: ClassVar[bool] = False
     #: Why a launcher and hosts cannot both be set (the end of the message).

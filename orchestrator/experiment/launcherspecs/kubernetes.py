@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from orchestrator.experiment.common import Duration, _no_control, _Strict
 from orchestrator.experiment.launcherspecs.base import LauncherSpecBase, Problem
 from orchestrator.experiment.service import ProcessServiceSpec
+from orchestrator.redaction import is_secret_name, redact_text
 
 __all__ = ["KubernetesLauncherSpec", "SecretKeyRef"]
 
@@ -18,6 +19,10 @@ __all__ = ["KubernetesLauncherSpec", "SecretKeyRef"]
 _KUBE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 #: A resource quantity (``500m``, ``16Gi``, ``2``).
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?")
+#: The cluster's own namespaces: a sweep's objects have no place there.
+_SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+#: A service account whose name says it holds wide rights (``cluster-admin``, ``admin``, ``root``, ``system-x``).
+_PRIVILEGED_ACCOUNT = re.compile(r"(^|[-.])(admin|root|superuser|privileged|system|cluster-admin|operator)([-.]|$)")
 #: An environment variable's name.
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 #: A label key (``nvidia.com/gpu.product``) or value.
@@ -66,6 +71,9 @@ class KubernetesLauncherSpec(LauncherSpecBase):
     memory: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
     service_account: str | None = None
+    #: The user the container runs as: with it the pod also asks ``runAsNonRoot`` (the restricted Pod Security
+    #: Standard's last rule). Without it the image's own user, which for most engine images is root.
+    run_as_user: int | None = Field(None, ge=1, le=2**31 - 1)
     image_pull_secret: str | None = None
     secrets: dict[str, SecretKeyRef] = Field(default_factory=dict)
     reach: Literal["port-forward", "service"] = "port-forward"
@@ -130,13 +138,48 @@ class KubernetesLauncherSpec(LauncherSpecBase):
             raise ValueError("must be positive")
         return value
 
+    def warnings(self, exp: Any) -> list[Problem]:
+        """A namespace of the cluster's own, or a service account whose name says it may do much: allowed, but
+        a benchmark's server needs neither (its pod mounts no API token either way)."""
+        out: list[Problem] = []
+        if self.namespace in _SYSTEM_NAMESPACES:
+            out.append(
+                (
+                    ("launcher", "namespace"),
+                    f"{self.namespace} is the cluster's own namespace: the Jobs, Services and lock of a sweep belong "
+                    "in a namespace of their own (kubectl create namespace bench)",
+                )
+            )
+        account = self.service_account or ""
+        if _PRIVILEGED_ACCOUNT.search(account):
+            out.append(
+                (
+                    ("launcher", "service_account"),
+                    f"{account!r} looks like a privileged service account: the server needs no Kubernetes "
+                    "rights, so leave service_account out or name one without roles",
+                )
+            )
+        return out
+
     def problems(self, exp: Any) -> list[Problem]:
         """The base's, then: the pod's log is ``kubectl logs`` (no ``log_file``), secrets come from the
         cluster's Secrets (``launcher.secrets``, not ``service.secrets``, whose values the controller reads),
-        and ``{service}`` in server.url only with ``reach: service``."""
+        and ``{service}`` in server.url only with ``reach: service``. A secret written inline in
+        ``service.environment`` is refused: it would stand in clear in the Job object, readable by anyone who
+        may read Jobs in the namespace and kept there until the Job is deleted."""
         out = super().problems(exp)
         service = exp.service
         if isinstance(service, ProcessServiceSpec):
+            for name, value in service.environment.items():
+                if is_secret_name(name) or redact_text(value) != value:
+                    out.append(
+                        (
+                            ("service", "environment", name),
+                            "a secret written inline would stand in clear in the Job object (kubectl get jobs "
+                            "shows it): put it in a Secret of the namespace and name it in launcher.secrets "
+                            f"({{{name}: {{secret: S, key: K}}}})",
+                        )
+                    )
             if service.log_file is not None:
                 out.append((("service", "log_file"), "a pod's log is kubectl logs; drop log_file"))
             if service.secrets:
