@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -194,6 +195,20 @@ def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | N
     return float(values.mean()), drafts, "linear, mean over its loads"
 
 
+_DRAFT_MODEL = re.compile(r"--speculative[-_]draft[-_]model[-_]path(?:=|\s+)(\S+)")
+
+
+def _other_drafter(ctx: CheckContext, row: dict[str, Any]) -> bool:
+    """The row drafts with another draft model than the linear baseline on its host (SGLang's STANDALONE, EAGLE:
+    ``--speculative-draft-model-path``): a chain or tree of another drafter is no shape of the baseline's chain."""
+    linear = ctx.linear_by_host.get(row.get("host"))
+    if linear is None or linear.empty or "command" not in linear.columns:
+        return False
+    mine = _DRAFT_MODEL.search(str(row.get("command") or ""))
+    theirs = _DRAFT_MODEL.search(str(linear["command"].iloc[0] or ""))
+    return mine is not None and theirs is not None and mine.group(1) != theirs.group(1)
+
+
 def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
     """A top-k = 1 tree is a chain and must accept what the linear chain of that length accepts."""
     tol = ctx.settings.chain_tolerance
@@ -210,6 +225,8 @@ def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
         ]
     unknown_length = False
     for row in candidates:
+        if _other_drafter(ctx, row):
+            continue
         accept = finite(row.get("accept_len"))
         drafts = finite(row.get("chain_drafts"))
         linear_accept, linear_drafts, source = _linear_reference(ctx, row)
@@ -250,6 +267,8 @@ def tree_below_chain(ctx: CheckContext) -> list[Finding]:
     tol = ctx.settings.chain_tolerance
     out: list[Finding] = []
     for row in ctx.rows(ctx.ok[(ctx.ok["tree_topk"] > 1) & (ctx.ok["role"] != "linear")]):
+        if _other_drafter(ctx, row):
+            continue
         accept = finite(row.get("accept_len"))
         budget = finite(row.get("tree_budget"))
         linear_accept, linear_drafts, source = _linear_reference(ctx, row)
@@ -724,11 +743,11 @@ def machine_load(ctx: CheckContext) -> list[Finding]:
 
 
 CHECKS: dict[str, CheckFunction] = {
-    "golden": golden,
-    "spec_shape": spec_shape,
     "depth_vs_commit": depth_vs_commit,
     "topk1_vs_chain": topk1_vs_chain,
     "tree_below_chain": tree_below_chain,
+    "golden": golden,
+    "spec_shape": spec_shape,
     "speedup_vs_accept_len": speedup_vs_accept_len,
     "speculation_off": speculation_off,
     "engine_mismatch": engine_mismatch,

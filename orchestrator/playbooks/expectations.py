@@ -55,6 +55,9 @@ CHECK_INPUTS: dict[str, tuple[str, ...]] = {
     "speedup_vs_accept_len": ("accept_len", "output_tok_s"),
     "client_vs_server": ("output_tok_s",),
     "speculation_off": (),
+    # A self-drafted chain's prediction by the model itself, and the tree read back from the server.
+    "golden": ("server_golden_accept_len",),
+    "spec_shape": ("server_spec_shape_agree",),
 }
 
 

@@ -143,7 +143,7 @@ def test_real_sglang_trees_chains_and_the_golden_accept_length(tmp_path: Path, r
         assert "golden" not in (truncated.server or {}), "a draft other than the target has no golden figure"
         seen[f"C={c}"] = {**figures, "golden": golden["accept_len"]}
     analysis = analyse(run_dir)
-    wrong = [f for f in analysis.findings if f.check in ("golden", "spec_shape", "tree_below_chain")]
+    wrong = [f for f in analysis.findings if f.check in ("golden", "spec_shape", "tree_below_chain", "topk1_vs_chain")]
     assert wrong == [], [f.message for f in wrong]
     lossy = [f.message for f in analysis.findings if f.check == "lossless" and f.severity == "error"]
     assert lossy == []

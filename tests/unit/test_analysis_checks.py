@@ -150,6 +150,8 @@ def test_every_check_is_named_and_documented() -> None:
         "depth_vs_commit",
         "topk1_vs_chain",
         "tree_below_chain",
+        "golden",
+        "spec_shape",
         "speedup_vs_accept_len",
         "speculation_off",
         "engine_mismatch",
