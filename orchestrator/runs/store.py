@@ -653,7 +653,9 @@ class RunStore:
 
     def _write_info(self) -> None:
         target = self.path / "run.json"
-        text = self._info.model_dump_json(indent=2) + "\n"
+        # Its stop reason quotes what a server said on the way down, which may echo its arguments (argparse's
+        # ``unrecognized arguments: --api-key V``): every text the run stores passes the console's redaction.
+        text = json.dumps(redact(self._info.model_dump(mode="json")), indent=2, ensure_ascii=False) + "\n"
         try:
             _write_atomic(target, text)
         except OSError as exc:
