@@ -39,7 +39,7 @@ import msgspec
 
 from orchestrator.analysis.rowfacts import config_label, lost_requests
 from orchestrator.analysis.statuses import STATUSES
-from orchestrator.files import MAX_LINE, NotReadable, bounded_lines
+from orchestrator.files import MAX_LINE, NotReadable, bounded_lines, read_bounded
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.plausible import COUNTED
 from orchestrator.runs.store import Record, read_record_line
@@ -53,9 +53,19 @@ class _Unsure(Exception):
     """A line the quick reading does not read as the store would: make the whole answer instead."""
 
 
+#: The most of a run's plan.json, run.json or experiment.yaml read (as the store reads them: MAX_JSON_BYTES).
+_MAX_FILE = 256 * 1024 * 1024
+
+
+def _bytes(path: Path) -> bytes:
+    """A run file's bytes: a regular file's of at most :data:`_MAX_FILE` (a FIFO never blocks, /dev/zero never
+    fills memory: NotReadable, an OSError)."""
+    return read_bounded(path, _MAX_FILE)
+
+
 def _json(path: Path) -> Any:
     try:
-        return msgspec.json.decode(path.read_bytes())
+        return msgspec.json.decode(_bytes(path))
     except (OSError, msgspec.DecodeError):
         return None
 
@@ -443,7 +453,7 @@ def _read_plan(path: Path) -> _Plan | dict[str, Any]:
     """plan.json's fields the counts read (:class:`_Plan`), or the whole of it when it is not of that shape ({}
     when it is not a mapping or cannot be read)."""
     try:
-        return _PLAN.decode((path / "plan.json").read_bytes())
+        return _PLAN.decode(_bytes(path / "plan.json"))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return _read_whole(path)  # not of the usual shape: read whole, as the answer's rule reads it
 
@@ -480,8 +490,8 @@ def _threshold_of(path: Path) -> float | None:
     a key spelled otherwise needs an escape (a backslash) or holds the name itself, and without one the default
     holds (3 ms a run of YAML saved)."""
     try:
-        text = (path / "experiment.yaml").read_text(encoding="utf-8")
-    except OSError:
+        text = _bytes(path / "experiment.yaml").decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return _threshold({})
     if "degraded_requests" not in text and "\\" not in text:
         return _threshold({})
