@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TypeVar
+from typing import Annotated, Any, BinaryIO, Literal, TypeVar
 
 import msgspec
 
@@ -41,6 +41,7 @@ from orchestrator.analysis.rowfacts import config_label, lost_requests
 from orchestrator.analysis.statuses import STATUSES
 from orchestrator.files import MAX_LINE, NotReadable, bounded_lines, read_bounded
 from orchestrator.runs.layout import planned_points, read_layout
+from orchestrator.runs.planned import load_of
 from orchestrator.runs.plausible import COUNTED
 from orchestrator.runs.store import Record, read_record_line
 
@@ -166,8 +167,9 @@ class _Line(msgspec.Struct, gc=False):
     schema_version: Literal[1] = 1  # runs/record.py RUN_SCHEMA_VERSION (held by the tests); another: not counted
     # as written (its label is made once per distinct text, the text decoded then: :func:`_labels`)
     params: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"{}"))
-    concurrency: int | None = None
-    rate: int | float | None = None
+    # a load no client sends (runs/plausible.py ``impossible_load``) fails the decoding: not read surely
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=10**18)] | None = None
+    rate: Annotated[int, msgspec.Meta(gt=0, le=10**18)] | Annotated[float, msgspec.Meta(gt=0, le=1e18)] | None = None
     workload: str | None = None
     baseline_source: Any = None
     client: _Client | None = None
@@ -504,6 +506,40 @@ def _threshold_of(path: Path) -> float | None:
     return _threshold(experiment)
 
 
+def _same_loads(raws: list[_Line], plan: _Plan | dict[str, Any], path: Path, kind: Any) -> None:
+    """:class:`_Unsure` when a record of a planned point names another load than the plan's (``within_plan``
+    leaves it out, with a finding: the answer is made)."""
+    if kind not in (None, "sweep"):
+        return  # every record kept (within_plan's rule)
+    whole = plan if isinstance(plan, dict) else None
+    loads: dict[Any, tuple[Any, ...]] = {}
+    if isinstance(plan, _Plan):
+        try:
+            loads = {
+                p.id: load_of(p.mode, p.concurrency, p.rate)
+                for dep in plan.deployments or []
+                for p in dep.load_points or []
+            }
+        except TypeError:  # an id that is not hashable: read whole, as the answer's rule reads it
+            whole = _read_whole(path)
+    if whole is not None:
+        deployments = whole.get("deployments")
+        try:
+            loads = {
+                p.get("id"): load_of(p.get("mode"), p.get("concurrency"), p.get("rate"))
+                for dep in (deployments if isinstance(deployments, list) else [])
+                if isinstance(dep, dict)
+                for p in dep.get("load_points") or []
+                if isinstance(p, dict)
+            }
+        except TypeError as exc:
+            raise _Unsure from exc
+    for raw in raws:
+        planned = loads.get(raw.point_id)
+        if planned is not None and not raw.baseline_source and planned != load_of(raw.mode, raw.concurrency, raw.rate):
+            raise _Unsure
+
+
 def quick_counts(run_dir: str | Path) -> dict[str, int] | None:
     """The run's counts as its answer has them (``Counts.to_dict``), or None when a line cannot be read as
     surely as the store reads it (then make the answer)."""
@@ -518,7 +554,9 @@ def quick_counts(run_dir: str | Path) -> dict[str, int] | None:
     plan = _read_plan(path)
     planned_ids = _ids_of(plan, path, kind)
     try:
-        statuses = _statuses(_records(path / "records.jsonl"), planned_ids, threshold)
+        raws = _records(path / "records.jsonl")
+        _same_loads(raws, plan, path, kind)
+        statuses = _statuses(raws, planned_ids, threshold)
     except (_Unsure, OSError):
         return None
     points: dict[str, Any] = info["points"] if isinstance(info.get("points"), dict) else {}
