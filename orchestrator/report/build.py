@@ -33,7 +33,7 @@ from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.errors import StoreError
 from orchestrator.files import write_atomic
-from orchestrator.quoting import visible
+from orchestrator.quoting import spreadsheet_cell
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
 from orchestrator.report.axes import tagged_png
@@ -552,7 +552,8 @@ def build_report(
         figures.update(search_figures(run_dir, target / "figures"))  # a search's history (orchestrator/search)
         summary = target / "summary.csv"
         shown = tables.summary_table(analysis)  # a control character in a cell (a command's) written escaped
-        shown = shown.apply(lambda col: col.map(lambda v: visible(v) if isinstance(v, str) else v))
+        # and a text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``) neutralised
+        shown = shown.apply(lambda col: col.map(lambda v: spreadsheet_cell(v) if isinstance(v, str) else v))
         # Every output is a new file renamed over the old: a link planted as its name (to a file outside the run)
         # is replaced, never written through (issue 58, S7).
         write_atomic(summary, shown.to_csv(index=False))
