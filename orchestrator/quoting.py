@@ -44,6 +44,7 @@ __all__ = [
     "shell_join",
     "shell_quote",
     "split_command",
+    "spreadsheet_cell",
     "systemd_quote",
     "unit_words",
     "usable_text",
@@ -208,6 +209,19 @@ def visible(text: str) -> str:
     if not _SHOWN_CONTROL.search(text):
         return text
     return _SHOWN_CONTROL.sub(lambda m: _C_ESCAPES.get(m.group(), m.group().encode("unicode_escape").decode()), text)
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"): ``=HYPERLINK(...)`` in a cell
+#: of summary.csv ran when the file was opened.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """``text`` as a CSV text cell no spreadsheet runs: its control characters escaped (:func:`visible`) and, when
+    it starts as a formula would (``= + - @``, a tab or a carriage return), a ``'`` put before it, the usual
+    OWASP way (a spreadsheet shows the text, the quote hidden)."""
+    shown = visible(text)
+    return "'" + shown if text.startswith(_FORMULA_START) else shown
 
 
 def one_line(value: str, *, what: str = "a value") -> str:

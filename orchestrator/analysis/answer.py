@@ -37,6 +37,7 @@ reads the counts without analysing again; reading commands (``ls``, ``recommend`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.analysis.roles import finite as _num
 from orchestrator.analysis.statuses import MEASURED, STATUSES
 from orchestrator.analysis.verification import ScheduleVerdict, verdicts
+from orchestrator.files import write_atomic
 
 __all__ = [
     "ANSWER_FILE",
@@ -472,10 +474,6 @@ def answer(run_dir: str | Path, *, analysis: Analysis | None = None, save: bool 
         # runs of thousands of points: bench/RESULTS-scale.md).
         head = {"schema": whole.pop("schema"), "made_from": _fingerprint(path), "counts": whole.pop("counts")}
         payload = {**head, **whole}
-        tmp = path / f".{ANSWER_FILE}.tmp"
-        try:
-            tmp.write_text(json.dumps(payload, indent=1, default=str) + "\n", encoding="utf-8")
-            tmp.replace(path / ANSWER_FILE)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a new file renamed over it: never written through a link there
+            write_atomic(path / ANSWER_FILE, json.dumps(payload, indent=1, default=str) + "\n")
     return result

@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files import read_bounded, read_start
+from orchestrator.runs.reading import parse_json
+
 __all__ = ["ANSWER_FILE", "ANSWER_SCHEMA", "cached_counts", "fingerprint", "read_head"]
 
 ANSWER_FILE = "answer.json"
@@ -28,15 +31,17 @@ def fingerprint(run_dir: Path) -> list[Any]:
 
 
 _HEAD_BYTES = 64 * 1024
+#: An answer.json without its head first (written before it was) is read whole only up to this size; a larger
+#: one is not a current answer (``ls`` counts the run's records instead).
+_MAX_WHOLE = 256 * 1024 * 1024
 
 
 def read_head(path: Path) -> dict[str, Any] | None:
     """``schema``, ``made_from`` and ``counts`` of an ``answer.json`` from its first bytes alone (``answer`` writes
     them first, each a top-level key on its own line: a key inside a string would be escaped); None when the
     head does not hold all three."""
-    try:
-        with path.open("rb") as stream:
-            text = stream.read(_HEAD_BYTES).decode("utf-8", errors="replace")
+    try:  # a regular file only, its first bytes only: a FIFO or a link to /dev/zero never holds ls (issue 58)
+        text = read_start(path, _HEAD_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     decoder = json.JSONDecoder()
@@ -59,7 +64,7 @@ def cached_counts(run_dir: str | Path) -> dict[str, int] | None:
     stored = read_head(path / ANSWER_FILE)
     if stored is None:  # an answer.json written before its head came first: read it whole
         try:
-            stored = json.loads((path / ANSWER_FILE).read_text(encoding="utf-8"))
+            stored = parse_json(read_bounded(path / ANSWER_FILE, _MAX_WHOLE).decode("utf-8"))
         except (OSError, ValueError):
             return None
     if not isinstance(stored, dict) or stored.get("schema") != ANSWER_SCHEMA:

@@ -528,7 +528,7 @@ def lossless(ctx: CheckContext) -> list[Finding]:
     if result is None:
         return []
     findings: list[Finding] = []
-    severity: dict[str, Severity] = {"lossy": "error", "inconclusive": "warning"}
+    severity: dict[str, Severity] = {"lossy": "error", "inconclusive": "warning", "baseline_logprobs": "warning"}
     for item in result.findings:
         config = _RESTART_SUFFIX.sub("", item.config) if item.config else None
         findings.append(

@@ -44,14 +44,20 @@ at C=8 (docs/llamacpp.md, "Lossless"): a margin of 0.40 there. That is the engin
 speculation bug: a wrong draft accepted by a broken verify lands on a token the target model did not rank
 near the top. vLLM's own speculative-decoding correctness tests accept the same kind of divergence (the token
 one side chose is among the other's top log-probabilities: tests/models/utils.py ``check_logprobs_close``);
-the margin here is narrower than "anywhere in the top 5". Without log-probabilities (SGLang's ``/generate``,
-a server that ignores the request's ``logprobs``) the check judges as before.
+the margin here is narrower than "anywhere in the top 5". A near tie is signed: 0 <= chosen - alternative <=
+margin, both finite. Where the baseline's log-probabilities rank its chosen token *below* the one the answer
+took, or are not finite, they are not the distribution it chose from (vLLM returns log-probabilities before its
+logits processors by default, so a penalised greedy choice can sit below its runner-up): that is a finding
+about the baseline (``baseline_logprobs``), and the divergence is judged as if they were absent. Without
+log-probabilities (SGLang's ``/generate``, a server that ignores the request's ``logprobs``) the check judges
+as before.
 
 An engine with a batch-invariant mode makes the baseline stable under batching (docs/trust.md, "Lossless").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,7 +92,6 @@ TIE_MARGIN = 0.25
 #: The widest margin the baseline's own shifts can open: e (2.7 to 1) in probability. Beyond it an engine is
 #: too unsteady for a flip to say anything, and a wrong token the model ranked second would pass.
 MAX_TIE_MARGIN = 1.0
-_MAX_FILE = 256 * 1024 * 1024
 _MAX_FILE = 256 * 1024 * 1024
 
 
@@ -151,6 +156,9 @@ class PromptVerdict:
     baseline: Divergence | None = None  # the baseline's own divergence on this prompt (None: stable)
     why: str = ""
     evidence: tuple[str, ...] = ()
+    #: The baseline's log-probabilities where this answer leaves it rank its chosen token below the one this
+    #: answer took, or are not finite: a finding about the baseline (they excuse nothing); None when sound.
+    baseline_logprobs: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,7 +168,7 @@ class PromptVerdict:
             "char": self.char,
             "baseline_divergence": None if self.baseline is None else self.baseline.to_dict(),
             "why": self.why,
-        }
+        } | ({"baseline_logprobs": self.baseline_logprobs} if self.baseline_logprobs else {})
 
 
 @dataclass(frozen=True)
@@ -278,8 +286,9 @@ class HostVerdict:
 @dataclass(frozen=True)
 class LosslessFinding:
     """One thing the check found: ``kind`` is ``lossy``, ``inconclusive``, ``lossless`` (a configuration's
-    verdict), ``baseline`` (the baseline against itself), ``unchecked`` (an answer is missing or failed) or
-    ``no_baseline``."""
+    verdict), ``baseline`` (the baseline against itself), ``baseline_logprobs`` (the baseline's log-probabilities
+    where an answer leaves it rank its chosen token below the answer's, or are not finite), ``unchecked`` (an
+    answer is missing or failed) or ``no_baseline``."""
 
     kind: str
     host: str
@@ -320,12 +329,15 @@ def _baseline_divergence(index: int, base: list[Mapping[str, Any]]) -> Divergenc
     return found
 
 
-def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: float) -> str | None:
+def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: float) -> tuple[str | None, str | None]:
     """Where ``text`` leaves the baseline at character ``position``: the near tie it took, as words, when a
     baseline answer that reaches that far carries its tokens' log-probabilities (``logprobs``) and the token
-    ``text`` goes on with there is one of its alternatives within ``margin`` nats of the one it chose; else None."""
+    ``text`` goes on with there is one of its alternatives at most ``margin`` nats below the one it chose
+    (0 <= chosen - alternative <= margin, both finite); else None. Second, what is wrong with the baseline's
+    log-probabilities there when they rank its chosen token below that alternative or are not finite (a
+    finding about the baseline, which never excuses the divergence); else None."""
     if margin <= 0:
-        return None
+        return None, None
     for other in base:
         rows, spelt = other.get("logprobs"), other.get("text", "")
         if not isinstance(rows, list) or first_difference(spelt, text) != position:
@@ -335,6 +347,8 @@ def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: f
             if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)):
                 break
             chosen, logprob, alternatives = row
+            if not _is_number(logprob) or not isinstance(alternatives, list):
+                break
             if spelt[start : start + len(chosen)] != chosen and start < len(spelt):
                 break  # the tokens do not spell the text (bytes of one character split): no judgement
             # (past the text's end: the stop token the text leaves out, e.g. vLLM's <|im_end|>)
@@ -342,20 +356,42 @@ def _near_tie(text: str, base: list[Mapping[str, Any]], position: int, margin: f
                 start += len(chosen)
                 continue
             rest = text[start:]
-            for alternative, alt_logprob in alternatives:
+            pairs = [a for a in alternatives if isinstance(a, list) and len(a) == 2 and isinstance(a[0], str)]
+            for alternative, alt_logprob in pairs:
+                if not _is_number(alt_logprob):
+                    continue
                 took = (
                     alternative != chosen
                     and bool(rest)
                     and (rest.startswith(alternative) or alternative.startswith(rest))
                 )
-                if took and alternative and logprob - alt_logprob <= margin:
+                if not (took and alternative):
+                    continue
+                gap = logprob - alt_logprob
+                if not (math.isfinite(logprob) and math.isfinite(alt_logprob)) or gap < 0:
+                    # Not the distribution the baseline chose from (vLLM gives log-probabilities before its logits
+                    # processors by default: a penalised greedy choice ranks below its runner-up): no tie is read
+                    # from it, and the divergence stands.
+                    unread = (
+                        f"the baseline's log-probabilities at token {index} rank its chosen {chosen!r} "
+                        f"({logprob:.3f}) below {alternative!r} ({alt_logprob:.3f}), the token this answer took"
+                        if math.isfinite(gap)
+                        else f"the baseline's log-probabilities at token {index} are not finite ({chosen!r} "
+                        f"{logprob}, {alternative!r} {alt_logprob})"
+                    )
+                    return None, unread + ": not the distribution it chose from, so no near tie is read from them"
+                if gap <= margin:
                     return (
                         f"a near tie at token {index}: the baseline chose {chosen!r} ({logprob:.3f}) over "
-                        f"{alternative!r} ({alt_logprob:.3f}), {logprob - alt_logprob:.3f} nats apart (tie margin "
+                        f"{alternative!r} ({alt_logprob:.3f}), {gap:.3f} nats apart (tie margin "
                         f"{margin:g}), and this answer took {alternative!r}"
-                    )
+                    ), None
             break
-    return None
+    return None, None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def logprob_shift(answers: Sequence[Mapping[str, Any]]) -> float | None:
@@ -370,8 +406,10 @@ def logprob_shift(answers: Sequence[Mapping[str, Any]]) -> float | None:
         for mine, theirs in zip(rows[0], other, strict=False):
             if not (isinstance(mine, list) and isinstance(theirs, list) and mine[:1] == theirs[:1]):
                 break
-            if isinstance(mine[1], int | float) and isinstance(theirs[1], int | float):
-                shift = max(shift, abs(float(mine[1]) - float(theirs[1])))
+            if _is_number(mine[1]) and _is_number(theirs[1]):
+                moved = abs(float(mine[1]) - float(theirs[1]))
+                if math.isfinite(moved):  # a non-finite log-probability measures no shift (and opens no margin)
+                    shift = max(shift, moved)
     return shift
 
 
@@ -406,8 +444,12 @@ def _judge(
             f"{where}, and the baseline answered it once only (its own variance there unknown)",
             evidence,
         )
-    if (divergence is None or token < divergence.token) and (tie := _near_tie(text, base, position, tie_margin)):
-        return PromptVerdict(index, "near_tie", token, position, divergence, f"{where}, {tie}", evidence)
+    unread: str | None = None
+    if divergence is None or token < divergence.token:
+        tie, unread = _near_tie(text, base, position, tie_margin)
+        if tie:
+            return PromptVerdict(index, "near_tie", token, position, divergence, f"{where}, {tie}", evidence)
+    also = f" ({unread})" if unread else ""
     if divergence is None:
         return PromptVerdict(
             index,
@@ -415,8 +457,9 @@ def _judge(
             token,
             position,
             None,
-            f"{where}, where the baseline is stable ({len(base)} answers alike)",
+            f"{where}, where the baseline is stable ({len(base)} answers alike){also}",
             evidence,
+            unread,
         )
     if token < divergence.token:
         return PromptVerdict(
@@ -425,8 +468,9 @@ def _judge(
             token,
             position,
             divergence,
-            f"{where}, before the baseline differs from itself (token {divergence.token}, {divergence.between})",
+            f"{where}, before the baseline differs from itself (token {divergence.token}, {divergence.between}){also}",
             evidence,
+            unread,
         )
     return PromptVerdict(
         index,
@@ -529,6 +573,19 @@ def _findings(result: LosslessResult, host: HostVerdict) -> None:
         for p in verdict.prompts:
             if p.outcome == "unchecked":
                 result.findings.append(LosslessFinding("unchecked", host.host, verdict.config, p.why, p.prompt_index))
+            if p.baseline_logprobs:
+                result.findings.append(
+                    LosslessFinding(
+                        "baseline_logprobs",
+                        host.host,
+                        host.baseline,
+                        f"the autoregressive baseline on prompt {p.prompt_index}, where {verdict.config} leaves it: "
+                        + p.baseline_logprobs,
+                        p.prompt_index,
+                        p.char,
+                        p.token,
+                    )
+                )
         shown = next((p for p in verdict.prompts if p.outcome == verdict.verdict), None)
         if verdict.verdict == "lossy":
             result.passed = False

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 from orchestrator.errors import ConfigError, ServiceError, SpecsweepError, StoreError
 from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
 from orchestrator.experiment.schema import Experiment, load_experiment
+from orchestrator.files import write_atomic
 from orchestrator.launchers import HostSlot, Slot, launcher_for
 from orchestrator.plan.deployments import Deployment, LoadPoint
 from orchestrator.playbooks.events import OutcomeReady, PlaybookStarted, StepStarted
@@ -309,12 +309,7 @@ class _Run:
 def _write_text(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, text, fsync=True)
     except OSError as exc:
         raise StoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
 

@@ -21,12 +21,14 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.files import write_atomic
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
 
-__all__ = ["KEYWORD", "axes_summary", "png_axes", "tag_png"]
+__all__ = ["KEYWORD", "axes_summary", "png_axes", "tag_png", "tagged_png"]
 
 KEYWORD = b"specsweep-axes"
 _IEND = b"IEND"
@@ -113,14 +115,18 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def tag_png(path: Path, figure: Figure) -> None:
-    """Put :func:`axes_summary` of ``figure`` into the PNG at ``path`` (just before its end chunk)."""
-    data = path.read_bytes()
+def tagged_png(data: bytes, figure: Figure) -> bytes:
+    """The PNG ``data`` with :func:`axes_summary` of ``figure`` put in (just before its end chunk)."""
     end = data.rfind(struct.pack(">I", 0) + _IEND)
     if end < 0:
-        return
+        return data
     text = json.dumps(axes_summary(figure), ensure_ascii=True, separators=(",", ":"))
-    path.write_bytes(data[:end] + _chunk(b"tEXt", KEYWORD + b"\0" + text.encode("latin-1")) + data[end:])
+    return data[:end] + _chunk(b"tEXt", KEYWORD + b"\0" + text.encode("latin-1")) + data[end:]
+
+
+def tag_png(path: Path, figure: Figure) -> None:
+    """Put :func:`axes_summary` of ``figure`` into the PNG at ``path`` (a new file renamed over it)."""
+    write_atomic(path, tagged_png(path.read_bytes(), figure))
 
 
 def png_axes(data: bytes) -> str | None:

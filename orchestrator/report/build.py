@@ -15,6 +15,7 @@ columns), the failed points' evidence lines and how the run was made.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,10 +32,11 @@ from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
 from orchestrator.errors import StoreError
-from orchestrator.quoting import visible
+from orchestrator.files import write_atomic
+from orchestrator.quoting import spreadsheet_cell
 from orchestrator.report import figures as figs
 from orchestrator.report import tables
-from orchestrator.report.axes import tag_png
+from orchestrator.report.axes import tagged_png
 from orchestrator.report.deciding import decide_blocks
 from orchestrator.report.render import Block, Evidence, Heading, Image, Items, Paragraph, Table, to_html, to_markdown
 from orchestrator.report.search import search_blocks, search_figures
@@ -121,17 +123,19 @@ def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
-def _save_png(figure: Figure, path: Path) -> None:
-    """``figure.savefig(path, format="png")`` without its first draw. ``savefig`` of a figure with a layout
+def _png(figure: Figure) -> bytes:
+    """The PNG of ``figure.savefig(..., format="png")`` without its first draw. ``savefig`` of a figure with a layout
     engine (ours are constrained) draws every artist once without rendering to run the layout, then again to
     render; the Agg canvas's ``print_png`` draws once, running the layout at the start of that draw (the steps
     of ``savefig``'s first draw), so the PNG is the same, byte for byte, for about a fifth less of each
     figure's drawing. A figure on another canvas is saved by ``savefig``."""
+    out = io.BytesIO()
     canvas = figure.canvas
     if isinstance(canvas, FigureCanvasAgg):
-        canvas.print_png(path)
+        canvas.print_png(out)
     else:
-        figure.savefig(path, format="png")
+        figure.savefig(out, format="png")
+    return out.getvalue()
 
 
 def write_figures(analysis: Analysis, directory: Path, progress: Progress | None = None) -> dict[str, tuple[Path, str]]:
@@ -139,6 +143,8 @@ def write_figures(analysis: Analysis, directory: Path, progress: Progress | None
     gets each figure once per workload (and the workload figures of ``orchestrator/report/workloads.py``)."""
     from orchestrator.report.workloads import workload_figures, workload_views
 
+    if directory.is_symlink():  # its figures would land wherever the link points (issue 58, S7)
+        raise StoreError(f"{directory} is a symbolic link: the report writes its figures into no linked folder")
     directory.mkdir(parents=True, exist_ok=True)
     hosts = sorted(set(analysis.frame["host"])) if not analysis.frame.empty else []
     per_host: list[str | None] = [None] if len(hosts) <= 1 else list(hosts)
@@ -146,8 +152,9 @@ def write_figures(analysis: Analysis, directory: Path, progress: Progress | None
 
     def save(name: str, figure: Figure, caption: str) -> None:
         path = directory / f"{name}.png"
-        _save_png(figure, path)
-        tag_png(path, figure)  # what its axes say, for report.html's data-axes (orchestrator/report/axes.py)
+        # With what its axes say, for report.html's data-axes (orchestrator/report/axes.py); a new file renamed
+        # over the old, so a link planted as a figure's name is replaced, never written through.
+        write_atomic(path, tagged_png(_png(figure), figure))
         out[name] = (path, caption)
         if progress:
             progress(f"figure {path.name}")
@@ -509,9 +516,7 @@ def _parquet_ready(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, text)
 
 
 def _checks_json(made: Answer) -> dict[str, Any]:
@@ -547,11 +552,16 @@ def build_report(
         figures.update(search_figures(run_dir, target / "figures"))  # a search's history (orchestrator/search)
         summary = target / "summary.csv"
         shown = tables.summary_table(analysis)  # a control character in a cell (a command's) written escaped
-        shown = shown.apply(lambda col: col.map(lambda v: visible(v) if isinstance(v, str) else v))
-        shown.to_csv(summary, index=False)
+        # and a text cell a spreadsheet would run as a formula (``=HYPERLINK(...)``) neutralised
+        shown = shown.apply(lambda col: col.map(lambda v: spreadsheet_cell(v) if isinstance(v, str) else v))
+        # Every output is a new file renamed over the old: a link planted as its name (to a file outside the run)
+        # is replaced, never written through (issue 58, S7).
+        write_atomic(summary, shown.to_csv(index=False))
         files["summary.csv"] = summary
         parquet = target / "records.parquet"
-        _parquet_ready(analysis.frame).to_parquet(parquet, index=False)
+        table = io.BytesIO()
+        _parquet_ready(analysis.frame).to_parquet(table, index=False)
+        write_atomic(parquet, table.getvalue())
         files["records.parquet"] = parquet
 
         # The run's answer, from this very analysis: answer.json in the run directory (ls and --json read it).

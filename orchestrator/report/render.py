@@ -2,7 +2,8 @@
 (figures embedded as base64 PNG, styles inline, no script, nothing fetched from a network).
 
 Everything that came from a run directory (labels, messages, log lines) is escaped: a log line holding
-``<script>`` shows as text.
+``<script>`` shows as text, and a control character (ESC, BEL, CR from a variant's name) is written as its
+escape (``\x1b``) in both, whatever block holds it: a terminal showing report.md is never coloured or moved.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from orchestrator.quoting import visible
 from orchestrator.report.axes import png_axes
 
 __all__ = ["Block", "Evidence", "Heading", "Image", "Items", "Paragraph", "Table", "to_html", "to_markdown"]
@@ -63,8 +65,14 @@ Block = Heading | Paragraph | Items | Table | Image | Evidence
 # ---- Markdown ------------------------------------------------------------------------------------------
 
 
+def _shown(text: object) -> str:
+    """``text`` with every control character but its line breaks written as its escape (``quoting.visible``)."""
+    value = str(text)
+    return "\n".join(map(visible, value.split("\n"))) if "\n" in value else visible(value)
+
+
 def _md_cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", "<br>")
+    return _shown(text).replace("|", "\\|").replace("\n", "<br>")
 
 
 def _md_table(table: Table) -> list[str]:
@@ -76,7 +84,7 @@ def _md_table(table: Table) -> list[str]:
     rows = ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
     out = [header, rule, *rows, ""]
     if table.caption:
-        out = [f"_{table.caption}_", "", *out]
+        out = [f"_{_shown(table.caption)}_", "", *out]
     return out
 
 
@@ -84,21 +92,21 @@ def to_markdown(blocks: list[Block]) -> str:
     out: list[str] = []
     for block in blocks:
         if isinstance(block, Heading):
-            out += ["#" * block.level + " " + block.text, ""]
+            out += ["#" * block.level + " " + _shown(block.text), ""]
         elif isinstance(block, Paragraph):
-            out += [block.text, ""]
+            out += [_shown(block.text), ""]
         elif isinstance(block, Items):
             for severity, text, evidence in block.entries:
                 tag = f"**{severity.upper()}** " if severity else ""
-                out.append(f"- {tag}{text}")
-                out += ["    - `" + line.replace("`", "'") + "`" for line in evidence]
+                out.append(f"- {tag}{_shown(text)}")
+                out += ["    - `" + visible(line).replace("`", "'") + "`" for line in evidence]
             out.append("")
         elif isinstance(block, Table):
             out += _md_table(block)
         elif isinstance(block, Image):
-            out += [f"![{block.caption}]({block.relative})", "", f"_{block.caption}_", ""]
+            out += [f"![{_shown(block.caption)}]({block.relative})", "", f"_{_shown(block.caption)}_", ""]
         elif isinstance(block, Evidence):
-            out += [f"**{block.title}**", "", "```text", *block.lines, "```", ""]
+            out += [f"**{_shown(block.title)}**", "", "```text", *map(visible, block.lines), "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -137,7 +145,7 @@ details summary { cursor: pointer; color: #444; font-size: .9em; }
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(_shown(text), quote=True)
 
 
 def _html_table(table: Table) -> str:

@@ -7,11 +7,13 @@ history gets the recommendations only when its experiment has an objective.
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.report.axes import tag_png
+from orchestrator.files import write_atomic
+from orchestrator.report.axes import tagged_png
 from orchestrator.search.history import read_history
 
 if TYPE_CHECKING:
@@ -90,8 +92,9 @@ def search_figures(run_dir: Path, directory: Path) -> dict[str, tuple[Path, str]
         return {}
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{FIGURE_NAME}.png"
-    figure.savefig(path, format="png")
-    tag_png(path, figure)
+    png = io.BytesIO()
+    figure.savefig(png, format="png")
+    write_atomic(path, tagged_png(png.getvalue(), figure))  # a new file renamed over it, never through a link
     return {FIGURE_NAME: (path, CAPTION)}
 
 

@@ -225,12 +225,17 @@ def playbook_verdict(run_dir: str | Path) -> PlaybookVerdict | None:
     )
 
 
-def resumed_at(run_dir: Path) -> list[str]:
-    """When the run was resumed (``--resume``), oldest first: its ``start`` events that say ``resumed``."""
+def _event_lines(run_dir: Path) -> list[str]:
+    """The lines of the run's events.jsonl, a regular file's only (a FIFO there never blocks), each bounded."""
     try:
-        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+        return [line.decode("utf-8", errors="replace") for line in bounded_lines(run_dir / "events.jsonl")]
     except OSError:
         return []
+
+
+def resumed_at(run_dir: Path) -> list[str]:
+    """When the run was resumed (``--resume``), oldest first: its ``start`` events that say ``resumed``."""
+    lines = _event_lines(run_dir)
     times = []
     for line in lines:
         try:
@@ -244,11 +249,7 @@ def resumed_at(run_dir: Path) -> list[str]:
 
 def _ending_error(run_dir: Path) -> str | None:
     """``ended before its first point: <the error>`` from the run's last ``end`` event, when it names one."""
-    try:
-        lines = (run_dir / "events.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
+    for line in reversed(_event_lines(run_dir)):
         try:
             event = parse_json(line)
         except ValueError:

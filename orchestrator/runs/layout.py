@@ -14,14 +14,17 @@ never by slot), so the count keeps the baselines the earlier slots measured.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orchestrator.files import read_bounded, write_atomic
+from orchestrator.runs.reading import parse_json
+
 __all__ = ["LAYOUT_FILE", "planned_points", "read_layout", "record_layout"]
 
 LAYOUT_FILE = "layout.json"
+_MAX_BYTES = 64 * 1024 * 1024  # a regular file of at most this (a FIFO or /dev/zero there never holds a reader)
 _SCHEMA = 1
 
 
@@ -29,7 +32,7 @@ def read_layout(run_dir: str | Path) -> dict[str, list[str]]:
     """Deployment id -> the targets that measure it, as ``layout.json`` holds it; {} without one (a run with
     one target, or made before it existed) or when it cannot be read."""
     try:
-        data = json.loads((Path(run_dir) / LAYOUT_FILE).read_text(encoding="utf-8"))
+        data = parse_json(read_bounded(Path(run_dir) / LAYOUT_FILE, _MAX_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return {}
     per_target = data.get("per_target") if isinstance(data, dict) else None
@@ -52,13 +55,7 @@ def record_layout(run_dir: str | Path, per_target: Mapping[str, Sequence[str]]) 
     if not merged:
         return merged
     path = Path(run_dir) / LAYOUT_FILE
-    tmp = path.with_name(f".{LAYOUT_FILE}.tmp")
-    with tmp.open("w", encoding="utf-8") as stream:
-        json.dump({"schema": _SCHEMA, "per_target": merged}, stream, indent=1)
-        stream.write("\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    tmp.replace(path)
+    write_atomic(path, json.dumps({"schema": _SCHEMA, "per_target": merged}, indent=1) + "\n", fsync=True)
     return merged
 
 

@@ -21,7 +21,8 @@ def still_running(run_dir: str | Path) -> bool:
     if str(Path(run_dir).resolve()) in _HELD:
         return True
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Non-blocking: a FIFO planted as the lock would hold the open forever (no writer ever comes).
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
         return False  # no lock file: no controller ever locked it (or the run predates the lock)
     try:

@@ -8,7 +8,9 @@ record and every reader of ``records.jsonl`` see the same rule), instead of reac
 
 - every number in the record's ``client``, ``server`` and ``intervals`` is finite (no NaN, no Infinity) and at
   most :data:`MAX_FIGURE` in size (a microsecond timestamp is 1.8e15; ``1e308`` is no measurement);
-- the headline figures (:data:`COUNTED`) are not negative: a count, a duration, a rate or a length.
+- the headline figures (:data:`COUNTED`) are not negative: a count, a duration, a rate or a length;
+- the load is one a client can send (:func:`impossible_load`): a concurrency of at least 1, a rate above 0 and
+  finite (a concurrency of -4 or 0 became a load of its own, with a winner: issue 58, S10).
 
 A record of a point its run never planned is left out by orchestrator/runs/planned.py.
 """
@@ -19,7 +21,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["COUNTED", "MAX_FIGURE", "impossible_figure"]
+__all__ = ["COUNTED", "MAX_FIGURE", "impossible_figure", "impossible_load"]
 
 #: The largest number a record may hold anywhere in its figures.
 MAX_FIGURE = 1e18
@@ -105,4 +107,14 @@ def impossible_figure(sections: dict[str, Any]) -> str | None:
                 figure = value.get(key)
                 if isinstance(figure, int | float) and not isinstance(figure, bool) and figure < 0:
                     return f"{section}.{key} is {figure!r}: a count, duration or rate is never negative"
+    return None
+
+
+def impossible_load(concurrency: Any, rate: Any) -> str | None:
+    """Why a record's load is none a client sends (a concurrency below 1, a rate not above 0 or not finite, or
+    beyond :data:`MAX_FIGURE`), or None."""
+    if isinstance(concurrency, int) and not 1 <= concurrency <= MAX_FIGURE:
+        return f"concurrency is {concurrency}: no client keeps fewer than 1 request (or more than 10^18) in flight"
+    if isinstance(rate, int | float) and not (math.isfinite(rate) and 0 < rate <= MAX_FIGURE):
+        return f"rate is {rate!r}: a request rate is above 0, finite and at most 10^18"
     return None

@@ -42,9 +42,16 @@ PROVENANCE_FILE = "provenance.json"
 _SHELLS = ("sh ", "/bin/sh ", "bash ", "/bin/bash ", "dash ")
 
 
+#: The checkout specsweep runs from: the folder holding the ``orchestrator`` package (this file is
+#: orchestrator/runs/provenance.py). Only that folder: a wheel installed in a virtual environment that lives
+#: inside some other repository must not take that repository's revision.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 def git_revision(path: Path | None = None) -> dict[str, Any] | None:
-    """The git revision of the specsweep checkout (``commit``, ``dirty``), or None outside a checkout."""
-    where = path or Path(__file__).resolve().parent.parent
+    """The git revision of the specsweep checkout (``commit``, ``dirty``), or None outside a checkout. Its root
+    holds ``.git``: a folder, or a file in a worktree (``git worktree add``) or a submodule."""
+    where = path or CHECKOUT
     if not (where / ".git").exists():
         return None
     try:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError
-from orchestrator.runs.plausible import impossible_figure
+from orchestrator.runs.plausible import impossible_figure, impossible_load
 from orchestrator.runs.reading import parse_json
 
 __all__ = [
@@ -91,6 +91,8 @@ class Record(BaseModel):
     @model_validator(mode="after")
     def _plausible(self) -> Record:  # no figure a measurement cannot give (orchestrator/runs/plausible.py)
         if why := impossible_figure({"client": self.client, "server": self.server, "intervals": self.intervals}):
+            raise ValueError(why)
+        if why := impossible_load(self.concurrency, self.rate):
             raise ValueError(why)
         return self
 

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator import __version__
 from orchestrator.errors import StoreError
-from orchestrator.files import NotReadable, bounded_lines, read_bounded
+from orchestrator.files import NotReadable, bounded_lines, read_bounded, write_atomic
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
@@ -260,13 +260,7 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    write_atomic(path, text, fsync=True)  # a fresh temporary name: never written through a link planted there
 
 
 def _overwrite_in_place(path: Path, data: bytes) -> bool:
@@ -653,7 +647,9 @@ class RunStore:
 
     def _write_info(self) -> None:
         target = self.path / "run.json"
-        text = self._info.model_dump_json(indent=2) + "\n"
+        # Its stop reason quotes what a server said on the way down, which may echo its arguments (argparse's
+        # ``unrecognized arguments: --api-key V``): every text the run stores passes the console's redaction.
+        text = json.dumps(redact(self._info.model_dump(mode="json")), indent=2, ensure_ascii=False) + "\n"
         try:
             _write_atomic(target, text)
         except OSError as exc:

@@ -21,8 +21,9 @@ Log text the service returns has every secret value masked.
 
 Files live in a state directory on the host (default ``~/.local/state/specsweep``): ``<name>.pid``,
 ``<name>.exit``, ``<name>.log`` (unless ``log_file`` is given; the log is kept after restore, for
-post-mortems), ``<name>.marker.json`` and ``<name>.lock``. The marker is written before the process starts,
-so a killed run's server is found and stopped by the next run or ``specsweep restore``.
+post-mortems; mode 0600, since a server that refuses its arguments echoes them, secrets too),
+``<name>.marker.json`` and ``<name>.lock``. The marker is written before the process starts, so a killed run's
+server is found and stopped by the next run or ``specsweep restore``.
 """
 
 from __future__ import annotations
@@ -204,7 +205,9 @@ class ProcessService:
         cd = f"cd -- {q(self.workdir)}\n" if self.workdir else ""
         script = (
             f'set -e\nmkdir -p -- {q(paths["state"])} "$(dirname -- {q(paths["log"])})"\n'
-            f"rm -f -- {q(paths['exit'])} {q(paths['pid'])} {q(paths['launch'])}\n: >> {q(paths['log'])}\n"
+            f"rm -f -- {q(paths['exit'])} {q(paths['pid'])} {q(paths['launch'])}\n"
+            # The server's output may echo its arguments (a refused --api-key): the log is its user's alone.
+            f"(umask 077; : >> {q(paths['log'])})\nchmod go-rwx -- {q(paths['log'])} 2>/dev/null || :\n"
             f"(umask 077; cat > {q(paths['launch'])})\n"  # the launch file, from stdin: no value on a command line
             f"offset=$(wc -c < {q(paths['log'])})\n{cd}"
             f"setsid sh -c {q(_WRAPPER)} {q(paths['exit'])} {q(paths['pid'])} {q(paths['launch'])} "

@@ -129,6 +129,33 @@ def test_a_record_outside_the_plan_is_not_counted_and_the_run_says_so(tmp_path: 
     assert "which plan.json does not hold" in " ".join(_skipped(doc))
 
 
+def test_a_record_at_a_load_its_point_was_not_planned_at_is_no_load_of_its_own(tmp_path: Path, env: dict) -> None:
+    """Issue 58, S10: records of planned points claiming C=-4, C=0 (and C=16, planned at C=1) each became a load
+    of their own with a winner. A load no client sends is refused by the record's validation; another load than
+    the plan's is left out by the plan's rule; both are named, and ls counts what the report counts."""
+    probe = RunStore.create(tmp_path / "probe", "p", {"name": "p"}, {})
+    probe.release()
+    lines = [_record(probe, i, 100.0 + i) for i in range(3)]
+    lines += [
+        _record(probe, 1, 900.0) | {"concurrency": -4},
+        _record(probe, 2, 800.0) | {"concurrency": 0},
+        _record(probe, 0, 700.0) | {"concurrency": 16},
+    ]
+    run = _run(tmp_path / "results", lines)
+    doc = _report(run, env)
+    assert [level["load"] for level in doc["loads"]] == [1], doc["loads"]
+    assert doc["loads"][0]["winner"] == "chain(k=4)"
+    assert (doc["counts"]["planned"], doc["counts"]["ok"]) == (3, 3)
+    evidence = " ".join(_skipped(doc))
+    assert "concurrency is -4" in evidence and "concurrency is 0" in evidence
+    assert "at C=16, which plan.json plans at C=1" in evidence
+    (run / "answer.json").unlink()  # ls counts the records itself
+    listed = run_cli("ls", "--results", str(run.parent.parent), "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    [summary] = json.loads(listed.stdout)["runs"]
+    assert (summary["planned"], summary["ok"], summary["failed"]) == (3, 3, 0)
+
+
 def test_the_sweep_makes_a_point_with_an_impossible_figure_a_failed_one_naming_it() -> None:
     from orchestrator.plan.deployments import Deployment, LoadPoint
     from orchestrator.sweep.measure import new_record

@@ -248,3 +248,37 @@ def test_a_near_tie_with_the_stop_token_the_text_leaves_out() -> None:
     _result, _host, verdict = judge(base, [answer([*words, " more", " words"])])
     assert verdict.prompts[0].outcome == "near_tie", verdict.prompts[0].why
     assert "'<|im_end|>' (-0.700) over ' more' (-0.740)" in verdict.prompts[0].why
+
+
+@pytest.mark.parametrize(
+    ("chosen", "runner_up", "said"),
+    [
+        pytest.param(-3.0, -0.1, "rank its chosen ' w5' (-3.000) below ' x5' (-0.100)", id="inverted"),
+        pytest.param(float("-inf"), -0.1, "are not finite", id="chosen-minus-infinity"),
+        pytest.param(-0.5, float("inf"), "are not finite", id="alternative-infinity"),
+        pytest.param(float("nan"), -0.5, "are not finite", id="nan"),
+    ],
+)
+def test_an_inverted_or_non_finite_pair_never_excuses_a_divergence(chosen: float, runner_up: float, said: str) -> None:
+    """Issue 58, S1: a near tie is 0 <= chosen - alternative <= margin; the baseline's chosen token less likely
+    than the alternative (vLLM's log-probabilities before its logits processors) or -Infinity excused every
+    divergence, and a configuration that changes every answer was judged lossless."""
+    import json
+
+    base = stable_with_logprobs(5, 0.05)
+    for row in base:
+        row["logprobs"][5] = [" w5", chosen, [[" w5", chosen], [" x5", runner_up]]]
+    base = json.loads(json.dumps(base))  # as read back from the run (json writes -Infinity, NaN)
+    result, _host, verdict = judge(base, [answer(flipped(5))])
+    assert (verdict.verdict, verdict.prompts[0].outcome, result.passed) == ("lossy", "lossy", False)
+    assert said in verdict.prompts[0].why and "no near tie is read" in verdict.prompts[0].why
+    [finding] = [f for f in result.findings if f.kind == "baseline_logprobs"]
+    assert (finding.config, finding.prompt_index, finding.token) == ("autoregressive", 0, 5)
+    assert said in finding.message
+    assert verdict.to_dict()["prompts"][0]["baseline_logprobs"] == verdict.prompts[0].baseline_logprobs
+
+
+def test_a_tie_exactly_at_zero_and_at_the_margin_is_still_a_near_tie() -> None:
+    for gap in (0.0, 0.25):
+        _result, _host, verdict = judge(stable_with_logprobs(5, gap), [answer(flipped(5))])
+        assert verdict.prompts[0].outcome == "near_tie", gap
