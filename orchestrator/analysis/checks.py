@@ -148,7 +148,7 @@ def depth_vs_commit(ctx: CheckContext) -> list[Finding]:
 def _impossible_intervals(ctx: CheckContext, row: dict[str, Any]) -> Finding | None:
     """A window whose mean depth and commit length look plausible while some of its DDTree intervals report a
     depth above their commit length that no length-capped last step explains: the sweep checks each interval of
-    the window it stores (orchestrator/engines/ddtree/intervals.py, ``details.ddtree_impossible_intervals``); a
+    the window it stores (orchestrator/engines/ddtreeintervals.py, ``details.ddtree_impossible_intervals``); a
     record stored before it has no verdict, and only its mean is checked."""
     bad = finite(row.get("server_details_ddtree_impossible_intervals"))
     if not bad:

@@ -26,7 +26,6 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
   ask for them);
 - the simulator: :meth:`sim_dialect`, the class of the simulator's imitation of the engine
   (``orchestrator.sim.dialects``), None for an engine the simulator does not speak;
-- ``init_flags``: what ``specsweep init`` writes for this engine;
 - ``no_batch_schedule``: why the engine takes no draft length per batch size (``orchestrator.analysis.schedule``
   then leaves a recommendation per load), None when it takes vLLM's ``num_speculative_tokens_per_batch_size``.
 
@@ -92,7 +91,6 @@ class Engine(Protocol):
     listening_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     ready_patterns: tuple[tuple[str, re.Pattern[str]], ...]
     start_patterns: tuple[tuple[str, re.Pattern[str]], ...]
-    init_flags: Mapping[str, str]
     tick_patterns: tuple[re.Pattern[str], ...]
     idle_tick_patterns: tuple[re.Pattern[str], ...]
     no_batch_schedule: str | None
@@ -158,7 +156,6 @@ class EngineBase:
     #: ``proc`` group naming the process) is a process identity instead: the line where a process's pid changes
     #: is a start (orchestrator/metrics/window.py ``process_starts``).
     start_patterns: tuple[tuple[str, re.Pattern[str]], ...] = ()
-    init_flags: Mapping[str, str] = field(default_factory=dict)
     aliases: Sequence[str] = ()
     #: Lines the engine prints once per stats interval (searched line by line, ``re.MULTILINE``): an interval
     #: line covers what happened since the previous tick, so the tick after a load ends closes its window.

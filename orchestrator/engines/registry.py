@@ -12,7 +12,10 @@ finds them::
 :func:`get_engine` loads one engine on first use (an engine's package is imported only when it is asked for),
 :func:`engine_names` lists every name (the experiment's ``engine:`` choices and ``specsweep parse --engine``),
 :func:`register_engine` adds one at run time (tests, notebooks). A name given twice keeps the first: the
-built-ins cannot be replaced by an entry point of the same name.
+built-ins cannot be replaced by an entry point of the same name. :func:`builtin_packages` names the packages of
+the built-in engines, from ``BUILTIN`` alone: the import contract of pyproject.toml (``engine-packages``,
+tests/importcontracts.py) and tests/unit/test_engine_seam.py keep every other module out of them, so a new
+built-in engine is its package and one line here.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from orchestrator.errors import ConfigError
 if TYPE_CHECKING:
     from orchestrator.engines.base import Engine
 
-__all__ = ["BUILTIN", "GROUP", "engine_names", "generation", "get_engine", "is_engine", "register_engine"]
+__all__ = [
+    "BUILTIN",
+    "GROUP",
+    "builtin_packages",
+    "engine_names",
+    "generation",
+    "get_engine",
+    "is_engine",
+    "register_engine",
+]
 
 GROUP = "specsweep.engines"
 
@@ -38,6 +50,17 @@ BUILTIN: dict[str, str] = {
     "vllm": "orchestrator.engines.vllm:ENGINE",
     "llamacpp": "orchestrator.engines.llamacpp:ENGINE",
 }
+
+#: The folder whose subpackages are engines: ``orchestrator.engines.<name>`` (its modules are shared, not engines).
+_ENGINES_PACKAGE = "orchestrator.engines"
+
+
+def builtin_packages() -> tuple[str, ...]:
+    """The package of each built-in engine, sorted: ``orchestrator.engines.<first part>`` of each ``BUILTIN``
+    target's module (``sim`` shares SGLang's), imported by none of them."""
+    depth = len(_ENGINES_PACKAGE.split(".")) + 1
+    return tuple(sorted({".".join(target.partition(":")[0].split(".")[:depth]) for target in BUILTIN.values()}))
+
 
 _lock = threading.Lock()
 _loaded: dict[str, Engine] = {}

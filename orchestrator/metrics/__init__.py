@@ -11,8 +11,8 @@ No parser raises on arbitrary text: what it cannot read it skips and counts.
 The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
 
-from orchestrator.engines.regex.log import UserParser, compile_user_parsers
 from orchestrator.engines.samples import Sample
+from orchestrator.engines.userregex import UserParser, compile_user_parsers
 from orchestrator.metrics.compare import compare_sources, response_figures
 from orchestrator.metrics.prometheus import PromWindow, parse_exposition, scrape_delta
 from orchestrator.metrics.window import WindowMetrics, parse_window

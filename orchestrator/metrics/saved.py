@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 
 from orchestrator.engines.lines import plain_log
-from orchestrator.engines.regex.log import UserParser
 from orchestrator.engines.registry import get_engine
+from orchestrator.engines.userregex import UserParser
 from orchestrator.metrics.window import WindowMetrics, mark_open_end, parse_window
 
 __all__ = ["open_end_of_saved_log", "parse_saved_log"]

@@ -31,12 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.engines.ddtree import log as ddtree
+from orchestrator.engines import ddtreelog as ddtree
 from orchestrator.engines.integrity import Integrity
 from orchestrator.engines.lines import EDGE_DEFINITION, count_lines, plain_log, ranks_info
 from orchestrator.engines.lost import LOST_LINES_DEFINITION, LostLines, lost_lines
-from orchestrator.engines.regex.log import DEFINITION as USER_DEFINITION
-from orchestrator.engines.regex.log import UserParser, aggregate_user, compile_user_parsers, parse_user
 from orchestrator.engines.registry import engine_names, get_engine, is_engine
 from orchestrator.engines.samples import (
     DDTreeSample,
@@ -44,6 +42,8 @@ from orchestrator.engines.samples import (
     Sample,
     UserSample,
 )
+from orchestrator.engines.userregex import DEFINITION as USER_DEFINITION
+from orchestrator.engines.userregex import UserParser, aggregate_user, compile_user_parsers, parse_user
 from orchestrator.errors import MetricsError
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from orchestrator.engines.cache import flush_prefix_cache
-from orchestrator.engines.ddtree.intervals import flag_window
+from orchestrator.engines.ddtreeintervals import flag_window
 from orchestrator.engines.info import read_engine_info
 from orchestrator.engines.integrity import Integrity
 from orchestrator.engines.registry import get_engine, is_engine

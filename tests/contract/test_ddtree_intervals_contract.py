@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 
 from orchestrator.analysis import analyse
-from orchestrator.engines.ddtree.intervals import check_intervals, flag_window
-from orchestrator.engines.ddtree.log import parse_ddtree
+from orchestrator.engines.ddtreeintervals import check_intervals, flag_window
+from orchestrator.engines.ddtreelog import parse_ddtree
 from orchestrator.metrics import parse_window
 from orchestrator.sweep.measure import server_metrics
 from tests.unit.launch_fakes import make_experiment

@@ -123,3 +123,57 @@ def test_register_engine_at_run_time_and_the_protocol() -> None:
     assert get_engine("quiet-test-engine") is engine
     assert "quiet-test-engine" in engine_names()
     assert get_engine("sim").family == "sglang"  # the built-ins stay first and unchanged
+
+
+def test_a_new_engine_is_its_package_and_one_registry_line(
+    plugin_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The throwaway package above and its one registry line (the entry point) reach every stage that reads an
+    engine, with no other file of specsweep changed; as a built-in (its package under orchestrator/engines/, one
+    line in ``BUILTIN``) the import contract covers it without an edit to pyproject.toml."""
+    import grimp
+
+    from orchestrator.engines import registry
+    from orchestrator.experiment import load_experiment
+    from orchestrator.metrics import parse_window
+    from tests.importcontracts import EnginePackagesContract
+
+    for name in ("_registered", "_loaded"):
+        monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    monkeypatch.setattr(registry, "_found", None)  # the entry points are read again, with the package's
+    monkeypatch.syspath_prepend(str(plugin_path))
+    assert "toyengine" in engine_names()
+    assert get_engine("toyengine").summary == "a toy engine"
+    experiment = tmp_path / "toy.yaml"
+    experiment.write_text(
+        "name: toy\nservice: {kind: process, command: 'sleep 60'}\nserver: {url: 'http://127.0.0.1:18999'}\n"
+        "engine: toyengine\nvariants: {autoregressive: {}}\nload: {concurrency: [1]}\n"
+    )
+    assert load_experiment(experiment).engine == "toyengine"
+    window = parse_window("toyengine", "TOYSPEC steps=4 tokens=10\nnoise\n", [("n", r"noise")])
+    assert window.accept_len == pytest.approx(2.5) and window.user["n"]["matches"] == 1
+
+    # As a built-in: the package beside specsweep's own engines, one line in BUILTIN.
+    package = tmp_path / "builtin" / "toyengine"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(_PACKAGE))
+    import orchestrator.engines
+
+    monkeypatch.setattr(orchestrator.engines, "__path__", [*orchestrator.engines.__path__, str(package.parent)])
+    monkeypatch.setattr(registry, "BUILTIN", {**registry.BUILTIN, "toyengine": "orchestrator.engines.toyengine:ENGINE"})
+    monkeypatch.setattr(registry, "_found", {})
+    registry._loaded.pop("toyengine")
+    for module in ("toyengine_pkg", "orchestrator.engines.toyengine"):  # imported afresh, as they were after
+        monkeypatch.setitem(sys.modules, module, None)
+        monkeypatch.delitem(sys.modules, module)
+    assert type(get_engine("toyengine")).__module__ == "orchestrator.engines.toyengine"
+    assert "orchestrator.engines.toyengine" in registry.builtin_packages()
+    contract = EnginePackagesContract("seam", {"root_packages": ["orchestrator"]}, {})
+    graph = grimp.ImportGraph()
+    for module in ["orchestrator", "orchestrator.metrics", "orchestrator.engines", *registry.builtin_packages()]:
+        graph.add_module(module)
+    assert contract.check(graph, verbose=False).kept
+    graph.add_import(
+        importer="orchestrator.metrics", imported="orchestrator.engines.toyengine", line_number=1, line_contents=""
+    )
+    assert not contract.check(graph, verbose=False).kept

@@ -1,20 +1,22 @@
 """The engine seam: an engine is one package plus its registration, and nothing outside orchestrator/engines/
 reaches an engine's package but through the registry (docs/architecture.md, "The engine seam").
 
-import-linter keeps the same rule for load/, analysis/ and sim/ (the ``engine-packages`` and
-``engines-independent`` contracts of pyproject.toml, run by scripts/test.sh); this test holds the whole package
-to it, reading every import (module-level, function-level, ``TYPE_CHECKING``) and every module path written as
-a string, the way a table of ``importlib`` targets hides an import from import-linter.
+import-linter keeps the same rule (the ``engine-packages`` contract of pyproject.toml, run by scripts/test.sh,
+whose packages tests/importcontracts.py reads from the registry); this test holds the whole package to it too,
+reading every import (module-level, function-level, ``TYPE_CHECKING``) and every module path written as a
+string, the way a table of ``importlib`` targets hides an import from import-linter. The engine packages are
+the registry's (``builtin_packages``, from ``BUILTIN``), written nowhere else.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from orchestrator.engines.registry import BUILTIN, get_engine
+from orchestrator.engines.registry import BUILTIN, builtin_packages, get_engine
 from orchestrator.engines.responses import ResponseFields, response_readers
 from orchestrator.errors import ConfigError
 from orchestrator.sim.config import ENGINES, parse_args
@@ -23,8 +25,8 @@ from orchestrator.sim.dialects import Dialect, dialect_class, make_dialect
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
 
-#: The packages of the registered engines (``sglang``, ``vllm``, ``llamacpp``), from the registry itself.
-ENGINE_PACKAGES = sorted({target.partition(":")[0] for target in BUILTIN.values()})
+#: The packages of the built-in engines, from the registry itself.
+ENGINE_PACKAGES = builtin_packages()
 
 
 def _references(path: Path) -> set[str]:
@@ -45,12 +47,21 @@ def _reaches(reference: str, package: str) -> bool:
     return reference == package or reference.startswith(package + ".")
 
 
-def test_the_registry_names_the_engine_packages() -> None:
-    assert ENGINE_PACKAGES == [
-        "orchestrator.engines.llamacpp",
-        "orchestrator.engines.sglang",
-        "orchestrator.engines.vllm",
-    ]
+def test_every_package_under_engines_is_a_registered_engine() -> None:
+    """A folder under orchestrator/engines/ is an engine's package, so the seam's checks cover it; what every
+    engine shares (DDTree's lines, a user's regexes, the sample types) is a module beside base.py instead."""
+    folders = sorted(f"orchestrator.engines.{path.parent.name}" for path in (PACKAGE / "engines").glob("*/__init__.py"))
+    assert folders == list(ENGINE_PACKAGES)
+    assert ENGINE_PACKAGES  # the registry names some
+
+
+def test_the_packages_come_from_the_registry_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.engines import registry
+
+    table = {**BUILTIN, "toy": "orchestrator.engines.toy.engine:ENGINE", "toy2": "orchestrator.engines.toy:OTHER"}
+    monkeypatch.setattr(registry, "BUILTIN", table)
+    assert "orchestrator.engines.toy" in registry.builtin_packages()
+    assert len(registry.builtin_packages()) == len(ENGINE_PACKAGES) + 1
 
 
 def test_no_module_outside_the_engines_reaches_an_engine_package() -> None:
@@ -228,3 +239,53 @@ def test_the_shared_samples_module_holds_no_engines_sample_type() -> None:
     for package in (llamacpp, sglang, vllm):
         own = [getattr(package, n) for n in package.__all__]
         assert own and all(issubclass(t, shared.Sample) for t in own), package.__name__
+
+
+def _graph(imports: list[tuple[str, str]]) -> Any:
+    """An import graph of ``imports`` alone, each module's parents and the engine packages present."""
+    import grimp
+
+    graph = grimp.ImportGraph()
+    for importer, imported in [*imports, *((p, p) for p in ENGINE_PACKAGES)]:
+        for module in (importer, imported):
+            parts = module.split(".")
+            for depth in range(1, len(parts) + 1):
+                graph.add_module(".".join(parts[:depth]))
+        if importer != imported:
+            graph.add_import(importer=importer, imported=imported, line_number=1, line_contents=f"import {imported}")
+    return graph
+
+
+def test_the_import_contract_names_no_engine_package_itself() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["id"] == "engine-packages"]
+    assert contract["type"] == "engine_packages"
+    assert not {"protected_modules", "allowed_importers"} & set(contract)
+    assert "engine_packages: tests.importcontracts.EnginePackagesContract" in config["contract_types"]
+    written = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert not [p for p in ENGINE_PACKAGES if f'"{p}"' in written]  # no hand-written list left to forget
+
+
+def test_the_import_contract_keeps_every_module_out_of_every_engine_package() -> None:
+    from tests.importcontracts import EnginePackagesContract
+
+    contract = EnginePackagesContract("seam", {"root_packages": ["orchestrator"]}, {})
+    assert sorted(e.expression for e in contract.protected_modules) == list(ENGINE_PACKAGES)
+    sglang, vllm = "orchestrator.engines.sglang", "orchestrator.engines.vllm"
+    kept = [
+        (f"{sglang}.log", f"{sglang}.samples"),
+        (f"{sglang}.log", "orchestrator.engines.lines"),
+        ("orchestrator.metrics.window", "orchestrator.engines.registry"),
+    ]
+    assert contract.check(_graph(kept), verbose=False).kept
+    for importer, imported in [
+        ("orchestrator.metrics.window", f"{sglang}.log"),  # the rest of specsweep
+        ("orchestrator.engines.registry", vllm),  # a shared module of the engines layer
+        (f"{vllm}.log", f"{sglang}.samples"),  # another engine's package
+    ]:
+        check = contract.check(_graph([*kept, (importer, imported)]), verbose=False)
+        assert not check.kept, (importer, imported)
+    with pytest.raises(ValueError, match="come from the engine registry"):
+        EnginePackagesContract("seam", {}, {"protected_modules": [sglang]})

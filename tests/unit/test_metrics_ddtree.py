@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engines.ddtree.log import aggregate_ddtree, parse_ddtree
+from orchestrator.engines.ddtreelog import aggregate_ddtree, parse_ddtree
 from orchestrator.engines.samples import DDTreeSample
 from orchestrator.metrics import parse_window
 

@@ -1,7 +1,7 @@
 """Each DDTree interval's accepted depth against its own commit length, beyond what length caps explain.
 
 A ``DDTREE metrics:`` line averages its interval's (request, step) pairs: ``avg_accepted_depth`` levels walked,
-``avg_commit_len`` tokens committed (log.py). In a chain the commit is the accepted drafts plus the bonus token,
+``avg_commit_len`` tokens committed (ddtreelog.py). In a chain the commit is the accepted drafts plus the bonus token,
 so a step commits at least its depth; a window's mean can hide intervals where it did not (the field report's
 commit-path bug: depth 5.00, commit 2.00). But one step per request may commit less on a healthy server: the
 request's last, whose commit its length cap (``max_tokens``) or a stop token cuts while the walk's depth is not
@@ -23,8 +23,8 @@ steps can explain (:data:`DEFINITION`):
 (the server's reported ``decode_log_interval``) when the window has no more DDTree lines than SGLang
 ``Decode batch`` lines (a DDTree line follows each: orchestrator/engines/sglang/simdialect.py ``_decode_line``;
 SGLang prints one per that many decode batches, metrics_reporter.py report_decode_stats), else 1, which only
-weakens the bound. The first line of each DP group of a cut window began before it (window.py's edge) and is
-not checked.
+weakens the bound. The first line of each DP group of a cut window began before it (the edge of
+orchestrator/metrics/window.py) and is not checked.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ PRINT_SLACK = 0.011
 _EXAMPLES = 3
 
 DEFINITION = (
-    "DDTree intervals checked one by one (orchestrator/engines/ddtree/intervals.py): an interval whose "
+    "DDTree intervals checked one by one (orchestrator/engines/ddtreeintervals.py): an interval whose "
     "avg_accepted_depth is above its avg_commit_len (beyond the %.2f roundings) is explained only by "
     "requests whose last step a length cap or a stop token cut; each such step explains at most budget - "
     "1 tokens of excess, so the interval needs at least steps x max(1, bs - 0.5) x excess / (budget - 1) "

@@ -1,5 +1,8 @@
 """User regex parsers: ``(name, pattern)`` pairs declared in the experiment; named groups become fields.
 
+Engine-neutral (not an engine package): a user's patterns are read beside any engine's lines
+(orchestrator/metrics/window.py).
+
 Every non-empty match of a pattern anywhere in the window's text is one sample whose named groups are typed
 (int, float, bool, else text). The window aggregate gives, per parser, the number of matches and, per
 numeric group, its mean, sum, min, max and last value. A bad pattern is a ``ConfigError`` naming the parser.

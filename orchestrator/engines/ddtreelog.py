@@ -1,5 +1,9 @@
 """DDTree research builds: ``DDTREE metrics: key=value key=value ...`` lines.
 
+Engine-neutral, like the other shared modules of this layer (not an engine package): a draft-tree method
+prints these lines beside whatever engine serves it, so every engine's window reads them
+(orchestrator/metrics/window.py); the per-interval check of these lines is ddtreeintervals.py.
+
 The field report's line is ``DDTREE metrics: bs=1 budget=7 avg_actual_nodes=8.00 avg_accepted_drafts=2.00
 avg_commit_len=2.00 avg_accepted_depth=5.00``. Every pair is kept, whatever its key, with numbers typed; the
 window aggregate is the bs-weighted mean of each numeric key over the window's lines, named ``avg_<key>`` (a key that
