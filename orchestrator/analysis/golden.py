@@ -22,6 +22,10 @@ AGREE = "server_golden_agree"
 SKIPPED = "server_golden_skipped"
 
 
+def _n(value: Any) -> str:
+    return f"{int(value)}" if isinstance(value, int | float) and value == value else "?"
+
+
 def _f(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, int | float) and value == value else "n/a"
 
@@ -33,7 +37,7 @@ def golden_points(ok: pd.DataFrame) -> list[tuple[dict[str, Any], str, str, list
     if AGREE in ok.columns:
         rows: list[dict[str, Any]] = ok[ok[AGREE].eq(False)].to_dict("records")  # type: ignore[assignment]
         for row in rows:
-            differing, total = row.get("server_golden_requests_differing"), row.get("server_golden_requests")
+            differing, total = _n(row.get("server_golden_requests_differing")), _n(row.get("server_golden_requests"))
             measured, predicted = row.get("server_golden_measured_accept_len"), row.get("server_golden_accept_len")
             message = (
                 f"the self-drafted chain parts from the model's own prediction in {differing} of {total} requests: "
@@ -41,8 +45,9 @@ def golden_points(ok: pd.DataFrame) -> list[tuple[dict[str, Any], str, str, list
                 f"first: {row.get('server_golden_first_difference')}"
             )
             evidence = [
-                f"golden verify steps {row.get('server_golden_verify_steps')}, measured "
-                f"{row.get('server_golden_measured_verify_steps')} over {row.get('server_golden_committed_tokens')} "
+                f"golden verify steps {_n(row.get('server_golden_verify_steps'))}, measured "
+                f"{_n(row.get('server_golden_measured_verify_steps'))} over "
+                f"{_n(row.get('server_golden_committed_tokens'))} "
                 "committed tokens (selfdraft_probe.py, the engine's own transformers)"
             ]
             out.append((row, "error", message, evidence))

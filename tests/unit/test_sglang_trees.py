@@ -7,13 +7,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from orchestrator.analysis.roles import tree_shape
+from orchestrator.analysis import CheckContext, CheckSettings, run_checks, tidy_frame
+from orchestrator.analysis.compare import add_baseline_comparisons
+from orchestrator.analysis.roles import BaselineRoles, annotate, tree_shape
 from orchestrator.engines.registry import get_engine
 from orchestrator.engines.sglang.golden import GoldenRequest, chain_steps, compare_request, predict
 from orchestrator.engines.sglang.tree import TreeShape, shape_problems
+from orchestrator.runs.store import Record
 
 REPO = Path(__file__).resolve().parents[2]
 TREE = "--speculative-algorithm STANDALONE --speculative-draft-model-path /m --model-path /m"
@@ -148,3 +152,79 @@ def test_validate_refuses_a_chain_whose_budget_sglang_would_change_with_file_and
         timeout=120,
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+# ---- the analysis of SGLang tree points -------------------------------------------------------------------------
+
+
+def _record(variant: str, deployment: str, accept: float, **server: Any) -> Record:
+    return Record(
+        run_id="r",
+        experiment="tree",
+        deployment_id=deployment,
+        point_id=f"p-{deployment}",
+        config_hash="c",
+        host="h",
+        variant=variant,
+        params={},
+        baseline=variant in ("autoregressive", "chain"),
+        mode="concurrency",
+        concurrency=1,
+        status="ok",
+        started_at="t0",
+        finished_at="t1",
+        client={"requests": 32, "errors": 0, "output_tok_s": 10.0, "per_user_tok_s": 10.0},
+        server={"engine": "sglang", "lines_matched": 20, "accept_len": accept, "gen_throughput": 10.0, **server},
+    )
+
+
+def _tree_findings(records: list[Record], commands: dict[str, str]) -> list[Any]:
+    roles = BaselineRoles(ar="autoregressive", linear="chain")
+    frame, params = tidy_frame(records, commands=commands)
+    checks = CheckSettings()
+    frame = add_baseline_comparisons(annotate(frame, roles, params), roles)
+    return run_checks(CheckContext(frame=frame, roles=roles, settings=checks))
+
+
+def test_sglang_tree_points_are_held_to_the_chain_the_golden_figures_and_their_served_shape() -> None:
+    other = _cmd(3, 1, 4).replace("--speculative-draft-model-path /m", "--speculative-draft-model-path /d")
+    commands = {
+        "d-ar": "python -m sglang.launch_server --model-path /m",
+        "d-chain": _cmd(3, 1, 4),
+        "d-tree": _cmd(3, 2, 6),
+        "d-low": _cmd(3, 4, 6),
+        "d-other": other,
+        "d-other-tree": other.replace(
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+            "--speculative-eagle-topk 2 --speculative-num-draft-tokens 6",
+        ),
+    }
+    golden_ok = {"kind": "chain", "agree": True, "accept_len": 3.5, "requests": 3}
+    golden_bad = {
+        "kind": "chain",
+        "agree": False,
+        "accept_len": 3.5,
+        "measured_accept_len": 3.2,
+        "requests": 3,
+        "requests_differing": 1,
+        "first_difference": "request 2: 9 verify steps where the model predicts 8",
+    }
+    changed = {"agree": False, "served_label": "chain(depth=3, topk=1, budget=4)", "configured_label": "x"}
+    records = [
+        _record("autoregressive", "d-ar", 1.0),
+        _record("chain", "d-chain", 3.5, golden=golden_bad),
+        _record("tree", "d-tree", 3.6, golden={"kind": "tree_chain_reference", "accept_len": 3.5}),
+        _record("tree", "d-low", 2.0, spec_shape=changed),  # holds the chain (5 drafts) yet accepts less
+        _record("draft24", "d-other", 1.5),  # another draft: a top-k 1 chain of its own, not the baseline's
+        _record("draft24tree", "d-other-tree", 1.4),
+    ]
+    found = _tree_findings(records, commands)
+    by_check = {(f.check, f.severity, f.point) for f in found if f.severity != "info"}
+    assert ("golden", "error", "p-d-chain") in by_check
+    assert ("spec_shape", "error", "p-d-low") in by_check
+    assert ("tree_below_chain", "warning", "p-d-low") in by_check
+    assert not {c for c in by_check if c[2] in ("p-d-other", "p-d-other-tree", "p-d-tree")}, by_check
+    message = next(f.message for f in found if f.check == "golden")
+    assert "request 2: 9 verify steps where the model predicts 8" in message and "1 of 3 requests" in message
+    clean = _tree_findings([*records[:1], _record("chain", "d-chain", 3.5, golden=golden_ok)], commands)
+    assert not [f for f in clean if f.check in ("golden", "spec_shape")]
