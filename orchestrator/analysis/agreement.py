@@ -55,7 +55,9 @@ __all__ = [
     "AcceptLenSources",
     "TokenCount",
     "accept_len_by_source",
+    "counts_agree",
     "disagreements",
+    "record_disagreement_figures",
     "record_disagreements",
     "token_counts",
     "window_token_columns",
@@ -227,17 +229,13 @@ def record_disagreements(row: dict[str, Any]) -> list[str]:
     """What this point's record flagged when it compared its sources (``server.sources.disagreements``), one
     sentence a figure with each source's value and the size of the disagreement; for throughput, also each
     source's window and the tokens it counted, which say whether the sources or only their windows differ."""
-    text = row.get("source_disagreements")
-    if not isinstance(text, str):
-        return []
-    try:
-        flagged = json.loads(text)
-    except ValueError:
-        return []
-    if not isinstance(flagged, dict):
-        return []
-    out: list[str] = []
-    for figure, entry in flagged.items():
+    return [sentence for _figure, sentence in record_disagreement_figures(row)]
+
+
+def record_disagreement_figures(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """:func:`record_disagreements` with the figure each sentence is about."""
+    out: list[tuple[str, str]] = []
+    for figure, entry in _flagged(row).items():
         entry = entry if isinstance(entry, dict) else {}
         values = {s: v for s, v in (entry.get("values") or {}).items() if finite(v) is not None}
         size = finite(entry.get("max_rel_diff"))
@@ -247,8 +245,33 @@ def record_disagreements(row: dict[str, Any]) -> list[str]:
         sentence += f" (the record's tolerance {tol:.0%})" if tol is not None else ""
         if figure == "gen_throughput":
             sentence += _windows_said(row)
-        out.append(sentence)
+        out.append((str(figure), sentence))
     return out
+
+
+def _flagged(row: dict[str, Any]) -> dict[str, Any]:
+    """The figures this point's record flagged (``source_disagreements``), each with what it kept of them."""
+    text = row.get("source_disagreements")
+    if not isinstance(text, str):
+        return {}
+    try:
+        flagged = json.loads(text)
+    except ValueError:
+        return {}
+    return flagged if isinstance(flagged, dict) else {}
+
+
+def counts_agree(row: dict[str, Any], figure: str) -> bool:
+    """Whether a rate the record flagged (``figure``) differs only because each source measured it over its own
+    window, the counts under it agreeing: for throughput, at least two sources' output tokens over their windows
+    and none apart beyond their bounds (:func:`token_disagreements`); for another figure (the acceptance rate: a
+    gauge of the last interval on /metrics, the window's on the log), at least two sources' accept lengths, each
+    the same requests' tokens over their verify steps, and the record itself not flagging accept length. False
+    where nothing counted says so: the rates' difference stays a finding of its own."""
+    if figure == "gen_throughput":
+        return len(token_counts(row)) >= 2 and not token_disagreements(row)
+    sources = [s for s in ACCEPT_SOURCES if finite(row.get(f"source_{s}_accept_len")) is not None]
+    return figure != "accept_len" and len(sources) >= 2 and "accept_len" not in _flagged(row)
 
 
 def _windows_said(row: dict[str, Any]) -> str:

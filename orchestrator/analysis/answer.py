@@ -59,6 +59,7 @@ from orchestrator.files import write_atomic
 
 __all__ = [
     "ANSWER_FILE",
+    "CONTAMINATING",
     "FIGURES",
     "Answer",
     "Counts",
@@ -68,6 +69,10 @@ __all__ = [
     "answer_of",
     "cached_counts",
 ]
+
+#: The checks whose findings taint the run's figures themselves (not one point's reading of them): every
+#: recommendation made from the run repeats them (``recommend``, ``recommend --schedule``, text and --json).
+CONTAMINATING = ("overlapping_runs",)
 
 #: The figures of a point the answer carries, with where each comes from when the frame does not say.
 FIGURES: dict[str, str] = {
@@ -289,6 +294,12 @@ class Answer:
 
     def finding_counts(self) -> dict[str, int]:
         return dict(self.findings_by_severity)
+
+    @property
+    def contamination(self) -> list[str]:
+        """What taints every figure of the run, as its findings say it (:data:`CONTAMINATING`: points measured
+        beside another sweep), one sentence each: repeated wherever a recommendation is printed."""
+        return [f.message for f in self.findings if f.check in CONTAMINATING]
 
     def problem(self) -> str | None:
         """What a sweep that ran its plan to the end says when points failed or were degraded, None when none

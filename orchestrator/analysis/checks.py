@@ -20,7 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.agreement import MIN_WINDOW_LINES, disagreements, record_disagreements, uncompared_throughput
+from orchestrator.analysis.agreement import (
+    MIN_WINDOW_LINES,
+    counts_agree,
+    disagreements,
+    record_disagreement_figures,
+    token_disagreements,
+    uncompared_throughput,
+)
 from orchestrator.analysis.checkbase import (
     _EVIDENCE_LINES,
     _PRINT_SLACK,
@@ -339,14 +346,32 @@ def client_vs_server(ctx: CheckContext) -> list[Finding]:
 
 
 def source_agreement(ctx: CheckContext) -> list[Finding]:
-    """Every disagreement between sources that a record holds (its own comparison, ``server.sources``), with
-    its size, as information: those rates are each over their own window, and the token counts beside them
-    (``client_vs_server``) say whether the sources or only the windows differ."""
+    """The disagreements between sources that a record holds (its own comparison, ``server.sources``: rates, each
+    over its own window). Where the counts under a rate agree (:func:`counts_agree`: the tokens over each
+    window, the accept lengths by source), only the windows' lengths differ: one note for the whole run says so,
+    with the points it covers as evidence. A rate whose counts say nothing either way is a note of its own
+    point; counts that disagree are ``client_vs_server`` warnings, not this check's."""
     out: list[Finding] = []
+    by_window: dict[str, int] = {}
+    evidence: list[str] = []
     for row in ctx.rows(ctx.ok):
-        for sentence in record_disagreements(row):
-            message = f"the record's sources disagree on {sentence}"
-            out.append(_finding("source_agreement", row, "info", message, []))
+        for figure, sentence in record_disagreement_figures(row):
+            if counts_agree(row, figure):
+                by_window[figure] = by_window.get(figure, 0) + 1
+                evidence.append(f"{row.get('label')} @ {row.get('load_label')} on {row.get('host')}: {sentence}")
+            elif not (figure == "gen_throughput" and token_disagreements(row)):
+                message = f"the record's sources disagree on {sentence}"
+                out.append(_finding("source_agreement", row, "info", message, []))
+    if by_window:
+        figures = ", ".join(f"{figure} at {n} point{'s' if n != 1 else ''}" for figure, n in by_window.items())
+        message = (
+            f"rates differ between sources only by their windows ({figures}): the counts under them "
+            "agree (tokens over each window, accept length by source), so nothing to act on"
+        )
+        summary = Finding(
+            check="source_agreement", point=None, severity="info", message=message, evidence=evidence[:_EVIDENCE_LINES]
+        )
+        out.insert(0, summary)
     return out
 
 
@@ -523,14 +548,20 @@ def lossless(ctx: CheckContext) -> list[Finding]:
     the autoregressive output: every configuration's answers to the lossless probe against the baseline's
     answers on the same host, alone and batched (``orchestrator/analysis/lossless.py``). Lossy beyond the
     baseline's own variance is an error naming the configuration, the prompt and the token; inconclusive a
-    warning; lossless (and the baseline's own divergence) a note."""
+    warning; lossless (and the baseline's own divergence) a note: one a host for the configurations whose every
+    answer equals one of the baseline's (nothing to act on), one of its own for a lossless verdict that leaned on
+    the baseline's variance or a near tie."""
     result = ctx.lossless_result
     if result is None:
         return []
     findings: list[Finding] = []
     severity: dict[str, Severity] = {"lossy": "error", "inconclusive": "warning", "baseline_logprobs": "warning"}
+    exact: dict[str, list[str]] = {}
     for item in result.findings:
         config = _RESTART_SUFFIX.sub("", item.config) if item.config else None
+        if item.kind == "lossless" and item.exact and item.config:
+            exact.setdefault(item.host, []).append(item.config)
+            continue
         findings.append(
             Finding(
                 check="lossless",
@@ -542,6 +573,9 @@ def lossless(ctx: CheckContext) -> list[Finding]:
                 config=config,
             )
         )
+    for host, configs in exact.items():
+        message = f"lossless: every answer of {', '.join(configs)} equals one of the baseline's"
+        findings.append(Finding(check="lossless", point=None, severity="info", message=message, host=host))
     return findings
 
 

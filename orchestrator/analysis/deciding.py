@@ -117,6 +117,30 @@ def _requests_spent(analysis: Analysis, key: LoadKey, labels: list[str]) -> int:
     return spent
 
 
+def _windows(analysis: Analysis, key: LoadKey, labels: list[str]) -> dict[str, int]:
+    """How many windows each of ``labels`` has at one load (its planned ones and the rounds')."""
+    frame = analysis.frame
+    out = dict.fromkeys(labels, 0)
+    if frame.empty or "windows" not in frame.columns:
+        return out
+    for row in frame[frame["alias_of"].isna()].to_dict("records"):
+        label = str(row.get("label"))
+        if label in out and load_key(row.get("workload"), row.get("mode"), row.get("load")) == key:
+            value = row.get("windows")
+            if isinstance(value, int | float) and not math.isnan(value):
+                out[label] += int(value)
+    return out
+
+
+def _planned_windows(analysis: Analysis) -> int:
+    """The windows the plan measures of each point (``load.repeats`` x ``load.repeats_across_restarts``)."""
+    experiment = getattr(getattr(analysis, "run", None), "experiment", None) or {}
+    load = experiment.get("load") if isinstance(experiment, dict) else None
+    load = load if isinstance(load, dict) else {}
+    repeats, restarts = load.get("repeats") or 1, load.get("repeats_across_restarts") or 1
+    return int(repeats) * int(restarts) if isinstance(repeats, int) and isinstance(restarts, int) else 1
+
+
 def decisions(analysis: Analysis) -> list[dict[str, Any]]:
     """One entry per load of a run that ran with ``load.decide``: ``status`` ``decided``, ``budget`` (the budget
     ran out first) or ``stopped`` (the run ended before the rounds did), with the rounds, seconds and requests
@@ -127,9 +151,11 @@ def decisions(analysis: Analysis) -> list[dict[str, Any]]:
     kept_loads = log.get("loads")
     loads: dict[str, Any] = kept_loads if isinstance(kept_loads, dict) else {}
     out = []
+    planned = _planned_windows(analysis)
     for state in load_states(analysis.best):
         kept = loads.get(state.load_label) or {}
         rounds = int(kept.get("rounds") or 0)
+        windows = _windows(analysis, state.key, state.contenders)
         if state.decided:
             status = "decided"
         elif log.get("ended") == "budget":
@@ -147,6 +173,10 @@ def decisions(analysis: Analysis) -> list[dict[str, Any]]:
                 "seconds": round(float(kept.get("seconds") or 0.0), 1),
                 "requests": _requests_spent(analysis, state.key, state.contenders),
                 "why": log.get("why") if status != "decided" else None,
+                # each contender's windows there, and those the rounds never measured again (the plan's only):
+                # a configuration can join the tie after the round that would have measured it
+                "windows": windows,
+                "not_remeasured": [label for label, n in windows.items() if rounds and n <= planned],
             }
         )
     return out
@@ -154,7 +184,9 @@ def decisions(analysis: Analysis) -> list[dict[str, Any]]:
 
 def decision_text(entry: dict[str, Any]) -> str:
     """One load of :func:`decisions` as the answer says it: ``C=1: decided after 2 extra rounds (linear)`` or
-    ``C=4: budget ran out (41 s of extra rounds, 48 requests measured by the contenders; why); still tied: a, b``."""
+    ``C=4: budget ran out (41 s of extra rounds, 48 requests measured by the contenders; why); still tied: a (3
+    windows), b (1 window); not measured again by the extra rounds (the plan's windows only): b`` (a
+    configuration that joined the tie after the last round that measured the load)."""
     rounds = entry["extra_rounds"]
     after = f"after {rounds} extra round{'s' if rounds != 1 else ''}" if rounds else "in the planned round"
     if entry["status"] == "decided":
@@ -162,7 +194,19 @@ def decision_text(entry: dict[str, Any]) -> str:
     spent = f"{entry['seconds']:g} s of extra rounds, {entry['requests']} requests measured by the contenders"
     what = "budget ran out" if entry["status"] == "budget" else "not decided (the run ended before its rounds)"
     why = entry["why"] or "no reason kept"
-    return f"{entry['load']}: {what} ({spent}; {why}); still tied: {', '.join(entry['contenders'])}"
+    windows = entry.get("windows") or {}
+    tied = ", ".join(
+        f"{label} ({_count(windows[label])})" if label in windows else label for label in entry["contenders"]
+    )
+    text = f"{entry['load']}: {what} ({spent}; {why}); still tied: {tied}"
+    left = entry.get("not_remeasured") or []
+    if left:
+        text += f"; not measured again by the extra rounds (the plan's windows only): {', '.join(left)}"
+    return text
+
+
+def _count(windows: int) -> str:
+    return f"{windows} window{'s' if windows != 1 else ''}"
 
 
 def decision_lines(entries: list[dict[str, Any]], run_dir: str | Path) -> list[str]:

@@ -298,6 +298,8 @@ class LosslessFinding:
     position: int | None = None
     token: int | None = None
     evidence: tuple[str, ...] = ()
+    #: A ``lossless`` verdict whose every answer equals one of the baseline's (no near tie, no variance used).
+    exact: bool = False
 
 
 @dataclass
@@ -599,6 +601,7 @@ def _findings(result: LosslessResult, host: HostVerdict) -> None:
                 None if shown is None else shown.char,
                 None if shown is None else shown.token,
                 () if shown is None else shown.evidence,
+                exact=verdict.exact,
             )
         )
 

@@ -10,7 +10,9 @@ configurations that fits the measured figures best while never growing with the 
 weighted by how precisely each load was measured). k = 0 is a configuration of the variant only where the
 sweep measured one (a speculative server drafting nothing is not the autoregressive server); the autoregressive
 baseline is a static configuration of its own. The schedule is recommended only where it is expected to beat
-the best static configuration; otherwise that configuration is, and the schedule is shown for reference.
+the best static configuration, its total's interval over that one's excluding zero; otherwise that
+configuration is, when it is told apart from autoregressive, else nothing is (measure longer), and the schedule
+is shown for reference. The run's contamination (``Answer.contamination``) is repeated with it.
 
 Ranges: consecutive measured loads with the same k form one range. The first starts at 1 (vLLM requires it:
 ``vllm/v1/spec_decode/dynamic/utils.py`` lines 67-72). Where the chosen k changes between two measured loads
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.breakeven import frame_roles
+from orchestrator.analysis.intervals import Difference
 from orchestrator.analysis.roles import chain_length
 from orchestrator.analysis.schedule_fit import Measured, fit_schedule
 from orchestrator.engines.registry import get_engine
@@ -133,10 +136,17 @@ class Schedule:
     base_config: dict[str, Any] | None = None  # the variant's --speculative-config, when its command has one
     notes: list[str] = field(default_factory=list)
     engine: str = "vllm"  # whose dialect the run spoke (the simulator's --engine for a simulator run)
-    recommend: str = "schedule"  # "schedule", or "static": run ``static`` at every batch size instead
+    #: "schedule"; "static": run ``static`` at every batch size instead; "none": nothing is told apart from
+    #: autoregressive at these loads, measure longer (schedule_fit.py)
+    recommend: str = "schedule"
     static: str | None = None  # the best static configuration (schedule_fit.py)
     why: str = ""  # why the recommendation is what it is
     scores: dict[str, float] = field(default_factory=dict)  # the schedule's and each static one's weighted total
+    gain: Difference | None = None  # the schedule's total over the best static one's, with its interval
+    reference: str | None = None  # what the best static configuration is told apart from
+    static_gain: Difference | None = None  # the best static configuration's total over the reference's
+    #: The run's contamination (the answer's findings that taint every figure: ``Answer.contamination``).
+    contamination: list[str] = field(default_factory=list)
 
     @property
     def unsupported(self) -> str | None:
@@ -160,6 +170,8 @@ class Schedule:
     def recommendation_text(self) -> str:
         if self.recommend == "static":
             return f"run {self.static} at every batch size (a static configuration), not a schedule: {self.why}"
+        if self.recommend == "none":
+            return f"nothing to deploy yet: {self.why}"
         return f"the schedule: {self.why}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,13 +192,29 @@ class Schedule:
             "notes": list(self.notes),
             "recommendation": {
                 "kind": self.recommend,
-                "configuration": self.static if self.recommend == "static" else "schedule",
+                "configuration": {"static": self.static, "schedule": "schedule"}.get(self.recommend),
                 "best_static": self.static,
                 "why": self.why,
                 "text": self.recommendation_text(),
                 "scores": dict(self.scores),
+                "schedule_over_best_static": _gain_dict(self.gain),
+                "reference": self.reference,
+                "best_static_over_reference": _gain_dict(self.static_gain),
             },
+            "contamination": list(self.contamination),
         }
+
+
+def _gain_dict(gain: Difference | None) -> dict[str, Any] | None:
+    if gain is None:
+        return None
+    return {
+        "relative": gain.relative,
+        "lo": gain.lo,
+        "hi": gain.hi,
+        "level": gain.level,
+        "significant": gain.significant,
+    }
 
 
 def vllm_speculative_config(sched: Schedule) -> dict[str, Any] | None:
@@ -222,9 +250,10 @@ def schedule_text(sched: Schedule) -> str:
     where = f"{sched.host}" + (f" {sched.workload}" if sched.workload else "")
     lines = [f"# draft-length schedule of variant {sched.variant} on {where} ({sched.metric})"]
     lines.append(f"# recommended: {sched.recommendation_text()}")
+    lines += [f"# contaminated: {c}" for c in sched.contamination]
     if sched.unsupported is not None:
         lines.append(f"# the recommendation stays per load on {sched.engine}: {sched.unsupported}")
-    elif sched.recommend == "static":
+    elif sched.recommend != "schedule":
         lines.append(f"# the fitted schedule, for reference: {flag_text(sched) or ''}")
     else:
         lines.append(flag_text(sched) or "")
@@ -349,7 +378,7 @@ def schedule(
         key=lambda lv: lv.load,
     )
     values = {
-        (int(p.load), p.label): Measured(f.value, f.lo, f.hi)
+        (int(p.load), p.label): Measured(f.value, f.lo, f.hi, f.se)
         for p in points
         if (f := p.figures.get(ans.metric)) is not None and (p.label in candidates or p.label == ar)
     }
@@ -365,7 +394,8 @@ def schedule(
         return lv.winner == a and b in lv.beats
 
     statics = sorted(candidates) + ([ar] if ar is not None else [])
-    fit = fit_schedule(list(by_load), candidates, statics, values, beats)
+    level = float(getattr(getattr(ans.analysis, "settings", None), "confidence", 0.95))
+    fit = fit_schedule(list(by_load), candidates, statics, values, beats, ar=ar, level=level)
     choices = [
         _choice(by_load[load], pick, best, candidates, ar, values)
         for load, pick, best in zip(fit.loads, fit.picks, fit.best_here, strict=True)
@@ -431,6 +461,10 @@ def schedule(
         static=fit.static,
         why=fit.why,
         scores={"schedule": fit.score, **fit.scores},
+        gain=fit.gain,
+        reference=fit.reference,
+        static_gain=fit.static_gain,
+        contamination=ans.contamination,
     )
 
 

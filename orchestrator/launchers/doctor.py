@@ -2,8 +2,10 @@
 
 Per host, in order (a failed connection skips the rest): SSH reachable with the configured key and host-key
 policy; commands run as root (directly or through ``sudo -n``); systemd present; the unit exists; its
-drop-in directory writable; its journal readable; no leftover or lock of another run; the server port free
-or served by our unit; the clock close to the controller's; ``nvidia-smi`` present (a warning only); with GPU
+drop-in directory writable; its journal readable; no leftover or lock of another run (a sweep that holds the
+lock now fails the check: wait for it, restore nothing under it); the server port free or served by our unit;
+the clock close to the controller's; ``nvidia-smi`` present (a warning only; not asked of an experiment whose
+server runs on the CPU: :func:`cpu_only`); with GPU
 slots (``gpus:`` on the host), the GPUs nvidia-smi lists and whether a process already holds one. For a
 process service the systemd checks give way to: the program exists, the working directory exists.
 
@@ -12,6 +14,7 @@ Nothing on the host is changed. Each check is a value (:class:`Check`); the CLI 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -24,10 +27,11 @@ from orchestrator.hosts.base import Host
 from orchestrator.launchers.outcomes import Check, HostReport, Status
 from orchestrator.quoting import shell_quote, split_command
 from orchestrator.services import make_service
+from orchestrator.services.base import Leftover
 from orchestrator.services.systemd import UNIT_DIR
 from orchestrator.templates import fields
 
-__all__ = ["Check", "HostReport", "Status", "check_host", "guard", "run_doctor"]
+__all__ = ["Check", "HostReport", "Status", "check_host", "cpu_only", "guard", "run_doctor", "running_sweep"]
 
 CLOCK_SKEW_WARN = 2.0
 
@@ -101,7 +105,11 @@ def _run_checks(experiment: Any, spec: Any, host: Host, add: Callable[[Check], N
     if not existing:  # an existing server holds its port: that is the point
         _port_check(experiment, spec, host, service_spec, add)
     _clock_check(host, add)
-    _gpu_check(host, add)
+    cpu = None if gpu_slots else cpu_only(experiment)
+    if cpu is not None:  # nvidia-smi's absence says nothing about a server that runs on the CPU
+        add(Check("gpu", "skip", f"not checked: {cpu}"))
+    else:
+        _gpu_check(host, add)
     if gpu_slots:  # the declared GPUs there, and none held already
         from orchestrator.launchers.gpuslots import doctor_check
 
@@ -189,9 +197,26 @@ def _process_checks(service_spec: Any, host: Host, add: Callable[[Check], None])
     guard(add, "workdir", workdir)
 
 
+def running_sweep(experiment: Any, leftover: Leftover | None) -> str | None:
+    """What a live lock on the service says (the run that holds it, its pid and controller), None when no live
+    run holds it: a sweep running now is no leftover to restore, and no sweep can start beside it."""
+    if leftover is None or leftover.lock is None or leftover.lock_stale or leftover.lock.get("corrupt"):
+        return None
+    lock = leftover.lock
+    label = str(lock.get("label") or "")
+    name = str(getattr(experiment, "name", "") or "")
+    who = f"pid {lock.get('pid', '?')} on {lock.get('controller', '?')}, since {lock.get('started', '?')}"
+    if name and label.startswith(f"{name} "):
+        return f"a sweep of this experiment is running ({who}, run {label[len(name) + 1 :]}): wait for it"
+    return f"another specsweep run drives {leftover.service} ({label or 'unnamed'}; {who}): wait for it"
+
+
 def _leftover_check(experiment: Any, host: Host, add: Callable[[Check], None]) -> None:
     def body() -> Check:
         leftover = make_service(experiment, host).find_leftovers()
+        running = running_sweep(experiment, leftover)
+        if running is not None:
+            return Check("leftovers", "fail", running)
         if leftover is None:
             return Check("leftovers", "ok", "no marker or lock of another run")
         if leftover.marker is not None:
@@ -216,7 +241,10 @@ def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: 
             cg = host.run(f"cat /proc/{pids[0]}/cgroup 2>/dev/null").stdout
             if f"/{unit}" in cg:
                 return Check("port", "ok", f"port {port} served by {unit}")
-        if not unit and pids and _started_by_us(experiment, host, pids):
+        ours = _started_by_us(experiment, host, pids) if not unit and pids else None
+        if ours is not None and running_sweep(experiment, ours) is not None:
+            return Check("port", "ok", f"port {port} held by the server of the sweep running now")
+        if ours is not None:
             return Check("port", "ok", f"port {port} held by this experiment's server (the next run stops it)")
         users = ", ".join(re.findall(r'users:\(\("([^"]+)"', r.stdout)) or "another process"
         return Check(
@@ -229,19 +257,50 @@ def _port_check(experiment: Any, spec: Any, host: Host, service_spec: Any, add: 
     guard(add, "port", body)
 
 
-def _started_by_us(experiment: Any, host: Host, pids: list[int]) -> bool:
-    """A process service's port is held by the server a run of this experiment started (its process group,
-    named by the service's marker or pid file): a leftover the next run stops, not another program."""
+def _started_by_us(experiment: Any, host: Host, pids: list[int]) -> Leftover | None:
+    """What a run of this experiment left (its marker) when a process service's port is held by the server that
+    run started (its process group, named by the service's marker or pid file): not another program. None
+    otherwise."""
     try:
         leftover = make_service(experiment, host).find_leftovers()
     except SpecsweepError:
-        return False
+        return None
     process = ((leftover.marker or {}).get("process") if leftover is not None else None) or {}
     leader = process.get("pid") if isinstance(process, dict) else None
     if not isinstance(leader, int):
-        return False
+        return None
     sessions = host.run(" ".join(["ps -o sid= -p", ",".join(str(p) for p in pids)])).stdout.split()
-    return str(leader) in sessions
+    return leftover if str(leader) in sessions else None
+
+
+#: What says a server runs on the CPU alone, in its command or environment (each engine's own switch):
+#: SGLang's and vLLM's ``--device cpu``, SGLang's CPU engine, vLLM's CPU build's settings, llama.cpp without
+#: offloaded layers, and no CUDA device visible.
+_CPU_SIGNS = (
+    (re.compile(r"--device(?:=|\s+)['\"]?cpu\b"), "--device cpu"),
+    (re.compile(r"\bSGLANG_USE_CPU_ENGINE\b"), "SGLANG_USE_CPU_ENGINE"),
+    (re.compile(r"\bVLLM_CPU_[A-Z_]+\b"), "vLLM's CPU build (VLLM_CPU_*)"),
+    (re.compile(r"\bVLLM_TARGET_DEVICE(?:=|\": \")cpu\b"), "VLLM_TARGET_DEVICE cpu"),
+    (re.compile(r"(?:\s-ngl|--n-gpu-layers|--gpu-layers)(?:=|\s+)0\b"), "no layer on a GPU"),
+    (re.compile(r"\bCUDA_VISIBLE_DEVICES\": \"(?:-1)?\""), "no CUDA device visible"),
+)
+
+
+def cpu_only(experiment: Any) -> str | None:
+    """Why ``experiment``'s server needs no GPU (the simulator; a command or environment that says the CPU:
+    :data:`_CPU_SIGNS`), None when nothing says so."""
+    if getattr(experiment, "engine", None) == "sim":
+        return "the experiment runs the simulator (engine: sim), which needs no GPU"
+    service = getattr(experiment, "service", None)
+    dump = getattr(service, "model_dump", None)
+    texts = [json.dumps(dump(mode="json"))] if callable(dump) else []
+    for variant in (getattr(experiment, "variants", None) or {}).values():
+        texts += [str(v) for v in getattr(variant, "template_fields", {}).values()]
+    text = " " + "\n".join(texts)
+    for pattern, what in _CPU_SIGNS:
+        if pattern.search(text):
+            return f"the experiment runs on the CPU ({what})"
+    return None
 
 
 def _clock_check(host: Host, add: Callable[[Check], None]) -> None:

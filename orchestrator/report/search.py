@@ -120,9 +120,10 @@ def search_blocks(run_dir: Path, analysis: Any = None) -> list[Block]:
             "muted",
         )
     )
+    blocks += [Paragraph(f"Contaminated: {c}", "warning") for c in recs.contamination]
     items: list[tuple[str, str, list[str]]] = []
     for level in recs.levels:
-        severity = "" if level.constraints_hold else "warning"
+        severity = "" if level.told_apart else "warning"
         items.append((severity, level.statement(recs.objective), []))
     items.append(("", recs.not_tried_statement(), []))
     blocks.append(Items(items))

@@ -8,8 +8,10 @@ or the run is a grid: the configuration to run at C=1 may not be the one for C=1
 there is a level per workload and load (``code C=16``), or only the objective's workload for a search. The
 best is the feasible configuration with the best figure; the margin over the runner-up is their relative
 difference with its interval (:func:`orchestrator.analysis.intervals.difference`), a winner beyond noise only
-when the interval excludes zero. When no configuration meets the constraints at a level, the recommendation
-says so and names the nearest configurations (the smallest excess over the limits) instead.
+when the interval excludes zero, and recommended only then: a best not told apart from its runner-up is shown,
+never advised. When no configuration meets the constraints at a level, the recommendation says so and names
+the nearest configurations (the smallest excess over the limits) instead. The run's contamination
+(``Answer.contamination``: points measured beside another sweep) is repeated with the recommendations.
 
 :func:`to_yaml` renders it as an experiment fragment: a ``variants:`` mapping with one variant per recommended
 configuration (its own template fields, the parameters as a one-value matrix), with the evidence as comments,
@@ -29,6 +31,7 @@ import yaml
 from orchestrator.analysis.frame import config_label
 from orchestrator.analysis.intervals import Difference, difference, z_value
 from orchestrator.analysis.roles import finite as _finite
+from orchestrator.analysis.schedule_fit import MEASURE_LONGER
 from orchestrator.errors import StoreError
 from orchestrator.search.history import read_history
 from orchestrator.search.objective import ConstraintCheck, LevelScore, Measured, Score, load_key, score_records
@@ -111,6 +114,14 @@ class LevelRecommendation:
     def constraints_hold(self) -> bool:
         return self.best is not None
 
+    @property
+    def told_apart(self) -> bool:
+        """Whether the best is told apart from the runner-up (the margin's interval excludes zero), or has none:
+        only then is it recommended (a best within noise of the runner-up is not advice, it is a coin)."""
+        if self.best is None:
+            return False
+        return self.runner_up is None or (self.margin is not None and self.margin.significant is True)
+
     def statement(self, objective: ObjectiveSpec | None) -> str:
         if self.best is None:
             if not self.measured:
@@ -134,6 +145,8 @@ class LevelRecommendation:
         constraints = self.best.constraints_text()
         if constraints:
             text += f"; constraints: {constraints}"
+        if not self.told_apart:
+            text += "; not told apart from the runner-up: nothing recommended at this load"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,6 +165,7 @@ class LevelRecommendation:
             },
             "nearest": [e.to_dict() for e in self.nearest],
             "measured": self.measured,
+            "told_apart": self.told_apart,
         }
 
 
@@ -170,6 +184,8 @@ class Recommendations:
     brief_only: list[str] = field(default_factory=list)
     #: The variant definitions (template fields) of the run's experiment, for the YAML fragment.
     variant_fields: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The run's contamination (``Answer.contamination``), repeated with every recommendation.
+    contamination: list[str] = field(default_factory=list)
 
     def not_tried_statement(self) -> str:
         if not self.untried and self.strategy == "grid":
@@ -195,6 +211,7 @@ class Recommendations:
             "untried": self.untried,
             "brief_only": self.brief_only,
             "levels": [lv.to_dict() for lv in self.levels],
+            "contamination": list(self.contamination),
         }
 
 
@@ -362,6 +379,7 @@ def recommend(run_dir: str | Path, *, analysis: Any = None) -> Recommendations:
         untried=untried,
         brief_only=brief,
         variant_fields={name: v.template_fields for name, v in experiment.variants.items()},
+        contamination=the_answer.contamination,
     )
 
 
@@ -438,13 +456,14 @@ def to_yaml(recs: Recommendations) -> str:
             f"constraints: {_limits_text(objective)}"
         )
     lines.append(f"# restarts spent: {recs.restarts_spent} (the grid: {recs.grid_restarts})")
+    lines += [f"# contaminated: {c}" for c in recs.contamination]
     for level in recs.levels:
         lines += _comment(level.statement(objective))
     lines += _comment(recs.not_tried_statement())
-    # One variant per recommended configuration, named for every load it is best at.
+    # One variant per recommended configuration (told apart from its runner-up), named for every load it is best at.
     chosen: dict[str, tuple[Entry, list[str]]] = {}
     for level in recs.levels:
-        if level.best is None:
+        if level.best is None or not level.told_apart:
             continue
         chosen.setdefault(level.best.label, (level.best, []))[1].append(level.load)
     variants: dict[str, dict[str, Any]] = {}
@@ -454,7 +473,13 @@ def to_yaml(recs: Recommendations) -> str:
             body["matrix"] = {k: [v] for k, v in entry.params.items()}
         variants[_variant_name(entry, loads)] = body
     if not variants:
-        lines.append("# no configuration to recommend: no load level has one that meets the constraints")
+        if any(level.best is not None for level in recs.levels):
+            lines.append(
+                "# no configuration to recommend: at no load is the best told apart from the runner-up; "
+                + MEASURE_LONGER
+            )
+        else:
+            lines.append("# no configuration to recommend: no load level has one that meets the constraints")
         lines.append("variants: {}")
         return "\n".join(lines) + "\n"
     text = yaml.safe_dump({"variants": variants}, sort_keys=False, width=1000, default_flow_style=None)

@@ -116,12 +116,15 @@ def test_a_search_runs_through_the_cli_and_recommends_yaml_that_loads(tmp_path: 
     recommended = run_cli("recommend", str(run_dir), env=cli_env(home))
     assert recommended.returncode == 0, recommended.stderr
     fragment = yaml.safe_load(recommended.stdout)
-    ((name, variant),) = fragment["variants"].items()
     as_json = json.loads(run_cli("recommend", str(run_dir), "--json", env=cli_env(home)).stdout)
     best = as_json["levels"][0]["best"]
     # The best measured at C=4: a tree, or the linear baseline, which on the tiny profile at 16-token responses
     # is often as fast as the trees the search tried (never autoregressive, far slower there).
     assert best["variant"] in ("ddtree", "linear")
+    if not as_json["levels"][0]["told_apart"]:  # within noise of its runner-up: shown, never advised (issue 59)
+        assert fragment["variants"] == {} and "measure longer" in recommended.stdout
+        return
+    ((name, variant),) = fragment["variants"].items()
     assert name == f"{best['variant']}-best-c4"
     # Pasted into the experiment in place of its variants, the fragment validates and plans one candidate.
     from orchestrator.experiment.schema import parse_experiment

@@ -171,7 +171,8 @@ def test_every_disagreement_the_records_hold_is_shown_with_its_size() -> None:
     assert said[0].startswith("gen_throughput: log 54.93, /metrics 64.68, client 66.89, 15.1% apart")
     assert "as tokens over each window: client 441 ± 0, /metrics 441 ± 0, log 441 ± 22, within their bounds" in said[0]
     infos = [f for f in _findings(records) if f.check == "source_agreement"]
-    assert {(f.config, f.severity) for f in infos} == {("autoregressive", "info"), ("ngram(k=2)", "info")}
+    assert [(f.point, f.severity) for f in infos] == [(None, "info")]  # by window only: one note of the run
+    assert any(line.startswith("ngram(k=2) @ C=4") and "within their bounds" in line for line in infos[0].evidence)
 
 
 def test_the_frame_keeps_what_the_record_flagged() -> None:
@@ -213,3 +214,23 @@ def test_a_point_of_several_windows_compares_sums_with_sums() -> None:
     assert counts["journal"].tokens == pytest.approx(3 * 440.9, abs=0.2)
     assert counts["journal"].window_s == pytest.approx(3 * 8.0268, abs=1e-3)
     assert disagreements({str(k): v for k, v in ngram.items()}, 0.25) == []
+
+
+def test_rates_apart_by_window_only_are_one_note_for_the_run() -> None:
+    """Issue 59: the counts under the rates agree, so the records' rate disagreements are one note of the whole
+    run (with the points as evidence), not a note a point that says the sources disagree."""
+    records = [_real_point("autoregressive", {}, **AR), _real_point("ngram", {"k": 2}, **NGRAM)]
+    infos = [f for f in _findings(records) if f.check == "source_agreement"]
+    assert len(infos) == 1 and infos[0].point is None and infos[0].severity == "info", infos
+    assert "only by their windows" in infos[0].message and "gen_throughput at 2 points" in infos[0].message
+    assert "disagree" not in infos[0].message
+    assert len(infos[0].evidence) == 2
+
+
+def test_a_rate_whose_counts_disagree_is_no_source_agreement_note() -> None:
+    """Counts further apart than their bounds are client_vs_server's warnings; no note repeats them."""
+    wrong = {**NGRAM, "log_rate": 70.0}
+    found = _findings([_real_point("autoregressive", {}, **AR), _real_point("ngram", {"k": 2}, **wrong)])
+    notes = [f for f in found if f.check == "source_agreement"]
+    assert all(f.config != "ngram(k=2)" for f in notes), notes
+    assert any(f.check == "client_vs_server" and f.severity == "warning" for f in found)

@@ -207,3 +207,39 @@ def test_max_duration_stops_a_round_whose_scaled_estimate_would_pass_it(tmp_path
     step = RoundStep(2)
     assert schedule._over_time(list(plan.deployments), step)
     assert step.ended == "budget" and "would pass max_duration" in (step.why or "")
+
+
+def test_the_budget_line_says_which_tied_configuration_the_rounds_never_measured_again(tmp_path: Path) -> None:
+    """Issue 59: a vLLM run's `decide` said `still tied` of configurations of which one (ngram(k=4)) kept its one
+    planned window at every load, and did not say which. It says each one's windows and names those the
+    extra rounds never measured again."""
+    import json
+    from types import SimpleNamespace
+
+    from orchestrator.analysis.deciding import decision_text, decisions
+
+    rows = [
+        {**point("a", 100.0, 5.0), "windows": 3},
+        {**point("b", 98.0, 5.0), "windows": 3},
+        {**point("c", 97.0, 5.0), "windows": 1},  # joined the tie after the last round: its planned window only
+    ]
+    frame = pd.DataFrame(rows)
+    (tmp_path / "decide.json").write_text(
+        json.dumps(
+            {
+                "budget": "2 rounds",
+                "ended": "budget",
+                "why": "max_rounds (2) reached",
+                "loads": {"C=1": {"rounds": 2, "seconds": 12.0}},
+            }
+        )
+    )
+    run = SimpleNamespace(experiment={"load": {"repeats": 1}})
+    analysis: Any = SimpleNamespace(
+        path=tmp_path, frame=frame, best=best_per_load(frame, rule=significance(0.95)), run=run
+    )
+    [entry] = decisions(analysis)
+    assert entry["windows"] == {"a": 3, "b": 3, "c": 1} and entry["not_remeasured"] == ["c"]
+    text = decision_text(entry)
+    assert "still tied: a (3 windows), b (3 windows), c (1 window)" in text, text
+    assert text.endswith("not measured again by the extra rounds (the plan's windows only): c"), text

@@ -282,3 +282,30 @@ def test_a_tie_exactly_at_zero_and_at_the_margin_is_still_a_near_tie() -> None:
     for gap in (0.0, 0.25):
         _result, _host, verdict = judge(stable_with_logprobs(5, gap), [answer(flipped(5))])
         assert verdict.prompts[0].outcome == "near_tie", gap
+
+
+def test_configurations_whose_every_answer_equals_the_baselines_are_one_note_a_host() -> None:
+    """Issue 59: a lossless note per configuration that passed cried wolf after the demo (five of them); those
+    that equal the baseline's answers exactly are one note of their host, and one that leaned on the
+    baseline's variance keeps its own."""
+    from types import SimpleNamespace
+
+    from orchestrator.analysis.checks import lossless
+
+    base = baseline((WORDS, WORDS, flipped(10)))
+    result = check_lossless(
+        {
+            ("h", "ar"): base,
+            ("h", "a"): [answer(WORDS)],
+            ("h", "b"): [answer(WORDS)],
+            ("h", "c"): [answer(flipped(12))],
+        },
+        {("h", "ar"): "autoregressive", ("h", "a"): "ngram(k=1)", ("h", "b"): "ngram(k=2)", ("h", "c"): "ngram(k=4)"},
+        {"h": ("h", "ar")},
+    )
+    found = lossless(SimpleNamespace(lossless_result=result))  # type: ignore[arg-type]
+    passed = [f for f in found if f.config is None and f.message.startswith("lossless:")]
+    assert [f.message for f in passed] == [
+        "lossless: every answer of ngram(k=1), ngram(k=2) equals one of the baseline's"
+    ]
+    assert [f.config for f in found if f.config is not None and f.config.startswith("ngram")] == ["ngram(k=4)"]

@@ -6,6 +6,7 @@ text is vLLM's ``--speculative-config``."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -181,7 +182,7 @@ def test_when_a_static_configuration_is_best_it_is_recommended_instead() -> None
     one = [_level(c, "ngram k=2", [], ["ngram k=1", "ngram k=4", AR]) for c in (1, 4)]
     sched = schedule(_answer([1, 2, 4], [1, 4], one), max_batch_size=16)
     assert sched.constant and (sched.recommend, sched.static) == ("static", "ngram k=2")
-    assert sched.why == "the fitted schedule runs ngram k=2 at every measured load"
+    assert sched.why.startswith("the fitted schedule runs ngram k=2 at every measured load; ngram k=2 over ")
 
 
 def test_a_schedule_beaten_beyond_noise_by_the_best_static_is_not_recommended() -> None:
@@ -294,3 +295,72 @@ def test_break_even_not_reached_never_winning_and_not_judged_loads() -> None:
     assert (by_variant["ngram"].load, by_variant["ngram"].last_win) == (8, 4)
     assert by_variant["ngram"].not_judged == [1, 2]
     assert (by_variant["eagle"].load, by_variant["eagle"].last_win, by_variant["eagle"].not_judged) == (8, 2, [4])
+
+
+def _widened(ans: Answer, share: float) -> Answer:
+    """``ans`` with every figure's interval +-``share`` (its standard error half of that)."""
+    from dataclasses import replace
+
+    def wide(f: Figure) -> Figure:
+        return Figure(f.value, f.value * (1 - share), f.value * (1 + share), f.value * share / 1.96, f.source, None)
+
+    ans.points = [replace(p, figures={k: wide(f) for k, f in p.figures.items()}) for p in ans.points]
+    return ans
+
+
+def test_where_every_load_is_a_tie_nothing_is_recommended_and_every_estimate_has_its_interval() -> None:
+    """Issue 59: after a vLLM sweep whose every load was a tie (intervals +-40%), `recommend --schedule` said
+    `# recommended: the schedule: expected to beat the best static configuration ngram(k=1) (estimated total
+    +0.4%)`, two weighted scores with no interval. Nothing can be told apart: it says so."""
+    figures = {
+        (AR, 1): 50.0, ("ngram k=1", 1): 51.0, ("ngram k=2", 1): 52.0, ("ngram k=4", 1): 53.0,
+        (AR, 2): 90.0, ("ngram k=1", 2): 92.0, ("ngram k=2", 2): 91.0, ("ngram k=4", 2): 90.5,
+        (AR, 4): 170.0, ("ngram k=1", 4): 172.0, ("ngram k=2", 4): 169.0, ("ngram k=4", 4): 168.0,
+    }  # fmt: skip
+    everyone = [AR, *ALL]
+    levels = [
+        _level(c, w, [x for x in everyone if x != w], [])
+        for c, w in ((1, "ngram k=4"), (2, "ngram k=1"), (4, "ngram k=1"))
+    ]
+    sched = schedule(_widened(_answer([1, 2, 4], [1, 2, 4], levels, figures), 0.4), max_batch_size=16)
+    assert sched.recommend == "none", sched.why
+    text = schedule_text(sched)
+    said = "no schedule or static configuration can be told apart from autoregressive at these loads; measure longer"
+    assert said in text, text
+    assert "# recommended: nothing to deploy yet:" in text
+    assert "expected to beat" not in text
+    assert sched.gain is not None and sched.gain.lo is not None and sched.gain.lo < 0 < sched.gain.hi  # type: ignore[operator]
+    assert re.search(r"estimated total [+-]\d+\.\d% \[[+-]\d+\.\d% … [+-]\d+\.\d%\]", text), text
+    doc = sched.to_dict()["recommendation"]
+    assert doc["kind"] == "none" and doc["configuration"] is None
+    assert doc["schedule_over_best_static"]["significant"] is False
+    assert doc["best_static_over_reference"]["lo"] < 0
+
+
+def test_a_schedule_told_apart_is_recommended_with_its_interval() -> None:
+    figures = {
+        (AR, 1): 50.0, ("ngram k=1", 1): 70.0, ("ngram k=2", 1): 80.0, ("ngram k=4", 1): 100.0,
+        (AR, 8): 300.0, ("ngram k=1", 8): 400.0, ("ngram k=2", 8): 330.0, ("ngram k=4", 8): 250.0,
+    }  # fmt: skip
+    levels = [
+        _level(1, "ngram k=4", [], ["ngram k=1", "ngram k=2", AR]),
+        _level(8, "ngram k=1", [], ["ngram k=2", "ngram k=4", AR]),
+    ]
+    sched = schedule(_widened(_answer([1, 2, 4], [1, 8], levels, figures), 0.02), max_batch_size=16)
+    assert sched.recommend == "schedule", sched.why
+    assert sched.gain is not None and sched.gain.significant
+    assert re.search(
+        r"expected to beat the best static configuration ngram k=1 \(estimated total \+\d+\.\d% \[", sched.why
+    )
+
+
+def test_the_runs_contamination_is_repeated_with_the_schedule() -> None:
+    from orchestrator.analysis.checks import Finding
+
+    levels = [_level(c, "ngram k=2", [], ["ngram k=1", "ngram k=4", AR]) for c in (1, 4)]
+    ans = _answer([1, 2, 4], [1, 4], levels)
+    said = "12 of 12 points were measured while another specsweep sweep ran on this machine (other): contaminated"
+    ans.findings = [Finding(check="overlapping_runs", point=None, severity="warning", message=said)]
+    sched = schedule(ans, max_batch_size=16)
+    assert f"# contaminated: {said}" in schedule_text(sched)
+    assert sched.to_dict()["contamination"] == [said]

@@ -341,7 +341,7 @@ def test_recommend_prints_the_best_with_runner_up_and_yaml_that_pastes_into_an_e
         {
             "ar": (1000.0, 10.0),
             "tree(budget=32, topk=4, depth=4)": (1900.0, 30.0),
-            "tree(budget=16, topk=4, depth=4)": (1800.0, 30.0),
+            "tree(budget=16, topk=4, depth=4)": (1400.0, 30.0),
             "tree(budget=64, topk=8, depth=4)": (2500.0, 80.0),  # fastest, but over the ITL limit
         },
     )
@@ -349,7 +349,8 @@ def test_recommend_prints_the_best_with_runner_up_and_yaml_that_pastes_into_an_e
     at16 = next(level for level in recs.levels if level.load == "C=16")
     assert at16.best is not None and at16.best.label == "tree(budget=32, topk=4, depth=4)"
     assert at16.runner_up is not None and at16.runner_up.label == "tree(budget=16, topk=4, depth=4)"
-    assert at16.margin is not None and at16.margin.relative == pytest.approx(1900 / 1800 - 1)
+    assert at16.margin is not None and at16.margin.relative == pytest.approx(1900 / 1400 - 1)
+    assert at16.told_apart and "beyond noise" in at16.statement(recs.objective)
     assert "itl_ms_p99 <= 50: holds" in at16.statement(recs.objective)
     assert len(recs.untried) == 48 - 3 and "not tried: 45 of the 48 candidates" in recs.not_tried_statement()
     text = to_yaml(recs)
@@ -360,6 +361,38 @@ def test_recommend_prints_the_best_with_runner_up_and_yaml_that_pastes_into_an_e
     path = tmp_path / "pasted.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert len(build_plan(load_experiment(path)).deployments) == 1 + len(fragment["variants"])
+
+
+def test_a_best_not_told_apart_from_its_runner_up_is_never_advised(tmp_path: Path) -> None:
+    """Issue 59: plain `recommend` proposed variants each "not beyond noise", and said nothing of the run's
+    contamination. A best within noise of its runner-up is shown with its margin, and no variant is proposed
+    for it; points measured beside another sweep are repeated in the text and in --json."""
+    exp = load(tmp_path, OBJECTIVE)
+    plan = build_plan(exp)
+    store = RunStore.create(tmp_path / "results", exp.name, resolved_experiment(exp), plan.to_json_dict())
+    beside = [{"experiment": "other", "pid": 4242, "machine": "m", "run_dir": "results/other/1"}]
+    figures = {"ar": 1000.0, "tree(budget=32, topk=4, depth=4)": 1040.0}  # +4%, each figure +-10%: a tie
+    for deployment in plan.deployments:
+        for point in deployment.load_points:
+            if deployment.config_label in figures:
+                record = _record(
+                    None, deployment, point, output_tok_s=figures[deployment.config_label], itl_ms_p99=10.0
+                )
+                store.append(record.model_copy(update={"overlapped": beside}))
+    recs = recommend(store.path)
+    at16 = next(level for level in recs.levels if level.load == "C=16")
+    assert at16.best is not None and at16.margin is not None and at16.margin.significant is False
+    assert not at16.told_apart
+    assert "not beyond noise" in at16.statement(recs.objective)
+    assert "nothing recommended at this load" in at16.statement(recs.objective)
+    text = to_yaml(recs)
+    assert yaml.safe_load(text)["variants"] == {}
+    assert "at no load is the best told apart from the runner-up; measure longer" in text
+    [said] = recs.contamination
+    assert "measured while another specsweep sweep ran" in said and "other (pid 4242" in said
+    assert f"# contaminated: {said}" in text
+    assert recs.to_dict()["contamination"] == [said]
+    assert recs.to_dict()["levels"][0]["told_apart"] is False
 
 
 def test_a_constraint_no_configuration_meets_ends_with_a_statement_and_the_nearest(tmp_path: Path) -> None:
