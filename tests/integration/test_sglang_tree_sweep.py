@@ -116,7 +116,7 @@ def test_real_sglang_trees_chains_and_the_golden_accept_length(tmp_path: Path, r
         )
     finally:
         restore(path, env, tmp_path)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: findings of another kind are the analysis' to say
+    assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
     assert summary["state"] == "done" and summary["failed"] == 0, summary
     run_dir = Path(summary["run_dir"])
