@@ -26,6 +26,7 @@ window cut (vLLM's engine-stats line and its spec-decoding line) give no figure:
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -168,8 +169,19 @@ def _line_at(text: str, pos: int) -> tuple[int, str]:
     return start, text[start : end if end != -1 else len(text)].rstrip("\r")
 
 
+#: Lines systemd writes into a unit's journal once per start of its main process, whatever the engine: a saved
+#: ``journalctl -u UNIT`` holds them between two server instances even when the engine's own start lines are not in
+#: it (systemd 252 src/core/job.c ``job_emit_done_message``: "Started %s." with the unit's name and description, as
+#: ``systemd[1]: Started ...`` in the short format, the message alone in ``-o cat``/``MESSAGE``).
+SYSTEMD_START_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("systemd", re.compile(r"\bsystemd\[1\]: Started \S", re.MULTILINE)),
+    ("systemd", re.compile(r"^Started [\w@.:-]+\.service\b", re.MULTILINE)),
+)
+
+
 def process_starts(engine: Engine, text: str, metric_offsets: Sequence[int] = ()) -> list[ProcessStart]:
-    """The process starts in ``text``, in order, from ``engine.start_patterns`` (orchestrator/engines/base.py).
+    """The process starts in ``text``, in order, from ``engine.start_patterns`` (orchestrator/engines/base.py)
+    and systemd's ``Started`` line (``SYSTEMD_START_PATTERNS``).
 
     A start is one or more start lines together: a line begins a new start when its pattern was already seen in
     the current one, or when a metric line (``metric_offsets``, sorted: the offsets of the lines the parsers
@@ -177,7 +189,7 @@ def process_starts(engine: Engine, text: str, metric_offsets: Sequence[int] = ()
     where a process (its ``proc`` group) logs with a pid other than the one it logged with before in the text.
     """
     hits: list[tuple[int, object, str]] = []  # (line offset, pattern key, "who: line")
-    for index, (who, pattern) in enumerate(engine.start_patterns):
+    for index, (who, pattern) in enumerate((*engine.start_patterns, *SYSTEMD_START_PATTERNS)):
         if "pid" in pattern.groupindex:
             hits.extend(_identity_hits(index, who, pattern, text))
             continue
@@ -407,6 +419,7 @@ def parse_window(
     )
     if restart:
         _restart_integrity(wm, text, starts, cut=cut)
+        wm.details["restart"]["parts"] = _process_parts(spec, text, starts, version, cut=cut and not aligned)
     _pair_integrity(wm, samples)
     # The engine's aggregation says how exact each figure is, and what in the window breaks them.
     wm.exactness = {k: dict(v) for k, v in (figures.get("exactness") or {}).items()}
@@ -443,13 +456,43 @@ def _restart_integrity(wm: WindowMetrics, text: str, starts: list[ProcessStart],
     has = _any_figure(wm)
     tail = (
         f"figures from the {after} lines from line {last.line} on, each group's first interval line after it "
-        "left out (it spans the start-up)"
+        "left out (it spans the start-up); each process's own in details.restart.parts"
         if has
         else f"no interval line after the start-up one in the {after} lines from line {last.line} on: no figure"
     )
     wm.integrity.broken("restart", f"{what}; {tail}")
     wm.integrity.part = "since_restart" if has else None
     wm.details["restart"] = {"starts": [s.to_dict() for s in starts], "part_from_line": last.line}
+
+
+def _process_parts(
+    spec: Engine, text: str, starts: list[ProcessStart], version: str | None, *, cut: bool
+) -> list[dict[str, Any]]:
+    """Each process's figures on their own (details.restart.parts): the text before the first start (when it
+    holds lines: the process the window or log opened on) and from each start to the next, each start's first
+    interval line left out as in the part after the last start (RESTART_DEFINITION). A blend of two processes
+    is never a figure."""
+    offsets = [s.offset for s in starts]
+    bounds = [0, *offsets, len(text)] if offsets[0] > 0 else [*offsets, len(text)]
+    parts: list[dict[str, Any]] = []
+    for begin, end in itertools.pairwise(bounds):
+        chunk = text[begin:end]
+        opened = begin == 0 and starts[0].offset > 0  # the process the text opened on, its start not in it
+        edges = (drop_window_edges if cut else _keep_edges) if opened else drop_first_lines
+        window = spec.aggregate(spec.parse_log(chunk), edges=edges, version=version)
+        tree = edges([s for s in ddtree.parse_ddtree(chunk).samples if isinstance(s, DDTreeSample)])[0]
+        figures = {k: window.figures.get(k) for k in ("accept_len", "acceptance_rate", "gen_throughput")}
+        tree_figures = {k: v for k, v in ddtree.aggregate_ddtree(tree).items() if v is not None}
+        parts.append(
+            {
+                "from_line": text.count("\n", 0, begin) + 1,
+                "lines": count_lines(chunk),
+                "started_in_text": not opened,
+                **figures,
+                **tree_figures,
+            }
+        )
+    return parts
 
 
 def _lost_integrity(wm: WindowMetrics, lost: list[LostLines], reader: str | None) -> None:

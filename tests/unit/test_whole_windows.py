@@ -335,3 +335,38 @@ def test_parse_prometheus_warns_with_the_windows_reason(
     assert done.stderr.strip() == (
         "warning: window not whole: counter_reset: vllm:spec_decode_num_drafts_total went down (no figures)"
     )
+
+
+# systemd 252 src/core/job.c job_emit_done_message: "Started %s." in the unit's journal, once per start.
+SYSTEMD_STARTED = "May 30 00:40:20 host systemd[1]: Started sglang.service - SGLang server."
+
+
+@pytest.mark.parametrize("journal", [True, False], ids=["short", "message_only"])
+def test_two_instances_in_a_saved_journal_are_split_at_systemds_start_line(journal: bool) -> None:
+    # Issue 58: two server instances in one saved journal, no server_args line of either in it (the journal was
+    # saved from a time after the first start), were blended into one accept length.
+    started = SYSTEMD_STARTED if journal else SYSTEMD_STARTED.split(": ", 1)[1]
+    log = text([*sglang_lines(1, [2.72] * 4), started, *sglang_lines(21, [1.76] * 4)])
+    wm = parse_window("sglang", log)
+    assert wm.accept_len == pytest.approx(1.76)
+    assert wm.integrity.part == "since_restart"
+    assert "restart" in wm.integrity.names()
+    parts = wm.details["restart"]["parts"]
+    assert [p["accept_len"] for p in parts] == [pytest.approx(2.72), pytest.approx(1.76)]
+    assert [p["from_line"] for p in parts] == [1, 5]
+    assert "details.restart.parts" in wm.integrity.describe()
+
+
+def test_each_process_of_a_log_with_two_server_args_lines_has_its_own_figures() -> None:
+    log = text(
+        [
+            SGLANG_START.format(s=0, k=4),
+            *sglang_lines(1, [2.0, 2.72, 2.72]),
+            SGLANG_START.format(s=20, k=2),
+            *sglang_lines(21, [3.0, 1.76, 1.76]),
+        ]
+    )
+    parts = parse_window("sglang", log).details["restart"]["parts"]
+    # each process's first line spans its start-up and is left out, as in the part after the last start
+    assert [p["accept_len"] for p in parts] == [pytest.approx(2.72), pytest.approx(1.76)]
+    assert all(p["started_in_text"] for p in parts)
