@@ -172,9 +172,10 @@ def _line_at(text: str, pos: int) -> tuple[int, str]:
 #: Lines systemd writes into a unit's journal once per start of its main process, whatever the engine: a saved
 #: ``journalctl -u UNIT`` holds them between two server instances even when the engine's own start lines are not in
 #: it (systemd 252 src/core/job.c ``job_emit_done_message``: "Started %s." with the unit's name and description, as
-#: ``systemd[1]: Started ...`` in the short format, the message alone in ``-o cat``/``MESSAGE``).
+#: ``systemd[1]: Started ...`` in the short format, the message alone in ``-o cat``/``MESSAGE``). A service only:
+#: a session's scope starting (``Started session-42.scope``) is no server's start.
 SYSTEMD_START_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("systemd", re.compile(r"\bsystemd\[1\]: Started \S", re.MULTILINE)),
+    ("systemd", re.compile(r"\bsystemd\[1\]: Started [\w@.:-]+\.service\b", re.MULTILINE)),
     ("systemd", re.compile(r"^Started [\w@.:-]+\.service\b", re.MULTILINE)),
 )
 

@@ -370,3 +370,9 @@ def test_each_process_of_a_log_with_two_server_args_lines_has_its_own_figures() 
     # each process's first line spans its start-up and is left out, as in the part after the last start
     assert [p["accept_len"] for p in parts] == [pytest.approx(2.72), pytest.approx(1.76)]
     assert all(p["started_in_text"] for p in parts)
+
+
+def test_a_session_scope_starting_is_no_server_start() -> None:
+    scope = "May 30 00:40:20 host systemd[1]: Started session-42.scope - Session 42 of User root."
+    wm = parse_window("sglang", text([*sglang_lines(1, [2.72] * 4), scope, *sglang_lines(21, [1.76] * 4)]))
+    assert wm.integrity.whole and "restart" not in wm.details
