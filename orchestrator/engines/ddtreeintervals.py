@@ -35,7 +35,15 @@ from typing import Any
 
 from orchestrator.engines.lines import ranks_info
 
-__all__ = ["DEFINITION", "PRINT_SLACK", "check_intervals", "flag_window", "steps_per_line"]
+__all__ = [
+    "DEFINITION",
+    "LINES_DEFINITION",
+    "PRINT_SLACK",
+    "check_intervals",
+    "flag_lines",
+    "flag_window",
+    "steps_per_line",
+]
 
 #: Both figures are printed with two decimals (``%.2f``): less than both roundings together (0.01, and float
 #: noise) is no evidence.
@@ -134,6 +142,40 @@ def check_intervals(
     }
 
 
+LINES_DEFINITION = (
+    "details.ddtree_lines_depth_above_commit: the DDTree lines of the window's text (a cut window's edge line "
+    "too) whose avg_accepted_depth is above their avg_commit_len beyond the %.2f roundings, each on its own, none "
+    "excused (what `specsweep parse` warns of as depth_vs_commit, line by line); "
+    "details.ddtree_lines_depth_above_commit_examples shows up to three. Whether length-capped last steps explain "
+    "them is details.ddtree_impossible_intervals (the sweep's load known)."
+)
+
+
+def flag_lines(window: Any) -> list[tuple[int, Any]]:
+    """The window's DDTree lines whose accepted depth is above their commit length beyond the rounding, as
+    ``(index among its DDTree samples, sample)``; their count and examples go into ``window.details``
+    (``LINES_DEFINITION``), for a sweep's record and for ``specsweep parse`` alike."""
+    from orchestrator.engines.samples import DDTreeSample
+
+    tree = [s for s in window.samples if isinstance(s, DDTreeSample)]
+    if not tree:
+        return []
+    above: list[tuple[int, Any]] = []
+    for index, sample in enumerate(tree):
+        depth = _number(sample.values.get("avg_accepted_depth"))
+        commit = _number(sample.values.get("avg_commit_len"))
+        if depth is not None and commit is not None and depth - commit > PRINT_SLACK:
+            above.append((index, sample))
+    window.details["ddtree_lines_depth_above_commit"] = len(above)
+    window.details["ddtree_lines_depth_above_commit_examples"] = " | ".join(
+        f"bs={s.values.get('bs')} budget={s.values.get('budget')} "
+        f"avg_accepted_depth={s.values['avg_accepted_depth']:.2f} avg_commit_len={s.values['avg_commit_len']:.2f}"
+        for _, s in above[:_EXAMPLES]
+    )
+    window.definitions["ddtree_lines_depth_above_commit"] = LINES_DEFINITION
+    return above
+
+
 def flag_window(window: Any, client: Mapping[str, Any], settings: Mapping[str, Any] | None) -> None:
     """Check each DDTree interval of a sweep's ``window`` (a ``WindowMetrics`` of a cut window) against the
     load that ran in it (``client``: its ``requests`` and ``warmup_requests``) and the server's ``settings``
@@ -144,6 +186,7 @@ def flag_window(window: Any, client: Mapping[str, Any], settings: Mapping[str, A
     tree = [s for s in window.samples if isinstance(s, DDTreeSample)]
     if not tree:
         return
+    flag_lines(window)
     sent = [_number(client.get(key)) for key in ("requests", "warmup_requests")]
     requests = sum(v for v in sent if v is not None) if sent[0] is not None else None
     aligned = bool(window.details.get("window_aligned"))

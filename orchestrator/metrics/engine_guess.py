@@ -5,13 +5,15 @@ lines, :mod:`orchestrator.engines.sglang.log`, :mod:`~orchestrator.engines.vllm.
 :mod:`~orchestrator.engines.llamacpp.log`). :func:`engine_fit` runs the configured engine's parser and, when it
 read nothing while the server logged lines, the other engines' parsers on the same text, and names the one
 that reads most. ``sim`` prints SGLang's lines, so it and ``sglang`` are one family here. ``DDTREE
-metrics:`` lines are read for every engine and decide nothing.
+metrics:`` lines are read for every engine and decide no engine; a text that holds them is not silent (a server
+metric was read: the DDTree averages).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from orchestrator.engines.ddtreelog import parse_ddtree
 from orchestrator.engines.registry import engine_names, get_engine
 from orchestrator.engines.samples import READ, ParseResult
 
@@ -35,11 +37,14 @@ class EngineFit:
     likely_matched: int = 0
     #: A few of the lines ``likely``'s parser read.
     examples: list[str] = field(default_factory=list)
+    #: ``DDTREE metrics:`` lines read (every engine reads them: a server metric was read).
+    ddtree: int = 0
 
     @property
     def silent(self) -> bool:
-        """The server logged lines and the configured engine's parser recognised none of them."""
-        return self.lines > 0 and self.matched == 0 and self.skipped == 0
+        """The server logged lines and neither the configured engine's parser nor the DDTree one (read for every
+        engine) recognised any of them."""
+        return self.lines > 0 and self.matched == 0 and self.skipped == 0 and self.ddtree == 0
 
     def describe(self) -> str | None:
         """The one-line warning for a silent fit (None when the parser read something)."""
@@ -76,7 +81,8 @@ def engine_fit(engine: str, text: str) -> EngineFit:
     # one parser per family (the simulator speaks SGLang's formats): the family's own engine reads for it
     parsers = {get_engine(name).family: get_engine(name) for name in reversed(names)}
     own = parsers[family].parse_log(text) if family in parsers else ParseResult()
-    fit = EngineFit(engine=engine, lines=lines, matched=own.matched, skipped=own.skipped)
+    tree = parse_ddtree(text).matched if "DDTREE" in text else 0
+    fit = EngineFit(engine=engine, lines=lines, matched=own.matched, skipped=own.skipped, ddtree=tree)
     if not fit.silent:
         return fit
     best: tuple[int, str, ParseResult] | None = None

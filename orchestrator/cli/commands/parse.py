@@ -256,6 +256,8 @@ def parse(
     wm = parse_saved_log(engine, data, _user_parsers(regex), cut=window)
     warnings = [w for w in (_engine_warning(engine, data), wm.integrity.describe()) if w]
     warnings += _impossible_lines(wm, data)
+    if wm.details.get("per_position_unread"):
+        warnings.append(f"per-position: {wm.details['per_position_unread']}")
     if as_json:
         out = wm.to_dict()
         if warnings:
@@ -271,13 +273,17 @@ def parse(
 
 def _impossible_lines(wm: WindowMetrics, data: bytes) -> list[str]:
     """One warning per DDTree line whose accepted depth exceeds its commit length (the depth_vs_commit check of
-    a sweep's analysis, orchestrator/analysis/checks.py), naming the line of the log it is on."""
+    a sweep's analysis, orchestrator/analysis/checks.py), naming the line of the log it is on. The lines are
+    those a sweep's record counts (``flag_lines``: details.ddtree_lines_depth_above_commit), so the answer and
+    a stored record say the same."""
     from orchestrator.analysis.checks import impossible_depth
+    from orchestrator.engines.ddtreeintervals import flag_lines
 
+    above = flag_lines(wm)
     ddtree = [s for s in wm.samples if s.kind == "ddtree"]
     numbers = [n for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1) if "DDTREE metrics" in line]
     out = []
-    for index, sample in enumerate(ddtree):
+    for index, sample in above:
         values = getattr(sample, "values", {})
         message = impossible_depth(values.get("avg_accepted_depth"), values.get("avg_commit_len"))
         if message is not None:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.engines.base import Edges
@@ -161,7 +162,8 @@ DEFINITIONS: dict[str, str] = {
     "per_position_acceptance": (
         "details.per_position_acceptance: vLLM per-position acceptance rate, position i = drafts whose first i+1 "
         "draft tokens were accepted / drafts, each line's printed rates weighted by its drafts (= sum of the "
-        "per-position counts / sum(drafts), " + _SOURCE + "). None when lines differ in k or lack drafts. "
+        "per-position counts / sum(drafts), " + _SOURCE + "). None when lines differ in k or lack drafts, "
+        "details.per_position_unread then saying why (a SpecDecoding line split in two has no rates). "
         "exactness.per_position: 'exact' (from the counts) when each line's drafts are exact and each rate allows "
         "one integer count, else 'rounded' (0.001)."
     ),
@@ -250,6 +252,27 @@ def _elapsed(sample: VllmSpecSample) -> float | None:
         if tokens and rate:
             return tokens / rate
     return None
+
+
+def _per_position_unread(spec: Sequence[VllmSpecSample], per_position: list[float] | None) -> str | None:
+    """Why the window has no per-position figure although some of its SpecDecoding lines print one (a line
+    split in two, a line of another k): never dropped without a word. None when it has one or no line has any."""
+    current = [s for s in spec if s.form != "v0"]
+    if per_position is not None or not any(s.per_position for s in current):
+        return None
+    without = sum(1 for s in current if not s.per_position)
+    ks = sorted({len(s.per_position) for s in current if s.per_position})
+    parts = []
+    if without:
+        parts.append(
+            f"{without} of {len(current)} SpecDecoding line(s) carry no per-position rates (a line split in two: "
+            "its rates on a line of their own, which no parser reads)"
+        )
+    if len(ks) > 1:
+        parts.append(f"lines of {', '.join(map(str, ks))} positions (k changed)")
+    if not parts:
+        parts.append("lines without the drafts their rates are weighted by")
+    return "; ".join(parts) + ": no per-position figure for the window"
 
 
 def _spec_line(body: str) -> VllmSpecSample | None:
@@ -513,6 +536,7 @@ def aggregate_vllm(
                 per_position_exact = True
             else:
                 per_position = [sum(s.per_position[i] * (s.drafts or 0) for s in v1_rows) / den for i in range(k)]
+    per_position_unread = _per_position_unread(spec, per_position)
     by_engine: dict[int, list[float]] = {}
     for e in engines:
         if e.generation_throughput is not None:
@@ -607,6 +631,7 @@ def aggregate_vllm(
                 accepted / drafted if drafted > 0 and rate_definition == "v0_any_position" else None
             ),
             "per_position_acceptance": per_position,
+            "per_position_unread": per_position_unread,
             "accepted_throughput": accepted / known_elapsed if all_timed else None,
             "drafted_throughput": drafted / known_elapsed if all_timed else None,
             "spec_seconds": known_elapsed if all_timed else None,
