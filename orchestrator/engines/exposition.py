@@ -129,6 +129,9 @@ class PromWindow:
     #: derivation (``exactness`` per figure, keyed as ``figures()`` and ``per_position_acceptance``).
     integrity: Integrity = field(default_factory=Integrity)
     exactness: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The server's reported settings (engine_info), when the caller knows them: what a figure's meaning depends
+    #: on beyond the scrapes (SGLang's --speculative-adaptive). Not written out.
+    server_settings: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, float | None]:
         return {

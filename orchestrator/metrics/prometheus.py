@@ -42,8 +42,8 @@ The names, formats and formulas read here, with their engine source files: docs/
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.engines.exposition import MAXIMA, PromSnapshot, PromWindow, by_name, finite, parse_exposition
 from orchestrator.engines.registry import engine_names, get_engine, is_engine
@@ -75,12 +75,14 @@ def scrape_delta(
     during: Sequence[str] = (),
     elapsed_s: float | None = None,
     version: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> PromWindow:
     """Counters by difference and gauges sampled between two ``/metrics`` scrapes of ``engine``; a window that
     is not whole gives no figure, or those of its part since a restart (the module docstring).
 
     ``version``: the server's engine version when known; for SGLang it says what ``spec_accept_rate`` means
-    where the exposition's HELP text does not."""
+    where the exposition's HELP text does not. ``settings``: the server's reported settings (engine_info), when
+    known; for SGLang whether it adapts its draft length (``speculative_adaptive``)."""
     spec = get_engine(engine) if is_engine(engine) else None
     prefix = spec.prometheus_prefix if spec is not None else None
     if spec is None or prefix is None:
@@ -90,6 +92,7 @@ def scrape_delta(
     after = parse_exposition(after_text, prefix)
     middle = [parse_exposition(t, prefix) for t in during]
     window = PromWindow(engine=engine, elapsed_s=elapsed_s if elapsed_s and elapsed_s > 0 else None)
+    window.server_settings = dict(settings or {})
     window.definitions = dict(spec.prometheus_definitions)
     window.lines_skipped = before.lines_skipped + after.lines_skipped + sum(m.lines_skipped for m in middle)
     since_restart = _check_window(window, [before, *middle, after], [before_text, *during, after_text])

@@ -252,7 +252,9 @@ def server_metrics(
     server = window.to_dict()
     sources: dict[str, Any] = {"journal": window}
     if before is not None and after is not None:
-        prom = scrape_delta(before, after, experiment.engine, during=during, elapsed_s=elapsed_s, version=version)
+        prom = scrape_delta(
+            before, after, experiment.engine, during=during, elapsed_s=elapsed_s, version=version, settings=settings
+        )
         _restart_spans_scrapes(window.integrity, prom)
         server["prometheus"] = prom.to_dict()
         sources["prometheus"] = prom

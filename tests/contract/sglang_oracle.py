@@ -464,6 +464,11 @@ def run_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dict[str, 
     for step in rank["steps"]:
         bs, correct = step["bs"], step["correct_drafts"]
         clock.now += step["dt"]
+        if "num_draft_tokens" in step and scheduler.draft_worker is not None:
+            # --speculative-adaptive: speculative/adaptive_runtime_state.py activate_step_by_batch switches the
+            # draft worker's step count (and draft tokens) before a batch's draft round.
+            scheduler.draft_worker.speculative_num_draft_tokens = step["num_draft_tokens"]
+            scheduler.draft_worker.speculative_num_steps = step["num_draft_tokens"] - 1
         batch = Settings(reqs=[FakeReq() for _ in range(bs)], forward_iter=None, seq_lens_cpu=None)
         scheduler.forward_ct += 1
         # batch_result_processor.py process_batch_result_decode: get_num_generated_tokens(bs) is
@@ -554,6 +559,11 @@ def run_legacy_rank(scenario: dict[str, Any], rank: dict[str, Any], helpers: dic
     for step in rank["steps"]:
         bs, correct = step["bs"], step["correct_drafts"]
         clock.now += step["dt"]
+        if "num_draft_tokens" in step and scheduler.draft_worker is not None:
+            # --speculative-adaptive: speculative/adaptive_runtime_state.py activate_step_by_batch switches the
+            # draft worker's step count (and draft tokens) before a batch's draft round.
+            scheduler.draft_worker.speculative_num_draft_tokens = step["num_draft_tokens"]
+            scheduler.draft_worker.speculative_num_steps = step["num_draft_tokens"] - 1
         batch = Settings(reqs=[FakeReq() for _ in range(bs)], batch_size=lambda bs=bs: bs)
         scheduler.forward_ct += 1
         scheduler.num_generated_tokens += bs

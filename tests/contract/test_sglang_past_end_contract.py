@@ -109,12 +109,18 @@ def test_acceptance_rate_comes_from_the_counters_not_the_last_batchs_gauge(tmp_p
     requests = [{"completion_tokens": 21, "spec_verify_ct": 8, "correct_drafts": 12}]
     scenario = {"decode_log_interval": 4, "ranks": [rank({}, plan)], "requests": requests, **WORKER}
     result = run_oracle(CURRENT, scenario, tmp_path)
-    prom = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
+    fixed = {"speculative_adaptive": False}  # the server's settings say its draft length does not change
+    prom = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0, settings=fixed)
     assert prom.details["gauge_acceptance_rate"] == pytest.approx(1.0)
     assert prom.details["speculative_num_draft_tokens"] == K
     assert prom.acceptance_rate == pytest.approx(12 / (8 * (K - 1)))
     assert prom.details["acceptance_rate_source"] == "counters"
     assert prom.exactness["acceptance_rate"]["kind"] == "exact"
+    # Not knowing whether the server adapts, the same figure leans on the gauge and says so.
+    unknown = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
+    assert unknown.acceptance_rate == pytest.approx(prom.acceptance_rate)
+    assert unknown.details["acceptance_rate_source"] == "counters_and_gauge"
+    assert unknown.exactness["acceptance_rate"]["kind"] == "gauge"
     # SGLang's own per-request rate on the same counts (no draft past the end here) is the same number.
     assert result["meta_info"][0]["spec_accept_rate"] == pytest.approx(prom.acceptance_rate)
 
@@ -172,3 +178,28 @@ def test_bounds_less_the_drafts_past_the_end_stay_possible() -> None:
     assert window.details["past_end"]["discarded_drafts"] == 4
     assert window.exactness["accept_len"]["bounds"] == pytest.approx([1.0, 4.005 - 4 / 81])
     assert window.exactness["acceptance_rate"]["bounds"] == pytest.approx([0.0, 1.005 - 4 / 243])
+
+
+def test_an_adaptive_servers_metrics_give_no_acceptance_rate_but_the_committed_drafts(tmp_path: Path) -> None:
+    """Issue 58: under --speculative-adaptive the draft length changes per batch (adaptive_runtime_state.py
+    activate_step_by_batch); the sglang:spec_num_draft_tokens gauge holds the last Decode line's length only, so
+    dividing by it called 0.1451 exact against a true 0.6728. Here: eight steps of 1 draft each, all accepted,
+    then four of K - 1 drafts, none accepted; the gauge ends at K."""
+    plan = [{**s, "num_draft_tokens": 2} for s in steps(1, [1] * 8, 0.1)]
+    plan += [{**s, "num_draft_tokens": K} for s in steps(1, [0] * 4, 0.1)]
+    requests = [{"completion_tokens": 1 + 8 * 2 + 4, "spec_verify_ct": 12, "correct_drafts": 8}]
+    scenario = {"decode_log_interval": 4, "ranks": [rank({}, plan)], "requests": requests, **WORKER}
+    result = run_oracle(CURRENT, scenario, tmp_path)
+    true_rate = 8 / (8 * 1 + 4 * (K - 1))
+    prom = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0, settings={"speculative_adaptive": True})
+    assert prom.details["speculative_num_draft_tokens"] == K  # one value at the scrape: the last batch's
+    assert prom.acceptance_rate is None and "acceptance_rate" not in prom.exactness
+    assert "--speculative-adaptive" in prom.details["no_figure"]["acceptance_rate"]
+    assert prom.details["committed_drafts_per_verify"] == pytest.approx(8 / 12)
+    assert prom.details["acceptance_rate_if_gauge_held"] != pytest.approx(true_rate)
+    # The accept length needs no draft count: exact from the counters whatever the length.
+    assert prom.accept_len == pytest.approx((1 + 8 * 2 + 4 - 1) / 12)
+    assert prom.exactness["accept_len"]["kind"] == "exact"
+    # Without the settings the figure is no longer called exact.
+    unknown = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
+    assert unknown.exactness["acceptance_rate"]["kind"] != "exact"

@@ -191,6 +191,9 @@ def _sglang(name: str, summary: str) -> SGLang:
             "speculative_num_steps",
             "speculative_eagle_topk",
             "speculative_num_draft_tokens",
+            # 0.5.23: the draft length changes per batch (speculative/adaptive_runtime_state.py
+            # activate_step_by_batch), so no one draft count per verify step (engines/sglang/prometheus.py)
+            "speculative_adaptive",
         ),
         # http_server.py: uvicorn's own line once the socket is bound; _wait_and_warmup's line once it serves
         listening_patterns=(("uvicorn", re.compile(r"Uvicorn running on " + ADDRESS)),),

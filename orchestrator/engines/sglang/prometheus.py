@@ -156,12 +156,24 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
         window.accept_len = gauge_len
         source = "gauges"
     draft_tokens, draft_note = _draft_tokens(window, after)
+    adaptive = window.server_settings.get("speculative_adaptive")
     rate_source = None
-    if source == "counters" and verifies and generated is not None and finished is not None and draft_tokens:
+    counted = source == "counters" and verifies and generated is not None and finished is not None
+    if counted and verifies and generated is not None and finished is not None:
+        # Committed drafts per verify step, from the counters alone: exact whatever the draft length.
+        window.details["committed_drafts_per_verify"] = (generated - finished - verifies) / verifies
+    if counted and adaptive and verifies and generated is not None and finished is not None:
+        # --speculative-adaptive: the draft length changes per batch and no counter counts proposed drafts; the
+        # gauge is the draft worker's length at the last Decode line only (ADAPTIVE_NOTE).
+        window.details.setdefault("no_figure", {})["acceptance_rate"] = ADAPTIVE_NOTE
+        window.details["acceptance_rate_if_gauge_held"] = (
+            (generated - finished - verifies) / (verifies * (draft_tokens - 1)) if draft_tokens else None
+        )
+    elif counted and verifies and generated is not None and finished is not None and draft_tokens:
         # Committed drafts: each verify step commits one token of its own (the bonus, or the target's token
         # where every draft was rejected) and the drafts it accepted; the prefill commits the first token.
         window.acceptance_rate = (generated - finished - verifies) / (verifies * (draft_tokens - 1))
-        rate_source = "counters"
+        rate_source = "counters" if adaptive is False else "counters_and_gauge"
     elif idle is None and gauge_rate is not None and rate_definition == "drafts_only":
         window.acceptance_rate = gauge_rate
         rate_source = "gauges"
@@ -196,6 +208,17 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
 
 
 _EXACT = "integer counts of prometheus_client counters (written losslessly by floatToGoString)"
+
+#: Why an adaptive server's /metrics give no acceptance rate (SGLang 0.5.23).
+ADAPTIVE_NOTE = (
+    "Under --speculative-adaptive the draft worker's step count, and with it its speculative_num_draft_tokens, "
+    "changes per batch (speculative/adaptive_runtime_state.py activate_step_by_batch and on_verify_complete, "
+    "candidates per batch size in adaptive_spec_params.py), while the sglang:spec_num_draft_tokens gauge holds only "
+    "its value at each Decode line (metrics_reporter.py _active_spec_config_snapshot) and no counter counts the "
+    "drafts proposed: the drafts committed per verify step are exact (details.committed_drafts_per_verify), the "
+    "drafts proposed are not known, so no acceptance rate from /metrics (the log's accept rate weighs each "
+    "interval's own draft count)"
+)
 _MISSING = object()
 
 
@@ -293,6 +316,15 @@ def _exactness(
                 f"the window. {COMMITTED_NOTE}",
             )
             if acceptance_source == "counters"
+            else exactness(
+                "gauge",
+                "(d(generation_tokens) - d(num_requests) - d(spec_verify_calls)) / (d(spec_verify_calls) x "
+                "(speculative_num_draft_tokens - 1)): the numerator exact, the denominator the "
+                "sglang:spec_num_draft_tokens gauge, the draft worker's length at each scrape's last Decode line, "
+                "taken to hold through the window: the server's settings were not given to say it does not adapt "
+                f"(--speculative-adaptive). {ADAPTIVE_NOTE}",
+            )
+            if acceptance_source == "counters_and_gauge"
             else exactness(
                 "gauge",
                 _gauge_note(
