@@ -203,3 +203,38 @@ def test_an_adaptive_servers_metrics_give_no_acceptance_rate_but_the_committed_d
     # Without the settings the figure is no longer called exact.
     unknown = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
     assert unknown.exactness["acceptance_rate"]["kind"] != "exact"
+
+
+def test_under_the_overlap_schedule_the_reconciled_bounds_hold_the_counters_figure(tmp_path: Path) -> None:
+    """Issue 58: under the overlap schedule a request that finished in one batch's result is already in the next
+    batch, whose verify tick for its row enters the Decode line (process_batch_result_decode passes the whole
+    batch's size and drafts to update_spec_metrics) but not the request's counts (_resolve_spec_v2_tokens skips
+    a finished req). Two requests, each four steps of 2 drafts kept, one capped past its end by 1 draft, then
+    one extra tick each with no draft: the line reads low, and the reconciled bounds held the truth out."""
+    plan = steps(1, [2, 2, 2, 3, 0], 0.1) + steps(1, [2, 2, 2, 2, 0], 0.1)
+    requests = [
+        {"completion_tokens": 1 + 4 * 3 - 1, "spec_verify_ct": 4, "correct_drafts": 9},  # 1 draft past its cap
+        {"completion_tokens": 1 + 4 * 3, "spec_verify_ct": 4, "correct_drafts": 8},
+    ]
+    scenario = {"decode_log_interval": 10, "ranks": [rank({}, plan)], "requests": requests, **WORKER}
+    result = run_oracle(CURRENT, scenario, tmp_path)
+    prom = scrape_delta("", result["metrics"], "sglang", elapsed_s=1.0)
+    truth = (11 + 12) / 8
+    assert prom.accept_len == pytest.approx(truth)
+    window = parse_window("sglang", journal(result), version=CURRENT)
+    assert window.accept_len == pytest.approx((9 + 8 + 10) / 10, abs=PRINTED)  # 2.70: the extra ticks in it
+    specs = [
+        from_meta_info({**meta, "completion_tokens": r["completion_tokens"]})
+        for meta, r in zip(result["meta_info"], requests, strict=True)
+    ]
+    responses = summarize_spec([(s, r["completion_tokens"]) for s, r in zip(specs, requests, strict=True)])
+    assert responses["accept_len"] == pytest.approx(truth)
+    get_engine("sglang").reconcile_log(window, responses)
+    entry = window.exactness["accept_len"]
+    assert entry["kind"] == "bounded" and "overlap schedule" in entry["note"]
+    low, high = entry["bounds"]
+    assert low <= truth <= high
+    # without the widening the bounds were the printed value less the drafts past the ends: truth above them
+    assert truth > 2.70 + 0.005 - 1 / 8
+    rate = window.exactness["acceptance_rate"]
+    assert rate["bounds"][0] <= prom.acceptance_rate <= rate["bounds"][1]

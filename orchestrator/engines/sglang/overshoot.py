@@ -38,7 +38,15 @@ from typing import Any
 
 from orchestrator.engines.integrity import exactness
 
-__all__ = ["COMMITTED_NOTE", "LOG_NOTE", "correct_log", "discarded_drafts", "label_log"]
+__all__ = [
+    "COMMITTED_NOTE",
+    "LOG_NOTE",
+    "OVERLAP_NOTE",
+    "correct_log",
+    "discarded_drafts",
+    "label_log",
+    "overlap_bounds",
+]
 
 #: What the counters' acceptance rate counts, against SGLang's own.
 COMMITTED_NOTE = (
@@ -110,6 +118,8 @@ def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
     window.accept_len -= shift
     if window.acceptance_rate is not None and rate_shift is not None:
         window.acceptance_rate -= rate_shift
+    rows = spec.get("requests_with_verify_steps")
+    per_step = proposed / steps if isinstance(proposed, int) and proposed > 0 else None
     for figure, amount, floor in (("accept_len", shift, 1.0), ("acceptance_rate", rate_shift, 0.0)):
         entry = window.exactness.get(figure)
         if not isinstance(entry, dict) or amount is None or getattr(window, figure) is None:
@@ -117,13 +127,64 @@ def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
         bounds = entry.get("bounds")
         # Every verify step commits at least one token (accept length >= 1, rate >= 0).
         moved = (max(floor, bounds[0] - amount), bounds[1] - amount) if isinstance(bounds, list | tuple) else None
+        overlap = ""
+        if moved is not None and isinstance(bounds, list | tuple):
+            wide = overlap_bounds(
+                figure, (bounds[0], bounds[1]), discarded, steps, rows, per_step, proposed if rate_shift else None
+            )
+            if wide is not None:
+                moved = (max(floor, min(moved[0], wide[0])), max(moved[1], wide[1]))
+                overlap = f"; {OVERLAP_NOTE}"
+            if not moved[0] <= getattr(window, figure) <= moved[1]:
+                setattr(window, figure, min(max(getattr(window, figure), moved[0]), moved[1]))
         window.exactness[figure] = exactness(
-            entry["kind"],
+            "bounded" if overlap else entry["kind"],
             f"{entry['note']}; less {amount:.6g}: {discarded} drafts accepted past the requests' ends over "
-            f"{steps} verify steps, from the window's responses ({LOG_NOTE})",
+            f"{steps} verify steps, from the window's responses ({LOG_NOTE}){overlap}",
             resolution=entry.get("resolution"),
             bounds=moved,
         )
+
+
+#: Why a reconciled log figure's bounds are wider than its printed ones less the drafts past the ends.
+OVERLAP_NOTE = (
+    "under the overlap schedule (SGLang's default on GPUs) a request that finished in one batch's result is already "
+    "in the next batch: that batch's verify tick for its row enters the Decode line's sums (batch_result_processor.py "
+    "process_batch_result_decode passes batch.batch_size() and the whole batch's num_correct_drafts to "
+    "update_spec_metrics) but not the request's own counts (_resolve_spec_v2_tokens skips a finished req), so the "
+    "line holds up to one extra verify step per request with verify steps, committing nothing, its bonus token "
+    "and 0 to (num draft tokens - 1) drafts: the bounds take every such count (the responses give neither)"
+)
+
+
+def overlap_bounds(
+    figure: str,
+    printed: tuple[float, float],
+    discarded: int,
+    steps: int,
+    rows: Any,
+    per_step: float | None,
+    proposed: int | None,
+) -> tuple[float, float] | None:
+    """The committed figure's bounds when up to ``rows`` extra verify ticks (one per finished request, the overlap
+    schedule: OVERLAP_NOTE) entered the log's sums: F extra ticks of 1 token plus C drafts each (0 <= C <= F x
+    ``per_step``, the drafts a verify step proposes) besides the ``discarded`` drafts past the ends. With the log's
+    value L = (T + discarded + F + C) / (steps + F) for accept length (rate: (Dc + discarded + C) / (proposed +
+    F x per_step)), the committed T / steps is largest at F = rows, C = 0 and smallest at F = rows, C = F x per_step
+    (L <= 1 + per_step). None when a count is missing."""
+    if not isinstance(rows, int) or rows <= 0 or per_step is None:
+        return None
+    low, high = printed
+    if figure == "accept_len":
+        top = (high * (steps + rows) - discarded - rows) / steps
+        bottom = (low * (steps + rows) - discarded - rows * (1 + per_step)) / steps
+        return min(bottom, low - discarded / steps), max(top, high - discarded / steps)
+    if proposed is None or proposed <= 0:
+        return None
+    extra = rows * per_step
+    top = (high * (proposed + extra) - discarded) / proposed
+    bottom = (low * (proposed + extra) - discarded - extra) / proposed
+    return min(bottom, low - discarded / proposed), max(top, high - discarded / proposed)
 
 
 def label_log(window: Any) -> None:
