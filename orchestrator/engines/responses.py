@@ -76,6 +76,10 @@ class ResponseSource:
     accept: AcceptTerms | None = None
     engine_accept: AcceptTerms | None = None
     tokens_per_pass: bool = False
+    #: The source's accepted drafts include drafts a request's last verify step accepted past its end, which it
+    #: discards (SGLang: orchestrator/engines/sglang/overshoot.py): ``acceptance_rate`` is then the committed one,
+    #: (tokens committed by verify steps - verify steps) / proposed, and the engine's own ``acceptance_rate_engine``.
+    drafts_past_end: bool = False
 
 
 @dataclass(slots=True)

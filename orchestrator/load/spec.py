@@ -58,6 +58,12 @@ _EXACT_NOTES = {
     "tokens_per_pass": "integer counts each response carries (completion tokens, accepted drafts), summed",
 }
 
+_COMMITTED_NOTE = (
+    "integer counts each response carries (completion tokens, verify steps, proposed drafts), summed: drafts "
+    "committed per draft proposed; the engine's own rate (accepted drafts, past a request's end too) is "
+    "acceptance_rate_engine"
+)
+
 
 def response_spec(response: Mapping[str, Any]) -> tuple[SpecFigures | None, int | None]:
     """The speculative figures and the completion-token count of one whole response body (or the final
@@ -182,12 +188,27 @@ def summarize_spec(responses: Iterable[tuple[SpecFigures | None, int]]) -> dict[
             pass_accepted += spec.accepted_drafts or 0
             with_passes += 1
     per_position = [count / position_steps for count in positions] if histograms_whole and position_steps > 0 else None
+    # A source whose accepted drafts count drafts past a request's end (SGLang): the committed rate from the
+    # tokens the verify steps committed, the engine's own beside it (ResponseSource.drafts_past_end).
+    past_end_sources = [response_source(name) for name in sources]
+    committed_rate: float | None = None
+    past_end: int | None = None
+    if (
+        proposed
+        and accept.ratios
+        and with_drafts == with_steps
+        and past_end_sources
+        and all(source is not None and source.drafts_past_end for source in past_end_sources)
+    ):
+        committed = accept.numerator - accept.denominator
+        if 0 <= committed <= accepted:
+            committed_rate, past_end = committed / proposed, accepted - committed
     figures: dict[str, Any] = {
         "accept_len": accept.pooled(),
         "accept_len_request_weighted": accept.mean(),
         "accept_len_engine": engine.pooled(),
         "accept_len_engine_request_weighted": engine.mean(),
-        "acceptance_rate": accepted / proposed if proposed else None,
+        "acceptance_rate": committed_rate if committed_rate is not None else accepted / proposed if proposed else None,
         "per_position_acceptance": per_position,
         "tokens_per_pass": (
             pass_tokens / (pass_tokens - pass_accepted) if with_passes and pass_tokens > pass_accepted else None
@@ -205,6 +226,11 @@ def summarize_spec(responses: Iterable[tuple[SpecFigures | None, int]]) -> dict[
         DRAFTED_KEY: proposed if with_drafts else None,
         ACCEPTED_KEY: accepted if with_drafts else None,
         "acceptance_rate": figures["acceptance_rate"],
+        **(
+            {"acceptance_rate_engine": accepted / proposed, "drafts_past_end": past_end}
+            if committed_rate is not None
+            else {}
+        ),
         "per_position_acceptance": per_position,
         "accepted_per_position": positions if per_position is not None else None,
         "tokens_per_pass": figures["tokens_per_pass"],
@@ -216,7 +242,12 @@ def summarize_spec(responses: Iterable[tuple[SpecFigures | None, int]]) -> dict[
         "sources": dict(sorted(sources.items())) if sources else None,
         "definitions": _definitions(sources, with_choices > 0) if sources else None,
         "exactness": {
-            name: exactness("exact", _EXACT_NOTES[name]) for name, value in figures.items() if value is not None
+            name: exactness(
+                "exact",
+                _COMMITTED_NOTE if name == "acceptance_rate" and committed_rate is not None else _EXACT_NOTES[name],
+            )
+            for name, value in figures.items()
+            if value is not None
         },
     }
 

@@ -133,7 +133,8 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     ``meta_info`` on an OpenAI-shaped body is ignored: no engine writes one. The figures and their
     definitions are those of :func:`orchestrator.load.spec.summarize_spec`: ``accept_len`` token-weighted,
     ``accept_len_request_weighted`` the mean over responses, ``accept_len_engine`` SGLang's own formula,
-    ``acceptance_rate`` from accepted / proposed drafts, ``per_position_acceptance`` from the responses' histograms
+    ``acceptance_rate`` from accepted / proposed drafts (SGLang's: drafts committed, its own in
+    ``details.acceptance_rate_engine``), ``per_position_acceptance`` from the responses' histograms
     of accepted drafts per step (its counts in ``details.accepted_per_position``); ``details`` counts the
     responses; ``exactness`` says each figure is exact (integer counts the engine wrote).
     """
@@ -153,6 +154,9 @@ def response_figures(responses: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "verify_steps": summary["verify_steps"],
             "accepted_drafts": summary["accepted_drafts"],
             "proposed_drafts": summary["proposed_drafts"],
+            # SGLang: its own rate (drafts past a request's end counted) beside the committed acceptance_rate
+            "acceptance_rate_engine": summary.get("acceptance_rate_engine"),
+            "drafts_past_end": summary.get("drafts_past_end"),
             "sources": summary["sources"],
             "accepted_per_position": summary["accepted_per_position"],
         },

@@ -143,7 +143,11 @@ def test_n3_body_pools_every_choice_as_sglangs_counters_do(tmp_path: Path) -> No
     figures = response_figures([body])
     assert figures["accept_len"] == pytest.approx(20 / 9)
     assert figures["accept_len_engine"] == pytest.approx(22 / 9)
-    assert figures["acceptance_rate"] == pytest.approx(12 / 27)
+    # The third choice's last step accepted 3 drafts with 2 tokens of its cap left: one draft past its end. The
+    # rate is the committed one, (20 - 9) / 27, as the counters count it; SGLang's own 12 / 27 beside it.
+    assert figures["acceptance_rate"] == pytest.approx(11 / 27)
+    details = figures["details"]
+    assert details["acceptance_rate_engine"] == pytest.approx(12 / 27) and details["drafts_past_end"] == 1
     assert figures["exactness"]["accept_len"]["kind"] == "exact"
     # SGLang's own counters over the same three requests give the same window figures.
     prom = scrape_delta("", sglang_counters(scenario, tmp_path), "sglang", elapsed_s=1.0)

@@ -238,3 +238,24 @@ def test_under_the_overlap_schedule_the_reconciled_bounds_hold_the_counters_figu
     assert truth > 2.70 + 0.005 - 1 / 8
     rate = window.exactness["acceptance_rate"]
     assert rate["bounds"][0] <= prom.acceptance_rate <= rate["bounds"][1]
+
+
+def test_one_definition_per_figure_in_every_source_before_any_sweep(past_end: dict[str, Any]) -> None:
+    """Issue 58: the responses gave SGLang's own rate (drafts past the cap counted) and /metrics the committed one,
+    reconciled only inside a sweep; without sglang:num_requests_total the headline accept length came from the
+    gauges although the counters give SGLang's own. Now the responses' summary alone gives the committed rate,
+    SGLang's beside it, and a counter in any definition comes before a gauge."""
+    responses = _responses(past_end)  # no reconcile_log: as `specsweep` reads saved responses
+    assert responses["acceptance_rate"] == pytest.approx(COMMITTED_RATE)
+    assert responses["acceptance_rate_engine"] == pytest.approx(1.0) and responses["drafts_past_end"] == 2
+    assert "acceptance_rate_engine" in responses["definitions"]["acceptance_rate"]
+    window = parse_window("sglang", journal(past_end), version=CURRENT)
+    get_engine("sglang").reconcile_log(window, responses)  # a sweep: the summary is not shifted twice
+    assert responses["acceptance_rate"] == pytest.approx(COMMITTED_RATE)
+
+    exposition = "\n".join(line for line in past_end["metrics"].splitlines() if "num_requests_total" not in line)
+    prom = scrape_delta("", exposition + "\n", "sglang", elapsed_s=1.0)
+    assert prom.details["gauge_accept_len"] is not None  # the gauges are there, and are not the figure
+    assert prom.accept_len is None and prom.details["accept_len_source"] is None
+    assert prom.details["accept_len_engine"] == pytest.approx(CAP / 4)  # SGLang's own, from the counters
+    assert "num_requests_total" in prom.details["no_figure"]["accept_len"]

@@ -96,7 +96,13 @@ def correct_log(window: Any, spec: Mapping[str, Any]) -> None:
     shift = discarded / steps
     proposed = spec.get("proposed_drafts")
     rate_shift = shift * steps / proposed if isinstance(proposed, int) and proposed > 0 else None
-    if isinstance(spec, MutableMapping) and rate_shift is not None and spec.get("acceptance_rate") is not None:
+    already = "acceptance_rate_engine" in spec  # the summary gave the committed rate (load/spec.py)
+    if (
+        isinstance(spec, MutableMapping)
+        and rate_shift is not None
+        and spec.get("acceptance_rate") is not None
+        and not already
+    ):
         # The responses' rate as the counters count it (drafts committed); SGLang's own beside it.
         spec["acceptance_rate_engine"] = spec["acceptance_rate"]
         spec["acceptance_rate"] = spec["acceptance_rate"] - rate_shift

@@ -53,7 +53,9 @@ DEFINITIONS: dict[str, str] = {
         "scrapes (observability/metrics_collector.py observe_one_finished_request increments the three "
         "together: completion tokens, 1, and the request's verify calls when > 0; each completion's first "
         "token comes from prefill). SGLang's own formula, completion tokens / verify calls (as meta_info "
-        "spec_accept_length), is details.accept_len_engine. Without the verify counter (SGLang < 0.5.13) the "
+        "spec_accept_length), is details.accept_len_engine. Without sglang:num_requests_total no accept_len (the "
+        "counters give SGLang's own only, details.accept_len_engine; a counter comes before a gauge). Without "
+        "the verify counter (SGLang < 0.5.13) the "
         "sglang:spec_accept_length gauges: per DP group the mean of the non-zero samples during and at the "
         "end of the window, groups weighted by verify rate (gen_throughput / accept length)."
     ),
@@ -152,6 +154,15 @@ def derive(window: PromWindow, after: PromSnapshot, generated: float | None, ver
     elif verifies and generated is not None and finished is not None:
         window.accept_len = (generated - finished) / verifies
         source = "counters"
+    elif verifies and generated is not None:
+        # No sglang:num_requests_total: the counters give SGLang's own accept length (completion tokens / verify
+        # calls, details.accept_len_engine, exact) but not the committed one, which leaves out each request's
+        # prefill token. A counter in any definition comes before a gauge: no accept_len from the gauges.
+        window.details.setdefault("no_figure", {})["accept_len"] = (
+            "no sglang:num_requests_total counter: the committed accept length, (d(generation_tokens) - "
+            "d(num_requests)) / d(spec_verify_calls), is not known; SGLang's own definition, d(generation_tokens) "
+            "/ d(spec_verify_calls), is details.accept_len_engine (exact), the gauges details.gauge_accept_len"
+        )
     elif gauge_len is not None:
         window.accept_len = gauge_len
         source = "gauges"

@@ -108,9 +108,13 @@ _SGLANG = {
         f"(its spec_accept_length, 'includes bonus token'; {_SGLANG_FILE})"
     ),
     "acceptance_rate": (
-        "SGLang: spec_num_correct_drafts / spec_num_proposed_drafts (older names spec_accepted_drafts / "
-        "spec_proposed_drafts, spec_accept_token_num / spec_draft_token_num), drafts only; proposed = "
-        f"spec_verify_ct x (speculative_num_draft_tokens - 1) ({_SGLANG_FILE}). {TREE_RATE}"
+        "SGLang, drafts committed per draft proposed: (sum of (completion_tokens - 1) - sum of spec_verify_ct) / "
+        "sum of spec_num_proposed_drafts (older names spec_proposed_drafts, spec_draft_token_num), as the "
+        "counters count it (each verify step commits one token of its own and the drafts it keeps); proposed = "
+        f"spec_verify_ct x (speculative_num_draft_tokens - 1) ({_SGLANG_FILE}). SGLang's own spec_accept_rate, "
+        "spec_num_correct_drafts / spec_num_proposed_drafts, also counts drafts accepted past a request's end "
+        "(orchestrator/engines/sglang/overshoot.py): acceptance_rate_engine, and drafts_past_end the difference. "
+        f"{TREE_RATE}"
     ),
     "per_position_acceptance": (
         "SGLang: from spec_correct_drafts_histogram h (h[j] = verify steps that accepted exactly j drafts, "
@@ -150,7 +154,9 @@ def _engine_accept_terms(figures: SpecFigures, steps: int, completion_tokens: in
 
 
 SOURCES: dict[str, ResponseSource] = {
-    name: ResponseSource(DEFINITIONS[name], accept=_accept_terms, engine_accept=_engine_accept_terms)
+    name: ResponseSource(
+        DEFINITIONS[name], accept=_accept_terms, engine_accept=_engine_accept_terms, drafts_past_end=True
+    )
     for name in (SGLANG_SGLEXT, SGLANG_META_INFO)
 }
 
