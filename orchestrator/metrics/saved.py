@@ -52,9 +52,13 @@ def open_end_of_saved_log(engine: str, text: str) -> str | None:
 def parse_saved_log(
     engine: str, text: str | bytes, user_parsers: Sequence[tuple[str, str] | UserParser] = (), *, cut: bool = False
 ) -> WindowMetrics:
-    """``parse_window`` of a saved log, its figures withheld when the log lacks its last interval
-    (:func:`open_end_of_saved_log`; integrity ``open_interval``, ``details.open_end_figures``)."""
+    """``parse_window`` of a saved log, labelled as a sweep's window without responses is (``reconcile_log``), its
+    figures withheld when the log lacks its last interval (:func:`open_end_of_saved_log`; integrity
+    ``open_interval``, ``details.open_end_figures``)."""
     wm = parse_window(engine, text, user_parsers, cut=cut)
+    # No responses beside a saved log: the engine labels what its lines count that was not committed as a sweep
+    # without responses does (SGLang: drafts past a request's end, overshoot.py label_log), one rule everywhere.
+    get_engine(engine).reconcile_log(wm, {})
     plain = plain_log(text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text)
     detail = open_end_of_saved_log(engine, plain)
     if detail is not None and "lost_lines" not in wm.integrity.names():

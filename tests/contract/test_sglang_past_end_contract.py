@@ -259,3 +259,14 @@ def test_one_definition_per_figure_in_every_source_before_any_sweep(past_end: di
     assert prom.accept_len is None and prom.details["accept_len_source"] is None
     assert prom.details["accept_len_engine"] == pytest.approx(CAP / 4)  # SGLang's own, from the counters
     assert "num_requests_total" in prom.details["no_figure"]["accept_len"]
+
+
+def test_specsweep_parse_labels_the_log_as_a_sweep_without_responses_does(past_end: dict[str, Any]) -> None:
+    from orchestrator.metrics.saved import parse_saved_log
+
+    saved = parse_saved_log("sglang", journal(past_end))
+    swept = parse_window("sglang", journal(past_end), version=CURRENT)
+    get_engine("sglang").reconcile_log(swept, {})
+    assert saved.exactness["accept_len"]["kind"] == swept.exactness["accept_len"]["kind"] == "bounded"
+    assert saved.exactness["accept_len"]["bounds"] == swept.exactness["accept_len"]["bounds"]
+    assert "max_new_tokens" in saved.exactness["accept_len"]["note"]

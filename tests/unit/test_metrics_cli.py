@@ -38,7 +38,9 @@ def test_json_output(app: typer.Typer) -> None:
     assert (data["lines_matched"], data["lines_skipped"], data["lines_duplicate"]) == (3, 0, 9)
     assert data["accept_len"] == pytest.approx(3.5)  # an estimate within the bounds the lines allow:
     assert data["exactness"]["accept_len"]["kind"] == "bounded"
-    assert data["exactness"]["accept_len"]["bounds"] == pytest.approx([2.995, 4.005])
+    # the printed 3.00 .. 4.00 (± 0.005) above, and below down to 1: without responses a saved SGLang log may count
+    # drafts past a request's end, as a sweep without responses says (orchestrator/engines/sglang/overshoot.py)
+    assert data["exactness"]["accept_len"]["bounds"] == pytest.approx([1.0, 4.005])
     assert len(data["samples"]) == 3
     assert data["samples"][0]["kind"] == "sglang_decode"
 
