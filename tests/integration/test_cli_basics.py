@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 from orchestrator import __version__
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT, timeout=scaled(120)
     )
 
 

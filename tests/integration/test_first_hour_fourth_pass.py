@@ -25,6 +25,7 @@ from tests.reliability.harness import (
     run_dirs,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("first_hour_fourth_pass")]
 
@@ -102,7 +103,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
 def _executed_notebook(run_dir: Path, out: Path) -> str:
     """The shipped notebook executed by papermill on ``run_dir``: its every cell's text output, joined."""
     command = [sys.executable, "-m", "papermill", str(NOTEBOOK), str(out), "-p", "RUN_DIR", str(run_dir)]
-    proc = subprocess.run([*command, "--log-level", "ERROR"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([*command, "--log-level", "ERROR"], capture_output=True, text=True, timeout=scaled(600))
     assert proc.returncode == 0, proc.stderr[-3000:]
     texts = []
     for cell in json.loads(out.read_text())["cells"]:
@@ -390,7 +391,7 @@ def test_the_host_lock_is_the_servers_port_not_the_experiments_name(tmp_path: Pa
         refused = run_cli("sweep", str(other), "--results", str(tmp_path / "results-other"), env=env, timeout=300)
         assert running.poll() is None, "the first sweep ended before the others ran"
         os.kill(running.pid, signal.SIGINT)
-        running.communicate(timeout=120)
+        running.communicate(timeout=scaled(120))
     assert beside.returncode == 0, beside.stdout + beside.stderr
     assert refused.returncode != 0, refused.stdout + refused.stderr
     assert "lock" in refused.stderr and "Traceback" not in refused.stderr, refused.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from tests.integration.test_first_hour_cli import _simulator, narrow
 from tests.reliability.harness import run_cli
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -359,7 +360,7 @@ def test_latest_is_the_same_run_for_the_cli_and_the_notebook_from_a_project_subd
     env.pop("SPECSWEEP_RESULTS", None)
     env.pop("SPECSWEEP_RUN", None)
     proc = subprocess.run(cli_command("ls"), cwd=project / "notebooks", env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=scaled(120))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     said = "".join(proc.stdout.split())  # the path may be wrapped at 80 columns
     assert "".join(f"1 sweep or search run(s) under {project / 'results'}".split()) in said, proc.stdout
@@ -528,7 +529,9 @@ def test_report_latest_where_no_results_are_names_the_results_beside_an_experime
     env = narrow(tmp_path)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(cli_command(*args), cwd=project, env=env, capture_output=True, text=True, timeout=180)
+        return subprocess.run(
+            cli_command(*args), cwd=project, env=env, capture_output=True, text=True, timeout=scaled(180)
+        )
 
     hint = "runs are under sub/results: --results sub/results, or give the experiment file"
     for args in (("report", "latest"), ("recommend", "latest")):

@@ -38,6 +38,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("one_answer")]
 pytest.importorskip("papermill")
@@ -190,7 +191,7 @@ def _executed_notebooks(run_dirs: list[Path], where: Path) -> dict[Path, Path]:
     executed = {}
     for run_dir, (out, proc) in procs.items():
         try:
-            _stdout, stderr = proc.communicate(timeout=600)
+            _stdout, stderr = proc.communicate(timeout=scaled(600))
         finally:
             if proc.poll() is None:
                 proc.kill()
