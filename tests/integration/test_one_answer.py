@@ -106,7 +106,10 @@ def _failing(port: int) -> dict[str, Any]:
         "flaky": "--algorithm linear --draft-tokens 2 --fault http-500-rate=0.5",
     }
     load = {"concurrency": [2], "warmup": 1, "requests": 12, "max_tokens": 16}
-    return local_experiment("failing", port, variants, baselines=["autoregressive"], load=load)
+    # A step of at least 20 ms: each answer's tokens come in several reads whatever the machine's speed, so each
+    # request has a decode time above 0 and the degraded point a per-user rate. At the tiny profile's own pace
+    # (about 1 ms a step) a busy client read a whole answer at once, and the point had no per_user_tok_s.
+    return local_experiment("failing", port, variants, baselines=["autoregressive"], load=load, itl_ms=20)
 
 
 def _killed(port: int) -> dict[str, Any]:
