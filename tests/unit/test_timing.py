@@ -10,7 +10,11 @@ from tests.timing import ENV, MAX_MEASURED, scaled, time_scale
 
 @pytest.mark.parametrize(
     ("given", "factor"),
-    [pytest.param("1", 1.0, id="one"), pytest.param("4.5", 4.5, id="fraction"), pytest.param(" 12 ", 12.0, id="spaces")],
+    [
+        pytest.param("1", 1.0, id="one"),
+        pytest.param("4.5", 4.5, id="fraction"),
+        pytest.param(" 12 ", 12.0, id="spaces"),
+    ],
 )
 def test_the_variable_sets_the_factor(monkeypatch: pytest.MonkeyPatch, given: str, factor: float) -> None:
     monkeypatch.setenv(ENV, given)
