@@ -72,6 +72,8 @@ def points_table(answer: Answer, width: int) -> RenderableType:
     points = answer.points
     pooled = len({p.host for p in points}) > 1
     counts = answer.counts
+    from orchestrator.analysis.answer import findings_text
+
     findings = answer.finding_counts()
     all_ok = counts.failed == 0 and counts.skipped == 0 and counts.degraded == 0
     columns: list[Column] = []
@@ -108,8 +110,7 @@ def points_table(answer: Answer, width: int) -> RenderableType:
         + (f", {counts.degraded} degraded, {counts.failed} failed, {counts.skipped} skipped" if not all_ok else "")
         + (" (degraded: too many requests lost; not ranked)" if counts.degraded and not answer.rank_degraded else "")
         + ("; * baseline" if any(p.baseline for p in points) else "")
-        + "; findings: "
-        f"{findings['error']} errors, {findings['warning']} warnings, {findings['info']} notes (report.md, checks.json)"
+        + f"; findings: {findings_text(findings)} (report.md, checks.json)"
     )
     analysis = answer.analysis  # the run's name and id
     return fit_table(

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from orchestrator import __version__
-from orchestrator.analysis.answer import Answer
+from orchestrator.analysis.answer import Answer, findings_text
 from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
@@ -366,8 +366,7 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
         css = "error" if counts["error"] else "warning"
         blocks.append(
             Paragraph(
-                f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) "
-                f"({len(made.findings)} findings, grouped by check and configuration below).",
+                f"{findings_text(counts)} ({len(made.findings)} findings, grouped by check and configuration below).",
                 css,
             )
         )

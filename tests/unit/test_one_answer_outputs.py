@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from orchestrator.analysis.answer import ANSWER_FILE, Answer, Counts, Figure, answer
+from orchestrator.analysis.answer import ANSWER_FILE, Answer, Counts, Figure, answer, findings_text
 from orchestrator.cli.commands import ls as ls_command
 from orchestrator.cli.commands.sweep import EXIT_POINTS_FAILED, EXIT_STOPPED, _json_summary, outcome
 from orchestrator.cli.summary import OneLine, summary_renderables
@@ -166,7 +166,7 @@ def test_the_report_shows_the_answers_counts_figures_intervals_and_winners(run: 
     made = _planted(run)
     markdown = to_markdown(report_blocks(made, {}, run))
     assert "7 points ok, 5 degraded, 3 failed, 2 skipped; 99 points planned." in markdown
-    assert "11 error(s), 12 warning(s), 13 note(s)" in markdown
+    assert "11 errors, 12 warnings, 13 notes" in markdown
     for lv in made.loads:
         assert f"{lv.load_label}: slow is fastest at 4321.0 ± 21.0 tok/s" in markdown, markdown
     assert "| C=1 | slow | 4,321.0 | 4,300.0 … 4,342.0 |" in markdown, markdown  # the winners table
@@ -233,3 +233,22 @@ def test_ls_of_a_run_whose_answer_cannot_be_made_shows_no_counts(
     assert (shown["ok"], shown["degraded"], shown["failed"]) == (None, None, None)
     assert shown["counts_error"] == "no answer: planted: the answer cannot be made"
     assert ls_command._count(shown["ok"]) == "-"
+
+
+@pytest.mark.parametrize(
+    ("counts", "said"),
+    [
+        pytest.param({"error": 2, "warning": 1, "info": 0}, "2 errors, 1 warning, 0 notes", id="one-warning"),
+        pytest.param({"error": 1, "warning": 0, "info": 1}, "1 error, 0 warnings, 1 note", id="one-each"),
+        pytest.param({}, "0 errors, 0 warnings, 0 notes", id="none"),
+    ],
+)
+def test_finding_counts_are_said_in_the_singular_when_there_is_one(counts: dict[str, int], said: str) -> None:
+    """``findings: 2 errors, 1 warnings`` was the ending's (issue 59, item 7); every output says it alike."""
+    assert findings_text(counts) == said
+
+
+def test_the_ending_and_the_report_say_one_warning_in_the_singular(run: Path) -> None:
+    made = dataclasses.replace(_planted(run), findings_by_severity={"error": 2, "warning": 1, "info": 1})
+    assert "findings: 2 errors, 1 warning, 1 note (report.md" in _ending(made)
+    assert "2 errors, 1 warning, 1 note (" in to_markdown(report_blocks(made, {}, run))
