@@ -280,7 +280,11 @@ def lossless_lines(answer: Answer) -> list[str]:
     lines: list[str] = []
     for host in answer.lossless:
         lines.append(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}")
-        lines += [f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}" for v in host.configs]
+        # The verdict word once: ``ngram(k=2): lossless: each of ...`` (it read ``lossless ngram(k=2): lossless:``).
+        lines += [
+            f"  {escape(v.config)}: [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}]{escape(v.detail())}"
+            for v in host.configs
+        ]
     return lines
 
 
