@@ -252,3 +252,13 @@ def test_the_ending_and_the_report_say_one_warning_in_the_singular(run: Path) ->
     made = dataclasses.replace(_planted(run), findings_by_severity={"error": 2, "warning": 1, "info": 1})
     assert "findings: 2 errors, 1 warning, 1 note (report.md" in _ending(made)
     assert "2 errors, 1 warning, 1 note (" in to_markdown(report_blocks(made, {}, run))
+
+
+def test_report_md_has_one_output_throughput_table_and_one_of_time_to_first_token(run: Path) -> None:
+    """report.md showed every point's throughput twice, with its interval and then bare (issue 59, item 7):
+    a figure with its interval is one table."""
+    markdown = to_markdown(report_blocks(_planted(run), {}, run))
+    captions = [line for line in markdown.splitlines() if line.startswith("_") and line.endswith("_")]
+    throughput = [c for c in captions if c.startswith("_Output throughput")]
+    assert len(throughput) == 1 and "± half its 95% interval" in throughput[0], captions
+    assert len([c for c in captions if c.startswith("_Time to first token, p50")]) <= 1, captions
