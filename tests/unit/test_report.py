@@ -325,4 +325,3 @@ def test_summary_csv_writes_counts_and_parameters_as_whole_numbers() -> None:
         cells = [row[column] for row in rows if row[column]]
         assert cells and all(cell.isdigit() for cell in cells), (column, cells)
     assert any(row["output_tok_s"] and "." in row["output_tok_s"] for row in rows)  # figures stay as they were
-
