@@ -19,7 +19,8 @@ then from the project's root.
 A run without records (killed before its first point, a playbook of checks only) is refused with one line
 (:class:`NotebookRunError`: the notebook shows its message, not a traceback), as ``specsweep report`` refuses it.
 
-Tables show two decimals (``pandas`` display precision), which is what the figures are good for.
+Tables show two decimals (``pandas`` display precision), which is what the figures are good for, and every cell
+whole (no ``display.max_colwidth``: findings and tie lists were cut at 50 characters).
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ def setup(run_dir: str | Path | None = None, *, precision: int = 2) -> Path:
 
     pd.set_option("display.precision", precision)
     pd.set_option("display.max_columns", 200)
+    pd.set_option("display.max_colwidth", None)  # a finding or a tie list whole, not cut at 50 characters
     return choose_run(run_dir)
 
 

@@ -318,7 +318,9 @@ def winners_table(made: Answer) -> pd.DataFrame:
     }
     if len(_hosts(made.analysis)) > 1:
         columns = {"host": "host", **columns}
-    return best[[c for c in columns if c in best.columns]].rename(columns=columns)
+    # A ratio no winner has (× linear in a run without a linear baseline) is left out, not a column of NaN.
+    empty = {c for c in _WINNER_FIGURES if c in best.columns and best[c].isna().all()}
+    return best[[c for c in columns if c in best.columns and c not in empty]].rename(columns=columns)
 
 
 def interval_table(made: Answer, figure: str) -> pd.DataFrame:
