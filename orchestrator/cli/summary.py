@@ -182,18 +182,17 @@ def best_table(answer: Answer, width: int) -> RenderableType:
             cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
         rows.append(cells)
     basis = f"; {', '.join(bases)}" if bases else ""
-    notes = [
-        "tied with: not told apart from the best" if any(lv.tied for lv in loads) else "",
-        "over: the ones it beats" if any(lv.beats for lv in loads) else "",
-        "margin: best / runner-up - 1" if any(lv.runner_up for lv in loads) else "",
+    legends = [
+        ("tied with", "tied with: not told apart from the best") if any(lv.tied for lv in loads) else ("", ""),
+        ("over", "over: the ones it beats") if any(lv.beats for lv in loads) else ("", ""),
+        ("margin", "margin: best / runner-up - 1") if any(lv.runner_up for lv in loads) else ("", ""),
     ]
-    caption = "; ".join(n for n in notes if n) or None
     return fit_table(
         columns,
         rows,
         width,
         title=f"best configuration at each load (by {answer.metric}{basis})",
-        caption=caption,
+        legends=[(header, text) for header, text in legends if text],
     )
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import io
 import itertools
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -262,3 +263,20 @@ def test_report_md_has_one_output_throughput_table_and_one_of_time_to_first_toke
     throughput = [c for c in captions if c.startswith("_Output throughput")]
     assert len(throughput) == 1 and "± half its 95% interval" in throughput[0], captions
     assert len([c for c in captions if c.startswith("_Time to first token, p50")]) <= 1, captions
+
+
+def test_the_margins_legend_is_said_only_under_a_table_that_shows_the_margin(run: Path) -> None:
+    """``margin: best / runner-up - 1`` was printed under a best table narrow enough to leave its margin column
+    out (issue 59, item 6): each legend is said only for a column the table keeps."""
+    from orchestrator.cli.summary import best_table
+
+    made = _planted(run)
+    said: dict[bool, int] = {}
+    for width in range(160, 19, -4):
+        console = Console(width=width, file=io.StringIO(), color_system=None, force_terminal=False)
+        console.print(best_table(made, width))
+        text = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
+        dropped = re.search(r"left out at this width: [^(]*\bmargin\b", text) is not None
+        assert ("margin: best / runner-up - 1" in text) is not dropped, (width, text)
+        said[dropped] = width
+    assert set(said) == {True, False}, said  # both cases were met
