@@ -422,7 +422,8 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
     ):
         if not table.empty:
             blocks.append(Table(tables.formatted(table), caption))
-            with_interval.add(figure)
+            if figure:
+                with_interval.add(figure)
     for figure, table, caption, kind in (
         ("throughput", tables.throughput_table(made), f"Output throughput ({made.metric}, tokens/s)", ""),
         ("", tables.speedup_table(made, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
@@ -437,7 +438,7 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
         ("", tables.latency_table(made, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
         ("", tables.latency_table(made, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
     ):
-        if figure in with_interval:
+        if figure and figure in with_interval:
             continue
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))

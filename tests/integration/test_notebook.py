@@ -66,7 +66,7 @@ def run_notebook(run_dir: Path | None, workdir: Path, *, papermill: bool = False
         _parameter_cell(notebook).source = f"RUN_DIR = {str(run_dir)!r}"
     client = nbclient.NotebookClient(
         notebook,
-        timeout=scaled(300),
+        timeout=round(scaled(300)),  # nbclient takes whole seconds
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
     )

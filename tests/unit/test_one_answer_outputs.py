@@ -258,11 +258,18 @@ def test_the_ending_and_the_report_say_one_warning_in_the_singular(run: Path) ->
 def test_report_md_has_one_output_throughput_table_and_one_of_time_to_first_token(run: Path) -> None:
     """report.md showed every point's throughput twice, with its interval and then bare (issue 59, item 7):
     a figure with its interval is one table."""
-    markdown = to_markdown(report_blocks(_planted(run), {}, run))
+    made = _planted(run)
+    # Every figure of the three with an interval has one (the accept length too: its plain table stays).
+    accept = Figure(value=2.5, lo=2.4, hi=2.6, se=0.05, source="client", exactness="exact")
+    made = dataclasses.replace(made, points=[dataclasses.replace(p, figures={**p.figures, "accept_len": accept})
+                                             for p in made.points])  # fmt: skip
+    markdown = to_markdown(report_blocks(made, {}, run))
     captions = [line for line in markdown.splitlines() if line.startswith("_") and line.endswith("_")]
     throughput = [c for c in captions if c.startswith("_Output throughput")]
     assert len(throughput) == 1 and "± half its 95% interval" in throughput[0], captions
     assert len([c for c in captions if c.startswith("_Time to first token, p50")]) <= 1, captions
+    for kept in ("_Speedup over AR", "_Accept length (tokens per verify step", "_Inter-token latency, p50"):
+        assert any(c.startswith(kept) for c in captions), (kept, captions)  # the tables without an interval stay
 
 
 def test_the_margins_legend_is_said_only_under_a_table_that_shows_the_margin(run: Path) -> None:
