@@ -50,10 +50,15 @@ def test_the_notebook_shows_margins_as_percentages_and_cells_whole() -> None:
             assert cells["margin"] == f"{row['margin']:+.1%}", cells["margin"]
             assert isinstance(row["margin"], float)  # the JSON keeps the fraction
     assert any(row["margin"] is not None for row in loads.rows)
-    with pd.option_context("display.max_colwidth", 50, "display.precision", 6, "display.max_columns", 20):
-        notebook.setup(RUN)
-        long = "a finding whose advice runs well past fifty characters, as findings do, to its end"
-        assert long in repr(pd.DataFrame({"what": [long]}))
+    long = "a finding whose advice runs well past fifty characters, as findings do, to its end"
+    table = pd.DataFrame({"what": [long]})
+    assert long not in repr(table)  # pandas' own display cuts it at 50 characters
+    shown = notebook.whole(table)
+    assert long in repr(shown) and long in (shown._repr_html_() or ""), repr(shown)
+    cells = json.loads((Path(__file__).parents[2] / "notebooks" / "sweep-results.ipynb").read_text())["cells"]
+    sources = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    for made_whole in ("findings_by_check", "findings_table", "winners_table"):
+        assert f"notebook.whole(tables.{made_whole}(" in sources, made_whole
 
 
 def test_the_winners_table_leaves_out_a_ratio_no_winner_has() -> None:
