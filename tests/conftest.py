@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine_setup import marker_stages, wait_for
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +47,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     class-scoped fixture (one sweep, one started server) run in one worker, so the fixture is built once and
     not once per worker; a test already in an ``xdist_group`` keeps it. The other tests are dealt freely.
     (tryfirst: xdist's own hook, which reads the marks, runs after this one.)"""
+    _scale_time_limits(items)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None or item.get_closest_marker("xdist_group") is not None:
@@ -57,6 +59,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         )
         if shared:
             item.add_marker(pytest.mark.xdist_group(shared[0]))
+
+
+def _scale_time_limits(items: list[pytest.Item]) -> None:
+    """Each test's pytest-timeout limit (its ``timeout`` mark, else the configured one) multiplied by the machine's
+    time scale (tests/timing.py): a limit guards against a hang, and a busy machine is not one."""
+    from pytest_timeout import get_env_settings
+
+    if not items:
+        return
+    configured = get_env_settings(items[0].config).timeout
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        limit = (mark.args[0] if mark.args else mark.kwargs.get("timeout")) if mark is not None else configured
+        if limit:  # 0 or none: no limit to scale
+            item.add_marker(pytest.mark.timeout(scaled(float(limit))), append=False)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.timing import scaled
+
 __all__ = ["ENV", "STAGES", "Stage", "engine_paths", "marker_stages", "wait_for"]
 
 ENV = "SPECSWEEP_SETUP_DIR"
@@ -72,7 +74,7 @@ def wait_for(name: str, timeout_s: float = WAIT_S) -> Stage | None:
     if name in _settled:
         return _settled[name]
     rc = Path(folder) / f"{name}.rc"
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + scaled(timeout_s)
     while not rc.exists():
         if time.monotonic() >= deadline:
             # Not remembered: a later test may find it ended.

@@ -350,6 +350,21 @@ class Answer:
         }
 
 
+def findings_text(counts: dict[str, int]) -> str:
+    """The counts of findings by severity as every output says them: ``2 errors, 1 warning, 0 notes``."""
+
+    def said(n: int, one: str) -> str:
+        return f"{n} {one}" if n == 1 else f"{n} {one}s"
+
+    return ", ".join(
+        (
+            said(counts.get("error", 0), "error"),
+            said(counts.get("warning", 0), "warning"),
+            said(counts.get("info", 0), "note"),
+        )
+    )
+
+
 def _figures(row: dict[str, Any]) -> dict[str, Figure]:
     out: dict[str, Figure] = {}
     for name, source in FIGURES.items():

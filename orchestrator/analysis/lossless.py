@@ -190,18 +190,26 @@ class ConfigVerdict:
         return sum(1 for p in self.prompts if p.outcome != "unchecked")
 
     def text(self) -> str:
-        """The verdict as one sentence."""
+        """The verdict as one sentence: ``ngram(k=2): lossless: each of 5 answers ...``."""
+        return f"{self.config}: {self.verdict}{self.detail()}"
+
+    def detail(self) -> str:
+        """The sentence after the configuration and the verdict word (``: each of 5 answers equals ...``), with
+        the prompts that could not be compared counted (a flaky configuration's failed answers)."""
+        return self._why() + self._not_compared()
+
+    def _why(self) -> str:
         n = self.compared
         if self.verdict == "lossy":
             bad = [p for p in self.prompts if p.outcome == "lossy"]
-            return f"{self.config}: lossy beyond the baseline's own variance: " + "; ".join(p.why for p in bad)
+            return " beyond the baseline's own variance: " + "; ".join(p.why for p in bad)
         if self.verdict == "inconclusive":
             if not n:
-                return f"{self.config}: inconclusive: no answer could be compared with the baseline's"
+                return ": no answer could be compared with the baseline's"
             unsure = [p for p in self.prompts if p.outcome == "inconclusive"]
-            return f"{self.config}: inconclusive: " + "; ".join(p.why for p in unsure)
+            return ": " + "; ".join(p.why for p in unsure)
         if self.exact:
-            return f"{self.config}: lossless: each of {n} answers equals one of the baseline's"
+            return f": each of {n} answers equals one of the baseline's"
         within = [p for p in self.prompts if p.outcome in ("within_variance", "near_tie")]
         where = (
             "none before the baseline differs from itself"
@@ -209,9 +217,15 @@ class ConfigVerdict:
             else "each where the baseline differs from itself or at a near tie of its own"
         )
         return (
-            f"{self.config}: lossless within the baseline's own variance: {len(within)} of {n} answers differ "
+            f" within the baseline's own variance: {len(within)} of {n} answers differ "
             f"from the baseline's, {where} (" + "; ".join(p.why for p in within) + ")"
         )
+
+    def _not_compared(self) -> str:
+        unchecked = self.count("unchecked")
+        if not unchecked or not self.compared:  # none compared: the verdict's own sentence says so
+            return ""
+        return f"; {unchecked} of {len(self.prompts)} prompts not compared (their answers failed or are missing)"
 
     def to_dict(self) -> dict[str, Any]:
         return {

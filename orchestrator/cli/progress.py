@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -60,6 +61,10 @@ class SweepProgress:
         self._loading_said: dict[str, float] = {}
         self._total = 0
         self._done = 0
+        # The count the last point line showed, and the points it had counted (configuration, load): a line
+        # whose measurement counts no new point says why its counter did not move.
+        self._shown_done: int | None = None
+        self._counted: set[tuple[str, str]] = set()
         self._run_dir: str | None = None
         # A new run's directory, said once the run holds its host (its first event after the start and the
         # notices): a sweep the host's lock refuses removes its empty directory, which it must not have named.
@@ -201,6 +206,7 @@ class SweepProgress:
         if isinstance(event, SweepStarted):
             self._total = event.total_points
             self._done = event.total_points - event.pending_points
+            self._shown_done = self._done
             self._run_dir = event.run_dir
         if isinstance(event, PointFinished):
             self._done = event.points_complete  # points, as the answer counts them (not measurements)
@@ -305,6 +311,23 @@ class SweepProgress:
 
     # -- outside a terminal: one line per event ---------------------------------------------------------
 
+    def _counter_note(self, event: PointFinished) -> str:
+        """Why the ``[n/N]`` of this line did not move, or nothing: the counter counts points as the answer does
+        (a configuration at a load, its repeats and restarts combined), so a repeat measured before the others,
+        or a point measured again (a later round of a search or of ``load.decide``), adds none. It read ``[0/10]``
+        twice across repeats and ``[20/20]`` three times on a search, and said nothing of why."""
+        label = re.sub(r" \[restart \d+\]$", "", self._labels.get(event.deployment_id, ""))
+        key = (label, re.sub(r" #\d+$", "", event.label))
+        before, self._shown_done = self._shown_done, self._done
+        if before is None or self._done > before:
+            self._counted.add(key)
+            return ""
+        if event.status == "skipped":
+            return ""
+        if key in self._counted:
+            return "; a point counted already, measured again"
+        return "; the point counts once all its measurements are done"
+
     def _point_text(self, event: PointFinished) -> str:
         """``ddtree(budget=7, topk=1) C=4: 356.4 tok/s, accept len 3.36`` (rich markup, user text escaped)."""
         label = self._labels.get(event.deployment_id, "")
@@ -405,7 +428,11 @@ class SweepProgress:
             say(f"[red]{prefix}{escape(event.label)}: did not start: {escape(event.reason)}[/red]")
         elif isinstance(event, PointFinished):
             where = f"[{self._done}/{self._total}] " if self._total else ""
-            say(f"{prefix}{escape(where)}{self._point_text(event)} (ETA {format_duration(event.eta_seconds)})")
+            why = self._counter_note(event)
+            say(
+                f"{prefix}{escape(where)}{self._point_text(event)} "
+                f"(ETA {format_duration(event.eta_seconds)}{escape(why)})"
+            )
         elif isinstance(event, HostRestored):
             say(f"{prefix}host restored")
         elif isinstance(event, Notice):

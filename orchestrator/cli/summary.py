@@ -72,6 +72,8 @@ def points_table(answer: Answer, width: int) -> RenderableType:
     points = answer.points
     pooled = len({p.host for p in points}) > 1
     counts = answer.counts
+    from orchestrator.analysis.answer import findings_text
+
     findings = answer.finding_counts()
     all_ok = counts.failed == 0 and counts.skipped == 0 and counts.degraded == 0
     columns: list[Column] = []
@@ -108,8 +110,7 @@ def points_table(answer: Answer, width: int) -> RenderableType:
         + (f", {counts.degraded} degraded, {counts.failed} failed, {counts.skipped} skipped" if not all_ok else "")
         + (" (degraded: too many requests lost; not ranked)" if counts.degraded and not answer.rank_degraded else "")
         + ("; * baseline" if any(p.baseline for p in points) else "")
-        + "; findings: "
-        f"{findings['error']} errors, {findings['warning']} warnings, {findings['info']} notes (report.md, checks.json)"
+        + f"; findings: {findings_text(findings)} (report.md, checks.json)"
     )
     analysis = answer.analysis  # the run's name and id
     return fit_table(
@@ -181,18 +182,17 @@ def best_table(answer: Answer, width: int) -> RenderableType:
             cells.append(Text(", ".join(sorted(set(checks))) or "-", style="red" if checks else ""))
         rows.append(cells)
     basis = f"; {', '.join(bases)}" if bases else ""
-    notes = [
-        "tied with: not told apart from the best" if any(lv.tied for lv in loads) else "",
-        "over: the ones it beats" if any(lv.beats for lv in loads) else "",
-        "margin: best / runner-up - 1" if any(lv.runner_up for lv in loads) else "",
+    legends = [
+        ("tied with", "tied with: not told apart from the best") if any(lv.tied for lv in loads) else ("", ""),
+        ("over", "over: the ones it beats") if any(lv.beats for lv in loads) else ("", ""),
+        ("margin", "margin: best / runner-up - 1") if any(lv.runner_up for lv in loads) else ("", ""),
     ]
-    caption = "; ".join(n for n in notes if n) or None
     return fit_table(
         columns,
         rows,
         width,
         title=f"best configuration at each load (by {answer.metric}{basis})",
-        caption=caption,
+        legends=[(header, text) for header, text in legends if text],
     )
 
 
@@ -279,7 +279,11 @@ def lossless_lines(answer: Answer) -> list[str]:
     lines: list[str] = []
     for host in answer.lossless:
         lines.append(f"[bold]lossless[/bold] on {escape(host.host)}: {escape(host.baseline_text())}")
-        lines += [f"  [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}] {escape(v.text())}" for v in host.configs]
+        # The verdict word once: ``ngram(k=2): lossless: each of ...`` (it read ``lossless ngram(k=2): lossless:``).
+        lines += [
+            f"  {escape(v.config)}: [{style[v.verdict]}]{v.verdict}[/{style[v.verdict]}]{escape(v.detail())}"
+            for v in host.configs
+        ]
     return lines
 
 

@@ -79,11 +79,14 @@ def fit_table(
     show_edge: bool = False,
     sections: Sequence[int] = (),
     wrap_above: int = 50,
+    legends: Sequence[tuple[str, str]] = (),
 ) -> Table:
     """A rich Table of ``rows`` under ``columns`` that fits ``width`` without cutting a cell (module docstring).
 
     ``sections``: row indexes after which a section ends (a blank line between groups of rows). An optional
-    column with nothing in it (every cell empty or ``-``) is left out.
+    column with nothing in it (every cell empty or ``-``) is left out. ``legends``: (column header, what it
+    means), said in the caption, joined by ``; ``, only for the columns the table keeps (a legend of a margin
+    under a table that left its margin out explained nothing).
     """
     padding = 1
     empty = {
@@ -125,7 +128,9 @@ def fit_table(
             spare += cut
             if spare >= 0:
                 break
-    notes = [caption] if caption else []
+    kept = {columns[i].header for i in keep}
+    legend = "; ".join(text for header, text in legends if header in kept)
+    notes = [n for n in (caption, legend) if n]
     if dropped:
         notes.append(f"left out at this width: {', '.join(reversed(dropped))} (--json has every figure)")
     # A caption or title wider than the columns widens the table (up to ``width``) instead of wrapping into a

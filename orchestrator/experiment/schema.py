@@ -285,15 +285,13 @@ def parse_experiment(data: Any, positions: Positions, file: str, *, read_secrets
         fields = error_from_validation(exc, data, positions, file, root=Experiment)
         # The checks across sections (variants, baselines, placeholders) too, on the file without the values
         # just refused: every error at once, not a second batch once the first is fixed.
-        beyond = [_config_error(found, positions, file) for found in _problems_despite(exc, data)]
+        beyond = [_config_error(found, positions, file) for found in _problems_despite(exc, data, file)]
         raise (with_problems([*problems_of(fields), *beyond]) if beyond else fields) from None
     except (RecursionError, TypeError, OverflowError) as exc:
         raise ConfigError(f"cannot validate: {type(exc).__name__}: {exc}", file=file) from None
-    problems = _semantic_problems(exp) + log_file_problems(exp, file)
-    if not problems:
-        from orchestrator.experiment.workloads import check_workloads
-
-        problems += [_Problem(path, message) for path, message in check_workloads(exp, Path(file).parent)]
+    # Every check of a validated file at once: a prompt set that does not exist beside a matrix key no template
+    # uses (validate reported the third typo only once the first two were fixed).
+    problems = _semantic_problems(exp) + log_file_problems(exp, file) + _workload_problems(exp, file)
     if not problems and read_secrets:
         try:
             _read_secrets(exp, data, Path(file).parent)
@@ -309,7 +307,14 @@ def _config_error(found: _Problem, positions: Positions, file: str) -> ConfigErr
     return ConfigError(found.message, file=file, line=line, column=column, key=".".join(str(p) for p in found.path))
 
 
-def _problems_despite(exc: ValidationError, data: dict[str, Any]) -> list[_Problem]:
+def _workload_problems(exp: Experiment, file: str) -> list[_Problem]:
+    """The prompt sets and workloads of ``exp`` that cannot be read (orchestrator/experiment/workloads.py)."""
+    from orchestrator.experiment.workloads import check_workloads
+
+    return [_Problem(path, message) for path, message in check_workloads(exp, Path(file).parent)]
+
+
+def _problems_despite(exc: ValidationError, data: dict[str, Any], file: str) -> list[_Problem]:
     """The checks across sections of ``data`` with every value pydantic refused left out (a default stands in
     where there is one); none when a required key is missing or the rest does not validate, and none under a
     list that lost an element (its indexes moved)."""
@@ -339,7 +344,7 @@ def _problems_despite(exc: ValidationError, data: dict[str, Any]) -> list[_Probl
     lists = {p[:-1] for p in removed if isinstance(p[-1], int)}
     return [
         found
-        for found in _semantic_problems(exp)
+        for found in _semantic_problems(exp) + _workload_problems(exp, file)
         if not any(tuple(found.path[: len(p)]) == p for p in [*removed, *lists])
     ]
 

@@ -34,7 +34,7 @@ class AnswerView:
     def frame(self) -> pd.DataFrame:
         import pandas as pd
 
-        shown = [{k: (", ".join(v) if isinstance(v, list) else v) for k, v in row.items()} for row in self.rows]
+        shown = [{k: _cell(k, v) for k, v in row.items()} for row in self.rows]
         # A column no row has a value in (goodput in a run without its limits) is left out of the table.
         return pd.DataFrame(shown).dropna(axis="columns", how="all")
 
@@ -48,6 +48,19 @@ class AnswerView:
 
     def _repr_json_(self) -> dict[str, Any]:
         return {"answer": self.kind, "text": self.text, "rows": self.rows}
+
+
+#: Columns whose figure is a fraction, shown as a percentage (a margin of 0.0131 read ``0.01`` at two decimals).
+PERCENT_COLUMNS = frozenset({"margin", "margin_lo", "margin_hi"})
+
+
+def _cell(column: str, value: Any) -> Any:
+    """A row's value as the table shows it (the rows keep it as the answer has it)."""
+    if isinstance(value, list):
+        return ", ".join(value)
+    if column in PERCENT_COLUMNS and isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        return f"{value:+.1%}"
+    return value
 
 
 def counts_view(answer: Answer) -> AnswerView:

@@ -27,7 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from orchestrator import __version__
-from orchestrator.analysis.answer import Answer
+from orchestrator.analysis.answer import Answer, findings_text
 from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
 from orchestrator.analysis.result import Analysis, analyse
@@ -373,8 +373,7 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
         css = "error" if counts["error"] else "warning"
         blocks.append(
             Paragraph(
-                f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) "
-                f"({len(made.findings)} findings, grouped by check and configuration below).",
+                f"{findings_text(counts)} ({len(made.findings)} findings, grouped by check and configuration below).",
                 css,
             )
         )
@@ -410,30 +409,44 @@ def report_blocks(made: Answer, figures: dict[str, tuple[Path, str]], base: Path
 
     blocks.append(Heading("Tables"))
     level = f"{made.confidence:.0%}"
-    for table, caption in (
+    sources = tables.accept_sources_note(made)
+    # A figure with its interval is one table; its plain table only where it has none (report.md had two
+    # "Output throughput" tables, the same numbers twice). The accept length keeps both: the plain one says
+    # each figure's source and exactness.
+    with_interval: set[str] = set()
+    for figure, table, caption in (
         (
+            "throughput",
             tables.interval_table(made, made.metric),
             f"Output throughput ({made.metric}, tokens/s) ± half its {level} interval",
         ),
-        (tables.interval_table(made, "accept_len"), f"Accept length ± half its {level} interval"),
-        (tables.interval_table(made, "ttft_ms_p50"), f"Time to first token, p50 (ms) ± half its {level} interval"),
+        ("", tables.interval_table(made, "accept_len"), f"Accept length ± half its {level} interval"),
+        (
+            "ttft",
+            tables.interval_table(made, "ttft_ms_p50"),
+            f"Time to first token, p50 (ms) ± half its {level} interval",
+        ),
     ):
         if not table.empty:
             blocks.append(Table(tables.formatted(table), caption))
-    for table, caption, kind in (
-        (tables.throughput_table(made), f"Output throughput ({made.metric}, tokens/s)", ""),
-        (tables.speedup_table(made, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
-        (tables.speedup_table(made, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
+            if figure:
+                with_interval.add(figure)
+    for figure, table, caption, kind in (
+        ("throughput", tables.throughput_table(made), f"Output throughput ({made.metric}, tokens/s)", ""),
+        ("", tables.speedup_table(made, "ar"), f"Speedup over AR ({analysis.roles.ar})", "speedup"),
+        ("", tables.speedup_table(made, "linear"), f"Speedup over linear ({analysis.roles.linear})", "speedup"),
         (
+            "",  # kept beside its intervals: it says where each accept length comes from and how exact it is
             tables.accept_table(made),
-            "Accept length (tokens per verify step, bonus included)"
-            + (f", {note}" if (note := tables.accept_sources_note(made)) else ""),
+            "Accept length (tokens per verify step, bonus included)" + (f", {sources}" if sources else ""),
             "accept",
         ),
-        (tables.latency_table(made, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
-        (tables.latency_table(made, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
-        (tables.latency_table(made, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
+        ("ttft", tables.latency_table(made, "ttft_ms_p50"), "Time to first token, p50 (ms)", ""),
+        ("", tables.latency_table(made, "itl_ms_p50"), "Inter-token latency, p50 (ms)", ""),
+        ("", tables.latency_table(made, "tokens_per_joule"), "Output tokens per joule (GPU telemetry)", ""),
     ):
+        if figure and figure in with_interval:
+            continue
         if not table.empty and not table.isna().all().all():
             blocks.append(Table(tables.formatted(table, kind=kind), caption))
     if len(made.pareto) > figs.MAX_FRONT_LABELS:  # the figure labels some of the front: every point here

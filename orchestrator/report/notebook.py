@@ -19,7 +19,8 @@ then from the project's root.
 A run without records (killed before its first point, a playbook of checks only) is refused with one line
 (:class:`NotebookRunError`: the notebook shows its message, not a traceback), as ``specsweep report`` refuses it.
 
-Tables show two decimals (``pandas`` display precision), which is what the figures are good for.
+Tables show two decimals (``pandas`` display precision), which is what the figures are good for; the tables of
+prose (findings, what a winner is tied with) are shown whole (:func:`whole`: they were cut at 50 characters).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 from orchestrator.errors import StoreError
 
-__all__ = ["RUN_ENV", "Note", "NotebookRunError", "choose_run", "or_note", "project_results", "setup"]
+__all__ = ["RUN_ENV", "Note", "NotebookRunError", "Whole", "choose_run", "or_note", "project_results", "setup", "whole"]
 
 RUN_ENV = "SPECSWEEP_RUN"
 _EXAMPLE = Path("tests") / "data" / "runs" / "field-report"
@@ -121,3 +122,29 @@ def or_note(table: Any, note: str) -> Any:
     """``table`` (a DataFrame), or ``note`` when it has no rows: a cell of a run without, say, workloads shows
     a sentence, not ``Empty DataFrame``."""
     return Note(note) if getattr(table, "empty", False) or table is None else table
+
+
+class Whole:
+    """A table shown with every cell whole (pandas cuts a cell at ``display.max_colwidth``, 50 characters: a
+    finding's advice, the configurations a winner is tied with); the raw frame's cells stay cut."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __repr__(self) -> str:
+        import pandas as pd
+
+        with pd.option_context("display.max_colwidth", None):
+            return repr(self.table)
+
+    def _repr_html_(self) -> str | None:
+        import pandas as pd
+
+        with pd.option_context("display.max_colwidth", None):
+            show = getattr(self.table, "_repr_html_", None)
+            return show() if show is not None else None
+
+
+def whole(table: Any) -> Any:
+    """``table`` shown with every cell whole (:class:`Whole`); a :class:`Note` as it is."""
+    return table if isinstance(table, Note) else Whole(table)

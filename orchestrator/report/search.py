@@ -33,6 +33,7 @@ CAPTION = (
 def progress_figure(history: list[dict[str, Any]]) -> Figure | None:
     """Objective against restarts spent (None when the history holds no scored candidate)."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     rows = [r for r in history if not r.get("baseline") and (r.get("score") or {}).get("value") is not None]
     if not rows:
@@ -78,6 +79,7 @@ def progress_figure(history: list[dict[str, Any]]) -> Figure | None:
     if shown:
         ax.step([s[0] for s in shown], [s[1] for s in shown], where="post", color="C2", label="best feasible so far")
     ax.set_xlabel("restarts spent (baselines included)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a restart is whole: no 2.5 between 2 and 3
     ax.set_ylabel(f"{score0.get('figure', 'objective')} ({'higher' if maximise else 'lower'} is better)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="lower right" if maximise else "upper right")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.analysis.answer import FIGURES, Answer
+from orchestrator.analysis.answer import FIGURES, Answer, findings_text
 from orchestrator.analysis.checks import Finding
 from orchestrator.analysis.result import Analysis
 from orchestrator.analysis.statuses import MEASURED
@@ -171,7 +171,7 @@ def run_overview(made: Answer) -> pd.DataFrame:
             f"{statuses.ok} ok, {statuses.degraded} degraded, {statuses.failed} failed, {statuses.skipped} skipped "
             f"({statuses.planned} planned per host)",
         ),
-        ("findings", f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes"),
+        ("findings", findings_text(counts)),
         ("throughput figure", made.metric),
     ]
     return pd.DataFrame(items, columns=["", "value"]).set_index("")
@@ -318,7 +318,9 @@ def winners_table(made: Answer) -> pd.DataFrame:
     }
     if len(_hosts(made.analysis)) > 1:
         columns = {"host": "host", **columns}
-    return best[[c for c in columns if c in best.columns]].rename(columns=columns)
+    # A ratio no winner has (× linear in a run without a linear baseline) is left out, not a column of NaN.
+    empty = {c for c in _WINNER_FIGURES if c in best.columns and best[c].isna().all()}
+    return best[[c for c in columns if c in best.columns and c not in empty]].rename(columns=columns)
 
 
 def interval_table(made: Answer, figure: str) -> pd.DataFrame:
@@ -533,7 +535,33 @@ def summary_table(analysis: Analysis) -> pd.DataFrame:
     columns = [c for c in SUMMARY_COLUMNS[:3] if c in rows.columns]
     columns += [c for c in analysis.param_columns if c in rows.columns]
     columns += [c for c in SUMMARY_COLUMNS[3:] if c in rows.columns]
-    return _with_slots(rows[columns].reset_index(drop=True), rows)
+    table = rows[columns].reset_index(drop=True)
+    # Counts (and a parameter, a concurrency) are whole numbers: a column that also has a point without one
+    # (a failed point's requests, autoregressive's budget) would be floats, ``12.0``; nullable integers say 12.
+    for column in ["load", *analysis.param_columns, *_COUNT_COLUMNS]:
+        if column in table.columns:
+            table[column] = _whole(table[column])
+    return _with_slots(table, rows)
+
+
+#: The summary's columns that count something.
+_COUNT_COLUMNS = ("requests", "errors", "windows")
+
+
+def _whole(values: pd.Series) -> pd.Series:
+    """``values`` as nullable integers where every value present is a whole number (else as they are)."""
+    if values.dtype == object or pd.api.types.is_bool_dtype(values):
+        numbers = pd.to_numeric(values, errors="coerce")
+        if numbers.notna().sum() != values.notna().sum():  # text among them: not a count
+            return values
+    else:
+        numbers = values
+    if not pd.api.types.is_numeric_dtype(numbers) or pd.api.types.is_bool_dtype(numbers):
+        return values
+    present = numbers.dropna()
+    if present.empty or not bool(((present % 1) == 0).all()):
+        return values
+    return numbers.astype("Int64")
 
 
 def failed_points(analysis: Analysis) -> pd.DataFrame:

@@ -289,11 +289,25 @@ def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> 
     figure = _figure(10.5, 3.8)
     axes = figure.subplots(1, 2, squeeze=False)[0]
     for ax, figure_name, title in ((axes[0], "ttft_ms", "time to first token"), (axes[1], "itl_ms", "inter-token")):
+        drawn = 0
         for label in config_order(analysis):
             values = np.sort(at[(at["figure"] == figure_name) & (at["label"] == label)]["value"].to_numpy(float))
-            if values.size:
-                ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=label,
+            # A gap of 0 ms (tokens the client read at once: a busy client reads several chunks in one go) counts
+            # in the share, but has no place on a log axis: each curve starts at its share of such gaps.
+            shares = np.arange(1, values.size + 1) / max(values.size, 1)
+            positive = values > 0
+            if positive.any():
+                ax.step(values[positive], shares[positive], where="post", label=label,
                         color=colours.get(label))  # fmt: skip
+                drawn += 1
+        if not drawn:
+            # Not an empty log axis with limits matplotlib made up: say why there is no curve.
+            ax.text(0.5, 0.5, f"no {title} sample above 0 ms at this load", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9, color="#666666")  # fmt: skip
+            ax.set_xticks([])
+            ax.set_xlabel(f"{title} (ms)", fontsize=10)
+            ax.set_ylabel("share of samples at or below", fontsize=10)
+            continue
         ax.set_xscale("log")
         # Numbers at 1, 2, 3, 5 and 7 of each decade when the latencies span about one (20 to 60 ms had no
         # decade tick in view, and so no number on its axis); fewer per decade the more decades they span, so
@@ -307,7 +321,8 @@ def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> 
         ax.set_xlabel(f"{title} (ms, log scale)", fontsize=10)
         ax.set_ylabel("share of samples at or below", fontsize=10)
         ax.grid(True, alpha=0.3)
-    axes[1].legend(fontsize=7, loc="lower right")
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=7, loc="lower right")
     figure.suptitle(f"{analysis.experiment_name}: latency distributions at {load_label} (every request)", fontsize=12)
     return figure
 

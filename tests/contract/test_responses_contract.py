@@ -37,6 +37,7 @@ from orchestrator.load.spec import response_spec, summarize_spec
 from orchestrator.metrics import response_figures, scrape_delta
 from tests.contract.wheels import engine_sources
 from tests.engine_bodies import SGLANG_N3_COMPLETIONS_BODY, SGLANG_N3_COMPLETIONS_STREAM, SGLANG_N3_SCENARIO
+from tests.timing import scaled
 
 HERE = Path(__file__).resolve().parent
 SGLANG = "0.5.23"
@@ -57,7 +58,7 @@ def sglang_responses(scenario: dict[str, Any], tmp_path: Path) -> dict[str, Any]
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(sources)},
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -83,7 +84,7 @@ def sglang_counters(scenario: dict[str, Any], tmp_path: Path) -> str:
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(sources)},
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -98,7 +99,7 @@ def vllm_responses(scenario: dict[str, Any]) -> list[dict[str, Any]]:
         input=json.dumps(scenario),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]

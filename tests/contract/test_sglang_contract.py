@@ -33,6 +33,7 @@ import pytest
 from orchestrator.engines.sglang.log import aggregate_sglang, parse_sglang
 from orchestrator.metrics import parse_window, scrape_delta
 from tests.contract.wheels import engine_sources
+from tests.timing import scaled
 
 CURRENT = "0.5.23"
 CP_COPIES = "0.5.22"  # the last version whose ATTN_CP ranks > 0 print and export copies
@@ -65,7 +66,7 @@ def run_oracle(version: str, scenario: dict[str, Any], tmp_path: Path) -> dict[s
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]

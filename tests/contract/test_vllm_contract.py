@@ -34,6 +34,7 @@ import pytest
 from orchestrator.engines.vllm.samples import VllmEngineSample, VllmSpecSample
 from orchestrator.metrics import parse_window, scrape_delta
 from tests.contract.wheels import engine_sources
+from tests.timing import scaled
 
 HERE = Path(__file__).resolve().parent
 CURRENT = "0.33.0"
@@ -53,7 +54,7 @@ def run(script: str, root: Path, scenario: dict[str, Any]) -> dict[str, Any]:
         input=json.dumps(scenario),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]

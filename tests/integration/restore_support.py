@@ -14,6 +14,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from tests.timing import scaled
+
 
 def restore(path: Path, env: Mapping[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``specsweep restore path`` with the sweep's environment (its HOME holds the process service's state):
@@ -24,6 +26,6 @@ def restore(path: Path, env: Mapping[str, str], cwd: Path) -> subprocess.Complet
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         check=False,
     )

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 from orchestrator import __version__
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, cwd=ROOT, timeout=scaled(120)
     )
 
 
@@ -68,3 +69,14 @@ def test_missing_file() -> None:
     result = run("plan", "sweeps/nope.yaml")
     assert result.returncode == 2
     assert "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_validate_counts_points_as_plan_does() -> None:
+    """With repeats, ``validate`` counted every measurement as a load point (132) where ``plan`` says 44 load
+    points and 132 measurements (issue 59, item 7): both now say the same."""
+    validated = run("validate", "sweeps/k26-ddtree.yaml")
+    planned = run("plan", "sweeps/k26-ddtree.yaml")
+    assert validated.returncode == 0 and planned.returncode == 0, validated.stderr + planned.stderr
+    said = "44 load points (132 measurements with their repeats and restarts)"
+    assert f"11 deployments, {said}, 11 restarts" in validated.stdout, validated.stdout
+    assert said in " ".join(planned.stdout.split()), planned.stdout

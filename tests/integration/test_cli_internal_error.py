@@ -26,6 +26,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,7 +54,7 @@ def _cli(code: str, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=scaled(100),
     )
 
 

@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.timeout(600)]
 
@@ -163,7 +164,7 @@ def test_a_run_interrupted_in_its_rounds_resumes_without_measuring_a_point_twice
     with started_cli("sweep", str(exp), env=env) as proc:
         assert wait_until(in_the_first_round, timeout=400, interval=0.2)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=120)
+        proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130
     run_dir = only_run_dir(results, "decide")
     before = {(r["point_id"], r["attempt"]): r["started_at"] for r in records(run_dir) if r["status"] == "ok"}

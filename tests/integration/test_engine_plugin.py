@@ -18,6 +18,7 @@ import pytest
 
 from orchestrator.engines.base import Engine, EngineBase
 from orchestrator.engines.registry import engine_names, get_engine, register_engine
+from tests.timing import scaled
 
 _PACKAGE = '''
 """A toy engine that prints ``TOYSPEC steps=S tokens=T`` lines."""
@@ -73,7 +74,12 @@ def plugin_path(tmp_path: Path) -> Path:
 def _cli(args: list[str], plugin: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=scaled(120),
     )
 
 

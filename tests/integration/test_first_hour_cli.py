@@ -31,6 +31,7 @@ from tests.reliability.harness import (
     run_cli,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -414,7 +415,7 @@ def _simulator(load_seconds: float) -> Iterator[str]:
     finally:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=scaled(10))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

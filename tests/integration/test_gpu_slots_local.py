@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.reliability.harness import cli_env, records, run_cli
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -87,7 +88,7 @@ def test_a_second_simulator_on_a_taken_gpu_fails_its_start_with_cudas_out_of_mem
             env={**env, "CUDA_VISIBLE_DEVICES": "2,3"},
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=scaled(60),
         )
         assert second.returncode == 1
         assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 58.59 GiB. GPU 1 has" in second.stdout
@@ -96,7 +97,7 @@ def test_a_second_simulator_on_a_taken_gpu_fails_its_start_with_cudas_out_of_mem
         assert [(h["pid"], h["gpu"]) for h in holders] == [(first.pid, 3)]
     finally:
         first.terminate()
-        first.wait(timeout=30)
+        first.wait(timeout=scaled(30))
     assert json.loads(state.read_text())["holders"] == []  # its GPU freed when it stopped
 
 
@@ -155,7 +156,7 @@ def test_a_resume_with_fewer_gpus_counts_the_earlier_slots_baselines_in_every_ou
 
         assert wait_until(baselines_in, timeout=120)
         os.killpg(proc.pid, signal.SIGINT)
-        proc.communicate(timeout=120)
+        proc.communicate(timeout=scaled(120))
     run_dir = next((results / "local-slots").iterdir())
     before = {r["host"] for r in records(run_dir) if r["variant"] == "autoregressive"}
     assert before == {f"local/gpu{i}" for i in range(4)}

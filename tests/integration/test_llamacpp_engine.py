@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.integration.llamacpp_support import paths
+from tests.timing import scaled
 
 # `slot print_timing: id  3 | task 1 | draft acceptance = 0.64706 (   66 accepted /   102 generated), mean len =  3.54`
 DRAFT_ACCEPTANCE = re.compile(
@@ -66,7 +67,7 @@ class Server:
 
     def wait_for_log(self, pattern: re.Pattern[str], task: int) -> re.Match[str]:
         """The line for `task`: it is written right around the time the response is sent."""
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while True:
             for match in pattern.finditer(self.log_text()):
                 if int(match["task"]) == task:
@@ -104,7 +105,7 @@ def _start_server(tmp_dir: pathlib.Path, extra_args: list[str]) -> Iterator[Serv
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     server = Server(f"http://127.0.0.1:{port}", log_path)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + scaled(READY_TIMEOUT_S)
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"llama-server exited with {proc.returncode}:\n{server.log_text()}")
@@ -120,7 +121,7 @@ def _start_server(tmp_dir: pathlib.Path, extra_args: list[str]) -> Iterator[Serv
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=scaled(30))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -218,7 +219,7 @@ def test_without_speculation_there_are_no_draft_figures(plain_server: Server) ->
 
 def _last_task(server: Server) -> int:
     """The id of the newest task the server launched (the request just sent)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while True:
         tasks = [int(t) for t in re.findall(r"launch_slot_: id +\d+ \| task (\d+) \|", server.log_text())]
         if tasks:

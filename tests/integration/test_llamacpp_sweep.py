@@ -26,6 +26,7 @@ from orchestrator.runs.store import RunStore
 from tests.integration.llamacpp_support import REPO, disagreements, paths, shared_figures
 from tests.integration.logprob_support import check_baseline_logprobs
 from tests.integration.restore_support import restore
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.llamacpp,
@@ -91,7 +92,7 @@ def test_local_sweep_with_a_real_llama_server(tmp_path: Path) -> None:
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=500,
+            timeout=scaled(500),
         )
     finally:
         left_behind = sorted(p.name for p in state.glob("*") if p.name.endswith((".pid", ".marker.json")))

@@ -24,6 +24,7 @@ from orchestrator.load import pipe
 from orchestrator.load.client import LoadClient
 from orchestrator.load.settings import LoadSettings
 from orchestrator.load.workloads import Prompt
+from tests.timing import scaled
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SO_TIMESTAMPNS is Linux's")
 
@@ -80,7 +81,7 @@ def server() -> Iterator[str]:
         yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
         stop.set()
-        thread.join(timeout=5)
+        thread.join(timeout=scaled(5))
         listener.close()
 
 

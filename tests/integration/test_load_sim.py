@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.load import LoadSettings, run_load
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +32,7 @@ def start_sim(*args: str) -> tuple[subprocess.Popen[bytes], str]:
     command = [sys.executable, "-m", "orchestrator.sim", "--port", str(port), "--load-seconds", "0", *args]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while time.monotonic() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as response:
@@ -81,7 +82,12 @@ def faulty() -> Iterator[object]:
 def specsweep(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "160"}
     return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-m", "orchestrator", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        env=env,
     )
 
 

@@ -38,6 +38,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.xdist_group("one_answer")]
 pytest.importorskip("papermill")
@@ -105,7 +106,10 @@ def _failing(port: int) -> dict[str, Any]:
         "flaky": "--algorithm linear --draft-tokens 2 --fault http-500-rate=0.5",
     }
     load = {"concurrency": [2], "warmup": 1, "requests": 12, "max_tokens": 16}
-    return local_experiment("failing", port, variants, baselines=["autoregressive"], load=load)
+    # A step of at least 20 ms: each answer's tokens come in several reads whatever the machine's speed, so each
+    # request has a decode time above 0 and the degraded point a per-user rate. At the tiny profile's own pace
+    # (about 1 ms a step) a busy client read a whole answer at once, and the point had no per_user_tok_s.
+    return local_experiment("failing", port, variants, baselines=["autoregressive"], load=load, itl_ms=20)
 
 
 def _killed(port: int) -> dict[str, Any]:
@@ -190,7 +194,7 @@ def _executed_notebooks(run_dirs: list[Path], where: Path) -> dict[Path, Path]:
     executed = {}
     for run_dir, (out, proc) in procs.items():
         try:
-            _stdout, stderr = proc.communicate(timeout=600)
+            _stdout, stderr = proc.communicate(timeout=scaled(600))
         finally:
             if proc.poll() is None:
                 proc.kill()

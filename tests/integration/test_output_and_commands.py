@@ -40,6 +40,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -64,7 +65,7 @@ def run_in_pty(args: list[str], env: dict[str, str], *, columns: int = 80, timeo
     )
     os.close(slave)
     chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.5)
@@ -78,7 +79,7 @@ def run_in_pty(args: list[str], env: dict[str, str], *, columns: int = 80, timeo
                 chunks.append(data)
             elif proc.poll() is not None:
                 break
-        code = proc.wait(timeout=30)
+        code = proc.wait(timeout=scaled(30))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -381,7 +382,7 @@ def test_results_land_beside_the_experiment_or_where_configured(tmp_path: Path) 
             cwd=elsewhere,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=scaled(120),
         )
         assert proc.returncode == 0, proc.stderr
         return Path(proc.stdout.strip())
@@ -438,7 +439,7 @@ def running_server(tmp_path: Path) -> Iterator[tuple[int, Path, subprocess.Popen
         yield port, log, proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
 
 
 def _answers(httpx: Any, port: int) -> bool:

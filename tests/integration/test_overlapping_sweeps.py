@@ -25,6 +25,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -77,9 +78,9 @@ def test_a_second_sweep_of_another_experiment_warns_and_both_runs_carry_the_over
             # Each sweep marks a point measured beside the other (both are long enough to still run).
             both = wait_until(lambda: _overlapped(run_b) and _overlapped(run_a), timeout=240)
             os.kill(b.pid, signal.SIGINT)
-            _out_b, err_b = b.communicate(timeout=120)
+            _out_b, err_b = b.communicate(timeout=scaled(120))
         os.kill(a.pid, signal.SIGINT)
-        _out_a, err_a = a.communicate(timeout=120)
+        _out_a, err_a = a.communicate(timeout=scaled(120))
     assert both, (records(run_a)[-1:], records(run_b)[-1:], err_b)
 
     said_b = " ".join(err_b.split())
@@ -126,7 +127,7 @@ def test_a_killed_controllers_entry_neither_warns_nor_marks_the_next_sweep(tmp_p
             (entry,) = registry.iterdir()
             assert json.loads(entry.read_text())["pid"] == a.pid
             os.kill(a.pid, signal.SIGKILL)
-            a.communicate(timeout=60)
+            a.communicate(timeout=scaled(60))
         assert entry.exists()  # nothing removed it: the killed controller could not
         swept = run_cli("sweep", str(second), "--results", str(results), env=env)
     assert swept.returncode == 0, swept.stderr

@@ -22,6 +22,7 @@ from orchestrator.plan.deployments import build_plan
 from orchestrator.playbooks import apply_vars
 from orchestrator.runs.store import RunStore
 from orchestrator.sweep.baselines import reuse_baselines
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,7 +68,7 @@ def specsweep(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         cwd=cwd,
-        timeout=110,
+        timeout=scaled(110),
     )
 
 
@@ -194,7 +195,7 @@ def test_host_check_smokes_a_running_server_and_says_its_port_is_taken(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while not answers(port) and time.monotonic() < deadline:
             time.sleep(0.1)
         proc = specsweep(
@@ -210,7 +211,7 @@ def test_host_check_smokes_a_running_server_and_says_its_port_is_taken(
         assert server.poll() is None  # the smoke test changed nothing
     finally:
         server.kill()
-        server.wait(timeout=10)
+        server.wait(timeout=scaled(10))
 
 
 def test_captured_baselines_are_reused_when_identical_and_refused_when_changed(
@@ -254,15 +255,15 @@ def test_ctrl_c_restores_the_host_and_marks_the_run_interrupted(
             seen.append(line)
             if "[2/3] load" in line:
                 break
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while not answers(port) and time.monotonic() < deadline:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=scaled(60))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=10)
+            proc.wait(timeout=scaled(10))
     assert proc.returncode == 130, "".join(seen) + err
     assert "interrupted; host restored" in err
     assert not answers(port)

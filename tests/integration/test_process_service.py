@@ -19,6 +19,7 @@ from orchestrator.hosts import LocalHost
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.plan.deployments import Deployment
 from orchestrator.services import ProcessService, driving
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -106,7 +107,7 @@ def test_log_windows_only_return_whole_lines(tmp_path: Path) -> None:
     service = ProcessService(LocalHost(), "printer", state_dir=str(tmp_path))
     try:
         service.apply(dep("/bin/sh -c 'printf \"one\\ntw\"; sleep 60'"))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while "one" not in (chunk := service.journal_since("0")) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert chunk == "one\n" and chunk.cursor == "4"
@@ -120,7 +121,7 @@ def test_a_log_truncated_under_an_open_window_says_its_lines_are_gone(tmp_path: 
     service = ProcessService(LocalHost(), "printer", state_dir=str(tmp_path))
     try:
         service.apply(dep("/bin/sh -c 'echo one; echo two; sleep 60'"))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while "two" not in (chunk := service.journal_since("0")) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert chunk.lost is None
@@ -146,7 +147,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_a_killed_controllers_process_is_found_and_stopped(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", _KILLED, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(tmp_path)], capture_output=True, text=True, timeout=scaled(60)
+    )
     assert proc.returncode == -signal.SIGKILL
     orphan = int(proc.stdout.split()[0])
     try:
@@ -188,7 +191,7 @@ service.apply(Deployment(id="d", variant="v", command="/bin/sleep 120", config_h
 
 def test_a_server_started_but_not_yet_recorded_is_found_by_its_pid_file(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", _KILLED_BEFORE_MARKER, str(tmp_path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _KILLED_BEFORE_MARKER, str(tmp_path)], capture_output=True, text=True, timeout=scaled(60)
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     orphan = int((tmp_path / "orphan.pid").read_text())
@@ -239,14 +242,14 @@ def test_no_value_of_the_experiment_is_on_the_wrappers_command_line(tmp_path: Pa
         service.apply(dep(f"/bin/sh -c 'sleep 60' server {argument}", env={"HF_TOKEN": token}))
         wrapper = service.state().main_pid
         assert wrapper is not None
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         children: list[str] = []
         while not children and time.monotonic() < deadline:
             children = subprocess.run(["pgrep", "-P", str(wrapper)], capture_output=True, text=True).stdout.split()
             time.sleep(0.05)
         assert len(children) == 1, children
         server = int(children[0])
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while "server" not in _cmdline(server) and time.monotonic() < deadline:  # the subshell has exec'd it
             time.sleep(0.05)
         wrapper_line = _cmdline(wrapper)
@@ -278,7 +281,7 @@ def test_the_environment_reaches_the_server_alone_even_a_path_or_ifs(tmp_path: P
         argv = service.command_line(dep(command, env={"PATH": path}))
         assert argv[0] == sys.executable and argv[-2:] == ["${TOKEN}", "word"], argv  # no environment in it
         service.apply(dep(command, env={"PATH": path, "IFS": "@", "A": "x y"}))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         environment, args = json.loads(out.read_text())
@@ -304,7 +307,7 @@ def test_stopping_waits_for_the_whole_process_group_not_its_leader(tmp_path: Pat
         service.apply(dep(f"/bin/sh {script}"))
         leader = service.state().main_pid
         assert leader is not None
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while len(group := pgrep_group(leader)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(group) >= 2, group

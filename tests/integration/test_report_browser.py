@@ -29,6 +29,7 @@ import aiohttp
 import pytest
 
 from tests.reliability.harness import ROOT, cli_env, run_cli
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -132,7 +133,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield found.group(1)
     finally:
         proc.kill()
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
 
 
 class _DevTools:

@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -167,7 +168,7 @@ def test_a_run_directory_moved_or_removed_mid_run_stops_the_run_saying_where(
             run_dir.rename(elsewhere)
         else:
             subprocess.run(["rm", "-rf", str(run_dir)], check=True)
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=scaled(240))
     said = out + err
     assert proc.returncode != 0, said
     assert "Traceback" not in said

@@ -28,6 +28,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -167,7 +168,7 @@ def _killed_then_resumed(path: Path, results: Path, home: Path) -> None:
         assert wait_until(measuring_the_fifth, timeout=120, interval=0.01)
         assert proc.poll() is None, "the search ended before it could be killed"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        proc.wait(timeout=scaled(10))
     before = {r["deployment_id"] for r in records(run_dir)}
     measured_before = {h["deployment_id"] for h in _history(run_dir)}
     deploys_before = sum(1 for e in events(run_dir) if e.get("kind") == "deploy")

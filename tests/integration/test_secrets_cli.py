@@ -27,6 +27,7 @@ from tests.reliability.harness import (
     run_cli,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -97,7 +98,7 @@ def _in_a_terminal(argv: list[str], env: dict[str, str], limit: float = 200) -> 
         finally:
             os._exit(127)
     out = bytearray()
-    deadline = time.monotonic() + limit
+    deadline = time.monotonic() + scaled(limit)
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([fd], [], [], 0.5)

@@ -31,6 +31,7 @@ from tests.integration.logprob_support import check_baseline_logprobs
 from tests.integration.restore_support import restore
 from tests.integration.sglang_support import GROUP, REPO, check_speculative_point, paths
 from tests.integration.shipped_sweeps import small_copy
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.sglang,
@@ -110,7 +111,7 @@ def test_local_sweep_with_a_real_sglang(tmp_path: Path, record_property: Any) ->
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=1400,
+            timeout=scaled(1400),
         )
     finally:
         left_behind = sorted(p.name for p in state.glob("*") if p.name.endswith((".pid", ".marker.json")))

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.commands import sim as sim_command
 from orchestrator.errors import SpecsweepError
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,7 +50,7 @@ class SimProcess:
             self.lines.append(line.rstrip("\n"))
 
     def wait_for(self, pattern: str, timeout: float = 15) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while time.monotonic() < deadline:
             for line in list(self.lines):
                 match = re.search(pattern, line)
@@ -65,14 +66,14 @@ class SimProcess:
         return self.wait_for(r"Uvicorn running on (http://\S+)").group(1)
 
     def wait(self, timeout: float = 10) -> int:
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(timeout=5)
+        code = self.proc.wait(timeout=scaled(timeout))
+        self._reader.join(timeout=scaled(5))
         return code
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=scaled(10))
 
 
 @pytest.fixture
@@ -113,7 +114,7 @@ def test_serves_then_exits_cleanly_on_a_signal(sim_process: Callable[..., SimPro
     assert status == 200
     assert json.loads(body)["usage"]["completion_tokens"] == 64
     sim.proc.send_signal(sig)
-    assert sim.wait(timeout=10) == 0
+    assert sim.wait(timeout=scaled(10)) == 0
 
 
 def test_loading_logs_progress_and_answers_503(sim_process: Callable[..., SimProcess]) -> None:
@@ -154,7 +155,7 @@ def test_port_in_use_is_one_error_line(sim_process: Callable[..., SimProcess]) -
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=30,
+        timeout=scaled(30),
     )
     assert second.returncode == 1
     assert second.stderr.startswith("sim: error: cannot listen on 127.0.0.1:")

@@ -28,6 +28,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -88,7 +89,7 @@ def test_ctrl_c_during_a_dribbling_scrape_exits_130_with_the_host_restored(tmp_p
         proc.send_signal(signal.SIGINT)
         # It ends: the scrape gives up at its deadline (DEADLINE_S), not after the dribble (one byte a second
         # for ever); the test's own timeout is the bound, not a figure asserted on a shared machine.
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130, out + err
     assert "Traceback" not in out + err
     run_dir = only_run_dir(results, "dribble")

@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from orchestrator.sim.config import parse_args
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_TOKENS = 256
@@ -67,7 +68,7 @@ def _sweep(path: Path, tmp_path: Path) -> Path:
     results = tmp_path / "results"
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "sweep", str(path), "--results", str(results), "--no-report"],
-        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        capture_output=True, text=True, timeout=scaled(600), check=False, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = [p for p in (results / path.stem).iterdir() if p.is_dir()]

@@ -33,6 +33,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -163,7 +164,7 @@ def test_ctrl_c_restores_exits_130_and_resume_latest_completes(tmp_path: Path, h
         time.sleep(0.3)  # into the second point (about 0.6 s of load)
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 130, err
     assert "interrupt: stopping the load and restoring the host" in err
     assert (

@@ -39,6 +39,7 @@ from tests.reliability.harness import (
     wait_until,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -387,5 +388,5 @@ def test_an_ssh_target_that_is_not_an_ssh_server_is_one_line(tmp_path: Path) -> 
         assert len(sweep_err) == 1 and sweep_err[0].startswith("specsweep: error: "), sweep_err
     finally:
         done.set()
-        thread.join(timeout=5)
+        thread.join(timeout=scaled(5))
         listener.close()

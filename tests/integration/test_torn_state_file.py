@@ -34,6 +34,7 @@ from tests.reliability.harness import (
     started_cli,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -88,13 +89,13 @@ def test_restore_stops_a_server_whose_marker_is_gone(tmp_path: Path) -> None:
     path = write_experiment(tmp_path / "torn.yaml", local_experiment("torn", port, {"ar": "--algorithm ar"}, load=load))
     with local_leftovers_restored(home, path):
         with started_cli("sweep", str(path), "--results", str(tmp_path / "results"), env=env) as proc:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + scaled(90)
             while not (_markers(home) and _listening(port)) and time.monotonic() < deadline:
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 time.sleep(0.2)
             assert _markers(home) and _listening(port), "the server never came up"
             os.kill(proc.pid, signal.SIGKILL)  # the controller, mid-point; the server runs on in its session
-            proc.wait(timeout=30)
+            proc.wait(timeout=scaled(30))
         assert _listening(port)
         # The server's pid, read before the markers go: without them the leftovers' clean-up cannot find it, so
         # the test stops it itself when restore did not (a failing run left it serving for an hour).
@@ -105,7 +106,7 @@ def test_restore_stops_a_server_whose_marker_is_gone(tmp_path: Path) -> None:
             restored = run_cli("restore", str(path), "--break-lock", env=env)
             assert restored.returncode == 0, restored.stderr
             assert "nothing to restore" not in restored.stdout + restored.stderr
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + scaled(30)
             while _listening(port) and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert not _listening(port), "the server kept its port"

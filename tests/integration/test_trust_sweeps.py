@@ -30,6 +30,7 @@ from tests.reliability.harness import (
     run_cli,
     write_experiment,
 )
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -205,7 +206,7 @@ def test_the_simulator_answers_each_engines_cache_flush(
         assert (note is None and answer["note"] is None) or (note is not None and note in answer["note"]), answer
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=scaled(10))
     expected = {"sglang": "Cache flushed successfully!", "vllm": "Resetting prefix cache..."}.get(engine)
     if ok and expected:
         assert expected in out  # the engine's own log line

@@ -26,6 +26,7 @@ from tests.integration.restore_support import restore
 from tests.integration.test_vllm_sweep import SWEEP
 from tests.integration.vllm_support import REPO, paths
 from tests.reliability.harness import free_port
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.vllm,
@@ -77,7 +78,7 @@ def test_the_engines_counters_show_the_scheduled_k_at_each_load(tmp_path: Path) 
             env=env,
             capture_output=True,
             text=True,
-            timeout=800,
+            timeout=scaled(800),
             cwd=REPO,
         )
     finally:
@@ -89,7 +90,7 @@ def test_the_engines_counters_show_the_scheduled_k_at_each_load(tmp_path: Path) 
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         cwd=REPO,
     )
     assert report.returncode in (0, 3), report.stderr[-3000:]

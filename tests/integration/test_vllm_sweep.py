@@ -31,6 +31,7 @@ from tests.integration.logprob_support import check_baseline_logprobs
 from tests.integration.restore_support import restore
 from tests.integration.shipped_sweeps import small_copy
 from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.vllm,
@@ -121,7 +122,7 @@ def test_local_sweep_with_a_real_vllm(tmp_path: Path, record_property: Any) -> N
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=1100,
+            timeout=scaled(1100),
         )
     finally:
         left_behind = sorted(p.name for p in state.glob("*") if p.name.endswith((".pid", ".marker.json")))

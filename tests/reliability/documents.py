@@ -38,6 +38,8 @@ import yaml
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from tests.timing import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = [
@@ -576,7 +578,7 @@ def apply_on_host(data: bytes, path: Path, host: Any, unit: str, *, deployments:
                 printer = shell_join([sys.executable, "-c", _PRINTER, *argv[1:]])
                 service = ProcessService(ssh, "campaign", state_dir="/tmp/specsweep-campaign", stop_timeout=2)
                 service.apply(deployment.model_copy(update={"command": printer}))
-                deadline = time.monotonic() + 20
+                deadline = time.monotonic() + scaled(20)
                 log = ""
                 while time.monotonic() < deadline and "APPLIED " not in log:
                     time.sleep(0.1)

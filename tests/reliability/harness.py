@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -27,17 +28,25 @@ from typing import Any
 import yaml
 
 from tests.system.support import TestHost, changed_files, secret_files, unit_snapshot
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
-#: A load small enough for a test: two levels, two requests each, short timeouts (a stalled stream costs 1 s).
+
+def _limit(seconds: float) -> str:
+    """A duration of an experiment file: the quiet machine's ``seconds``, scaled (tests/timing.py), whole seconds."""
+    return f"{math.ceil(scaled(seconds))}s"
+
+
+#: A load small enough for a test: two levels, two requests each, short timeouts (a stalled stream costs 1 s on a
+#: quiet machine; more on a busy one, where a request that is only slow must not time out).
 SMALL_LOAD: dict[str, Any] = {
     "concurrency": [1, 2],
     "warmup": 1,
     "requests": 2,
     "max_tokens": 8,
-    "timeouts": {"connect": "2s", "first_token": "1s", "total": "1s"},
+    "timeouts": {"connect": _limit(2), "first_token": _limit(1), "total": _limit(1)},
 }
 
 
@@ -66,7 +75,7 @@ def local_experiment(
     *,
     baselines: list[str] | None = None,
     load: dict[str, Any] | None = None,
-    ready_timeout: str = "20s",
+    ready_timeout: str | None = None,
     itl_ms: float | None = None,
 ) -> dict[str, Any]:
     """An experiment on this machine: the simulator as a plain process (the demo's shape)."""
@@ -77,7 +86,7 @@ def local_experiment(
         "server": {
             "url": f"http://127.0.0.1:{port}",
             "model": "sim",
-            "ready_timeout": ready_timeout,
+            "ready_timeout": ready_timeout or _limit(20),
             "expected_load_time": "1s",
         },
         "engine": "sim",
@@ -108,7 +117,7 @@ def ssh_experiment(
     *,
     baselines: list[str] | None = None,
     load: dict[str, Any] | None = None,
-    ready_timeout: str = "20s",
+    ready_timeout: str | None = None,
     itl_ms: float | None = None,
     environment: dict[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -126,7 +135,7 @@ def ssh_experiment(
         "server": {
             "url": f"http://{{host}}:{port}",
             "model": "sim",
-            "ready_timeout": ready_timeout,
+            "ready_timeout": ready_timeout or _limit(20),
             "expected_load_time": "1s",
         },
         "engine": "sim",
@@ -163,8 +172,9 @@ def cli_command(*args: str) -> list[str]:
 
 
 def run_cli(*args: str, env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """The CLI run to its end; ``timeout`` is the quiet machine's limit, scaled (tests/timing.py)."""
     with started_cli(*args, env=env) as proc:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=scaled(timeout))
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -188,13 +198,13 @@ def started_cli(*args: str, env: dict[str, str]) -> Iterator[subprocess.Popen[st
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
-            proc.communicate(timeout=30)
+            proc.communicate(timeout=scaled(30))
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
     """Poll until ``predicate`` is truthy and return its value (a synchronisation helper, not an assertion on
-    time: the caller asserts on the value)."""
-    deadline = time.monotonic() + timeout
+    time: the caller asserts on the value). ``timeout`` is the quiet machine's limit, scaled (tests/timing.py)."""
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = predicate()
         if value or time.monotonic() > deadline:

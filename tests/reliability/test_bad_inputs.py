@@ -35,6 +35,7 @@ from tests.reliability.documents import (
 )
 from tests.reliability.harness import ROOT, cli_command, cli_env
 from tests.system.support import TestHost
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -68,7 +69,7 @@ def test_specsweep_validate_answers_one_line_per_file(batch: list[tuple[bytes, s
         cli_command("validate", *files),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env=cli_env(COLUMNS="100000"),
         cwd=ROOT,
     )
@@ -161,7 +162,7 @@ def test_an_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(path)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         preexec_fn=_limited_memory,
         cwd=ROOT,
     )
@@ -247,7 +248,7 @@ def test_inputs_that_validated_and_then_failed_are_refused_with_file_and_line(tm
         file.write_text(yaml.safe_dump(doc, width=10**9))
         started = time.monotonic()
         done = subprocess.run(
-            [*cli_command(), "validate", str(file)], capture_output=True, text=True, env=cli_env(), timeout=120
+            [*cli_command(), "validate", str(file)], capture_output=True, text=True, env=cli_env(), timeout=scaled(120)
         )
         assert done.returncode == 2, (case.id, done.stdout, done.stderr)
         line = done.stderr.strip()

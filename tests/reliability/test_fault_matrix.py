@@ -53,6 +53,7 @@ from tests.reliability.harness import (
 )
 from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
 from tests.system.support import TestHost
+from tests.timing import scaled
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(240)]
 
@@ -274,7 +275,7 @@ def test_second_controller_resuming_a_live_run_is_refused(sim_unit: SimUnit, tmp
         with started_cli(
             "sweep", str(path), "--results", str(results), "--resume", str(run_dir), env=cli_env()
         ) as proc:
-            out, err = proc.communicate(timeout=120)
+            out, err = proc.communicate(timeout=scaled(120))
         second["said"], second["code"] = out + err, proc.returncode
         second["unchanged"] = configuration == {name: (run_dir / name).read_bytes() for name in configuration}
 
@@ -354,7 +355,7 @@ def test_controller_signal_mid_point_then_resume(
         finished_before, in_flight = _wait_mid_point(proc, run_dir, sim_unit.url)
         kept_records = {r["point_id"]: r for r in records(run_dir)}
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=scaled(120))
     outcome.detail = f"{in_flight:g} requests running on the server when the signal was sent"
     assert proc.returncode == expected_code, (err, run_state(run_dir), events(run_dir), records(run_dir))
     assert "Traceback" not in err
@@ -445,7 +446,7 @@ def test_results_disk_full(sim_unit: SimUnit, tmp_path: Path, outcome: Outcome) 
             finished_before, in_flight = _wait_mid_point(proc, run_dir, sim_unit.url)
             kept_records = {r["point_id"]: r for r in records(run_dir)}
             _fill(results, run_dir)
-            _, err = proc.communicate(timeout=120)
+            _, err = proc.communicate(timeout=scaled(120))
         lines = err.strip().splitlines()
         outcome.detail = f"{in_flight:g} requests running when the disk filled; {err.strip()}"
         assert proc.returncode == 1, err

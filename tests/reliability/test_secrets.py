@@ -49,6 +49,7 @@ from tests.reliability.harness import (
 )
 from tests.system.conftest import SimUnit
 from tests.system.support import SECRET_DIR, TestHost
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -269,7 +270,7 @@ def test_service_secrets_never_leak_from_a_systemd_sweep(sim_unit: SimUnit, tmp_
     with started_cli("sweep", str(path), "--results", str(results), "--json", env=env) as proc:
         watcher = threading.Thread(target=lambda: wait_until(lambda: while_applied() or proc.poll() is not None))
         watcher.start()
-        out, err = proc.communicate(timeout=180)
+        out, err = proc.communicate(timeout=scaled(180))
         watcher.join(30)
     outcome.sweeps = 1
     assert proc.returncode == EXIT_POINTS_FAILED, err  # the printer exits at once: its point fails
@@ -478,7 +479,7 @@ def test_dash_led_and_digit_values_the_wrappers_argv_quiet_and_a_bad_url(tmp_pat
             watcher = threading.Thread(target=lambda: wait_until(lambda: look() or done.is_set(), timeout=170))
             watcher.start()
             try:
-                out, err = proc.communicate(timeout=180)
+                out, err = proc.communicate(timeout=scaled(180))
             finally:
                 done.set()
                 watcher.join(30)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tests.system.support import LAB_ROOT, SCRIPT, TestHost, cannot_boot_reason, claim_index
+from tests.timing import scaled
 
 #: Where the shared directory appears inside every container.
 SHARED = "/srv/specsweep-shared"
@@ -114,13 +115,13 @@ class SlurmCluster:
     def cancel_everything(self) -> None:
         """scancel every job (a test's own cleanup, whatever specsweep did), then wait until none is left."""
         self.run("scancel -u " + USER + " 2>/dev/null; scancel -u root 2>/dev/null; true", check=False)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while self.squeue() and time.monotonic() < deadline:
             time.sleep(0.5)
 
     def wait_nodes_idle(self, timeout: float = 60) -> None:
         """Until every compute node is idle (a test starts from a quiet cluster)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + scaled(timeout)
         while True:
             states = self.run(f"sinfo -h -N -p {PARTITION} -o '%N %t'").split()
             if states and all(s in ("idle",) for s in states[1::2]):
@@ -255,9 +256,9 @@ def _boot(index: int, lock_file: IO[str], shared: Path) -> TestHost:
         "TESTHOST_ROOT": str(LAB_ROOT),
         "TESTHOST_BIND": f"{shared}:{SHARED}",
     }
-    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=240)
+    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=scaled(240))
     if up.returncode != 0:
-        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=120)
+        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=scaled(120))
         raise RuntimeError(f"testhost {index} did not boot:\n{up.stdout}\n{up.stderr}")
     info_out = subprocess.run([str(SCRIPT), "info"], env=env, capture_output=True, text=True, check=True).stdout
     info = dict(line.split("=", 1) for line in info_out.splitlines() if "=" in line)
@@ -309,7 +310,7 @@ def _tear_down(hosts: list[TestHost], netns: str, shared: Path | None, locks: li
     for host in hosts:
         with contextlib.suppress(Exception):
             host.admin("systemctl stop slurmd slurmctld munge", check=False, timeout=30)
-        subprocess.run([str(SCRIPT), "down"], env=host.env(), capture_output=True, timeout=120)
+        subprocess.run([str(SCRIPT), "down"], env=host.env(), capture_output=True, timeout=scaled(120))
     if netns:
         subprocess.run(["ip", "netns", "del", netns], capture_output=True)
     if shared is not None:

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from orchestrator.hosts import SSHHost
 from orchestrator.plan.deployments import Deployment
+from tests.timing import scaled
 
 SCRIPT = Path(__file__).with_name("testhost.sh")
 LAB_ROOT = Path(os.environ.get("TESTHOST_ROOT", "/tmp/specsweep-testhost"))
@@ -69,9 +70,10 @@ class TestHost:
         return {**os.environ, "TESTHOST_INDEX": str(self.index), "TESTHOST_ROOT": str(LAB_ROOT)}
 
     def admin(self, script: str, *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        """Run ``script`` as root on the host through the OpenSSH client (not through specsweep)."""
+        """Run ``script`` as root on the host through the OpenSSH client (not through specsweep); ``timeout`` is
+        the quiet machine's limit, scaled (tests/timing.py)."""
         result = subprocess.run(
-            [str(SCRIPT), "ssh", script], env=self.env(), capture_output=True, text=True, timeout=timeout
+            [str(SCRIPT), "ssh", script], env=self.env(), capture_output=True, text=True, timeout=scaled(timeout)
         )
         if check and result.returncode != 0:
             raise AssertionError(f"admin command failed ({result.returncode}): {script}\n{result.stderr}")
@@ -118,9 +120,9 @@ def claim_index(start: int = 0) -> tuple[int, IO[str]]:
 
 def boot(index: int, lock_file: IO[str]) -> TestHost:
     env = {**os.environ, "TESTHOST_INDEX": str(index), "TESTHOST_ROOT": str(LAB_ROOT)}
-    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=240)
+    up = subprocess.run([str(SCRIPT), "up"], env=env, capture_output=True, text=True, timeout=scaled(240))
     if up.returncode != 0:
-        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=120)
+        subprocess.run([str(SCRIPT), "down"], env=env, capture_output=True, timeout=scaled(120))
         raise RuntimeError(f"testhost {index} did not boot:\n{up.stdout}\n{up.stderr}")
     info_out = subprocess.run([str(SCRIPT), "info"], env=env, capture_output=True, text=True, check=True).stdout
     info = dict(line.split("=", 1) for line in info_out.splitlines() if "=" in line)
@@ -129,7 +131,7 @@ def boot(index: int, lock_file: IO[str]) -> TestHost:
 
 def shut_down(host: TestHost) -> None:
     try:
-        subprocess.run([str(SCRIPT), "down"], env=host.env(), capture_output=True, timeout=120)
+        subprocess.run([str(SCRIPT), "down"], env=host.env(), capture_output=True, timeout=scaled(120))
     finally:
         if host.lock_file is not None:
             with contextlib.suppress(OSError):
@@ -207,7 +209,7 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1) -> An
     """Poll ``predicate`` until it returns something truthy (a test helper, not a timed assertion)."""
     import time
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while True:
         value = predicate()
         if value or time.monotonic() > deadline:

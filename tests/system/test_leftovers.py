@@ -17,6 +17,7 @@ from orchestrator.launchers.restore import restore_experiment
 from orchestrator.services import SystemdService, driving
 from tests.system.conftest import SimUnit
 from tests.system.support import TestHost, deployment, etc_snapshot, sim_command, unit_snapshot, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,7 +37,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # no restore, no unlock: as if the control
 def _killed_run(sim: SimUnit, command: str) -> None:
     host = sim.host
     args = [sys.executable, "-c", _KILLED_RUN, host.guest_ip, host.key, host.known_hosts, sim.unit, command]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=scaled(60), cwd=Path(__file__).parents[2])
     assert proc.returncode == -9, proc.stderr
 
 
@@ -106,7 +107,7 @@ def test_specsweep_restore_undoes_a_killed_run(sim_unit: SimUnit, tmp_path: Path
         [sys.executable, "-m", "orchestrator", "restore", str(file)],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=scaled(90),
         env={**os.environ, "COLUMNS": "200"},
     )
     assert cli.returncode == 0, cli.stdout + cli.stderr
@@ -140,7 +141,7 @@ def test_doctor_passes_on_a_ready_host_and_names_what_fails(sim_unit: SimUnit, t
         [sys.executable, "-m", "orchestrator", "doctor", str(file)],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=scaled(90),
         env={**os.environ, "COLUMNS": "200"},
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -170,7 +171,7 @@ def test_restore_finds_a_dropin_whose_marker_is_gone(sim_unit: SimUnit, tmp_path
         [sys.executable, "-m", "orchestrator", "restore", str(file)],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=scaled(90),
         env={**os.environ, "COLUMNS": "200"},
     )
     assert cli.returncode == 0, cli.stdout + cli.stderr

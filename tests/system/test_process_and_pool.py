@@ -8,6 +8,7 @@ from orchestrator.errors import StartFailed
 from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import ProcessService, SystemdService
 from tests.system.support import TestHost, deployment, sim_command
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -19,7 +20,7 @@ def test_process_service_over_ssh_applies_waits_windows_and_restores(testhost: T
     try:
         service.lock("process-test")
         service.apply(deployment(sim_command(30900, "--decode-log-interval", "1")))
-        report = wait_until_healthy(service, url, ["/health", "/v1/models"], timeout=60)
+        report = wait_until_healthy(service, url, ["/health", "/v1/models"], timeout=scaled(60))
         pid = report.state.main_pid
         assert pid and testhost.admin(f"kill -0 {pid}; echo $?").stdout.strip() == "0"
         assert "fired up and ready to roll" in service.journal_since(service.start_cursor or "0")
@@ -28,7 +29,7 @@ def test_process_service_over_ssh_applies_waits_windows_and_restores(testhost: T
         service.apply(deployment(sim_command(30900, "--fault", "fail-start", load_seconds=1), id="d-two"))
         assert testhost.admin(f"kill -0 {pid} 2>/dev/null; echo $?").stdout.strip() == "1"
         with pytest.raises(StartFailed) as caught:
-            wait_until_healthy(service, url, ["/health"], timeout=60)
+            wait_until_healthy(service, url, ["/health"], timeout=scaled(60))
         assert caught.value.reason == "failed"
         assert any("Traceback" in line for line in caught.value.evidence)
     finally:

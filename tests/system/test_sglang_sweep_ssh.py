@@ -28,6 +28,7 @@ from orchestrator.analysis import analyse
 from orchestrator.runs.store import RunStore
 from tests.integration.sglang_support import GROUP, REPO, check_speculative_point, paths
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.sglang,
@@ -115,7 +116,7 @@ def test_a_systemd_sglang_over_ssh_equals_its_counters_and_says_its_corpus_was_n
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=1400,
+        timeout=scaled(1400),
         env={**os.environ, "COLUMNS": "200"},
         check=False,
     )

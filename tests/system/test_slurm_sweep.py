@@ -25,6 +25,7 @@ import yaml
 
 from tests.system.slurm_cluster import SHARED, SlurmCluster, boot_cluster, cannot_run_reason, shut_down_cluster
 from tests.system.support import wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -106,7 +107,7 @@ def experiment(
             "command": f"{SIM} --load-seconds {load_seconds:g} --decode-log-interval 10 {{spec_args}}",
             "environment": {"PYTHONPATH": f"{ROOT}:{SITE}"},
         },
-        "server": {"url": "http://{node}:18181", "via": "ssh", "model": "sim", "ready_timeout": "60s"},
+        "server": {"url": "http://{node}:18181", "via": "ssh", "model": "sim", "ready_timeout": f"{scaled(60):.0f}s"},
         "engine": "sim",
         "variants": variants
         or {
@@ -130,7 +131,7 @@ def sweep(path: Path, tmp_path: Path, *args: str, timeout: float = 240) -> subpr
         [sys.executable, "-m", "orchestrator", "sweep", str(path), "--results", str(tmp_path / "results"), *args],
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=scaled(timeout),
         env={**os.environ, "COLUMNS": "160"},
     )
 
@@ -209,11 +210,11 @@ def test_resume_after_kill_9_reattaches_and_measures_each_point_once(slurm: Slur
         caught = wait_for(first_point_of_a_shared_deployment, timeout=120, interval=0.05)
         assert caught, "no shared deployment got its first point"
         os.killpg(controller.pid, signal.SIGKILL)
-        controller.wait(timeout=30)
+        controller.wait(timeout=scaled(30))
     finally:
         if controller.poll() is None:
             os.killpg(controller.pid, signal.SIGKILL)
-            controller.wait(timeout=30)
+            controller.wait(timeout=scaled(30))
     run = run_dir(tmp_path, "slurm-resume")
     before = records(run)
     left_running = active_jobs(slurm)
@@ -278,11 +279,11 @@ def test_a_job_cancelled_from_outside_is_a_failed_record_and_the_sweep_goes_on(
         assert job_id, "the job never served"
         time.sleep(1.0)  # into the first point
         slurm.run(f"scancel {job_id}")  # as root, from outside specsweep
-        out, err = controller.communicate(timeout=200)
+        out, err = controller.communicate(timeout=scaled(200))
     finally:
         if controller.poll() is None:
             os.killpg(controller.pid, signal.SIGKILL)
-            controller.wait(timeout=30)
+            controller.wait(timeout=scaled(30))
     assert controller.returncode == 3, out[-3000:] + err[-3000:]
     recs = records(run_dir(tmp_path, "slurm-scancel"))
     failed = [r for r in recs if r["status"] == "failed"]
@@ -329,7 +330,12 @@ def test_a_plain_ssh_host_whose_server_only_the_host_reaches(slurm: SlurmCluster
             "command": SIM.replace("0.0.0.0", "127.0.0.1") + " --load-seconds 0.5 {spec_args}",
             "environment": {"PYTHONPATH": f"{ROOT}:{SITE}"},
         },
-        "server": {"url": "http://127.0.0.1:18181", "via": "ssh", "model": "sim", "ready_timeout": "60s"},
+        "server": {
+            "url": "http://127.0.0.1:18181",
+            "via": "ssh",
+            "model": "sim",
+            "ready_timeout": f"{scaled(60):.0f}s",
+        },
         "engine": "sim",
         "variants": {"autoregressive": {"spec_args": "--algorithm ar"}},
         "load": {"concurrency": [1, 2], "warmup": 1, "requests": 6, "max_tokens": 16},

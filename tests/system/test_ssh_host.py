@@ -14,6 +14,7 @@ from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import SystemdService
 from tests.system.conftest import SimUnit
 from tests.system.support import TestHost, deployment, sim_command
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -98,7 +99,7 @@ def test_health_waiting_survives_a_cut_connection(sim_unit: SimUnit) -> None:
         session_pid = host.run("echo $PPID").stdout.strip()
         cut = threading.Timer(0.5, lambda: sim_unit.host.admin(f"kill -9 {session_pid}", check=False))
         cut.start()
-        report = wait_until_healthy(service, sim_unit.url, ["/health"], timeout=60)
+        report = wait_until_healthy(service, sim_unit.url, ["/health"], timeout=scaled(60))
         cut.join()
         assert report.status_code == 200
         assert host.connections >= 2

@@ -29,6 +29,7 @@ from orchestrator.sweep.events import DeploymentReady
 from orchestrator.sweep.runner import SweepOptions, run_sweep
 from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -178,7 +179,7 @@ def test_without_sudo_one_clear_error_before_anything_changes(sim_unit: SimUnit,
         [sys.executable, "-m", "orchestrator", "sweep", str(path), "--results", str(tmp_path / "results"), "-q"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         cwd=ROOT,
         env={"COLUMNS": "400", "NO_COLOR": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )

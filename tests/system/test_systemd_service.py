@@ -12,6 +12,7 @@ from orchestrator.launchers.health import wait_until_healthy
 from orchestrator.services import SystemdService
 from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
 from tests.system.support import TestHost, deployment, etc_snapshot, sim_command, unit_snapshot, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,7 +35,7 @@ def test_apply_healthy_window_restore_leaves_a_stopped_unit_as_found(sim_unit: S
         dropin = host.admin(f"cat /etc/systemd/system/{sim_unit.unit}.d/50-specsweep.conf").stdout
         assert "ExecStart=\n" in dropin and '"--algorithm" "linear"' in dropin
 
-        report = wait_until_healthy(service, sim_unit.url, ["/health", "/v1/models"], timeout=60)
+        report = wait_until_healthy(service, sim_unit.url, ["/health", "/v1/models"], timeout=scaled(60))
         assert report.status_code == 200 and report.state.active_state == "active"
         argv = unit_snapshot(host, sim_unit.unit)["ExecStart"]
         assert "--algorithm linear --draft-tokens 4" in argv
@@ -68,7 +69,7 @@ def test_restore_restarts_a_unit_that_was_running_with_its_own_configuration(run
 
     service = SystemdService(host.ssh(), sim.unit)
     service.apply(deployment(sim_command(sim.port, "--algorithm", "ddtree", "--budget", "7", "--topk", "1")))
-    wait_until_healthy(service, sim.url, ["/health"], timeout=60)
+    wait_until_healthy(service, sim.url, ["/health"], timeout=scaled(60))
     assert "--budget 7" in unit_snapshot(host, sim.unit)["ExecStart"]
     service.restore()
 
@@ -93,7 +94,7 @@ def test_the_replaced_servers_last_lines_are_not_in_the_new_starts_window(testho
         try:
             # The new server binds its port a few seconds after it starts (a slow import on a busy host).
             service.apply(deployment(f"/bin/sh -c 'sleep 3; exec {sim_command(sim.port)}'"))
-            report = wait_until_healthy(service, sim.url, ["/health"], timeout=60)
+            report = wait_until_healthy(service, sim.url, ["/health"], timeout=scaled(60))
             assert report.status_code == 200
             window = service.journal_since(service.start_cursor or "")
             assert window.count(ready) == 1  # the new server's, and not the old one's as well
@@ -110,7 +111,7 @@ def test_fail_start_is_reported_with_the_traceback(sim_unit: SimUnit) -> None:
     try:
         service.apply(deployment(sim_command(sim_unit.port, "--fault", "fail-start", load_seconds=1)))
         with pytest.raises(StartFailed) as caught:
-            wait_until_healthy(service, sim_unit.url, ["/health"], timeout=60)
+            wait_until_healthy(service, sim_unit.url, ["/health"], timeout=scaled(60))
     finally:
         service.restore()
     error = caught.value
@@ -125,7 +126,7 @@ def test_a_process_that_exits_cleanly_is_reported_as_exited(sim_unit: SimUnit) -
     try:
         service.apply(deployment("/bin/sh -c 'echo bye; exit 0'"))
         with pytest.raises(StartFailed) as caught:
-            wait_until_healthy(service, sim_unit.url, ["/health"], timeout=30)
+            wait_until_healthy(service, sim_unit.url, ["/health"], timeout=scaled(30))
     finally:
         service.restore()
     assert caught.value.reason == "exited"
@@ -160,7 +161,7 @@ def test_unit_mode_restores_the_original_unit_file_byte_for_byte(sim_unit: SimUn
     service = SystemdService(host.ssh(), sim_unit.unit, mode="unit", unit_template=template)
     try:
         service.apply(deployment(rendered, environment={"SIM_NOTE": "a b"}))
-        wait_until_healthy(service, sim_unit.url, ["/health"], timeout=60)
+        wait_until_healthy(service, sim_unit.url, ["/health"], timeout=scaled(60))
         shown = unit_snapshot(host, sim_unit.unit)
         assert "SIM_NOTE=a b" in shown["Environment"] or 'SIM_NOTE="a b"' in shown["Environment"]
         assert "whole unit ar" in host.admin(f"systemctl show {sim_unit.unit} -p Description").stdout

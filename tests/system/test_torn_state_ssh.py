@@ -44,6 +44,7 @@ from tests.reliability.harness import (
 )
 from tests.system.conftest import SimUnit, install_sim_unit, remove_sim_unit
 from tests.system.support import TestHost, unit_snapshot
+from tests.timing import scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -184,15 +185,15 @@ def _killed_then_restored(sim: SimUnit, tmp_path: Path, moment: float | str, pri
     env = cli_env(tmp_path)
     with started_cli("sweep", str(path), "--results", str(results), "--no-report", "-q", env=env) as proc:
         serving = wait_until(lambda: (server_metric(sim.url, RUNNING) or 0) > 0 or proc.poll() is not None, 90)
-        assert serving and proc.poll() is None, f"no point ever served: {proc.communicate(timeout=30)}"
+        assert serving and proc.poll() is None, f"no point ever served: {proc.communicate(timeout=scaled(30))}"
         if isinstance(moment, float):
             time.sleep(moment)
         else:
             first = len(_deploys(results))
             wait_until(lambda: len(_deploys(results)) > first or proc.poll() is not None, 60, interval=0.002)
-        assert proc.poll() is None, f"the sweep ended before the kill: {proc.communicate(timeout=30)}"
+        assert proc.poll() is None, f"the sweep ended before the kill: {proc.communicate(timeout=scaled(30))}"
         os.kill(proc.pid, signal.SIGKILL)  # the controller alone (its own session); it holds no child
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=scaled(30))
     assert proc.returncode == -signal.SIGKILL
     (run_dir,) = run_dirs(results, "torn")
     last = [e.get("kind") for e in events(run_dir)][-3:]

@@ -34,6 +34,7 @@ from orchestrator.analysis import analyse
 from orchestrator.runs.store import RunStore
 from tests.integration.vllm_support import REPO, counter_oracle, paths, three_sources
 from tests.system.support import TestHost, etc_snapshot, unit_snapshot
+from tests.timing import scaled
 
 pytestmark = [
     pytest.mark.vllm,
@@ -120,7 +121,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=1200,
+        timeout=scaled(1200),
         env={**os.environ, "COLUMNS": "200"},
         check=False,
     )
@@ -146,14 +147,14 @@ def test_killed_mid_point_restored_resumed_and_equal_to_the_counters(vllm_unit: 
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + scaled(900)
         while _records(results) < 1 and controller.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _records(results) >= 1 and controller.poll() is None, "the first run stored no point in time"
     finally:
         if controller.poll() is None:
             os.killpg(controller.pid, signal.SIGKILL)
-        controller.wait(timeout=30)
+        controller.wait(timeout=scaled(30))
     assert controller.returncode == -signal.SIGKILL
     assert etc_snapshot(host) != etc_before  # the killed run left its drop-in
 

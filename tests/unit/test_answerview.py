@@ -33,3 +33,44 @@ def test_the_views_carry_the_answer_and_show_it() -> None:
     assert all(p.label in html for p in made.points)
     # A figure no point has (goodput: this run has no limits) is left out of the table, kept in the rows.
     assert "goodput" not in points.frame().columns and "goodput" in points.rows[0]
+
+
+def test_the_notebook_shows_margins_as_percentages_and_cells_whole() -> None:
+    """The notebook's tables showed a margin of 1.3% as ``0.01`` and cut findings and tie lists at 50 characters
+    (issue 59, item 7); the rows it keeps are still the answer's figures."""
+    import pandas as pd
+
+    from orchestrator.report import notebook
+
+    made = answer(RUN)
+    loads = answerview.loads_view(made)
+    shown = loads.frame()
+    for row, (_, cells) in zip(loads.rows, shown.iterrows(), strict=True):
+        if row["margin"] is not None:
+            assert cells["margin"] == f"{row['margin']:+.1%}", cells["margin"]
+            assert isinstance(row["margin"], float)  # the JSON keeps the fraction
+    assert any(row["margin"] is not None for row in loads.rows)
+    long = "a finding whose advice runs well past fifty characters, as findings do, to its end"
+    table = pd.DataFrame({"what": [long]})
+    assert long not in repr(table)  # pandas' own display cuts it at 50 characters
+    shown = notebook.whole(table)
+    assert long in repr(shown) and long in (shown._repr_html_() or ""), repr(shown)
+    cells = json.loads((Path(__file__).parents[2] / "notebooks" / "sweep-results.ipynb").read_text())["cells"]
+    sources = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    for made_whole in ("findings_by_check", "findings_table", "winners_table"):
+        assert f"notebook.whole(tables.{made_whole}(" in sources, made_whole
+
+
+def test_the_winners_table_leaves_out_a_ratio_no_winner_has() -> None:
+    """``× linear`` was a column of NaN in a run without a linear baseline (issue 59, item 7)."""
+    import dataclasses
+
+    from orchestrator.report import tables
+
+    made = answer(RUN)
+    assert "× linear" in tables.winners_table(made).columns
+    points = [
+        dataclasses.replace(p, figures={k: v for k, v in p.figures.items() if k != "speedup_vs_linear"})
+        for p in made.points
+    ]
+    assert "× linear" not in tables.winners_table(dataclasses.replace(made, points=points)).columns

@@ -16,6 +16,7 @@ import pytest
 
 from tests import engine_setup
 from tests.engine_setup import ENV, marker_stages, wait_for
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,9 @@ def _pytest(suite: Path, setup: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VLLM_PYTHON", "VLLM_MODEL")}
     env.update({"PYTHONPATH": str(ROOT), "PYTEST_ADDOPTS": "", ENV: str(setup)})
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0", "-rs"]
-    return subprocess.run([*command, str(suite)], cwd=suite, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [*command, str(suite)], cwd=suite, env=env, capture_output=True, text=True, timeout=scaled(120)
+    )
 
 
 def test_the_wait_comes_before_the_tests_time_limit_and_a_failed_stage_skips(tmp_path: Path) -> None:

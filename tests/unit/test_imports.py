@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timing import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
 
@@ -173,7 +175,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter(shard: int) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stderr
     failures = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -92,3 +92,32 @@ def test_runs_without_answer_json_are_read_in_worker_processes_to_the_same_summa
     assert [r["ok"] for r in read] == [alone[0]["ok"]] * len(runs) and alone[0]["ok"] > 0
     # Fewer runs to read than PARALLEL_FROM: all here.
     assert {r["pid"] for r in ls_command._summaries(runs[:2])} == {os.getpid()}
+
+
+def test_ls_at_80_columns_keeps_when_each_run_started(tmp_path: Path) -> None:
+    """At 80 columns, with an interrupted run beside a finished one, ``ls`` left out ``started (UTC)`` (issue 59,
+    item 7): the date now goes over the time before the column goes."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.timing import scaled
+
+    _copy(tmp_path, "20260101T000000Z-aaaaaa")
+    stopped = _copy(tmp_path, "20260102T000000Z-bbbbbb")
+    info = json.loads((stopped / "run.json").read_text())
+    (stopped / "run.json").write_text(json.dumps({**info, "state": "interrupted"}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "ls", "--results", str(tmp_path)],
+        env={**os.environ, "COLUMNS": "80", "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    left_out = [i for i, line in enumerate(lines) if line.startswith("left out at this width")]
+    assert not any("started" in lines[i] for i in left_out), proc.stdout
+    table = lines[: left_out[0]] if left_out else lines  # (the resume command after it is one line to copy)
+    assert "interrupted" in proc.stdout and all(len(line) <= 80 for line in table), proc.stdout
+    assert "started" in lines[0] + lines[1] and "2026-12-01" in proc.stdout, proc.stdout

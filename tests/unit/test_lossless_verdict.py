@@ -309,3 +309,20 @@ def test_configurations_whose_every_answer_equals_the_baselines_are_one_note_a_h
         "lossless: every answer of ngram(k=1), ngram(k=2) equals one of the baseline's"
     ]
     assert [f.config for f in found if f.config is not None and f.config.startswith("ngram")] == ["ngram(k=4)"]
+
+
+def test_the_ending_says_the_verdict_once_and_counts_the_prompts_it_could_not_compare() -> None:
+    """The ending read ``lossless flaky: lossless: each of 5 answers ...`` and never said that 3 of the 8 prompts
+    had failed (issue 59, item 7)."""
+    from types import SimpleNamespace
+
+    from orchestrator.cli.summary import lossless_lines
+
+    base = baseline((WORDS, WORDS, WORDS), (WORDS, WORDS, WORDS), (WORDS, WORDS, WORDS))
+    spec = [answer(WORDS, index=0), answer([], index=1, error="HTTP 500"), answer(WORDS, index=2)]
+    result, _host, verdict = judge(base, spec)
+    assert verdict.verdict == "lossless" and verdict.count("unchecked") == 1
+    said = "each of 2 answers equals one of the baseline's; 1 of 3 prompts not compared"
+    assert f"ngram(k=2): lossless: {said}" in verdict.text(), verdict.text()
+    (line,) = [ln for ln in lossless_lines(SimpleNamespace(lossless=result.hosts)) if "ngram" in ln]  # type: ignore[arg-type]
+    assert line.startswith("  ngram(k=2): [green]lossless[/green]: each of 2 answers") and said in line, line

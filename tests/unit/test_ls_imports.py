@@ -18,6 +18,7 @@ from orchestrator.analysis import answer as answer_module
 from orchestrator.analysis import answerfile, quickcounts
 from orchestrator.analysis.frame import config_label
 from orchestrator.analysis.result import lost_requests
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "data" / "runs"
@@ -31,7 +32,7 @@ def _imported(args: list[str]) -> set[str]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}

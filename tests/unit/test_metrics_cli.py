@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.commands import parse
 from orchestrator.errors import MetricsError
+from tests.timing import scaled
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "logs"
 
@@ -93,7 +94,7 @@ def test_real_cli_as_a_subprocess() -> None:
     log = str(DATA / "vllm_v1.log")
     done = subprocess.run(
         [sys.executable, "-m", "orchestrator", "parse", "--engine", "vllm", log, "--json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=scaled(120), check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["accept_len"] == pytest.approx(1 + 350 / 170)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.runs.neighbours import Registration, live_controllers, registry_dir
+from tests.timing import scaled
 
 HOLD = """
 import sys, time
@@ -46,11 +47,11 @@ def test_another_process_entry_is_seen_while_it_lives_and_removed_when_it_is_gon
         assert other.shares_a_host(["local (this machine)", "gpu-box (root@10.0.0.2)"]) == ["gpu-box (root@10.0.0.2)"]
         assert f"other (pid {proc.pid} on " in other.describe()
         proc.kill()  # SIGKILL: the registration is never released by its owner
-        proc.wait(timeout=30)
+        proc.wait(timeout=scaled(30))
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(timeout=30)
+            proc.wait(timeout=scaled(30))
     assert path.exists()
     assert live_controllers() == []
     assert not path.exists()

@@ -15,6 +15,7 @@ import dataclasses
 import io
 import itertools
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from orchestrator.analysis.answer import ANSWER_FILE, Answer, Counts, Figure, answer
+from orchestrator.analysis.answer import ANSWER_FILE, Answer, Counts, Figure, answer, findings_text
 from orchestrator.cli.commands import ls as ls_command
 from orchestrator.cli.commands.sweep import EXIT_POINTS_FAILED, EXIT_STOPPED, _json_summary, outcome
 from orchestrator.cli.summary import OneLine, summary_renderables
@@ -166,7 +167,7 @@ def test_the_report_shows_the_answers_counts_figures_intervals_and_winners(run: 
     made = _planted(run)
     markdown = to_markdown(report_blocks(made, {}, run))
     assert "7 points ok, 5 degraded, 3 failed, 2 skipped; 99 points planned." in markdown
-    assert "11 error(s), 12 warning(s), 13 note(s)" in markdown
+    assert "11 errors, 12 warnings, 13 notes" in markdown
     for lv in made.loads:
         assert f"{lv.load_label}: slow is fastest at 4321.0 ± 21.0 tok/s" in markdown, markdown
     assert "| C=1 | slow | 4,321.0 | 4,300.0 … 4,342.0 |" in markdown, markdown  # the winners table
@@ -233,3 +234,56 @@ def test_ls_of_a_run_whose_answer_cannot_be_made_shows_no_counts(
     assert (shown["ok"], shown["degraded"], shown["failed"]) == (None, None, None)
     assert shown["counts_error"] == "no answer: planted: the answer cannot be made"
     assert ls_command._count(shown["ok"]) == "-"
+
+
+@pytest.mark.parametrize(
+    ("counts", "said"),
+    [
+        pytest.param({"error": 2, "warning": 1, "info": 0}, "2 errors, 1 warning, 0 notes", id="one-warning"),
+        pytest.param({"error": 1, "warning": 0, "info": 1}, "1 error, 0 warnings, 1 note", id="one-each"),
+        pytest.param({}, "0 errors, 0 warnings, 0 notes", id="none"),
+    ],
+)
+def test_finding_counts_are_said_in_the_singular_when_there_is_one(counts: dict[str, int], said: str) -> None:
+    """``findings: 2 errors, 1 warnings`` was the ending's (issue 59, item 7); every output says it alike."""
+    assert findings_text(counts) == said
+
+
+def test_the_ending_and_the_report_say_one_warning_in_the_singular(run: Path) -> None:
+    made = dataclasses.replace(_planted(run), findings_by_severity={"error": 2, "warning": 1, "info": 1})
+    assert "findings: 2 errors, 1 warning, 1 note (report.md" in _ending(made)
+    assert "2 errors, 1 warning, 1 note (" in to_markdown(report_blocks(made, {}, run))
+
+
+def test_report_md_has_one_output_throughput_table_and_one_of_time_to_first_token(run: Path) -> None:
+    """report.md showed every point's throughput twice, with its interval and then bare (issue 59, item 7):
+    a figure with its interval is one table."""
+    made = _planted(run)
+    # Every figure of the three with an interval has one (the accept length too: its plain table stays).
+    accept = Figure(value=2.5, lo=2.4, hi=2.6, se=0.05, source="client", exactness="exact")
+    made = dataclasses.replace(made, points=[dataclasses.replace(p, figures={**p.figures, "accept_len": accept})
+                                             for p in made.points])  # fmt: skip
+    markdown = to_markdown(report_blocks(made, {}, run))
+    captions = [line for line in markdown.splitlines() if line.startswith("_") and line.endswith("_")]
+    throughput = [c for c in captions if c.startswith("_Output throughput")]
+    assert len(throughput) == 1 and "± half its 95% interval" in throughput[0], captions
+    assert len([c for c in captions if c.startswith("_Time to first token, p50")]) <= 1, captions
+    for kept in ("_Speedup over AR", "_Accept length (tokens per verify step", "_Inter-token latency, p50"):
+        assert any(c.startswith(kept) for c in captions), (kept, captions)  # the tables without an interval stay
+
+
+def test_the_margins_legend_is_said_only_under_a_table_that_shows_the_margin(run: Path) -> None:
+    """``margin: best / runner-up - 1`` was printed under a best table narrow enough to leave its margin column
+    out (issue 59, item 6): each legend is said only for a column the table keeps."""
+    from orchestrator.cli.summary import best_table
+
+    made = _planted(run)
+    said: dict[bool, int] = {}
+    for width in range(160, 19, -4):
+        console = Console(width=width, file=io.StringIO(), color_system=None, force_terminal=False)
+        console.print(best_table(made, width))
+        text = " ".join(console.file.getvalue().split())  # type: ignore[attr-defined]
+        dropped = re.search(r"left out at this width: [^(]*\bmargin\b", text) is not None
+        assert ("margin: best / runner-up - 1" in text) is not dropped, (width, text)
+        said[dropped] = width
+    assert set(said) == {True, False}, said  # both cases were met

@@ -3,6 +3,7 @@ escaped HTML page, figures that are drawn only when there is something to draw, 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -274,7 +275,7 @@ def test_report_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_report_command_on_a_clean_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _small_run(tmp_path, commit_bug=False)
     code, out, _err = _run(["report", str(run), "--strict", "--out", str(tmp_path / "elsewhere")], capsys)
-    assert code == 0 and "best configuration at each load" in out and "0 error(s), 0 warning(s)" in out
+    assert code == 0 and "best configuration at each load" in out and "0 errors, 0 warnings" in out
     assert (tmp_path / "elsewhere" / "report.html").is_file() and not (run / "report.html").exists()
     code, out, _err = _run(["report", str(run), "-q"], capsys)
     assert code == 0 and out.strip() == str(run / "report.html")
@@ -298,3 +299,29 @@ def test_compare_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert {f["check"] for f in payload["findings_new"]} >= {"depth_vs_commit", "topk1_vs_chain"}
     code, out, _err = _run(["compare", str(clean), str(field)], capsys)
     assert code == 0 and "[depth_vs_commit]" in out and "failed" in out
+
+
+def test_summary_csv_writes_counts_and_parameters_as_whole_numbers() -> None:
+    """A failed point has no request count and autoregressive no budget, so pandas held those columns as floats
+    and summary.csv said ``12.0`` requests (issue 59, item 7): every count, parameter and concurrency is a whole
+    number, a missing one an empty cell."""
+    import dataclasses
+    import io
+
+    import numpy as np
+
+    from orchestrator.analysis import analyse
+    from orchestrator.report import tables
+
+    analysis = analyse(Path(__file__).parents[1] / "data" / "runs" / "sim-demo")
+    frame = analysis.frame.copy()
+    frame.loc[frame.index[0], ["requests", "errors", "windows"]] = np.nan  # as a point that never started
+    table = tables.summary_table(dataclasses.replace(analysis, frame=frame))
+    text = io.StringIO()
+    table.to_csv(text, index=False)
+    rows = list(csv.DictReader(io.StringIO(text.getvalue())))
+    assert (rows[0]["requests"], rows[0]["errors"], rows[0]["windows"]) == ("", "", "")
+    for column in ("requests", "errors", "windows", "load", "budget", "topk"):
+        cells = [row[column] for row in rows if row[column]]
+        assert cells and all(cell.isdigit() for cell in cells), (column, cells)
+    assert any(row["output_tok_s"] and "." in row["output_tok_s"] for row in rows)  # figures stay as they were

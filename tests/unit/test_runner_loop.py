@@ -18,6 +18,7 @@ from orchestrator.sweep.events import DeploymentFailed, HostRestored, Notice, Po
 from orchestrator.sweep.frame import StopSignal
 from orchestrator.sweep.measure import PointMeasurer
 from orchestrator.sweep.runner import SweepOptions, run_sweep
+from tests.timing import scaled
 from tests.unit.launch_fakes import FakeLauncher, FakeSlot, fake_tools, make_experiment
 
 
@@ -278,7 +279,7 @@ def test_worker_threads_are_joined(tmp_path: Path) -> None:
     exp = make_experiment(tmp_path, hosts='hosts: [{ssh: "root@a"}, {ssh: "root@b"}]')
     before = threading.active_count()
     _sweep(tmp_path, FakeSlot("root@a"), FakeSlot("root@b"), experiment=exp)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before

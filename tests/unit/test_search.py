@@ -610,3 +610,20 @@ def test_a_search_refuses_repeats_across_restarts(tmp_path: Path) -> None:
     assert "repeats_across_restarts is for the grid" in str(info.value)
     path.write_text(text + OBJECTIVE + "search: {strategy: grid}\n")
     assert load_experiment(path).load.repeats_across_restarts == 2
+
+
+def test_the_search_figure_numbers_restarts_in_whole_numbers_only() -> None:
+    """``search_progress.png`` ticked ``2.5 5.0 7.5`` on its restarts axis (issue 59, item 7)."""
+    from orchestrator.report.search import progress_figure
+
+    history = [
+        {"restarts": n, "strategy": "random", "score": {"value": 100.0 + n, "feasible": True, "sense": "max"}}
+        for n in (1, 2, 3)
+    ]
+    figure = progress_figure(history)
+    assert figure is not None
+    figure.canvas.draw()
+    (ax,) = figure.axes
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks

@@ -21,6 +21,7 @@ from orchestrator.plan.deployments import build_plan
 from orchestrator.sweep.frame import StopSignal
 from orchestrator.sweep.measure import PointMeasurer
 from orchestrator.sweep.runner import SweepOptions, run_sweep
+from tests.timing import scaled
 from tests.unit.launch_fakes import fake_tools
 from tests.unit.slurm_fakes import SLURM_EXPERIMENT, FakeScheduler, HealthServer, use_scheduler
 
@@ -273,7 +274,7 @@ def test_a_stop_while_jobs_are_pending_cancels_them_all(
     stop = StopSignal()
 
     def stop_soon() -> None:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while len(scheduler.submitted) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
         stop.request()

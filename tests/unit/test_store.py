@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.errors import SchemaVersionError, StoreError
 from orchestrator.runs.store import RUN_SCHEMA_VERSION, Record, RunStore, find_latest, utc_now_iso
+from tests.timing import scaled
 
 PLAN = {"schema_version": 1, "experiment": "demo", "deployments": [], "totals": {}}
 
@@ -296,7 +297,7 @@ def test_a_line_nested_beyond_the_parser_is_a_bad_line_not_an_internal_error(tmp
         [sys.executable, "-m", "orchestrator", "report", str(run), "--results", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert "internal error" not in done.stderr and "RecursionError" not in done.stderr, done.stderr
     assert done.returncode in (0, 3), done.stderr

@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.errors import HostConnectionError
 from orchestrator.hosts.tunnel import Tunnel, via_url
+from tests.timing import scaled
 from tests.unit.slurm_fakes import HealthServer
 
 
@@ -90,7 +91,7 @@ def test_closing_the_tunnel_ends_its_connections(health: HealthServer) -> None:
     tunnel = Tunnel(Forwarder(), f"http://127.0.0.1:{health.port}")
     tunnel.start()
     client = socket.create_connection(("127.0.0.1", tunnel.port), timeout=5)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + scaled(5)
     while not tunnel.connections and time.monotonic() < deadline:
         time.sleep(0.01)
     tunnel.close()

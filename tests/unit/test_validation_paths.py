@@ -59,3 +59,34 @@ def test_a_matrix_value_of_the_wrong_type_is_one_error_at_its_own_key(tmp_path: 
     assert message == (
         "Input should be a valid string or a valid integer or a valid number or a valid boolean, got {'a': 1}"
     )
+
+
+@pytest.mark.parametrize(
+    ("typos", "keys"),
+    [
+        pytest.param(
+            {"budget: [7, 16]": "budgte: [7, 16]", "lossless: {prompts: 4}": "lossless: {promts: 4}"},
+            ["variants.ddtree.matrix.budgte", "load.prompts", "lossless.promts"],
+            id="beside-a-cross-check-and-an-unknown-key",
+        ),
+        pytest.param(
+            {"max_tokens: 64": "max_tokens: 6x4"}, ["load.max_tokens", "load.prompts"], id="beside-a-refused-value"
+        ),
+    ],
+)
+def test_a_prompt_set_that_does_not_exist_is_reported_with_the_other_errors(
+    tmp_path: Path, typos: dict[str, str], keys: list[str]
+) -> None:
+    """Three typos in the demo's file (a matrix key, a lossless key, a prompt set): ``validate`` reported two, and
+    the prompt set only once they were fixed (issue 59, item 7)."""
+    text = (Path(__file__).parents[2] / "sweeps" / "demo.yaml").read_text().replace('"builtin:chat"', '"builtin:chatt"')
+    for before, after in typos.items():
+        assert before in text, before
+        text = text.replace(before, after)
+    path = tmp_path / "demo.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_experiment(path)
+    found = problems_of(caught.value)
+    assert sorted(p.key or "" for p in found) == sorted(keys), [str(p) for p in found]
+    assert any("no builtin prompt set 'chatt'" in str(p) for p in found)

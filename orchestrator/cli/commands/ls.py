@@ -250,7 +250,7 @@ def ls(
         Column("ok", required=True),
         *([Column("degraded", required=True)] if any(run.get("degraded") for run in shown) else []),
         Column("failed", required=True),
-        Column("started (UTC)", "left", priority=70),
+        Column("started (UTC)", "left", priority=70, wrap=True),  # at 80 columns the date over the time
         Column("took", priority=40),
         Column("hosts", "left", priority=60, wrap=True),
     ]

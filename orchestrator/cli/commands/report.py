@@ -23,6 +23,7 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 
 
 def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
+    from orchestrator.analysis.answer import findings_text
     from orchestrator.report import tables
 
     counts = result.counts
@@ -34,7 +35,7 @@ def render_findings(result: ReportResult, width: int = 80) -> RenderableType:
     ]
     groups = tables.group_findings(result.answer.findings)
     rows = [[f"[{_STYLE[g.severity]}]{g.severity}[/]", Text(g.check), Text(g.where), Text(g.message)] for g in groups]
-    title = f"findings: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s)"
+    title = f"findings: {findings_text(counts)}"
     # The table while each check name and place fits on its line beside a readable message; narrower (80
     # columns), one finding a paragraph: its severity, whole check name and place, then the message, wrapped
     # at words. (A table squeezed to 80 columns cut the check names and broke the place into letters.)

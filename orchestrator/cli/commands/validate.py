@@ -59,7 +59,7 @@ def validate(
                 err_console.print(f"[yellow]warning[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
             console.print(
                 f"[green]ok[/green] {escape(str(file))}: {totals['deployments']} deployments, "
-                f"{totals['load_points']} load points, {totals['restarts']} restarts",
+                f"{escape(plan.points_text)}, {totals['restarts']} restarts",
                 highlight=False,
                 soft_wrap=True,
             )
