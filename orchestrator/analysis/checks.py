@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from orchestrator.analysis.agreement import (
     token_disagreements,
     uncompared_throughput,
 )
+from orchestrator.analysis.busy import busy_points
 from orchestrator.analysis.checkbase import (
     _EVIDENCE_LINES,
     _PRINT_SLACK,
@@ -44,7 +44,7 @@ from orchestrator.analysis.checkbase import (
 )
 from orchestrator.analysis.corpus import corpus_points
 from orchestrator.analysis.drafts import command_schedule, k_used
-from orchestrator.analysis.golden import golden_points, shape_points
+from orchestrator.analysis.golden import golden_points, other_drafter, shape_points
 from orchestrator.analysis.roles import expected_chain_range, finite
 from orchestrator.analysis.statuses import MEASURED
 
@@ -202,20 +202,6 @@ def _linear_reference(ctx: CheckContext, row: dict[str, Any]) -> tuple[float | N
     return float(values.mean()), drafts, "linear, mean over its loads"
 
 
-_DRAFT_MODEL = re.compile(r"--speculative[-_]draft[-_]model[-_]path(?:=|\s+)(\S+)")
-
-
-def _other_drafter(ctx: CheckContext, row: dict[str, Any]) -> bool:
-    """The row drafts with another draft model than the linear baseline on its host (SGLang's STANDALONE, EAGLE:
-    ``--speculative-draft-model-path``): a chain or tree of another drafter is no shape of the baseline's chain."""
-    linear = ctx.linear_by_host.get(row.get("host"))
-    if linear is None or linear.empty or "command" not in linear.columns:
-        return False
-    mine = _DRAFT_MODEL.search(str(row.get("command") or ""))
-    theirs = _DRAFT_MODEL.search(str(linear["command"].iloc[0] or ""))
-    return mine is not None and theirs is not None and mine.group(1) != theirs.group(1)
-
-
 def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
     """A top-k = 1 tree is a chain and must accept what the linear chain of that length accepts."""
     tol = ctx.settings.chain_tolerance
@@ -232,7 +218,7 @@ def topk1_vs_chain(ctx: CheckContext) -> list[Finding]:
         ]
     unknown_length = False
     for row in candidates:
-        if _other_drafter(ctx, row):
+        if other_drafter(ctx.linear_by_host.get(row.get("host")), row):
             continue
         accept = finite(row.get("accept_len"))
         drafts = finite(row.get("chain_drafts"))
@@ -274,7 +260,7 @@ def tree_below_chain(ctx: CheckContext) -> list[Finding]:
     tol = ctx.settings.chain_tolerance
     out: list[Finding] = []
     for row in ctx.rows(ctx.ok[(ctx.ok["tree_topk"] > 1) & (ctx.ok["role"] != "linear")]):
-        if _other_drafter(ctx, row):
+        if other_drafter(ctx.linear_by_host.get(row.get("host")), row):
             continue
         accept = finite(row.get("accept_len"))
         budget = finite(row.get("tree_budget"))
@@ -739,40 +725,13 @@ def spec_shape(ctx: CheckContext) -> list[Finding]:
 
 def machine_load(ctx: CheckContext) -> list[Finding]:
     """Points measured while the controller's machine had more runnable tasks a CPU than ``checks.machine_load``
-    (the records' ``machine``, orchestrator/sweep/machineload.py): another benchmark, a test suite or a build
-    delayed the client's timings (and a local server's), which no figure shows. One finding for the run."""
-    threshold = ctx.settings.machine_load
-    frame = ctx.measured
-    if threshold <= 0 or "machine_load" not in frame.columns:
+    (``analysis/busy.py``): one finding for the run."""
+    found = busy_points(ctx.measured, ctx.settings.machine_load)
+    if found is None:
         return []
-    rows = [
-        r
-        for r in _rows(frame)
-        if isinstance(r.get("machine_load"), int | float)
-        and r["machine_load"] == r["machine_load"]
-        and r["machine_load"] > threshold
-    ]
-    if not rows:
-        return []
-    worst = max(float(r["machine_load"]) for r in rows)
-    message = (
-        f"{len(rows)} of {len(frame)} points were measured while this machine was busy (up to {worst:.1f} runnable "
-        f"tasks a CPU, above checks.machine_load {threshold:g}): whatever else ran here delayed the client's "
-        "timings and a local server's steps, so these figures may be low and noisy; for clean figures, run the "
-        "sweep again on a quiet machine"
-    )
-    evidence = [
-        f"{r.get('label')} @ {r.get('load_label')} on {r.get('host')}: {float(r['machine_load']):.1f} a CPU"
-        for r in rows
-    ]
+    message, evidence = found
     return [
-        Finding(
-            check="machine_load",
-            point=None,
-            severity="warning",
-            message=message,
-            evidence=evidence[:_EVIDENCE_LINES],
-        )
+        Finding(check="machine_load", point=None, severity="warning", message=message, evidence=evidence[:_EVIDENCE_LINES])
     ]
 
 

@@ -12,11 +12,26 @@ command asked for; an engine that changed it measured another configuration than
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["golden_points", "shape_points"]
+__all__ = ["golden_points", "other_drafter", "shape_points"]
+
+_DRAFT_MODEL = re.compile(r"--speculative[-_]draft[-_]model[-_]path(?:=|\s+)(\S+)")
+
+
+def other_drafter(linear: pd.DataFrame | None, row: dict[str, Any]) -> bool:
+    """The row drafts with another draft model than ``linear`` (the linear baseline's rows on its host) does
+    (SGLang's STANDALONE, EAGLE: ``--speculative-draft-model-path``): a chain or tree of another drafter is no shape
+    of the baseline's chain, so ``topk1_vs_chain`` and ``tree_below_chain`` leave it alone."""
+    if linear is None or linear.empty or "command" not in linear.columns:
+        return False
+    mine = _DRAFT_MODEL.search(str(row.get("command") or ""))
+    theirs = _DRAFT_MODEL.search(str(linear["command"].iloc[0] or ""))
+    return mine is not None and theirs is not None and mine.group(1) != theirs.group(1)
+
 
 AGREE = "server_golden_agree"
 SKIPPED = "server_golden_skipped"
