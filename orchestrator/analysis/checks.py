@@ -731,7 +731,9 @@ def machine_load(ctx: CheckContext) -> list[Finding]:
         return []
     message, evidence = found
     return [
-        Finding(check="machine_load", point=None, severity="warning", message=message, evidence=evidence[:_EVIDENCE_LINES])
+        Finding(
+            check="machine_load", point=None, severity="warning", message=message, evidence=evidence[:_EVIDENCE_LINES]
+        )
     ]
 
 
