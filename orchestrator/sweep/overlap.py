@@ -77,7 +77,11 @@ class OverlapWatch:
             self.emit(Notice(message=overlap_message(neighbour, self.hosts, started=started), level="warning"))
 
     def at_start(self) -> None:
-        self._note(self._relevant(), started=False)
+        """Before the host's lock is taken: a controller of the same experiment on one of this run's hosts is
+        left to the lock, which refuses one of the two when they drive the same server; where they do not (two
+        folders, two ports), the first point's look names it."""
+        found = [n for n in self._relevant() if not (n.experiment == self.experiment and n.shares_a_host(self.hosts))]
+        self._note(found, started=False)
 
     def register(self) -> None:
         """Make this controller visible to the others (idempotent; after the host's lock is taken)."""

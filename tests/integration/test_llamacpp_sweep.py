@@ -116,7 +116,9 @@ def test_local_sweep_with_a_real_llama_server(tmp_path: Path) -> None:
     # A verify step of k + 1 rows takes another path through llama.cpp's CPU kernels than one row: ngram may flip a
     # near tie of the baseline's (found on a CI machine, prompt 5 at token 37), which the check tells from a bug by
     # the baseline's own log-probabilities.
-    assert [f"{f.check}: {f.message}" for f in analysis.findings if f.severity != "info"] == []
+    # machine_load says the test machine was busy (a fact about the machine, not the engine: issue 59 item 3).
+    findings = [f for f in analysis.findings if f.severity != "info" and f.check != "machine_load"]
+    assert [f"{f.check}: {f.message}" for f in findings] == []
     assert check_baseline_logprobs(run_dir) >= 0
     speedup = analysis.frame.loc[analysis.frame["variant"] == "ngram", "speedup_vs_ar"].iloc[0]
     assert speedup > 0

@@ -124,7 +124,12 @@ def assert_sources_agree(record: Record) -> dict[str, dict[str, float]]:
 
 def assert_clean_analysis(run_dir: Path) -> None:
     analysis = analyse(run_dir)
-    bad = [f"{f.severity} {f.check} {f.where}: {f.message}" for f in analysis.findings if f.severity != "info"]
+    # machine_load says the test machine was busy (a fact about the machine, not the engine: issue 59 item 3).
+    bad = [
+        f"{f.severity} {f.check} {f.where}: {f.message}"
+        for f in analysis.findings
+        if f.severity != "info" and f.check != "machine_load"
+    ]
     assert bad == [], bad
 
 

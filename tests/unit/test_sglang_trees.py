@@ -60,7 +60,7 @@ def test_a_command_gives_its_tree_and_a_self_draft_is_told_from_another_draft() 
         (_cmd(3, 2, 12), "use a budget of at most 11"),  # 2 + 2 * 4 candidates, plus the root
         (_cmd(0, 1, 1), "depth >= 1"),
         (_cmd(3, 2, 6, "--page-size 16"), "flashinfer, fa3 or triton"),
-        ("x --speculative-algorithm EAGLE --speculative-eagle-topk 2", "--speculative-num-steps"),
+        ("x --speculative-algorithm EAGLE --speculative-eagle-topk 2", "but no --speculative-num-steps"),
         (_cmd(3, 1, 4).replace("--speculative-draft-model-path /m ", ""), "needs its draft model"),
     ],
 )
@@ -73,6 +73,11 @@ def test_trees_sglang_would_refuse_or_change_are_named(command: str, words: str)
 def test_trees_sglang_runs_as_written_pass(shape: tuple[int, int, int]) -> None:
     assert shape_problems(_cmd(*shape)) == []
     assert get_engine("sglang").command_problems(_cmd(*shape)) == []
+
+
+def test_a_tree_sglang_chooses_itself_passes() -> None:
+    # None of depth, top-k and budget: SGLang's _auto_choose_speculative_params picks them (read back later).
+    assert shape_problems("python -m sglang.launch_server --speculative-algorithm EAGLE --model-path /m") == []
 
 
 def test_the_engine_reads_back_the_tree_the_server_runs() -> None:

@@ -141,20 +141,25 @@ def shape_problems(command: str) -> list[str]:
     if shape is None:
         return []
     problems: list[str] = []
-    named = {
-        "depth": "--speculative-num-steps",
-        "topk": "--speculative-eagle-topk",
-        "budget": "--speculative-num-draft-tokens",
-    }
-    values = {"depth": shape.depth, "topk": shape.topk, "budget": shape.budget}
-    missing = [flag for key, flag in named.items() if values[key] is None]
-    if missing:
-        problems.append(
-            f"{shape.algorithm} without {', '.join(missing)}: SGLang would choose the tree itself "
-            "(speculative_hook.py _auto_choose_speculative_params); write depth, topk and budget so the figures "
-            "say which tree they measured"
-        )
+    if shape.depth is None:
+        given = [
+            flag
+            for flag, value in (
+                ("--speculative-eagle-topk", shape.topk),
+                ("--speculative-num-draft-tokens", shape.budget),
+            )
+            if value is not None
+        ]
+        if given:
+            problems.append(
+                f"{shape.algorithm} with {' and '.join(given)} but no --speculative-num-steps: SGLang refuses it at "
+                "start-up (speculative_hook.py _handle_eagle_family asserts that all three are set or none); write "
+                "depth, topk and budget"
+            )
+        # None of the three: SGLang chooses the tree (_auto_choose_speculative_params); the served one is read back.
         return problems
+    if shape.topk is None or shape.budget is None:
+        return problems  # SGLang's defaults for the rest; the tree it serves is read back from /server_info
     depth, topk, budget = shape.depth, shape.topk, shape.budget
     assert depth is not None and topk is not None and budget is not None
     if depth < 1 or topk < 1 or budget < 2:
