@@ -8,24 +8,15 @@ the responses), the drafts SGLang accepted past the requests' ends, and whether 
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import Any
 
-from orchestrator.analysis import analyse
-from orchestrator.runs.store import RunStore
-
-
-def _f(value: Any, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.{digits}f}"
+from runtable import cell as _f
+from runtable import open_run, print_findings
 
 
 def main(run_dir: str) -> None:
-    analysis = analyse(run_dir)
+    analysis, records = open_run(run_dir)
     frame = analysis.frame
-    records = {r.point_id: r for r in RunStore.open(run_dir).records()}
     print(
         "| configuration | C | tok/s [95% CI] | speed-up vs AR | accept len: log printed | log less past-end | "
         "/metrics | responses | acceptance rate: log | /metrics | responses (SGLang's own) | drafts past end | "
@@ -49,10 +40,7 @@ def main(run_dir: str) -> None:
             f"{past.get('discarded_drafts', '-')} | "
             f"{'-' if not corpus else ('yes' if corpus.get('flushed') else 'no')} |"
         )
-    print()
-    for finding in analysis.findings:
-        if finding.severity != "info":
-            print(f"- {finding.check} ({finding.severity}): {finding.message}")
+    print_findings(analysis)
 
 
 if __name__ == "__main__":

@@ -9,25 +9,16 @@ autoregressive and over the chain at the same concurrency, the server's start ti
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
-from typing import Any
 
-from orchestrator.analysis import analyse
-from orchestrator.runs.store import RunStore
-
-
-def _f(value: Any, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.{digits}f}"
+from runtable import cell as _f
+from runtable import open_run, print_findings
 
 
 def main(run_dir: str) -> None:
-    analysis = analyse(run_dir)
+    analysis, records = open_run(run_dir)
     frame = analysis.frame
-    records = {r.point_id: r for r in RunStore.open(run_dir).records()}
     healthy: dict[str, float] = {}
     events = Path(run_dir) / "events.jsonl"
     for line in events.read_text().splitlines() if events.exists() else []:
@@ -63,10 +54,7 @@ def main(run_dir: str) -> None:
             f"{_f(row['output_tok_s'] / ar if ar else None)} | {_f(row['output_tok_s'] / chain if chain else None)} | "
             f"{_f(start, 0)} |"
         )
-    print()
-    for finding in analysis.findings:
-        if finding.severity != "info":
-            print(f"- {finding.check} ({finding.severity}): {finding.message}")
+    print_findings(analysis)
 
 
 if __name__ == "__main__":

@@ -7,24 +7,15 @@ concurrency, and how the log window was opened and closed.
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import Any
 
-from orchestrator.analysis import analyse
-from orchestrator.runs.store import RunStore
-
-
-def _f(value: Any, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{float(value):.{digits}f}"
+from runtable import cell as _f
+from runtable import open_run, print_findings
 
 
 def main(run_dir: str) -> None:
-    analysis = analyse(run_dir)
+    analysis, records = open_run(run_dir)
     frame = analysis.frame
-    records = {r.point_id: r for r in RunStore.open(run_dir).records()}
     print(
         "| configuration | C | tok/s [95% CI] | speed-up vs AR | accept len: log | /metrics | responses | "
         "acceptance rate (counters) | window (open wait, close wait) |"
@@ -43,10 +34,7 @@ def main(run_dir: str) -> None:
             f"{_f(row.get('speedup_vs_ar'))} | {_f(server.get('accept_len'), 3)} | {_f(prom.get('accept_len'), 3)} | "
             f"{_f(spec.get('accept_len'), 3)} | {_f(prom.get('acceptance_rate'), 3)} | {wait} |"
         )
-    print()
-    for finding in analysis.findings:
-        if finding.severity != "info":
-            print(f"- {finding.check} ({finding.severity}): {finding.message}")
+    print_findings(analysis)
 
 
 if __name__ == "__main__":
