@@ -15,7 +15,7 @@ from orchestrator.analysis import CheckContext, CheckSettings, run_checks, tidy_
 from orchestrator.analysis.compare import add_baseline_comparisons
 from orchestrator.analysis.roles import BaselineRoles, annotate, tree_shape
 from orchestrator.engines.registry import get_engine
-from orchestrator.engines.sglang.golden import GoldenRequest, chain_steps, compare_request, predict
+from orchestrator.engines.sglang.golden import GoldenRequest, _key, chain_steps, compare_request, point_golden
 from orchestrator.engines.sglang.tree import TreeShape, shape_problems
 from orchestrator.runs.store import Record
 
@@ -113,7 +113,7 @@ def test_the_chain_walk_accepts_the_longest_agreeing_prefix_and_counts_drafts_pa
 
 def test_a_response_is_compared_with_the_prediction_by_steps_then_by_histogram() -> None:
     agree = [False, True, True, True, True, False] + [True] * 10
-    golden = predict([{"key": "0", "agree": agree, "output_ids": []}], {"0": 12}, 3)["0"]
+    golden = GoldenRequest("0", 12, chain_steps(agree, 12, 3))
     assert isinstance(golden, GoldenRequest) and golden.steps == [3, 0, 3, 3] and golden.histogram(3) == [1, 0, 0, 3]
     assert compare_request(golden, {"verify_steps": 4, "accepted_histogram": [1, 0, 0, 3]}, 3) is None
     assert "5 verify steps where the model predicts 4" in str(compare_request(golden, {"verify_steps": 5}, 3))
@@ -233,3 +233,30 @@ def test_sglang_tree_points_are_held_to_the_chain_the_golden_figures_and_their_s
     assert "request 2: 9 verify steps where the model predicts 8" in message and "1 of 3 requests" in message
     clean = _tree_findings([*records[:1], _record("chain", "d-chain", 3.5, golden=golden_ok)], commands)
     assert not [f for f in clean if f.check in ("golden", "spec_shape")]
+
+
+def test_a_request_without_a_prediction_or_verify_steps_is_not_compared_and_none_gives_no_figure() -> None:
+    shape = TreeShape.from_command(_cmd(3, 1, 4))
+    assert shape is not None
+    agree = [False, True, True, True, True, False] + [True] * 10
+    requests = [
+        {
+            "key": "0",
+            "messages": [{"role": "user", "content": "a"}],
+            "text": None,
+            "tokens": 12,
+            "spec": {"verify_steps": 4, "accepted_histogram": [1, 0, 0, 3]},
+        },
+        {"key": "1", "messages": [{"role": "user", "content": "b"}], "text": None, "tokens": 12, "spec": None},
+    ]
+    # The probe's answers are already in the run's cache: no engine Python is run.
+    cache = {
+        _key({**requests[0], "tokens": 16}): {"agree": agree},
+        _key({**requests[1], "tokens": 16}): {"agree": agree},
+    }
+    block = point_golden(shape, requests, "false", cache)
+    assert block["agree"] is True and block["requests"] == 1 and block["verify_steps"] == 4
+    assert block["accept_len"] == block["measured_accept_len"] == 11 / 4
+    assert block["not_compared"] == ["request 1: its response carried no verify steps"]
+    none = point_golden(shape, [requests[1]], "false", cache)
+    assert "agree" not in none and none["skipped"].startswith("no request could be compared")

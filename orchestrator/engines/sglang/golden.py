@@ -20,12 +20,12 @@ import json
 import shlex
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROBE", "GoldenRequest", "chain_steps", "compare_request", "point_golden", "predict", "run_probe"]
+__all__ = ["PROBE", "GoldenRequest", "chain_steps", "compare_request", "point_golden", "run_probe"]
 
 #: The standalone script the engine's Python runs (it imports torch and transformers, never orchestrator).
 PROBE = Path(__file__).with_name("selfdraft_probe.py")
@@ -69,19 +69,6 @@ class GoldenRequest:
         for accepted in self.steps:
             counts[accepted] += 1
         return counts
-
-
-def predict(answers: Iterable[Mapping[str, Any]], tokens: Mapping[str, int], depth: int) -> dict[str, GoldenRequest]:
-    """Each probed request's chain steps at ``depth``, over the output length the response had (``tokens``)."""
-    found: dict[str, GoldenRequest] = {}
-    for answer in answers:
-        key = str(answer["key"])
-        if key not in tokens:
-            continue
-        n = tokens[key]
-        agree = [bool(a) for a in answer.get("agree") or []]
-        found[key] = GoldenRequest(key, n, chain_steps(agree, n, depth), list(answer.get("output_ids") or []))
-    return found
 
 
 def compare_request(golden: GoldenRequest, spec: Mapping[str, Any] | None, depth: int) -> str | None:
@@ -174,26 +161,37 @@ def point_golden(shape: Any, requests: list[dict[str, Any]], python: str, cache:
             block["skipped"] = str(exc)
             return block
     block["probe_s"] = round(time.monotonic() - started, 3)
-    committed = verify_golden = verify_measured = 0
+    committed = verify_golden = verify_measured = compared = 0
     differences: list[str] = []
+    not_compared: list[str] = []
     for request, want in zip(usable, wanted, strict=True):
         cached = cache.get(_key(want))
-        if not isinstance(cached, dict):
-            differences.append(f"request {request['key']}: the probe gave no answer")
+        spec = request.get("spec")
+        measured = spec.get("verify_steps") if isinstance(spec, Mapping) else None
+        if not isinstance(cached, dict) or not isinstance(measured, int):
+            # Not a difference: nothing to compare (no prediction, or a response without SGLang's per-request
+            # figures, which need 0.5.19+ and return_spec_tokens_details).
+            why = "the probe gave no answer" if not isinstance(cached, dict) else "its response carried no verify steps"
+            not_compared.append(f"request {request['key']}: {why}")
             continue
         tokens = int(request["tokens"])
-        golden = predict([{**cached, "key": request["key"]}], {str(request["key"]): tokens}, depth)[str(request["key"])]
-        spec = request.get("spec") or {}
+        golden = GoldenRequest(
+            str(request["key"]), tokens, chain_steps([bool(a) for a in cached.get("agree") or []], tokens, depth)
+        )
+        compared += 1
         committed += tokens - 1
         verify_golden += golden.verify_steps
-        measured = spec.get("verify_steps") if isinstance(spec, Mapping) else None
-        verify_measured += int(measured) if isinstance(measured, int) else 0
+        verify_measured += measured
         if shape.chain:
             where = compare_request(golden, spec, depth)
             if where is not None:
                 differences.append(f"request {request['key']}: {where}")
+    if not compared:
+        block["skipped"] = "no request could be compared: " + "; ".join(not_compared[:3])
+        return block
     block.update(
-        requests=len(usable),
+        requests=compared,
+        not_compared=not_compared[:5] or None,
         committed_tokens=committed,
         verify_steps=verify_golden,
         accept_len=round(committed / verify_golden, 6) if verify_golden else None,
