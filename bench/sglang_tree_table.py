@@ -1,7 +1,7 @@
 """The table of bench/RESULTS-sglang-tree.md from a run of sweeps/sglang-tree-cpu.yaml: per point, the tree the server
 ran (read back from /server_info), the accept length from SGLang's counters and from the responses, the golden one
 the model itself predicts (self-drafted points), the client's output tok/s with its interval, the speed-up over
-autoregressive and over the chain at the same concurrency, the server's start time, and the findings.
+autoregressive and over the chain (the linear baseline) at the same concurrency, as the run's analysis gives them, the server's start time, and the findings.
 
     python bench/sglang_tree_table.py RUN_DIR
 """
@@ -25,7 +25,6 @@ def main(run_dir: str) -> None:
         event = json.loads(line)
         if event.get("kind") == "healthy":
             healthy[event["deployment"]] = event["seconds"]
-    tok_s = {(row["variant"], row["concurrency"]): row["output_tok_s"] for _, row in frame.iterrows()}
     print(
         "| configuration | tree served | C | accept len: /metrics counters | responses | golden (model) | "
         "tok/s [95% CI] | vs AR | vs chain | server start s |"
@@ -43,15 +42,13 @@ def main(run_dir: str) -> None:
             kind = "" if golden.get("kind") == "chain" else " (its chain's)"
             agree = {True: ", steps agree", False: ", steps differ", None: ""}[golden.get("agree")]
             golden_text = f"{_f(golden['accept_len'], 4)}{kind}{agree}"
-        ar = tok_s.get(("autoregressive", row["concurrency"]))
-        chain = tok_s.get(("chain", row["concurrency"]))
         start = healthy.get(record.deployment_id)
         print(
             f"| {row['label']} | {shape.get('served_label') or '-'} | {row['concurrency']} | "
             f"{_f(prom.get('accept_len'), 4)} | {_f(spec.get('accept_len'), 4)} | {golden_text} | "
             f"{_f(row['output_tok_s'], 2)} "
             f"[{_f(row.get('output_tok_s_lo'), 2)}, {_f(row.get('output_tok_s_hi'), 2)}] | "
-            f"{_f(row['output_tok_s'] / ar if ar else None)} | {_f(row['output_tok_s'] / chain if chain else None)} | "
+            f"{_f(row.get('speedup_vs_ar'))} | {_f(row.get('speedup_vs_linear'))} | "
             f"{_f(start, 0)} |"
         )
     print_findings(analysis)
