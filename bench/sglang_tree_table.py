@@ -1,7 +1,8 @@
 """The table of bench/RESULTS-sglang-tree.md from a run of sweeps/sglang-tree-cpu.yaml: per point, the tree the server
 ran (read back from /server_info), the accept length from SGLang's counters and from the responses, the golden one
 the model itself predicts (self-drafted points), the client's output tok/s with its interval, the speed-up over
-autoregressive and over the chain (the linear baseline) at the same concurrency, as the run's analysis gives them, the server's start time, and the findings.
+autoregressive and over the chain (the linear baseline) at the same concurrency as the run's analysis gives them,
+the server's start time, and the findings.
 
     python bench/sglang_tree_table.py RUN_DIR
 """
