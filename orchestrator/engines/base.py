@@ -27,7 +27,9 @@ the registry for the :class:`Engine` an experiment's ``engine:`` names and uses 
 - the simulator: :meth:`sim_dialect`, the class of the simulator's imitation of the engine
   (``orchestrator.sim.dialects``), None for an engine the simulator does not speak;
 - ``no_batch_schedule``: why the engine takes no draft length per batch size (``orchestrator.analysis.schedule``
-  then leaves a recommendation per load), None when it takes vLLM's ``num_speculative_tokens_per_batch_size``.
+  then leaves a recommendation per load), None when it takes vLLM's ``num_speculative_tokens_per_batch_size``;
+- ``specsweep init``: :meth:`starter`, the engine's parts of a starter experiment file
+  (:class:`~orchestrator.engines.starter.Starter`), None for an engine that offers none.
 
 :class:`EngineBase` gives the defaults (nothing offered); the built-in engines subclass it, and an engine from
 outside may too. Every definition an engine gives cites the engine source file it comes from.
@@ -42,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.engines.starter import Starter
     from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ADDRESS", "Call", "Edges", "Engine", "EngineBase", "WindowFigures"]
@@ -129,6 +132,8 @@ class Engine(Protocol):
     def version_from_log(self, text: str) -> str | None: ...
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None: ...
+
+    def starter(self, host: str) -> Starter | None: ...
 
 
 @dataclass(frozen=True)
@@ -249,4 +254,9 @@ class EngineBase:
 
     def flush_cache(self, call: Call) -> tuple[bool, str | None] | None:
         """Empty the server's prefix cache through ``call``: ``(ok, note)``; None when the engine has no way."""
+        return None
+
+    def starter(self, host: str) -> Starter | None:
+        """``specsweep init``'s starter file for a kind of host (``ssh`` or ``local``): the engine's flags, port,
+        variants (orchestrator/engines/starter.py); None (the default) when the engine offers none."""
         return None

@@ -17,13 +17,9 @@ from orchestrator.sim.faults import FAULT_NAMES, Faults, parse_faults
 from orchestrator.sim.model import MAX_DEPTH
 from orchestrator.sim.profiles import PROFILES, Profile, get_profile
 
-__all__ = ["ALGORITHMS", "ENGINES", "SimConfig", "build_parser", "parse_args"]
+__all__ = ["ALGORITHMS", "SimConfig", "build_parser", "parse_args"]
 
 ALGORITHMS = ("ar", "linear", "ddtree")
-#: The engines whose dialect the simulator speaks (``--engine``): each dialect is its engine's own
-#: (``Engine.sim_dialect``, found through the registry: orchestrator/sim/dialects/__init__.py), and what only
-#: some dialects simulate (``--dp-size``, the dialect faults) is refused there, when the dialect is made.
-ENGINES = ("sglang", "vllm", "llamacpp")
 
 
 @dataclass(frozen=True)
@@ -61,8 +57,11 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
             raise ConfigError(f"unknown algorithm {self.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-        if self.engine not in ENGINES:
-            raise ConfigError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        from orchestrator.sim.dialects import spoken_engines  # the dialects import this module
+
+        engines = spoken_engines()
+        if self.engine not in engines:
+            raise ConfigError(f"unknown engine {self.engine!r}; choose one of {', '.join(engines)}")
         if self.log_stats_interval <= 0:
             raise ConfigError("--log-stats-interval must be positive")
         if self.tp_size % self.dp_size:
@@ -138,8 +137,13 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
         description="A simulated speculative-decoding server speaking SGLang's, vLLM's or llama.cpp's dialect "
         "(log lines, /metrics, responses, health endpoints as the engine writes them).",
     )
+    from orchestrator.sim.dialects import spoken_engines  # the dialects import this module
+
     add = parser.add_argument
-    add("--engine", choices=ENGINES, default="sglang", help="whose dialect to speak (sglang)")
+    # The engines whose dialect the simulator speaks: each dialect is its engine's own (``Engine.sim_dialect``,
+    # found through the registry: orchestrator/sim/dialects/__init__.py), and what only some dialects simulate
+    # (``--dp-size``, the dialect faults) is refused there, when the dialect is made.
+    add("--engine", choices=spoken_engines(), default="sglang", help="whose dialect to speak (sglang)")
     add(
         "--engine-version",
         default="",

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from orchestrator.cli.app import COMMANDS
-from orchestrator.experiment.starter import ENGINES, HOST_KINDS
+from orchestrator.experiment.starter import HOST_KINDS, starter_engines
 from tests.reliability.harness import (
     PYTHON,
     ROOT,
@@ -322,7 +322,9 @@ def test_help_is_typers_everywhere_without_bool_and_documents_completion(tmp_pat
 def test_init_writes_a_valid_file_for_every_engine_and_host(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     files = []
-    for engine in ENGINES:
+    engines = starter_engines()
+    assert set(engines) == {"sglang", "vllm", "llamacpp", "sim"}
+    for engine in engines:
         for host in HOST_KINDS:
             path = tmp_path / f"{engine}-{host}.yaml"
             proc = run_cli("init", str(path), "--engine", engine, "--host", host, env=env)
@@ -331,9 +333,10 @@ def test_init_writes_a_valid_file_for_every_engine_and_host(tmp_path: Path) -> N
             files.append(str(path))
     proc = run_cli("validate", *files, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("ok ") == len(ENGINES) * len(HOST_KINDS)
+    assert proc.stdout.count("ok ") == len(engines) * len(HOST_KINDS)
     # The simulator's needs nothing else: its plan is the demo's shape, and init refuses to overwrite.
-    plan = json.loads(run_cli("plan", files[-1], "--json", env=env).stdout)
+    sim_local = str(tmp_path / "sim-local.yaml")
+    plan = json.loads(run_cli("plan", sim_local, "--json", env=env).stdout)
     assert plan["totals"]["restarts"] == 6
     # Issue 29: the simulator's starter is a first run (minutes, not 35), and on this machine listens on
     # loopback only; on an SSH host it must be reachable, so there it listens on every address.

@@ -19,8 +19,8 @@ import pytest
 from orchestrator.engines.registry import BUILTIN, builtin_packages, get_engine
 from orchestrator.engines.responses import ResponseFields, response_readers
 from orchestrator.errors import ConfigError
-from orchestrator.sim.config import ENGINES, parse_args
-from orchestrator.sim.dialects import Dialect, dialect_class, make_dialect
+from orchestrator.sim.config import parse_args
+from orchestrator.sim.dialects import Dialect, dialect_class, make_dialect, spoken_engines
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "orchestrator"
@@ -132,7 +132,7 @@ def test_the_simulators_engines_are_the_engines_with_a_dialect() -> None:
             assert issubclass(dialect, Dialect)
             assert dialect.engine == name
             spoken.append(name)
-    assert tuple(spoken) == ENGINES
+    assert tuple(spoken) == spoken_engines() == ("sglang", "vllm", "llamacpp")
     assert get_engine("sim").sim_dialect() is dialect_class("sglang")
 
 
@@ -181,7 +181,7 @@ def test_a_dialect_takes_what_it_simulates() -> None:
 
 
 def test_only_vllm_opens_its_port_after_loading() -> None:
-    assert [engine for engine in ENGINES if dialect_class(engine).http_after_load] == ["vllm"]
+    assert [engine for engine in spoken_engines() if dialect_class(engine).http_after_load] == ["vllm"]
 
 
 def test_an_engine_from_outside_is_read_in_responses_once_registered(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -289,3 +289,69 @@ def test_the_import_contract_keeps_every_module_out_of_every_engine_package() ->
         assert not check.kept, (importer, imported)
     with pytest.raises(ValueError, match="come from the engine registry"):
         EnginePackagesContract("seam", {}, {"protected_modules": [sglang]})
+
+
+def test_a_new_engines_starter_is_offered_by_init_from_its_package_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``specsweep init``'s starter file comes from the engine (its ``starter(host)``): a registered engine with
+    one is an ``--engine`` choice and its file carries its command, port and variants; one without is not."""
+    from dataclasses import dataclass
+
+    from orchestrator.engines import registry
+    from orchestrator.engines.base import EngineBase
+    from orchestrator.engines.starter import Starter
+    from orchestrator.experiment.starter import starter_engines, starter_experiment
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    monkeypatch.setattr(registry, "_generation", registry._generation)
+
+    @dataclass(frozen=True)
+    class Toy(EngineBase):
+        def starter(self, host: str) -> Starter:
+            return Starter(
+                title="A toy server.",
+                name="toy-first",
+                port=4321,
+                unit="toy.service",
+                command="toyserve --port 4321 {spec_args}",
+                variants="engine: seamstarter\nvariants:\n  plain: {spec_args: ''}\n",
+            )
+
+    assert "seamstarter" not in starter_engines()
+    registry.register_engine(Toy(name="seamstarter"))
+    registry.register_engine(EngineBase(name="seambare"))
+    assert "seamstarter" in starter_engines() and "seambare" not in starter_engines()
+    ssh, local = starter_experiment("seamstarter", "ssh"), starter_experiment("seamstarter", "local")
+    assert "name: toy-first" in ssh and 'url: "http://gpu-box:4321"' in ssh and 'url: "http://127.0.0.1:4321"' in local
+    assert "unit: toy.service" in ssh and "kind: process" in local and "toyserve --port 4321" in local
+    with pytest.raises(ValueError, match="engine must be one of"):
+        starter_experiment("seambare", "ssh")
+
+
+def test_a_new_engines_dialect_is_an_engine_the_simulator_speaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's ``--engine`` choices come from the registry: a registered engine whose ``sim_dialect()`` is
+    a dialect of its own name is one, with no list to edit; the ``sim`` engine (SGLang's dialect) is not."""
+    from dataclasses import dataclass
+
+    from orchestrator.engines import registry
+    from orchestrator.engines.base import EngineBase
+
+    monkeypatch.setattr(registry, "_registered", dict(registry._registered))
+    monkeypatch.setattr(registry, "_loaded", dict(registry._loaded))
+    monkeypatch.setattr(registry, "_generation", registry._generation)
+
+    class ToyDialect(dialect_class("sglang")):  # type: ignore[misc,valid-type]
+        engine = "seamdialect"
+
+    @dataclass(frozen=True)
+    class Toy(EngineBase):
+        def sim_dialect(self) -> type[Dialect]:
+            return ToyDialect
+
+    assert "seamdialect" not in spoken_engines()
+    with pytest.raises(SystemExit):
+        parse_args(["--engine", "seamdialect"])
+    registry.register_engine(Toy(name="seamdialect"))
+    assert spoken_engines()[-1] == "seamdialect" and "sim" not in spoken_engines()
+    assert parse_args(["--engine", "seamdialect"]).engine == "seamdialect"
+    assert dialect_class("seamdialect") is ToyDialect

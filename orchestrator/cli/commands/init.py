@@ -9,7 +9,7 @@ import typer
 
 from orchestrator.cli.console import console
 from orchestrator.errors import ConfigError, SpecsweepError
-from orchestrator.experiment.starter import ENGINES, HOST_KINDS, default_name, starter_experiment
+from orchestrator.experiment.starter import HOST_KINDS, default_name, starter_engines, starter_experiment
 
 
 def init(
@@ -20,7 +20,11 @@ def init(
         show_default=False,
     ),
     engine: str = typer.Option(
-        "sim", "--engine", "-e", help=f"The engine to sweep: {', '.join(ENGINES)} (sim: the built-in simulator)."
+        "sim",
+        "--engine",
+        "-e",
+        help="The engine to sweep: an engine with a starter file (sglang, vllm, llamacpp, sim: the built-in "
+        "simulator; an installed engine package may add its own).",
     ),
     host: str = typer.Option(
         "",
@@ -37,8 +41,9 @@ def init(
     The simulator's (--engine sim, the default) runs on this machine with no GPU: `specsweep init && specsweep
     sweep sim-demo.yaml` is a whole sweep.
     """
-    if engine not in ENGINES:
-        raise ConfigError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}", key="--engine")
+    engines = starter_engines()
+    if engine not in engines:
+        raise ConfigError(f"--engine must be one of {', '.join(engines)}, got {engine!r}", key="--engine")
     kind = host or ("local" if engine == "sim" else "ssh")
     if kind not in HOST_KINDS:
         raise ConfigError(f"--host must be one of {', '.join(HOST_KINDS)}, got {host!r}", key="--host")

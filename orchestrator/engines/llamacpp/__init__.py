@@ -16,6 +16,7 @@ from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFi
 if TYPE_CHECKING:
     from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.engines.starter import Starter
     from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ENGINE", "LlamaCpp"]
@@ -32,6 +33,11 @@ class LlamaCpp(EngineBase):
         from orchestrator.engines.llamacpp.responses import FIELDS
 
         return FIELDS
+
+    def starter(self, host: str) -> Starter:
+        from orchestrator.engines.llamacpp.starter import llamacpp_starter
+
+        return llamacpp_starter(host)
 
     def sim_dialect(self) -> type[Dialect]:
         from orchestrator.engines.llamacpp.simdialect import LlamaCppDialect

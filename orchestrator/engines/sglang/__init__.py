@@ -20,6 +20,7 @@ from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFi
 if TYPE_CHECKING:
     from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.engines.starter import Starter
     from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["ENGINE", "SIM", "SGLang"]
@@ -114,6 +115,11 @@ class SGLang(EngineBase):
         from orchestrator.engines.sglang.responses import FIELDS
 
         return FIELDS
+
+    def starter(self, host: str) -> Starter:
+        from orchestrator.engines.sglang.starter import sglang_starter, sim_starter
+
+        return sim_starter(host) if self.name == "sim" else sglang_starter(host)
 
     def sim_dialect(self) -> type[Dialect]:
         from orchestrator.engines.sglang.simdialect import SGLangDialect

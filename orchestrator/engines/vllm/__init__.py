@@ -18,6 +18,7 @@ from orchestrator.engines.base import ADDRESS, Call, Edges, EngineBase, WindowFi
 if TYPE_CHECKING:
     from orchestrator.engines.responses import ResponseFields
     from orchestrator.engines.samples import ParseResult
+    from orchestrator.engines.starter import Starter
     from orchestrator.sim.dialects.base import Dialect
 
 __all__ = ["DEFAULT_STATS_INTERVAL", "ENGINE", "VLLM", "stats_interval"]
@@ -71,6 +72,11 @@ class VLLM(EngineBase):
         from orchestrator.engines.vllm.responses import FIELDS
 
         return FIELDS
+
+    def starter(self, host: str) -> Starter:
+        from orchestrator.engines.vllm.starter import vllm_starter
+
+        return vllm_starter(host)
 
     def sim_dialect(self) -> type[Dialect]:
         from orchestrator.engines.vllm.simdialect import VLLMDialect

@@ -9,9 +9,8 @@ from here, and is a member of its engine: ``Engine.sim_dialect()`` (``orchestrat
 simulator finds it through the engine registry on use (:func:`dialect_class`), so it imports no engine
 package, and no table of dialects is kept here: the registry's import is the simulator's one reach above its
 layer, which the layers contract of pyproject.toml names (``ignore_imports``) and the ``engine-packages``
-contract bounds (the simulator imports no engine package). :data:`ENGINES` (``orchestrator/sim/config.py``)
-is the ``--engine`` choices: the engines whose dialect the simulator speaks, held to the registry by
-tests/unit/test_engine_seam.py.
+contract bounds (the simulator imports no engine package). :func:`spoken_engines` is the ``--engine``
+choices: the registered engines whose own dialect the simulator speaks, asked of the registry too.
 
 The names, formats and formulas read here, with their engine source files: docs/engines.md.
 """
@@ -21,25 +20,48 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import ConfigError
-from orchestrator.sim.config import ENGINES
 from orchestrator.sim.dialects.base import Dialect, EndpointInfo, LogFn, StreamFormat
 
 if TYPE_CHECKING:
     from orchestrator.sim.config import SimConfig
 
-__all__ = ["ENGINES", "Dialect", "EndpointInfo", "StreamFormat", "dialect_class", "make_dialect", "refusal"]
+__all__ = [
+    "Dialect",
+    "EndpointInfo",
+    "StreamFormat",
+    "dialect_class",
+    "make_dialect",
+    "refusal",
+    "spoken_engines",
+]
+
+
+def _own_dialect(name: str) -> type[Dialect] | None:
+    """Engine ``name``'s own dialect: its ``sim_dialect()`` when that is a :class:`Dialect` of that name (the
+    ``sim`` engine reads SGLang's dialect, which is SGLang's, not its own); None otherwise."""
+    from orchestrator.engines.registry import get_engine  # the one import above the simulator (module docstring)
+
+    try:
+        cls = get_engine(name).sim_dialect()
+    except ConfigError:
+        return None
+    return cls if isinstance(cls, type) and issubclass(cls, Dialect) and cls.engine == name else None
+
+
+def spoken_engines() -> tuple[str, ...]:
+    """The engines whose dialect the simulator speaks (its ``--engine`` choices), in the registry's order: every
+    registered engine with a dialect of its own, so a new engine's dialect needs no list here."""
+    from orchestrator.engines.registry import engine_names
+
+    return tuple(name for name in engine_names() if _own_dialect(name) is not None)
 
 
 def dialect_class(engine: str) -> type[Dialect]:
-    """The dialect class of ``engine`` (one of :data:`ENGINES`): the engine's own ``sim_dialect()``, its
+    """The dialect class of ``engine`` (one of :func:`spoken_engines`): the engine's own ``sim_dialect()``, its
     package imported by the registry on first use."""
-    if engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
-    from orchestrator.engines.registry import get_engine  # the one import above the simulator (module docstring)
-
-    cls = get_engine(engine).sim_dialect()
-    if not (isinstance(cls, type) and issubclass(cls, Dialect)):
-        raise ConfigError(f"engine {engine!r}: {cls!r} is not a simulator dialect")
+    cls = _own_dialect(engine)
+    if cls is None:
+        raise ConfigError(f"unknown engine {engine!r}; choose one of {', '.join(spoken_engines())}")
     return cls
 
 
@@ -74,5 +96,5 @@ def refusal(cls: type[Dialect], config: SimConfig) -> str | None:
 
 def _those(trait: str) -> str:
     """The engines whose dialect has ``trait``, for a refusal: ``vllm``, ``vllm and llamacpp``."""
-    names = [engine for engine in ENGINES if getattr(dialect_class(engine), trait)]
+    names = [engine for engine in spoken_engines() if getattr(dialect_class(engine), trait)]
     return " and ".join(names) if names else "no"
