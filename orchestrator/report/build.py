@@ -30,7 +30,7 @@ from orchestrator import __version__
 from orchestrator.analysis.answer import Answer, findings_text
 from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.checks import CHECKS
-from orchestrator.analysis.result import Analysis, analyse
+from orchestrator.analysis.result import Analysis
 from orchestrator.errors import StoreError
 from orchestrator.files import write_atomic
 from orchestrator.quoting import spreadsheet_cell
@@ -550,12 +550,16 @@ def build_report(
     *,
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
-    analysis: Analysis | None = None,
+    answer: Answer | None = None,
 ) -> ReportResult:
-    """Analyse ``run_dir`` and write the report files (see the module docstring); returns what was written."""
+    """Write the report files of ``run_dir`` (see the module docstring) from its answer: ``answer`` where the
+    caller made it already (a sweep's ending, which saved it in the run: it is neither made nor written again
+    there), else made here from the run (and saved in it when the report is written there); returns what was
+    written."""
     run_dir = Path(run_dir)
-    analysis = analysis or analyse(run_dir)
     target = Path(out_dir) if out_dir is not None else run_dir
+    made = answer if answer is not None else make_answer(run_dir, save=target == run_dir)
+    analysis = made.analysis
     files: dict[str, Path] = {}
     try:
         target.mkdir(parents=True, exist_ok=True)
@@ -577,8 +581,7 @@ def build_report(
         write_atomic(parquet, table.getvalue())
         files["records.parquet"] = parquet
 
-        # The run's answer, from this very analysis: answer.json in the run directory (ls and --json read it).
-        made = make_answer(run_dir, analysis=analysis, save=target == run_dir)
+        # The run's answer: answer.json in the run directory (ls and --json read it), saved where it was made.
         if target != run_dir:
             _write_text(target / "answer.json", json.dumps(made.to_dict(), indent=1, default=str) + "\n")
         files["answer.json"] = target / "answer.json"

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Annotation
 
 from orchestrator.analysis import analyse
+from orchestrator.analysis.answer import answer as make_answer
 from orchestrator.analysis.result import Analysis
 from orchestrator.report import build_report, figures
 from orchestrator.runs.store import RunStore
@@ -142,7 +143,7 @@ def test_a_long_front_gets_some_labels_and_the_report_lists_every_point_of_it(tm
     assert ends <= {t.get_text() for t in labels}  # both ends of the front are labelled
     figure.savefig(io.BytesIO(), format="png")
 
-    result = build_report(run, out_dir=tmp_path / "report", analysis=analysis)
+    result = build_report(run, out_dir=tmp_path / "report", answer=make_answer(run, analysis=analysis))
     markdown = result.files["report.md"].read_text(encoding="utf-8")
     assert f"Points on the Pareto front ({front}; the figure labels {figures.MAX_FRONT_LABELS}" in markdown
     table = markdown.split("Points on the Pareto front", 1)[1].split("\n\n", 2)[1]

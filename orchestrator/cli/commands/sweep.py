@@ -151,7 +151,7 @@ def sweep(
             err_console.print("building the report (analysis, figures, tables) ...", highlight=False)
         built = build_report(
             result.run_dir,
-            analysis=the_answer.analysis if the_answer is not None else None,
+            answer=the_answer,
             progress=_report_step if talk else None,
         )
         report_path = built.files.get("report.html")
