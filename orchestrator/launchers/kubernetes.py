@@ -44,13 +44,14 @@ import httpx
 from orchestrator.engines.controlplane import request
 from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
-from orchestrator.launchers.base import DoctorCallback, HealthCallback, Launcher, LauncherKind, RunningServer, Slot
+from orchestrator.launchers.base import DoctorCallback, HealthCallback, Launcher, LauncherKind
 from orchestrator.launchers.kubejobs import (
     LABEL_EXPERIMENT,
     LABEL_JOB,
     LABEL_RUN,
     NOTE_EXPERIMENT,
     KubectlFailed,
+    Manifests,
     PodInfo,
     experiment_label,
     field,
@@ -63,7 +64,8 @@ from orchestrator.launchers.kubejobs import (
     render_manifests,
 )
 from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
-from orchestrator.services.base import Leftover, LogChunk, select_evidence
+from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer, SchedulerSlot
+from orchestrator.services.base import Leftover, LogChunk
 from orchestrator.services.hoststate import lock_is_stale
 
 if TYPE_CHECKING:
@@ -153,57 +155,60 @@ def _take_lock(spec: KubernetesLauncherSpec, experiment: str, label: str, *, bre
     kubectl(spec, *create).check("create configmap")
 
 
-class KubernetesLauncher(Launcher):
+class KubernetesSlot(SchedulerSlot):
+    """One of the launcher's ``max_jobs`` places: one Job at a time."""
+
+    launcher: KubernetesLauncher
+    current: KubernetesServer | None
+
+
+class KubernetesLauncher(SchedulerLauncher):
     """``max_jobs`` slots in one namespace (see the module docstring)."""
 
     kind = "kubernetes"
+    spec: KubernetesLauncherSpec
+    slot_class = KubernetesSlot
 
     def __init__(self, experiment: Experiment, *, run_id: str, lock_label: str, break_lock: bool = False) -> None:
-        self.experiment = experiment
-        self.spec = _spec(experiment)
-        self.run_id = run_id
-        self.lock_label = lock_label
-        self.break_lock = break_lock
-        self.target = self.spec.target
-        self._guard = threading.Lock()
-        self._open = 0
-        self._slots = [KubernetesSlot(self, i) for i in range(self.spec.max_jobs)]
+        super().__init__(experiment, _spec(experiment), run_id=run_id, lock_label=lock_label, break_lock=break_lock)
 
-    def slots(self) -> list[KubernetesSlot]:
-        return list(self._slots)
+    def _open_first(self, recovered: Callable[[str], None]) -> None:
+        _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
+        try:
+            owned = _owned(self.spec, self.experiment.name)
+            _delete_owned(self.spec, owned)
+        except BaseException:
+            self._release_lock()  # no slot is open: nothing else would
+            raise
+        left = _jobs_of(owned)
+        if left:
+            recovered(f"{len(left)} Kubernetes Job(s) of a killed run deleted: {', '.join(left)}")
 
-    def open_slot(self, recovered: Callable[[str], None]) -> None:
-        with self._guard:
-            if self._open == 0:
-                _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
-                try:
-                    owned = _owned(self.spec, self.experiment.name)
-                    _delete_owned(self.spec, owned)
-                except BaseException:
-                    self._release_lock()  # no slot is open: nothing else would
-                    raise
-                left = _jobs_of(owned)
-                if left:
-                    recovered(f"{len(left)} Kubernetes Job(s) of a killed run deleted: {', '.join(left)}")
-            self._open += 1
-
-    def close_slot(self) -> None:
-        with self._guard:
-            self._open -= 1
-            if self._open > 0:
-                return
-            try:
-                # The run's own: its label and the experiment's (a hash's collision would need the same run id).
-                selector = f"{_experiment_selector(self.experiment.name)},{LABEL_RUN}={label_value(self.run_id)}"
-                kubectl(self.spec, "delete", "jobs,services", "-l", selector, "--ignore-not-found", timeout=120).check(
-                    "delete jobs,services"
-                )
-            finally:
-                self._release_lock()
+    def _close_last(self) -> None:
+        try:
+            # The run's own: its label and the experiment's (a hash's collision would need the same run id).
+            selector = f"{_experiment_selector(self.experiment.name)},{LABEL_RUN}={label_value(self.run_id)}"
+            kubectl(self.spec, "delete", "jobs,services", "-l", selector, "--ignore-not-found", timeout=120).check(
+                "delete jobs,services"
+            )
+        finally:
+            self._release_lock()
 
     def _release_lock(self) -> None:
         with contextlib.suppress(SpecsweepError):
             kubectl(self.spec, "delete", "configmap", lock_name(self.experiment.name), "--ignore-not-found")
+
+    def new_server(self, deployment: Deployment) -> KubernetesServer:
+        exp = self.experiment
+        manifests = render_manifests(
+            self.spec,
+            deployment,
+            experiment=exp.name,
+            run_id=self.run_id,
+            server_url=exp.server.url,
+            health_path=exp.health_paths[0],
+        )
+        return KubernetesServer(self, manifests, deployment)
 
     def pod(self, name: str) -> PodInfo:
         """The Job's pod (``Pending`` until the Job has made it)."""
@@ -212,25 +217,28 @@ class KubernetesLauncher(Launcher):
         return pods[-1] if pods else PodInfo(name="", phase="Pending", message="no pod yet")
 
 
-class KubernetesServer(RunningServer):
+class KubernetesServer(SchedulerServer):
     """One deployment's Job: its pod seen through ``kubectl`` (its log window source is ``kubectl logs``)."""
 
-    def __init__(self, launcher: KubernetesLauncher, name: str, deployment: Deployment) -> None:
-        self.launcher = launcher
-        self.name = name
-        self.deployment = deployment
-        self.url = ""
-        self.placement: dict[str, Any] | None = None
-        self._forward: subprocess.Popen[str] | None = None
-        self._released = False
-        #: What a failed ``kubectl`` call of the launch said, wrapped and bounded: the first evidence.
-        self.failure: list[str] = []
+    scheduler = "Kubernetes"
+    reason_prefix = "pod"
+    pending_text = "still not running after {elapsed:.0f} s (launcher.pending_timeout is {limit:g} s)"
+    launcher: KubernetesLauncher
 
-    # -- the log window ----------------------------------------------------------------------------------------
+    def __init__(self, launcher: KubernetesLauncher, manifests: Manifests, deployment: Deployment) -> None:
+        super().__init__(launcher, manifests.name, deployment)
+        self.manifests = manifests
+        self._forward: subprocess.Popen[str] | None = None
 
     @property
-    def logs(self) -> KubernetesServer:
-        return self
+    def job_name(self) -> str:
+        return f"Job {self.name}"
+
+    @property
+    def log_name(self) -> str:
+        return "the pod's log"
+
+    # -- the log window ----------------------------------------------------------------------------------------
 
     def _text(self) -> str:
         result = kubectl(self.launcher.spec, "logs", f"job/{self.name}", timeout=120)
@@ -249,78 +257,49 @@ class KubernetesServer(RunningServer):
 
     # -- the running server ------------------------------------------------------------------------------------
 
-    def alive(self) -> bool:
-        try:
-            return self.launcher.pod(self.name).running
-        except SpecsweepError:
-            return False
+    def status(self, *, fresh: bool = False) -> PodInfo:
+        return self.launcher.pod(self.name)
 
-    def evidence(self, lines: int = 40) -> list[str]:
-        if self.failure:
-            return list(self.failure)  # kubectl refused the Job: there is no pod to ask about
-        try:
-            head = [self.launcher.pod(self.name).describe()]
-        except SpecsweepError as exc:
-            head = [f"(could not ask Kubernetes about Job {self.name}: {exc})"]
-        try:
-            return head + select_evidence(self.logs_tail(max(lines, 200)), limit=lines)
-        except SpecsweepError as exc:
-            return [*head, f"(could not read the pod's log: {exc})"]
-
-    def release(self) -> None:
-        """The deployment is done: the port-forward ends, the Job and its Service are deleted."""
-        if self._released:
-            return
-        self._released = True
+    def _disconnect(self) -> None:
         if self._forward is not None:
             self._forward.terminate()
             with contextlib.suppress(Exception):
                 self._forward.wait(5)
-        with contextlib.suppress(SpecsweepError):
-            kubectl(self.launcher.spec, "delete", f"job/{self.name}", f"service/{self.name}", "--ignore-not-found")
+
+    def _cancel(self) -> None:
+        """The Job and its Service are deleted."""
+        kubectl(self.launcher.spec, "delete", f"job/{self.name}", f"service/{self.name}", "--ignore-not-found")
 
     # -- getting there -----------------------------------------------------------------------------------------
 
-    def _failed(self, what: str, reason: str, pod: PodInfo | None = None) -> StartFailed:
+    def _failed(self, what: str, reason: str, status: Any = None) -> StartFailed:
         try:
-            pod = pod or self.launcher.pod(self.name)
+            pod = status or self.launcher.pod(self.name)
             state = pod.describe()
         except SpecsweepError as exc:
             state = f"(could not ask Kubernetes about Job {self.name}: {exc})"
-        try:
-            tail = select_evidence(self.logs_tail(200))
-        except SpecsweepError as exc:
-            tail = [f"(could not read the pod's log: {exc})"]
+        tail = self._tail_evidence()
         message = f"{self.launcher.target}: Job {self.name} ({self.deployment.label}) {what}"
         return StartFailed(message, evidence=[state, *tail], reason=reason)
 
-    def wait_running(self, progress: HealthCallback | None, stop: threading.Event) -> PodInfo:
-        """Until the pod runs on a node: Pending (with the scheduler's message) is progress."""
-        spec = self.launcher.spec
-        started = time.monotonic()
-        while True:
-            if stop.is_set():
-                raise self._failed("was not running yet when the run was stopped", "stopped")
-            pod = self.launcher.pod(self.name)
-            if pod.running and pod.node:
-                return pod
-            if pod.ended:
-                raise self._failed("ended before it ran its server", f"pod_{pod.phase.lower()}", pod)
-            if pod.hopeless:
-                raise self._failed(f"cannot start: {pod.waiting}", f"pod_{pod.waiting.lower()}", pod)
-            elapsed = time.monotonic() - started
-            if elapsed >= spec.pending_timeout:
-                raise self._failed(
-                    f"still not running after {elapsed:.0f} s (launcher.pending_timeout is {spec.pending_timeout:g} s)",
-                    "pod_pending_timeout",
-                    pod,
-                )
-            if progress is not None:
-                progress(elapsed, spec.pending_timeout, pod.describe())
-            stop.wait(spec.poll_interval)
+    def _submit(self, progress: HealthCallback | None) -> None:
+        kubectl(self.launcher.spec, "apply", "-f", "-", stdin=self.manifests.text).check("apply")
 
-    def connect(self, pod: PodInfo, port: int) -> None:
+    def start_failed(self, exc: BaseException) -> None:
+        if isinstance(exc, KubectlFailed):
+            self.failure = output_lines(exc.output)
+
+    def ended_reason(self, status: Any) -> str:
+        return str(status.phase).lower()
+
+    def _end_start(self, status: Any) -> None:
+        super()._end_start(status)
+        if status.hopeless:
+            raise self._failed(f"cannot start: {status.waiting}", f"pod_{status.waiting.lower()}", status)
+
+    def connect(self, status: Any) -> None:
         """The URL (a port forwarded to this machine, or the Service's cluster name) and the placement."""
+        pod, port = status, self.manifests.port
         spec, exp = self.launcher.spec, self.launcher.experiment
         if spec.reach == "port-forward":
             self._forward, local = port_forward(spec, self.name, port)
@@ -365,67 +344,6 @@ class KubernetesServer(RunningServer):
                     last = next(iter(self.logs_tail(1)), "")
                     progress(elapsed, timeout, last)
                 stop.wait(HEALTH_POLL_SECONDS)
-
-
-class KubernetesSlot(Slot):
-    """One of the launcher's ``max_jobs`` places: one Job at a time."""
-
-    def __init__(self, launcher: KubernetesLauncher, index: int) -> None:
-        self.launcher = launcher
-        self.index = index
-        self.name = launcher.target
-        self.current: KubernetesServer | None = None
-        self._opened = False
-
-    def open(self, recovered: Callable[[str], None]) -> None:
-        self.launcher.open_slot(recovered)
-        self._opened = True
-
-    def launch(
-        self, deployment: Deployment, *, progress: HealthCallback | None, stop: threading.Event
-    ) -> KubernetesServer:
-        if not self._opened:
-            raise ServiceError(f"{self.name}: the slot is not open")
-        if self.current is not None:
-            self.current.release()
-            self.current = None
-        launcher, exp = self.launcher, self.launcher.experiment
-        manifests = render_manifests(
-            launcher.spec,
-            deployment,
-            experiment=exp.name,
-            run_id=launcher.run_id,
-            server_url=exp.server.url,
-            health_path=exp.health_paths[0],
-        )
-        server = KubernetesServer(launcher, manifests.name, deployment)
-        self.current = server
-        try:
-            kubectl(launcher.spec, "apply", "-f", "-", stdin=manifests.text).check("apply")
-            pod = server.wait_running(progress, stop)
-            server.connect(pod, manifests.port)
-            server.wait_healthy(progress, stop)
-        except BaseException as exc:
-            if isinstance(exc, KubectlFailed):
-                server.failure = output_lines(exc.output)
-            server.release()  # a Job that will not serve is no use to anyone: delete it now
-            raise
-        return server
-
-    def evidence(self, lines: int = 40) -> list[str]:
-        return [] if self.current is None else self.current.evidence(lines)
-
-    def close(self) -> bool:
-        if not self._opened:
-            return False
-        self._opened = False
-        current, self.current = self.current, None
-        try:
-            if current is not None:
-                current.release()
-        finally:
-            self.launcher.close_slot()
-        return True
 
 
 def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: bool = False) -> RestoreOutcome:
