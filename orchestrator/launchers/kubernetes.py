@@ -44,7 +44,8 @@ import httpx
 from orchestrator.engines.controlplane import request
 from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
-from orchestrator.launchers.base import DoctorCallback, HealthCallback, Launcher, LauncherKind
+from orchestrator.launchers.base import DoctorCallback, HealthCallback
+from orchestrator.launchers.health import HEALTH_POLL_SECONDS
 from orchestrator.launchers.kubejobs import (
     LABEL_EXPERIMENT,
     LABEL_JOB,
@@ -64,7 +65,8 @@ from orchestrator.launchers.kubejobs import (
     render_manifests,
 )
 from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
-from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer, SchedulerSlot
+from orchestrator.launchers.scheduler import SchedulerKind, SchedulerLauncher, SchedulerServer
+from orchestrator.plan.deployments import load_lines
 from orchestrator.services.base import Leftover, LogChunk
 from orchestrator.services.hoststate import lock_is_stale
 
@@ -74,10 +76,7 @@ if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
     from orchestrator.plan.deployments import Deployment, Plan
 
-__all__ = ["KUBERNETES", "KubernetesLauncher", "KubernetesServer", "KubernetesSlot", "restore_jobs"]
-
-#: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
-HEALTH_POLL_SECONDS = 0.5
+__all__ = ["KUBERNETES", "KubernetesLauncher", "KubernetesServer", "restore_jobs"]
 
 
 def _spec(experiment: Experiment) -> KubernetesLauncherSpec:
@@ -155,22 +154,13 @@ def _take_lock(spec: KubernetesLauncherSpec, experiment: str, label: str, *, bre
     kubectl(spec, *create).check("create configmap")
 
 
-class KubernetesSlot(SchedulerSlot):
-    """One of the launcher's ``max_jobs`` places: one Job at a time."""
-
-    launcher: KubernetesLauncher
-    current: KubernetesServer | None
-
-
 class KubernetesLauncher(SchedulerLauncher):
     """``max_jobs`` slots in one namespace (see the module docstring)."""
 
     kind = "kubernetes"
+    scheduler = "Kubernetes"
     spec: KubernetesLauncherSpec
-    slot_class = KubernetesSlot
-
-    def __init__(self, experiment: Experiment, *, run_id: str, lock_label: str, break_lock: bool = False) -> None:
-        super().__init__(experiment, _spec(experiment), run_id=run_id, lock_label=lock_label, break_lock=break_lock)
+    spec_class = KubernetesLauncherSpec
 
     def _open_first(self, recovered: Callable[[str], None]) -> None:
         _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
@@ -392,13 +382,9 @@ def _allocatable_gpus(node: dict[str, Any]) -> int:
         return 0
 
 
-class _KubernetesKind(LauncherKind):
+class _KubernetesKind(SchedulerKind):
     kind = "kubernetes"
-
-    def make(
-        self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool
-    ) -> Launcher:
-        return KubernetesLauncher(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
+    launcher_class = KubernetesLauncher
 
     def dry_run(self, experiment: Experiment, plan: Plan) -> str | None:
         """Each deployment's manifests as ``kubectl apply -f -`` would get them, and what follows."""
@@ -433,28 +419,15 @@ class _KubernetesKind(LauncherKind):
                 f"wait: the pod running (at most {spec.pending_timeout:g}s), then healthy through {reach}: "
                 f"{', '.join(experiment.health_paths)} (timeout {experiment.server.ready_timeout:g}s)"
             )
-            if experiment.load.warmup:
-                out.append(f"warm up: {experiment.load.warmup} requests at C=1")
-            for point in deployment.load_points:
-                size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
-                out.append(f"load {point.label}: {size} ({point.id}); its window: kubectl logs job/{manifests.name}")
+            window = f"kubectl logs job/{manifests.name}"
+            out.extend(load_lines(experiment.load.warmup, deployment.load_points, window=window))
             out.append(f"then: kubectl delete job/{manifests.name} service/{manifests.name}")
             out.append("")
         out.append(f"finally: kubectl delete jobs,services -l {LABEL_RUN}=<run id>, and the lock")
         return "\n".join(out)
 
-    def restore(
-        self,
-        experiment: Experiment,
-        *,
-        break_lock: bool,
-        dry_run: bool,
-        progress: Callable[[RestoreOutcome], None] | None,
-    ) -> list[RestoreOutcome]:
-        outcome = restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
-        if progress is not None:
-            progress(outcome)
-        return [outcome]
+    def restore_each(self, experiment: Experiment, *, break_lock: bool, dry_run: bool) -> list[RestoreOutcome]:
+        return [restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)]
 
     def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
         """kubectl there and the cluster answering, Jobs allowed in the namespace, nodes with the GPUs asked

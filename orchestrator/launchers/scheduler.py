@@ -9,7 +9,7 @@ submitit_launcher.py``). A kind subclasses these and fills in what its scheduler
     SchedulerServer     one deployment's job: ``start`` = ``_submit``, ``wait_running`` (pending is progress,
                         ``pending_timeout`` a failure), ``connect`` (its port: the URL and the placement),
                         ``wait_healthy``; ``status`` (its state), the log window, ``_cancel`` in ``release``
-    SchedulerSlot       one of the places: one job at a time (the same for every scheduler)
+    SchedulerSlot       one of the places: one job at a time (the same for every scheduler: no kind subclasses it)
 
 The restore loop (each outcome told to ``progress`` as it comes) is every kind's: ``LauncherKind.restore``
 over the kind's ``restore_each`` (:mod:`orchestrator.launchers.base`).
@@ -24,15 +24,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from orchestrator.errors import ServiceError, SpecsweepError, StartFailed
-from orchestrator.launchers.base import HealthCallback, Launcher, RunningServer, Slot
+from orchestrator.launchers.base import HealthCallback, Launcher, LauncherKind, RunningServer, Slot
 from orchestrator.services.base import select_evidence
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
-    from orchestrator.plan.deployments import Deployment
+    from orchestrator.plan.deployments import Deployment, Plan
     from orchestrator.services.base import LogChunk
 
-__all__ = ["JobStatus", "SchedulerLauncher", "SchedulerServer", "SchedulerSlot", "SchedulerSpec"]
+__all__ = ["JobStatus", "SchedulerKind", "SchedulerLauncher", "SchedulerServer", "SchedulerSlot", "SchedulerSpec"]
 
 
 class SchedulerSpec(Protocol):
@@ -267,12 +267,15 @@ class SchedulerLauncher(Launcher):
     """``max_jobs`` slots on one target of a scheduler, sharing the experiment's lock there (see the module
     docstring): the first slot to open takes it, the last to close ends the run's jobs and releases it."""
 
-    #: The class of its slots (a kind's own, for its type).
-    slot_class: ClassVar[type[SchedulerSlot]] = SchedulerSlot
+    #: The class of its spec (``launcher:``), and the scheduler's name in the error of an experiment without one.
+    spec_class: ClassVar[type[Any]]
+    scheduler: ClassVar[str] = ""
+    spec: SchedulerSpec
 
-    def __init__(
-        self, experiment: Experiment, spec: SchedulerSpec, *, run_id: str, lock_label: str, break_lock: bool
-    ) -> None:
+    def __init__(self, experiment: Experiment, *, run_id: str, lock_label: str, break_lock: bool = False) -> None:
+        spec = experiment.launcher
+        if not isinstance(spec, self.spec_class):
+            raise ServiceError(f"the experiment has no {self.scheduler} launcher")
         self.experiment = experiment
         self.spec = spec
         self.run_id = run_id
@@ -281,7 +284,7 @@ class SchedulerLauncher(Launcher):
         self.target = spec.target
         self._guard = threading.Lock()
         self._open_slots = 0
-        self._slots = [self.slot_class(self, i) for i in range(spec.max_jobs)]
+        self._slots = [SchedulerSlot(self, i) for i in range(spec.max_jobs)]
 
     def slots(self) -> Sequence[SchedulerSlot]:
         return list(self._slots)
@@ -310,3 +313,15 @@ class SchedulerLauncher(Launcher):
     def new_server(self, deployment: Deployment) -> SchedulerServer:
         """The server of ``deployment``'s job, not started yet (a scheduler may submit the job here)."""
         raise NotImplementedError
+
+
+class SchedulerKind(LauncherKind):
+    """A scheduler's kind of launcher: ``make`` builds its ``launcher_class`` (``dry_run``, ``restore_each`` and
+    ``doctor`` are the kind's own)."""
+
+    launcher_class: ClassVar[type[SchedulerLauncher]]
+
+    def make(
+        self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool
+    ) -> Launcher:
+        return self.launcher_class(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)

@@ -48,8 +48,8 @@ from orchestrator.experiment.launcherspecs.slurm import SlurmLauncherSpec
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
-from orchestrator.launchers.health import wait_until_healthy
-from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer, SchedulerSlot
+from orchestrator.launchers.health import wait_for_experiment
+from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
 from orchestrator.launchers.slurmjobs import (
     ENDING,
     BatchScript,
@@ -69,13 +69,11 @@ if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
     from orchestrator.plan.deployments import Deployment
 
-__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "job_settings", "restore_jobs"]
+__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "job_settings", "restore_jobs"]
 
 #: How long the last slot's close waits for cancelled jobs to leave squeue (Slurm's KillWait is 30 s by
 #: default, then the epilog runs).
 CANCEL_WAIT_SECONDS = 120.0
-#: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
-HEALTH_POLL_SECONDS = 0.5
 #: How long a job that is being ended may take to say how it ended (Slurm's KillWait is 30 s by default).
 ENDING_WAIT_SECONDS = 45.0
 
@@ -156,19 +154,13 @@ class _Shared:
         self.submitted: set[str] = set()
 
 
-class SlurmSlot(SchedulerSlot):
-    """One of the launcher's ``max_jobs`` places: one job at a time."""
-
-    launcher: SlurmLauncher
-    current: SlurmJobServer | None
-
-
 class SlurmLauncher(SchedulerLauncher):
     """``max_jobs`` slots on one Slurm partition (see the module docstring)."""
 
     kind = "slurm"
+    scheduler = "Slurm"
     spec: SlurmLauncherSpec
-    slot_class = SlurmSlot
+    spec_class = SlurmLauncherSpec
 
     def __init__(
         self,
@@ -180,15 +172,12 @@ class SlurmLauncher(SchedulerLauncher):
         connect: Callable[[Any], Host] | None = None,
         client: Callable[[Host], SlurmClient] | None = None,
     ) -> None:
-        spec = experiment.launcher
-        if not isinstance(spec, SlurmLauncherSpec):
-            raise ServiceError("the experiment has no Slurm launcher")
         self._connect = connect if connect is not None else connect_host
         self._client = client if client is not None else SlurmClient
         self._shared: _Shared | None = None
         self._expected: dict[str, Deployment] | None = None
         self.watch: JobWatch | None = None
-        super().__init__(experiment, spec, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
+        super().__init__(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
 
     def expect(self, deployments: Sequence[Deployment]) -> None:
         """The deployments this run will still launch: only their jobs are kept to reattach to."""
@@ -426,7 +415,9 @@ class SlurmJobServer(SchedulerServer):
     ended_text = "before it ran its server"  # after the job's own line, which says its state
     launcher: SlurmLauncher
 
-    def __init__(self, launcher: SlurmLauncher, job: JobInfo, deployment: Deployment, *, reattached: bool = False) -> None:
+    def __init__(
+        self, launcher: SlurmLauncher, job: JobInfo, deployment: Deployment, *, reattached: bool = False
+    ) -> None:
         super().__init__(launcher, f"job {job.job_id}", deployment)
         self.job_id = job.job_id
         self.submitted = job
@@ -522,17 +513,13 @@ class SlurmJobServer(SchedulerServer):
         }
 
     def wait_healthy(self, progress: HealthCallback | None, stop: threading.Event) -> None:
-        exp = self.launcher.experiment
         try:
-            wait_until_healthy(
+            wait_for_experiment(
                 _JobAsService(self),  # type: ignore[arg-type]
                 self.url,
-                exp.health_paths,
-                exp.server.ready_timeout,
-                api_key=exp.server.api_key_value,
+                self.launcher.experiment,
                 progress=progress,
                 stop=stop,
-                poll_interval=HEALTH_POLL_SECONDS,
             )
         except StartFailed as exc:
             info = self.job(fresh=True)
