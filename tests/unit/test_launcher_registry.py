@@ -3,6 +3,9 @@ the ``launcher:`` specs found in ``experiment/launcherspecs/`` (issue 51)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +133,47 @@ def test_the_gpu_slots_kind_checks_the_declared_gpus_and_the_plain_hosts_kind_do
     (slots,) = run_doctor(make_experiment(tmp_path, hosts="host: {kind: local, gpus: 1}"))
     assert "gpu slots" not in {c.name for c in plain.checks}
     assert "gpu slots" in {c.name for c in slots.checks}
+
+
+_LOADED = """
+import sys
+import orchestrator.launchers as launchers
+for name in sys.argv[1:]:
+    launchers.launcher_kind(name)
+print(" ".join(sorted(m for m in sys.modules if m.startswith("orchestrator.launchers"))))
+"""
+
+_SCHEDULER_MODULES = {
+    "orchestrator.launchers.kubejobs",
+    "orchestrator.launchers.kubernetes",
+    "orchestrator.launchers.scheduler",
+    "orchestrator.launchers.slurm",
+    "orchestrator.launchers.slurmjobs",
+    "orchestrator.launchers.slurmkind",
+}
+
+
+def _loaded_after(*kinds: str) -> set[str]:
+    """The launcher modules a fresh interpreter holds after importing ``orchestrator.launchers`` and asking for
+    ``kinds``."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED, *kinds], capture_output=True, text=True, check=True, env=env, cwd=root
+    )
+    return set(proc.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("kinds", "loaded"),
+    [
+        pytest.param((), set(), id="none-asked"),
+        pytest.param(("local",), set(), id="hosts-asked"),
+        pytest.param(("slurm",), {"slurm", "slurmjobs", "slurmkind", "scheduler"}, id="slurm-asked"),
+        pytest.param(("kubernetes",), {"kubernetes", "kubejobs", "scheduler"}, id="kubernetes-asked"),
+    ],
+)
+def test_a_scheduler_kind_loads_only_when_asked_for(kinds: tuple[str, ...], loaded: set[str]) -> None:
+    modules = _loaded_after(*kinds)
+    assert "orchestrator.launchers.registry" in modules  # the child did import the package
+    assert modules & _SCHEDULER_MODULES == {f"orchestrator.launchers.{m}" for m in loaded}
