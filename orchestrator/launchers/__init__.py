@@ -15,7 +15,7 @@ from orchestrator.launchers.registry import kind_of, launcher_kind, register_lau
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
-    from orchestrator.launchers.slurm import SlurmLauncher
+    from orchestrator.launchers.slurm.launcher import SlurmLauncher
     from orchestrator.plan.deployments import Plan
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``SlurmLauncher``, imported when first asked for: a kind's module loads only when it is used."""
     if name == "SlurmLauncher":
-        from orchestrator.launchers.slurm import SlurmLauncher
+        from orchestrator.launchers.slurm.launcher import SlurmLauncher
 
         return SlurmLauncher
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

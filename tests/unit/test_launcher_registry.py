@@ -17,7 +17,7 @@ from orchestrator.launchers import Launcher, LauncherKind, launcher_for, launche
 from orchestrator.launchers.gpuslots import GpuSlotLauncher
 from orchestrator.launchers.hosts import HostServer, HostSlot, LocalLauncher, SSHPoolLauncher
 from orchestrator.launchers.registry import kind_of, launcher_kind_names
-from orchestrator.launchers.slurm import SlurmLauncher
+from orchestrator.launchers.slurm.launcher import SlurmLauncher
 from orchestrator.plan.deployments import build_plan
 from tests.unit.launch_fakes import FakeLauncher, FakeSlot, make_experiment
 
@@ -143,14 +143,8 @@ for name in sys.argv[1:]:
 print(" ".join(sorted(m for m in sys.modules if m.startswith("orchestrator.launchers"))))
 """
 
-_SCHEDULER_MODULES = {
-    "orchestrator.launchers.kubejobs",
-    "orchestrator.launchers.kubernetes",
-    "orchestrator.launchers.scheduler",
-    "orchestrator.launchers.slurm",
-    "orchestrator.launchers.slurmjobs",
-    "orchestrator.launchers.slurmkind",
-}
+#: The scheduler kinds' packages and their shared base: none of them is loaded until a kind is asked for.
+_SCHEDULER_PARTS = ("slurm", "kubernetes", "scheduler")
 
 
 def _loaded_after(*kinds: str) -> set[str]:
@@ -169,11 +163,18 @@ def _loaded_after(*kinds: str) -> set[str]:
     [
         pytest.param((), set(), id="none-asked"),
         pytest.param(("local",), set(), id="hosts-asked"),
-        pytest.param(("slurm",), {"slurm", "slurmjobs", "slurmkind", "scheduler"}, id="slurm-asked"),
-        pytest.param(("kubernetes",), {"kubernetes", "kubejobs", "scheduler"}, id="kubernetes-asked"),
+        pytest.param(
+            ("slurm",), {"slurm", "slurm.jobs", "slurm.kind", "slurm.launcher", "scheduler"}, id="slurm-asked"
+        ),
+        pytest.param(
+            ("kubernetes",),
+            {"kubernetes", "kubernetes.jobs", "kubernetes.kind", "kubernetes.launcher", "scheduler"},
+            id="kubernetes-asked",
+        ),
     ],
 )
 def test_a_scheduler_kind_loads_only_when_asked_for(kinds: tuple[str, ...], loaded: set[str]) -> None:
     modules = _loaded_after(*kinds)
     assert "orchestrator.launchers.registry" in modules  # the child did import the package
-    assert modules & _SCHEDULER_MODULES == {f"orchestrator.launchers.{m}" for m in loaded}
+    schedulers = {m for m in modules if m.split(".")[2:3] and m.split(".")[2] in _SCHEDULER_PARTS}
+    assert schedulers == {f"orchestrator.launchers.{m}" for m in loaded}

@@ -1,5 +1,5 @@
 """The Kubernetes launcher: each deployment is one Job (and a Service in front of its port), ``max_jobs`` of
-them at once, driven with ``kubectl`` (:mod:`orchestrator.launchers.kubejobs`: the manifests and the one
+them at once, driven with ``kubectl`` (:mod:`orchestrator.launchers.kubernetes.jobs`: the manifests and the one
 boundary where ``kubectl`` runs).
 
     launcher: {kind: kubernetes, image: lmsysorg/sglang:latest, namespace: bench, gpus: 8, max_jobs: 2}
@@ -15,7 +15,7 @@ kept only when their annotation holds the experiment's whole name; deleted by na
 
 ``launch(deployment)``:
 
-    kubectl apply -f -                       the Job and the Service (kubejobs.render_manifests), on stdin
+    kubectl apply -f -                       the Job and the Service (jobs.render_manifests), on stdin
     kubectl get pods -l specsweep.io/job=N   until the pod runs; pending past pending_timeout, a pod that ends,
                                              or a container that cannot start (ErrImagePull, a missing Secret,
                                              ...) is StartFailed("pod_<reason>") with the pod's state line
@@ -44,9 +44,9 @@ import httpx
 from orchestrator.engines.controlplane import request
 from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.experiment.launcherspecs.kubernetes import KubernetesLauncherSpec
-from orchestrator.launchers.base import DoctorCallback, HealthCallback
+from orchestrator.launchers.base import HealthCallback
 from orchestrator.launchers.health import HEALTH_POLL_SECONDS
-from orchestrator.launchers.kubejobs import (
+from orchestrator.launchers.kubernetes.jobs import (
     LABEL_EXPERIMENT,
     LABEL_JOB,
     LABEL_RUN,
@@ -64,9 +64,8 @@ from orchestrator.launchers.kubejobs import (
     port_forward,
     render_manifests,
 )
-from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
-from orchestrator.launchers.scheduler import SchedulerKind, SchedulerLauncher, SchedulerServer
-from orchestrator.plan.deployments import load_lines
+from orchestrator.launchers.outcomes import RestoreOutcome
+from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
 from orchestrator.services.base import Leftover, LogChunk
 from orchestrator.services.hoststate import lock_is_stale
 
@@ -74,12 +73,13 @@ if TYPE_CHECKING:
     import subprocess
 
     from orchestrator.experiment.schema import Experiment
-    from orchestrator.plan.deployments import Deployment, Plan
+    from orchestrator.plan.deployments import Deployment
 
-__all__ = ["KUBERNETES", "KubernetesLauncher", "KubernetesServer", "restore_jobs"]
+__all__ = ["KubernetesLauncher", "KubernetesServer", "job_names", "launcher_spec", "owned_objects", "restore_jobs"]
 
 
-def _spec(experiment: Experiment) -> KubernetesLauncherSpec:
+def launcher_spec(experiment: Experiment) -> KubernetesLauncherSpec:
+    """The experiment's Kubernetes launcher spec; ServiceError when it has none."""
     spec = experiment.launcher
     if not isinstance(spec, KubernetesLauncherSpec):
         raise ServiceError("the experiment has no Kubernetes launcher")
@@ -90,7 +90,7 @@ def _experiment_selector(experiment: str) -> str:
     return f"{LABEL_EXPERIMENT}={experiment_label(experiment)}"
 
 
-def _owned(spec: KubernetesLauncherSpec, experiment: str) -> list[tuple[str, str]]:
+def owned_objects(spec: KubernetesLauncherSpec, experiment: str) -> list[tuple[str, str]]:
     """(kind, name) of each Job and Service of ``experiment``: labelled with its label and annotated with its
     whole name (the label is a prefix and a hash; the annotation makes it exact)."""
     what = "get jobs,services"
@@ -103,7 +103,8 @@ def _owned(spec: KubernetesLauncherSpec, experiment: str) -> list[tuple[str, str
     return [(kind, name) for kind, name in out if kind in ("Job", "Service") and name]
 
 
-def _jobs_of(owned: list[tuple[str, str]]) -> list[str]:
+def job_names(owned: list[tuple[str, str]]) -> list[str]:
+    """The Jobs among ``owned`` (:func:`owned_objects`)."""
     return [name for kind, name in owned if kind == "Job"]
 
 
@@ -165,12 +166,12 @@ class KubernetesLauncher(SchedulerLauncher):
     def _open_first(self, recovered: Callable[[str], None]) -> None:
         _take_lock(self.spec, self.experiment.name, self.lock_label, break_lock=self.break_lock)
         try:
-            owned = _owned(self.spec, self.experiment.name)
+            owned = owned_objects(self.spec, self.experiment.name)
             _delete_owned(self.spec, owned)
         except BaseException:
             self._release_lock()  # no slot is open: nothing else would
             raise
-        left = _jobs_of(owned)
+        left = job_names(owned)
         if left:
             recovered(f"{len(left)} Kubernetes Job(s) of a killed run deleted: {', '.join(left)}")
 
@@ -341,12 +342,12 @@ def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: b
     lock, deleted unless ``dry_run``; a lock of a live (or unknown) run is left, and its Jobs too, unless
     ``break_lock``."""
     what = f"the Kubernetes Jobs of {experiment.name}"
-    spec = _spec(experiment)
+    spec = launcher_spec(experiment)
     try:
         holder = _read_lock(spec, experiment.name)
         stale, why = lock_is_stale(holder) if holder else (True, "")
-        owned = _owned(spec, experiment.name)
-        jobs = _jobs_of(owned)
+        owned = owned_objects(spec, experiment.name)
+        jobs = job_names(owned)
         if holder is None and not owned:
             return RestoreOutcome(spec.target, what, None)
         leftover = Leftover(
@@ -371,110 +372,3 @@ def restore_jobs(experiment: Experiment, *, break_lock: bool = False, dry_run: b
         return RestoreOutcome(spec.target, what, leftover, restored=True)
     except SpecsweepError as exc:
         return RestoreOutcome(spec.target, what, None, error=str(exc))
-
-
-def _allocatable_gpus(node: dict[str, Any]) -> int:
-    status = field(node, "status", dict, "get nodes")
-    value = field(status, "allocatable", dict, "get nodes").get("nvidia.com/gpu", 0)
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-class _KubernetesKind(SchedulerKind):
-    kind = "kubernetes"
-    launcher_class = KubernetesLauncher
-
-    def dry_run(self, experiment: Experiment, plan: Plan) -> str | None:
-        """Each deployment's manifests as ``kubectl apply -f -`` would get them, and what follows."""
-        spec = _spec(experiment)
-        run = "run-id"
-        out = [
-            f"# dry run of {experiment.name}: {plan.restarts} deployments (one Kubernetes Job each, {spec.max_jobs} "
-            f"at once), {plan.points_text}; namespace {spec.namespace}"
-            + (f", context {spec.context}" if spec.context else ""),
-            f"# first: take the lock (configmap {lock_name(experiment.name)}), delete the Jobs a killed run left",
-            "# nothing below has been run",
-            "",
-        ]
-        for index, deployment in enumerate(plan.deployments, 1):
-            manifests = render_manifests(
-                spec,
-                deployment,
-                experiment=experiment.name,
-                run_id=run,
-                server_url=experiment.server.url,
-                health_path=experiment.health_paths[0],
-            )
-            out.append(f"## {index}/{plan.restarts} {deployment.label} ({deployment.id})")
-            out.append("kubectl apply -f - (the manifests on its standard input; the run id in place of run-id):")
-            out.extend("    " + line for line in manifests.shown.rstrip("\n").splitlines())
-            reach = (
-                f"kubectl port-forward service/{manifests.name} :{manifests.port}"
-                if spec.reach == "port-forward"
-                else f"the Service {manifests.name}.{spec.namespace}.svc"
-            )
-            out.append(
-                f"wait: the pod running (at most {spec.pending_timeout:g}s), then healthy through {reach}: "
-                f"{', '.join(experiment.health_paths)} (timeout {experiment.server.ready_timeout:g}s)"
-            )
-            window = f"kubectl logs job/{manifests.name}"
-            out.extend(load_lines(experiment.load.warmup, deployment.load_points, window=window))
-            out.append(f"then: kubectl delete job/{manifests.name} service/{manifests.name}")
-            out.append("")
-        out.append(f"finally: kubectl delete jobs,services -l {LABEL_RUN}=<run id>, and the lock")
-        return "\n".join(out)
-
-    def restore_each(self, experiment: Experiment, *, break_lock: bool, dry_run: bool) -> list[RestoreOutcome]:
-        return [restore_jobs(experiment, break_lock=break_lock, dry_run=dry_run)]
-
-    def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
-        """kubectl there and the cluster answering, Jobs allowed in the namespace, nodes with the GPUs asked
-        for, no Job of the experiment left. Changes nothing."""
-        spec = _spec(experiment)
-        report = HostReport(host=spec.target)
-
-        def add(check: Check) -> None:
-            report.checks.append(check)
-            if progress is not None:
-                progress(report.host, check)
-
-        def step(name: str, body: Callable[[], Check]) -> bool:
-            try:
-                check = body()
-            except SpecsweepError as exc:
-                check = Check(name, "fail", str(exc))
-            add(check)
-            return check.status != "fail"
-
-        def client() -> Check:
-            version = kubectl(spec, "version", "--client", "-o", "json").object("version")
-            client = field(version, "clientVersion", dict, "version")
-            return Check("kubectl", "ok", str(client.get("gitVersion") or "kubectl"))
-
-        def allowed() -> Check:
-            said = kubectl(spec, "auth", "can-i", "create", "jobs").stdout.strip()
-            ok = said == "yes"
-            return Check("jobs", "ok" if ok else "fail", f"create jobs in {spec.namespace}: {said or 'no answer'}")
-
-        def gpus() -> Check:
-            nodes = kubectl(spec, "get", "nodes", "-o", "json").items("get nodes")
-            fits = [n for n in nodes if _allocatable_gpus(n) >= spec.gpus]
-            status: Status = "ok" if fits or not spec.gpus else "fail"
-            return Check("gpus", status, f"{len(fits)} of {len(nodes)} node(s) offer {spec.gpus} nvidia.com/gpu")
-
-        def leftovers() -> Check:
-            jobs = _jobs_of(_owned(spec, experiment.name))
-            if jobs:
-                return Check("leftovers", "warn", f"{len(jobs)} Job(s) of this experiment: {', '.join(jobs[:5])}")
-            return Check("leftovers", "ok", "no Job of this experiment")
-
-        if step("kubectl", client):
-            for name, body in (("jobs", allowed), ("gpus", gpus), ("leftovers", leftovers)):
-                step(name, body)
-        return [report]
-
-
-#: Each deployment one Kubernetes Job (``launcher: {kind: kubernetes}``).
-KUBERNETES = _KubernetesKind()

@@ -6,7 +6,7 @@
 
 The slots (``max_jobs`` of them) share one target name (``slurm-<partition>``): the baselines are measured
 once for all of them and every other deployment by whichever slot is free. The first slot to open does, for
-all of them, through one connection to the login node (:class:`~orchestrator.launchers.slurmjobs.SlurmClient`):
+all of them, through one connection to the login node (:class:`~orchestrator.launchers.slurm.jobs.SlurmClient`):
 checks that ``sbatch`` runs, takes the experiment's lock (``<shared_dir>/<experiment>.lock``, as a host's
 service lock), reads the partition's nodes (a partition of several node types is refused unless
 ``constraint`` pins one: baselines and what they are compared with run on the same type), and lists the
@@ -17,7 +17,7 @@ in the job's comment) are kept for ``--resume`` to reattach to; every other one 
 
 ``launch(deployment)``:
 
-    reattach to this run's own job for it, or sbatch --parsable a new batch script    (slurmjobs.render_batch_script)
+    reattach to this run's own job for it, or sbatch --parsable a new batch script    (jobs.render_batch_script)
     PENDING (its reason) ... -> RUNNING on a node                                       pending_timeout: a clear failure
     server.url with {node} -> through an SSH tunnel when server.via is ssh             (hosts/tunnel.py)
     wait_until_healthy on the job's state and the health paths                        the job's output file is the log
@@ -50,7 +50,7 @@ from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback
 from orchestrator.launchers.health import wait_for_experiment
 from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
-from orchestrator.launchers.slurmjobs import (
+from orchestrator.launchers.slurm.jobs import (
     ENDING,
     BatchScript,
     JobInfo,

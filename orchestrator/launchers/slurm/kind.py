@@ -1,9 +1,10 @@
 """The Slurm launcher's kind: what it does outside a sweep (``LauncherKind``: :mod:`orchestrator.launchers.base`).
 
-``make`` builds :class:`~orchestrator.launchers.slurm.SlurmLauncher`; ``dry_run`` prints each deployment's batch
-script as ``sbatch`` would get it; ``restore`` cancels the experiment's jobs still queued or running and
-removes its lock on the login node (:func:`~orchestrator.launchers.slurm.restore_jobs`); ``doctor`` checks the
-login node, Slurm's commands there, the partition's nodes, the shared directory and leftover jobs.
+``make`` builds :class:`~orchestrator.launchers.slurm.launcher.SlurmLauncher`; ``dry_run`` prints each
+deployment's batch script as ``sbatch`` would get it; ``restore`` cancels the experiment's jobs still queued or
+running and removes its lock on the login node (:func:`~orchestrator.launchers.slurm.launcher.restore_jobs`);
+``doctor`` checks the login node, Slurm's commands there, the partition's nodes, the shared directory and
+leftover jobs.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from orchestrator.launchers.base import DoctorCallback
 from orchestrator.launchers.doctor import guard
 from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
 from orchestrator.launchers.scheduler import SchedulerKind
-from orchestrator.launchers.slurm import SlurmLauncher, job_settings, restore_jobs
-from orchestrator.launchers.slurmjobs import SlurmClient, job_prefix, render_batch_script
+from orchestrator.launchers.slurm.jobs import SlurmClient, job_prefix, render_batch_script
+from orchestrator.launchers.slurm.launcher import SlurmLauncher, job_settings, restore_jobs
 from orchestrator.plan.deployments import load_lines
 from orchestrator.quoting import shell_quote
 
