@@ -62,8 +62,9 @@ class JobStatus(Protocol):
 
 class SchedulerServer(RunningServer):
     """One deployment's job, seen through its scheduler (its log window is the job's log). A kind implements
-    ``status``, ``_submit``, ``_end_start`` (what ended the wait for a running job, beyond ending), ``connect``,
-    ``wait_healthy``, ``_failed``, the log window and ``_cancel``."""
+    ``status``, ``ended_reason``, ``connect``, ``wait_healthy``, ``_failed``, the log window and ``_cancel``; and
+    where its scheduler needs them ``_submit``, ``_end_start`` (a job that will never run, beyond one that
+    ended), ``_disconnect`` and ``start_failed``."""
 
     #: The scheduler, and what a job is called in it, for the lines that say a question to it failed.
     scheduler: ClassVar[str] = ""
@@ -71,6 +72,8 @@ class SchedulerServer(RunningServer):
     reason_prefix: ClassVar[str] = "job"
     #: Still pending after ``launcher.pending_timeout``: ``{elapsed}`` and ``{limit}`` in seconds.
     pending_text: ClassVar[str] = ""
+    #: A job that ended before it ran: the end of the failure's message (its reason: ``ended_reason``).
+    ended_text: ClassVar[str] = "ended before it ran its server"
 
     launcher: SchedulerLauncher
 
@@ -108,10 +111,8 @@ class SchedulerServer(RunningServer):
         if status.ended:
             raise self._failed(self.ended_text, f"{self.reason_prefix}_{self.ended_reason(status)}", status)
 
-    #: A job that ended before it ran: the end of the failure's message, and its reason's (the state, lowered).
-    ended_text: ClassVar[str] = "ended before it ran its server"
-
     def ended_reason(self, status: Any) -> str:
+        """The end of the reason of a job that ended before it ran (its state, lowered)."""
         raise NotImplementedError
 
     def connect(self, status: Any) -> None:

@@ -178,3 +178,18 @@ def test_a_scheduler_kind_loads_only_when_asked_for(kinds: tuple[str, ...], load
     assert "orchestrator.launchers.registry" in modules  # the child did import the package
     schedulers = {m for m in modules if m.split(".")[2:3] and m.split(".")[2] in _SCHEDULER_PARTS}
     assert schedulers == {f"orchestrator.launchers.{m}" for m in loaded}
+
+
+def test_the_scheduler_kinds_share_one_base_and_copy_none_of_it() -> None:
+    """Slurm and Kubernetes differ only in what their scheduler does (issue 61): the slot, the wait for a running
+    job, the evidence, the release and the slots' shared open and close are the base's, not a kind's copy."""
+    from orchestrator.launchers.kubernetes.launcher import KubernetesLauncher, KubernetesServer
+    from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
+    from orchestrator.launchers.slurm.launcher import SlurmJobServer, SlurmLauncher
+
+    for server in (SlurmJobServer, KubernetesServer):
+        assert issubclass(server, SchedulerServer)
+        assert not {"start", "wait_running", "alive", "evidence", "release"} & set(vars(server)), server
+    for launcher in (SlurmLauncher, KubernetesLauncher):
+        assert issubclass(launcher, SchedulerLauncher)
+        assert not {"slots", "open_slot", "close_slot"} & set(vars(launcher)), launcher
