@@ -2,19 +2,20 @@
 
 :func:`launcher_for` builds the launcher an experiment asks for, by its kind (:mod:`orchestrator.launchers.registry`:
 ``local`` and ``ssh`` hosts with the experiment's service on each, ``gpu-slots``, ``slurm``, ``kubernetes``).
+Importing this package loads no scheduler kind: a kind's modules are imported when an experiment asks for it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.launchers.base import HealthCallback, Launcher, LauncherKind, LogSource, RunningServer, Slot
 from orchestrator.launchers.hosts import HostLauncher, HostServer, HostSlot, LocalLauncher, SSHPoolLauncher
 from orchestrator.launchers.registry import kind_of, launcher_kind, register_launcher
-from orchestrator.launchers.slurm import SlurmLauncher
 
 if TYPE_CHECKING:
     from orchestrator.experiment.schema import Experiment
+    from orchestrator.launchers.slurm.launcher import SlurmLauncher
     from orchestrator.plan.deployments import Plan
 
 __all__ = [
@@ -35,6 +36,15 @@ __all__ = [
     "launcher_kind",
     "register_launcher",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``SlurmLauncher``, imported when first asked for: a kind's module loads only when it is used."""
+    if name == "SlurmLauncher":
+        from orchestrator.launchers.slurm.launcher import SlurmLauncher
+
+        return SlurmLauncher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def launcher_for(

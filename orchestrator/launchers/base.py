@@ -52,7 +52,7 @@ baseline is measured once for all of them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -209,9 +209,19 @@ class LauncherKind:
         dry_run: bool,
         progress: Callable[[RestoreOutcome], None] | None,
     ) -> list[RestoreOutcome]:
-        """Find, and unless ``dry_run`` undo, what killed runs of ``experiment`` left (``specsweep restore``);
-        each outcome also told to ``progress``. Nothing by default."""
-        return []
+        """Find, and unless ``dry_run`` undo, what killed runs of ``experiment`` left (``specsweep restore``):
+        the kind's :meth:`restore_each`, each outcome told to ``progress`` as it comes."""
+        outcomes: list[RestoreOutcome] = []
+        for outcome in self.restore_each(experiment, break_lock=break_lock, dry_run=dry_run):
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+        return outcomes
+
+    def restore_each(self, experiment: Experiment, *, break_lock: bool, dry_run: bool) -> Iterable[RestoreOutcome]:
+        """What :meth:`restore` finds and undoes, one outcome per place (a host, a login node, a namespace), as
+        each is done. Nothing by default."""
+        return ()
 
     def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
         """Check, changing nothing, that ``experiment``'s deployments can run there (``specsweep doctor``).

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from orchestrator.errors import HostError, ServiceError, SpecsweepError, StartFailed
 from orchestrator.hosts import connect_host
 from orchestrator.launchers.base import HealthCallback, Launcher, Slot
-from orchestrator.launchers.health import wait_until_healthy
-from orchestrator.launchers.hosts import HEALTH_POLL_SECONDS, HostServer, check_port_free
+from orchestrator.launchers.health import wait_for_experiment
+from orchestrator.launchers.hosts import HostServer, check_port_free
 from orchestrator.quoting import shell_quote
 from orchestrator.services import make_service
 
@@ -337,17 +337,7 @@ class GpuSlot(Slot):
                 placement["gpu_check"] = {"clean": None, "note": self.gpus.note}
             self._check_port_free(service, deployment)
             service.apply(slot_deployment(deployment, self.slot))
-            exp = self.experiment
-            wait_until_healthy(
-                service,
-                self.url,
-                exp.health_paths,
-                exp.server.ready_timeout,
-                api_key=exp.server.api_key_value,
-                progress=progress,
-                stop=stop,
-                poll_interval=HEALTH_POLL_SECONDS,
-            )
+            wait_for_experiment(service, self.url, self.experiment, progress=progress, stop=stop)
         except BaseException:
             self._end_deployment()
             raise

@@ -5,7 +5,7 @@ service's leftovers on every host (with GPU slots, every slot instance's), ``doc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from orchestrator.launchers.base import DoctorCallback, Launcher, LauncherKind
@@ -34,17 +34,8 @@ class HostsKind(LauncherKind):
     ) -> Launcher:
         return self.launcher_class(experiment, experiment.host_specs(), lock_label=lock_label, break_lock=break_lock)
 
-    def restore(
-        self,
-        experiment: Experiment,
-        *,
-        break_lock: bool,
-        dry_run: bool,
-        progress: Callable[[RestoreOutcome], None] | None,
-    ) -> list[RestoreOutcome]:
-        return restore_hosts(
-            experiment, break_lock=break_lock, dry_run=dry_run, progress=progress, slot_instances=self.gpu_slots
-        )
+    def restore_each(self, experiment: Experiment, *, break_lock: bool, dry_run: bool) -> Iterator[RestoreOutcome]:
+        return restore_hosts(experiment, break_lock=break_lock, dry_run=dry_run, slot_instances=self.gpu_slots)
 
     def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
         return [

@@ -30,7 +30,7 @@ from orchestrator.errors import ServiceError, SpecsweepError
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
 from orchestrator.launchers.base import HealthCallback, Launcher, RunningServer, Slot
-from orchestrator.launchers.health import wait_until_healthy
+from orchestrator.launchers.health import wait_for_experiment
 from orchestrator.services import make_service
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from orchestrator.services.base import Service
 
 __all__ = [
-    "HEALTH_POLL_SECONDS",
     "HostLauncher",
     "HostServer",
     "HostSlot",
@@ -50,11 +49,6 @@ __all__ = [
     "check_port_free",
     "port_holder",
 ]
-
-#: At most this long between health polls: noticing a ready server is the largest orchestration cost of a
-#: sweep (every restart pays it); half a second keeps ready -> noticed under 1 s, one ``systemctl show`` and a
-#: GET or two per poll.
-HEALTH_POLL_SECONDS = 0.5
 
 
 def _tail(service: Service, lines: int) -> list[str]:
@@ -180,17 +174,7 @@ class HostSlot(Slot):
     def launch(self, deployment: Deployment, *, progress: HealthCallback | None, stop: threading.Event) -> HostServer:
         service = self._service()
         service.apply(deployment)
-        exp = self.experiment
-        wait_until_healthy(
-            service,
-            self.url,
-            exp.health_paths,
-            exp.server.ready_timeout,
-            api_key=exp.server.api_key_value,
-            progress=progress,
-            stop=stop,
-            poll_interval=HEALTH_POLL_SECONDS,
-        )
+        wait_for_experiment(service, self.url, self.experiment, progress=progress, stop=stop)
         return HostServer(self.url, service)
 
     def evidence(self, lines: int = 40) -> list[str]:

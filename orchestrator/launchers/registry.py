@@ -27,8 +27,8 @@ _BUILTIN = {
     "local": "orchestrator.launchers.hostkinds:LOCAL",
     "ssh": "orchestrator.launchers.hostkinds:SSH_POOL",
     "gpu-slots": "orchestrator.launchers.hostkinds:GPU_SLOTS",
-    "slurm": "orchestrator.launchers.slurmkind:SLURM",
-    "kubernetes": "orchestrator.launchers.kubernetes:KUBERNETES",
+    "slurm": "orchestrator.launchers.slurm.kind:SLURM",
+    "kubernetes": "orchestrator.launchers.kubernetes.kind:KUBERNETES",
 }
 
 _lock = threading.Lock()

@@ -8,7 +8,7 @@ outcome and the others are still restored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from orchestrator.errors import HostLockedError, SpecsweepError
@@ -35,32 +35,20 @@ def restore_experiment(
 
 
 def restore_hosts(
-    experiment: Any,
-    *,
-    break_lock: bool = False,
-    dry_run: bool = False,
-    progress: Callable[[RestoreOutcome], None] | None = None,
-    slot_instances: bool = False,
-) -> list[RestoreOutcome]:
+    experiment: Any, *, break_lock: bool = False, dry_run: bool = False, slot_instances: bool = False
+) -> Iterator[RestoreOutcome]:
     """Every leftover of the experiment's service on each of its hosts (with ``slot_instances``, GPU slots': of
-    every slot instance a host holds anything of, and the run's lock), undone unless ``dry_run``."""
-    outcomes: list[RestoreOutcome] = []
+    every slot instance a host holds anything of, and the run's lock), undone unless ``dry_run``; each outcome
+    as it is done."""
     for spec in experiment.host_specs():
         sources = [experiment]
         if slot_instances:  # GPU slots: every service instance, and the run's lock
             try:
                 sources += _slot_sources(experiment, spec)
             except SpecsweepError as exc:
-                outcome = RestoreOutcome(spec.display_name, "the GPU slots' instances", None, error=str(exc))
-                outcomes.append(outcome)
-                if progress is not None:
-                    progress(outcome)
+                yield RestoreOutcome(spec.display_name, "the GPU slots' instances", None, error=str(exc))
         for source in sources:
-            outcome = _restore_host(source, spec, break_lock=break_lock, dry_run=dry_run)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(outcome)
-    return outcomes
+            yield _restore_host(source, spec, break_lock=break_lock, dry_run=dry_run)
 
 
 def _slot_sources(experiment: Any, spec: Any) -> list[Any]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +55,7 @@ __all__ = [
     "decide_point_ids",
     "decide_rounds",
     "expand_matrix",
+    "load_lines",
     "make_deployment",
     "round_deployment",
     "server_config",
@@ -240,6 +241,16 @@ def _workloads(experiment: Experiment) -> list[tuple[str | None, dict[str, Any] 
         (name, {"name": name, **spec.model_dump(mode="json")}, spec.max_tokens or load.max_tokens)
         for name, spec in load.workloads.items()
     ]
+
+
+def load_lines(warmup: int, points: Iterable[LoadPoint], *, window: str = "") -> list[str]:
+    """A dry run's lines for a deployment's loads: the warm-up, then each point (``window``: how its log window
+    is read, when the launcher says)."""
+    out = [f"warm up: {warmup} requests at C=1"] if warmup else []
+    for point in points:
+        size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
+        out.append(f"load {point.label}: {size} ({point.id})" + (f"; its window: {window}" if window else ""))
+    return out
 
 
 def _load_points(

@@ -16,7 +16,7 @@ from orchestrator.experiment.schema import Experiment
 from orchestrator.experiment.service import SystemdServiceSpec
 from orchestrator.experiment.slots import as_fields
 from orchestrator.launchers.registry import kind_of
-from orchestrator.plan.deployments import Plan, build_plan
+from orchestrator.plan.deployments import Plan, build_plan, load_lines
 from orchestrator.quoting import shell_join, split_command, visible
 from orchestrator.redaction import redact_text
 from orchestrator.services.secrets import reference
@@ -141,11 +141,7 @@ def _describe(
             f"wait until healthy: {', '.join(experiment.health_paths)} under {experiment.server.url} "
             f"(timeout {experiment.server.ready_timeout:g}s)"
         )
-        if experiment.load.warmup:
-            out.append(f"warm up: {experiment.load.warmup} requests at C=1")
-        for point in points:
-            size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
-            out.append(f"load {point.label}: {size} ({point.id})")
+        out.extend(load_lines(experiment.load.warmup, points))
         out.append("")
     out.append(_restore_line(service))
     return "\n".join(visible(line) for line in out)  # a matrix value's control characters escaped, not sent raw

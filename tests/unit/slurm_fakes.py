@@ -1,4 +1,4 @@
-"""A Slurm of the unit tests: an in-memory scheduler behind :class:`~orchestrator.launchers.slurmjobs.SlurmClient`.
+"""A Slurm of the unit tests: an in-memory scheduler behind :class:`~orchestrator.launchers.slurm.jobs.SlurmClient`.
 
 :class:`FakeScheduler` keeps jobs as Slurm would report them (state, reason, batch host, comment, output
 file) and starts a pending job on a free node the next time it is asked about its jobs, one job per node,
@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.hosts import LocalHost
 from orchestrator.hosts.base import Host
-from orchestrator.launchers.slurmjobs import ENDED, BatchScript, JobInfo, NodeInfo, SlurmClient
+from orchestrator.launchers.slurm.jobs import ENDED, BatchScript, JobInfo, NodeInfo, SlurmClient
 
 SLURM_EXPERIMENT = """\
 name: fake
@@ -239,7 +239,7 @@ class FakeClient(SlurmClient):
 
 def use_scheduler(monkeypatch: Any, scheduler: FakeScheduler) -> None:
     """Make every SlurmLauncher built from now on log in to this machine and talk to ``scheduler``."""
-    from orchestrator.launchers import slurm
+    from orchestrator.launchers.slurm import launcher as slurm
 
     monkeypatch.setattr(slurm, "connect_host", lambda spec: LocalHost(name="login"))
     monkeypatch.setattr(slurm, "SlurmClient", lambda host: FakeClient(host, scheduler))

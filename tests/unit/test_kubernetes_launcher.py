@@ -15,8 +15,8 @@ import yaml
 from orchestrator.errors import ConfigError, StartFailed
 from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import launcher_for
-from orchestrator.launchers.kubejobs import experiment_label, render_manifests
-from orchestrator.launchers.kubernetes import KubernetesLauncher, KubernetesServer
+from orchestrator.launchers.kubernetes.jobs import experiment_label, render_manifests
+from orchestrator.launchers.kubernetes.launcher import KubernetesLauncher, KubernetesServer
 from orchestrator.plan.deployments import build_plan
 from tests.unit import kubectl_fake
 

@@ -16,7 +16,7 @@ import yaml
 from orchestrator.errors import ConfigError, ServiceError, SpecsweepError
 from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import launcher_for
-from orchestrator.launchers.kubejobs import experiment_label, lock_name, render_manifests
+from orchestrator.launchers.kubernetes.jobs import experiment_label, lock_name, render_manifests
 from orchestrator.launchers.restore import restore_experiment
 from orchestrator.plan.deployments import build_plan
 from tests.unit import kubectl_fake

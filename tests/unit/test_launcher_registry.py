@@ -3,6 +3,9 @@ the ``launcher:`` specs found in ``experiment/launcherspecs/`` (issue 51)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,7 @@ from orchestrator.launchers import Launcher, LauncherKind, launcher_for, launche
 from orchestrator.launchers.gpuslots import GpuSlotLauncher
 from orchestrator.launchers.hosts import HostServer, HostSlot, LocalLauncher, SSHPoolLauncher
 from orchestrator.launchers.registry import kind_of, launcher_kind_names
-from orchestrator.launchers.slurm import SlurmLauncher
+from orchestrator.launchers.slurm.launcher import SlurmLauncher
 from orchestrator.plan.deployments import build_plan
 from tests.unit.launch_fakes import FakeLauncher, FakeSlot, make_experiment
 
@@ -130,3 +133,63 @@ def test_the_gpu_slots_kind_checks_the_declared_gpus_and_the_plain_hosts_kind_do
     (slots,) = run_doctor(make_experiment(tmp_path, hosts="host: {kind: local, gpus: 1}"))
     assert "gpu slots" not in {c.name for c in plain.checks}
     assert "gpu slots" in {c.name for c in slots.checks}
+
+
+_LOADED = """
+import sys
+import orchestrator.launchers as launchers
+for name in sys.argv[1:]:
+    launchers.launcher_kind(name)
+print(" ".join(sorted(m for m in sys.modules if m.startswith("orchestrator.launchers"))))
+"""
+
+#: The scheduler kinds' packages and their shared base: none of them is loaded until a kind is asked for.
+_SCHEDULER_PARTS = ("slurm", "kubernetes", "scheduler")
+
+
+def _loaded_after(*kinds: str) -> set[str]:
+    """The launcher modules a fresh interpreter holds after importing ``orchestrator.launchers`` and asking for
+    ``kinds``."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADED, *kinds], capture_output=True, text=True, check=True, env=env, cwd=root
+    )
+    return set(proc.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("kinds", "loaded"),
+    [
+        pytest.param((), set(), id="none-asked"),
+        pytest.param(("local",), set(), id="hosts-asked"),
+        pytest.param(
+            ("slurm",), {"slurm", "slurm.jobs", "slurm.kind", "slurm.launcher", "scheduler"}, id="slurm-asked"
+        ),
+        pytest.param(
+            ("kubernetes",),
+            {"kubernetes", "kubernetes.jobs", "kubernetes.kind", "kubernetes.launcher", "scheduler"},
+            id="kubernetes-asked",
+        ),
+    ],
+)
+def test_a_scheduler_kind_loads_only_when_asked_for(kinds: tuple[str, ...], loaded: set[str]) -> None:
+    modules = _loaded_after(*kinds)
+    assert "orchestrator.launchers.registry" in modules  # the child did import the package
+    schedulers = {m for m in modules if m.split(".")[2:3] and m.split(".")[2] in _SCHEDULER_PARTS}
+    assert schedulers == {f"orchestrator.launchers.{m}" for m in loaded}
+
+
+def test_the_scheduler_kinds_share_one_base_and_copy_none_of_it() -> None:
+    """Slurm and Kubernetes differ only in what their scheduler does (issue 61): the slot, the wait for a running
+    job, the evidence, the release and the slots' shared open and close are the base's, not a kind's copy."""
+    from orchestrator.launchers.kubernetes.launcher import KubernetesLauncher, KubernetesServer
+    from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
+    from orchestrator.launchers.slurm.launcher import SlurmJobServer, SlurmLauncher
+
+    for server in (SlurmJobServer, KubernetesServer):
+        assert issubclass(server, SchedulerServer)
+        assert not {"start", "wait_running", "alive", "evidence", "release"} & set(vars(server)), server
+    for launcher in (SlurmLauncher, KubernetesLauncher):
+        assert issubclass(launcher, SchedulerLauncher)
+        assert not {"slots", "open_slot", "close_slot"} & set(vars(launcher)), launcher

@@ -24,6 +24,7 @@ from orchestrator.launchers import (
     SSHPoolLauncher,
     launcher_for,
 )
+from orchestrator.launchers import health as health_module
 from orchestrator.launchers import hosts as hosts_module
 from orchestrator.plan.deployments import build_plan
 from orchestrator.services.base import LogChunk, ServiceState
@@ -92,7 +93,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         if made.get("unhealthy"):
             raise StartFailed("never healthy", evidence=["boom"], reason="timeout")
 
-    monkeypatch.setattr(hosts_module, "wait_until_healthy", wait)
+    monkeypatch.setattr(health_module, "wait_until_healthy", wait)  # what wait_for_experiment calls
     monkeypatch.setattr(hosts_module.httpx, "get", _refused)
     return made
 

@@ -1,4 +1,4 @@
-"""Talking to Slurm (orchestrator/launchers/slurmjobs.py): the parsers on answers recorded from Slurm 22.05
+"""Talking to Slurm (orchestrator/launchers/slurm/jobs.py): the parsers on answers recorded from Slurm 22.05
 (Debian's slurm-wlm, the system tests' cluster), the batch script, job names and comments; and the launcher's
 keys in an experiment file (orchestrator/experiment/hosts.py), each error with its file and line."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import ConfigError
 from orchestrator.experiment.schema import load_experiment
-from orchestrator.launchers.slurmjobs import (
+from orchestrator.launchers.slurm.jobs import (
     JobSettings,
     NodeInfo,
     job_comment,

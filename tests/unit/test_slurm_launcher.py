@@ -1,4 +1,4 @@
-"""The Slurm launcher (orchestrator/launchers/slurm.py) in the sweep loop, on an in-memory scheduler
+"""The Slurm launcher (orchestrator/launchers/slurm/) in the sweep loop, on an in-memory scheduler
 (tests/unit/slurm_fakes.py): jobs at once, job states as failures with the log's tail, pending limits,
 leftovers of a dead run, reattaching on resume, node types, stop, and every job cancelled at the end."""
 
@@ -16,7 +16,7 @@ import pytest
 from orchestrator.errors import Interrupted, ServiceError
 from orchestrator.experiment.schema import Experiment, load_experiment
 from orchestrator.launchers import SlurmLauncher, launcher_for
-from orchestrator.launchers.slurmjobs import ENDED, NodeInfo, job_name, render_batch_script
+from orchestrator.launchers.slurm.jobs import ENDED, NodeInfo, job_name, render_batch_script
 from orchestrator.plan.deployments import build_plan
 from orchestrator.sweep.frame import StopSignal
 from orchestrator.sweep.measure import PointMeasurer
@@ -324,7 +324,8 @@ def test_doctor_checks_the_login_node_partition_and_shared_directory(
     tmp_path: Path, health: HealthServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from orchestrator.hosts import LocalHost
-    from orchestrator.launchers import doctor, slurmkind
+    from orchestrator.launchers import doctor
+    from orchestrator.launchers.slurm import kind as slurmkind
     from tests.unit.slurm_fakes import FakeClient
 
     scheduler = FakeScheduler(nodes=_two_nodes())

@@ -6,7 +6,7 @@
 
 The slots (``max_jobs`` of them) share one target name (``slurm-<partition>``): the baselines are measured
 once for all of them and every other deployment by whichever slot is free. The first slot to open does, for
-all of them, through one connection to the login node (:class:`~orchestrator.launchers.slurmjobs.SlurmClient`):
+all of them, through one connection to the login node (:class:`~orchestrator.launchers.slurm.jobs.SlurmClient`):
 checks that ``sbatch`` runs, takes the experiment's lock (``<shared_dir>/<experiment>.lock``, as a host's
 service lock), reads the partition's nodes (a partition of several node types is refused unless
 ``constraint`` pins one: baselines and what they are compared with run on the same type), and lists the
@@ -17,7 +17,7 @@ in the job's comment) are kept for ``--resume`` to reattach to; every other one 
 
 ``launch(deployment)``:
 
-    reattach to this run's own job for it, or sbatch --parsable a new batch script    (slurmjobs.render_batch_script)
+    reattach to this run's own job for it, or sbatch --parsable a new batch script    (jobs.render_batch_script)
     PENDING (its reason) ... -> RUNNING on a node                                       pending_timeout: a clear failure
     server.url with {node} -> through an SSH tunnel when server.via is ssh             (hosts/tunnel.py)
     wait_until_healthy on the job's state and the health paths                        the job's output file is the log
@@ -47,9 +47,10 @@ from orchestrator.errors import HostLockedError, ServiceError, SpecsweepError, S
 from orchestrator.experiment.launcherspecs.slurm import SlurmLauncherSpec
 from orchestrator.hosts import connect_host
 from orchestrator.hosts.tunnel import Tunnel
-from orchestrator.launchers.base import HealthCallback, Launcher, RunningServer, Slot
-from orchestrator.launchers.health import wait_until_healthy
-from orchestrator.launchers.slurmjobs import (
+from orchestrator.launchers.base import HealthCallback
+from orchestrator.launchers.health import wait_for_experiment
+from orchestrator.launchers.scheduler import SchedulerLauncher, SchedulerServer
+from orchestrator.launchers.slurm.jobs import (
     ENDING,
     BatchScript,
     JobInfo,
@@ -60,7 +61,7 @@ from orchestrator.launchers.slurmjobs import (
     job_prefix,
     render_batch_script,
 )
-from orchestrator.services.base import Leftover, LogChunk, ServiceState, select_evidence
+from orchestrator.services.base import Leftover, LogChunk, ServiceState
 from orchestrator.services.hoststate import HostLock, lock_is_stale
 
 if TYPE_CHECKING:
@@ -68,13 +69,11 @@ if TYPE_CHECKING:
     from orchestrator.hosts.base import Host
     from orchestrator.plan.deployments import Deployment
 
-__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "SlurmSlot", "job_settings", "restore_jobs"]
+__all__ = ["JobWatch", "SlurmJobServer", "SlurmLauncher", "job_settings", "restore_jobs"]
 
 #: How long the last slot's close waits for cancelled jobs to leave squeue (Slurm's KillWait is 30 s by
 #: default, then the epilog runs).
 CANCEL_WAIT_SECONDS = 120.0
-#: Between two health polls (as a host's slot: noticing a ready server is what every deployment pays).
-HEALTH_POLL_SECONDS = 0.5
 #: How long a job that is being ended may take to say how it ended (Slurm's KillWait is 30 s by default).
 ENDING_WAIT_SECONDS = 45.0
 
@@ -155,10 +154,13 @@ class _Shared:
         self.submitted: set[str] = set()
 
 
-class SlurmLauncher(Launcher):
+class SlurmLauncher(SchedulerLauncher):
     """``max_jobs`` slots on one Slurm partition (see the module docstring)."""
 
     kind = "slurm"
+    scheduler = "Slurm"
+    spec: SlurmLauncherSpec
+    spec_class = SlurmLauncherSpec
 
     def __init__(
         self,
@@ -170,26 +172,12 @@ class SlurmLauncher(Launcher):
         connect: Callable[[Any], Host] | None = None,
         client: Callable[[Host], SlurmClient] | None = None,
     ) -> None:
-        spec = experiment.launcher
-        if not isinstance(spec, SlurmLauncherSpec):
-            raise ServiceError("the experiment has no Slurm launcher")
-        self.experiment = experiment
-        self.spec: SlurmLauncherSpec = spec
-        self.run_id = run_id
-        self.lock_label = lock_label
-        self.break_lock = break_lock
-        self.target = spec.target
         self._connect = connect if connect is not None else connect_host
         self._client = client if client is not None else SlurmClient
-        self._guard = threading.Lock()
         self._shared: _Shared | None = None
-        self._open_slots = 0
         self._expected: dict[str, Deployment] | None = None
         self.watch: JobWatch | None = None
-        self._slots = [SlurmSlot(self, i) for i in range(spec.max_jobs)]
-
-    def slots(self) -> list[SlurmSlot]:
-        return list(self._slots)
+        super().__init__(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
 
     def expect(self, deployments: Sequence[Deployment]) -> None:
         """The deployments this run will still launch: only their jobs are kept to reattach to."""
@@ -203,11 +191,8 @@ class SlurmLauncher(Launcher):
             raise ServiceError(f"{self.target}: the launcher is not open")
         return self._shared
 
-    def open_slot(self, recovered: Callable[[str], None]) -> None:
-        with self._guard:
-            if self._shared is None:
-                self._shared = self._open(recovered)
-            self._open_slots += 1
+    def _open_first(self, recovered: Callable[[str], None]) -> None:
+        self._shared = self._open(recovered)
 
     def _open(self, recovered: Callable[[str], None]) -> _Shared:
         spec, exp = self.spec, self.experiment
@@ -293,13 +278,11 @@ class SlurmLauncher(Launcher):
         script = self.script_for(deployment, shared)
         return job.tags.get("config") == deployment.config_hash and job.tags.get("script") == script.script_hash
 
-    def close_slot(self) -> None:
+    def _close_last(self) -> None:
         with self._guard:
-            self._open_slots -= 1
-            if self._open_slots > 0 or self._shared is None:
-                return
             shared, self._shared = self._shared, None
-        self._teardown(shared)
+        if shared is not None:
+            self._teardown(shared)
 
     def _teardown(self, shared: _Shared) -> None:
         """Cancel every job of the run (tracked, left to reattach to, or found by its name), wait until squeue
@@ -378,6 +361,10 @@ class SlurmLauncher(Launcher):
         watch.track(info)
         return info, False
 
+    def new_server(self, deployment: Deployment) -> SlurmJobServer:
+        job, reattached = self.start_job(deployment)
+        return SlurmJobServer(self, job, deployment, reattached=reattached)
+
     def _watch(self) -> JobWatch:
         if self.watch is None:
             raise ServiceError(f"{self.target}: the launcher is not open")
@@ -418,30 +405,38 @@ class _JobAsService:
         return self.server.logs_tail(n)
 
 
-class SlurmJobServer(RunningServer):
+class SlurmJobServer(SchedulerServer):
     """One deployment's job: the server on its node, seen through the login node (its log window source is
     the job's output file)."""
 
-    def __init__(self, launcher: SlurmLauncher, job: JobInfo, deployment: Deployment) -> None:
-        self.launcher = launcher
+    scheduler = "Slurm"
+    reason_prefix = "job"
+    pending_text = "after {elapsed:.0f} s: still not running (launcher.pending_timeout is {limit:g} s)"
+    ended_text = "before it ran its server"  # after the job's own line, which says its state
+    launcher: SlurmLauncher
+
+    def __init__(
+        self, launcher: SlurmLauncher, job: JobInfo, deployment: Deployment, *, reattached: bool = False
+    ) -> None:
+        super().__init__(launcher, f"job {job.job_id}", deployment)
         self.job_id = job.job_id
-        self.deployment = deployment
-        self.name = f"job {job.job_id}"
-        self.url = ""
+        self.submitted = job
+        self.reattached = reattached
         self.node = ""
-        self.placement: dict[str, Any] | None = None
         self._log = JobLog(launcher.shared.client, job.stdout)
         self._tunnel: Tunnel | None = None
-        self._released = False
+
+    @property
+    def log_name(self) -> str:
+        return f"the job's output file {self._log.path}"
 
     # -- what wait_until_healthy and the measurer read ---------------------------------------------------
 
-    @property
-    def logs(self) -> SlurmJobServer:
-        return self
-
     def job(self, *, fresh: bool = False) -> JobInfo:
         return self.launcher._watch().get(self.job_id, fresh=fresh)
+
+    def status(self, *, fresh: bool = False) -> JobInfo:
+        return self.job(fresh=fresh)
 
     def state(self) -> ServiceState:
         info = self.job()
@@ -463,72 +458,34 @@ class SlurmJobServer(RunningServer):
     def logs_tail(self, n: int = 50) -> list[str]:
         return self._log.logs_tail(n)
 
-    def alive(self) -> bool:
-        try:
-            return self.job(fresh=True).running
-        except SpecsweepError:
-            return False
-
-    def evidence(self, lines: int = 40) -> list[str]:
-        try:
-            head = [self.job(fresh=True).describe()]
-        except SpecsweepError as exc:
-            head = [f"(could not ask Slurm about job {self.job_id}: {exc})"]
-        try:
-            return head + select_evidence(self.logs_tail(max(lines, 200)), limit=lines)
-        except SpecsweepError as exc:
-            return [*head, f"(could not read the job's output file {self._log.path}: {exc})"]
-
-    def release(self) -> None:
-        """The deployment is done: its job is cancelled (the last slot's close waits until it is gone)."""
-        if self._released:
-            return
-        self._released = True
+    def _disconnect(self) -> None:
         if self._tunnel is not None:
             self._tunnel.close()
-        with contextlib.suppress(SpecsweepError):
-            self.launcher.shared.client.cancel([self.job_id])
+
+    def _cancel(self) -> None:
+        """The job is cancelled (the last slot's close waits until it is gone)."""
+        self.launcher.shared.client.cancel([self.job_id])
 
     # -- getting there ---------------------------------------------------------------------------------------
 
-    def _failed(self, what: str, reason: str, info: JobInfo | None = None) -> StartFailed:
-        info = info or self.job(fresh=True)
-        try:
-            tail = select_evidence(self.logs_tail(200))
-        except SpecsweepError as exc:
-            tail = [f"(could not read the job's output file {self._log.path}: {exc})"]
+    def _failed(self, what: str, reason: str, status: Any = None) -> StartFailed:
+        info: JobInfo = status or self.job(fresh=True)
+        tail = self._tail_evidence()
         message = f"{self.launcher.target}: {info.describe()} {what}"
         return StartFailed(message, evidence=[info.describe(), *tail], reason=reason)
 
-    def wait_running(self, progress: HealthCallback | None, stop: threading.Event) -> None:
-        """Until the job runs on a node: PENDING (with its reason) is progress; a job that ends first, or is
-        still pending after ``pending_timeout``, is a StartFailed."""
-        limit = self.launcher.spec.pending_timeout
-        interval = self.launcher.spec.poll_interval
-        started = time.monotonic()
-        while True:
-            if stop.is_set():
-                raise self._failed("was not running yet when the run was stopped", "stopped")
-            info = self.job()
-            if info.running and info.node:
-                self.node = info.node
-                return
-            if info.ended:
-                raise self._failed("before it ran its server", f"job_{info.state.lower()}", info)
-            elapsed = time.monotonic() - started
-            if elapsed >= limit:
-                raise self._failed(
-                    f"after {elapsed:.0f} s: still not running (launcher.pending_timeout is {limit:g} s)",
-                    "job_pending_timeout",
-                    info,
-                )
-            if progress is not None:
-                progress(elapsed, limit, info.describe())
-            stop.wait(interval)
+    def ended_reason(self, status: Any) -> str:
+        return str(status.state).lower()
 
-    def connect(self) -> None:
+    def _submit(self, progress: HealthCallback | None) -> None:
+        """Submitted when the server was made (``SlurmLauncher.start_job``); a job reattached to is said."""
+        if self.reattached and progress is not None:
+            progress(0.0, self.launcher.spec.pending_timeout, f"reattached to {self.submitted.describe()}")
+
+    def connect(self, status: Any) -> None:
         """The server's URL on its node (``{node}``), through a tunnel over the login node's connection when
         ``server.via`` is ssh; the placement the records carry."""
+        self.node = status.node
         exp = self.launcher.experiment
         url = exp.server.url.replace("{node}", self.node)
         if exp.server.via == "ssh":
@@ -556,17 +513,13 @@ class SlurmJobServer(RunningServer):
         }
 
     def wait_healthy(self, progress: HealthCallback | None, stop: threading.Event) -> None:
-        exp = self.launcher.experiment
         try:
-            wait_until_healthy(
+            wait_for_experiment(
                 _JobAsService(self),  # type: ignore[arg-type]
                 self.url,
-                exp.health_paths,
-                exp.server.ready_timeout,
-                api_key=exp.server.api_key_value,
+                self.launcher.experiment,
                 progress=progress,
                 stop=stop,
-                poll_interval=HEALTH_POLL_SECONDS,
             )
         except StartFailed as exc:
             info = self.job(fresh=True)
@@ -584,60 +537,6 @@ class SlurmJobServer(RunningServer):
                 evidence=[info.describe(), *exc.evidence],
                 reason=exc.reason,
             ) from exc
-
-
-class SlurmSlot(Slot):
-    """One of the launcher's ``max_jobs`` places: one job at a time."""
-
-    def __init__(self, launcher: SlurmLauncher, index: int) -> None:
-        self.launcher = launcher
-        self.index = index
-        self.name = launcher.target
-        self.current: SlurmJobServer | None = None
-        self._opened = False
-
-    def open(self, recovered: Callable[[str], None]) -> None:
-        self.launcher.open_slot(recovered)
-        self._opened = True
-
-    def launch(
-        self, deployment: Deployment, *, progress: HealthCallback | None, stop: threading.Event
-    ) -> SlurmJobServer:
-        if not self._opened:
-            raise ServiceError(f"{self.name}: the slot is not open")
-        if self.current is not None:
-            self.current.release()
-            self.current = None
-        job, reattached = self.launcher.start_job(deployment)
-        server = SlurmJobServer(self.launcher, job, deployment)
-        self.current = server
-        try:
-            if reattached and progress is not None:
-                progress(0.0, self.launcher.spec.pending_timeout, f"reattached to {job.describe()}")
-            server.wait_running(progress, stop)
-            server.connect()
-            server.wait_healthy(progress, stop)
-        except BaseException:
-            server.release()  # a job that will not serve is no use to anyone: end it now
-            raise
-        return server
-
-    def evidence(self, lines: int = 40) -> list[str]:
-        if self.current is None:
-            return []
-        return self.current.evidence(lines)
-
-    def close(self) -> bool:
-        if not self._opened:
-            return False
-        self._opened = False
-        current, self.current = self.current, None
-        try:
-            if current is not None:
-                current.release()
-        finally:
-            self.launcher.close_slot()
-        return True
 
 
 def restore_jobs(

@@ -1,24 +1,26 @@
 """The Slurm launcher's kind: what it does outside a sweep (``LauncherKind``: :mod:`orchestrator.launchers.base`).
 
-``make`` builds :class:`~orchestrator.launchers.slurm.SlurmLauncher`; ``dry_run`` prints each deployment's batch
-script as ``sbatch`` would get it; ``restore`` cancels the experiment's jobs still queued or running and
-removes its lock on the login node (:func:`~orchestrator.launchers.slurm.restore_jobs`); ``doctor`` checks the
-login node, Slurm's commands there, the partition's nodes, the shared directory and leftover jobs.
+``make`` builds :class:`~orchestrator.launchers.slurm.launcher.SlurmLauncher`; ``dry_run`` prints each
+deployment's batch script as ``sbatch`` would get it; ``restore`` cancels the experiment's jobs still queued or
+running and removes its lock on the login node (:func:`~orchestrator.launchers.slurm.launcher.restore_jobs`);
+``doctor`` checks the login node, Slurm's commands there, the partition's nodes, the shared directory and
+leftover jobs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import SpecsweepError
 from orchestrator.experiment.launcherspecs.slurm import SlurmLauncherSpec
 from orchestrator.hosts import connect_host
-from orchestrator.launchers.base import DoctorCallback, Launcher, LauncherKind
+from orchestrator.launchers.base import DoctorCallback
 from orchestrator.launchers.doctor import guard
 from orchestrator.launchers.outcomes import Check, HostReport, RestoreOutcome, Status
-from orchestrator.launchers.slurm import SlurmLauncher, job_settings, restore_jobs
-from orchestrator.launchers.slurmjobs import SlurmClient, job_prefix, render_batch_script
+from orchestrator.launchers.scheduler import SchedulerKind
+from orchestrator.launchers.slurm.jobs import SlurmClient, job_prefix, render_batch_script
+from orchestrator.launchers.slurm.launcher import SlurmLauncher, job_settings, restore_jobs
+from orchestrator.plan.deployments import load_lines
 from orchestrator.quoting import shell_quote
 
 if TYPE_CHECKING:
@@ -29,29 +31,15 @@ if TYPE_CHECKING:
 __all__ = ["SLURM", "check_slurm", "describe_jobs", "restore_slurm_jobs"]
 
 
-class _SlurmKind(LauncherKind):
+class _SlurmKind(SchedulerKind):
     kind = "slurm"
-
-    def make(
-        self, experiment: Experiment, *, plan: Plan | None, run_id: str, lock_label: str, break_lock: bool
-    ) -> Launcher:
-        return SlurmLauncher(experiment, run_id=run_id, lock_label=lock_label, break_lock=break_lock)
+    launcher_class = SlurmLauncher
 
     def dry_run(self, experiment: Experiment, plan: Plan) -> str | None:
         return describe_jobs(experiment, plan)
 
-    def restore(
-        self,
-        experiment: Experiment,
-        *,
-        break_lock: bool,
-        dry_run: bool,
-        progress: Callable[[RestoreOutcome], None] | None,
-    ) -> list[RestoreOutcome]:
-        outcome = restore_slurm_jobs(experiment, break_lock=break_lock, dry_run=dry_run)
-        if progress is not None:
-            progress(outcome)
-        return [outcome]
+    def restore_each(self, experiment: Experiment, *, break_lock: bool, dry_run: bool) -> list[RestoreOutcome]:
+        return [restore_slurm_jobs(experiment, break_lock=break_lock, dry_run=dry_run)]
 
     def doctor(self, experiment: Experiment, *, progress: DoctorCallback | None) -> list[HostReport]:
         return [check_slurm(experiment, progress=progress)]
@@ -100,11 +88,7 @@ def describe_jobs(experiment: Experiment, plan: Plan) -> str:
             f"wait: pending (at most {spec.pending_timeout:g}s), then running on a node, then healthy: "
             f"{', '.join(experiment.health_paths)} under {url}{reach} (timeout {experiment.server.ready_timeout:g}s)"
         )
-        if experiment.load.warmup:
-            out.append(f"warm up: {experiment.load.warmup} requests at C=1")
-        for point in deployment.load_points:
-            size = f"{point.requests} requests" if point.requests else f"{point.duration_s:g}s"
-            out.append(f"load {point.label}: {size} ({point.id})")
+        out.extend(load_lines(experiment.load.warmup, deployment.load_points))
         out.append("then: scancel the job")
         out.append("")
     out.append("finally: scancel every job of the run and wait until squeue lists none of them")

@@ -13,7 +13,7 @@ How specsweep finds its own jobs again: each is *named* ``specsweep.<experiment>
 (:func:`job_name`) and *commented* with what it runs (``specsweep;run=...;deployment=...;config=...;
 script=<hash>``, :func:`job_comment`), so after a ``kill -9`` the next run lists the user's jobs
 (``squeue -u``), keeps those whose name starts with the experiment's prefix, and cancels or reattaches to
-them (:mod:`orchestrator.launchers.slurm`).
+them (:mod:`orchestrator.launchers.slurm.launcher`).
 """
 
 from __future__ import annotations
