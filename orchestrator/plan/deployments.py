@@ -56,6 +56,8 @@ __all__ = [
     "decide_rounds",
     "expand_matrix",
     "make_deployment",
+    "probe_seconds",
+    "request_alone_seconds",
     "round_deployment",
     "server_config",
     "window_seed",
@@ -366,6 +368,19 @@ def _lossless_seconds(experiment: Experiment, variant: str, baseline: bool, pace
     ar = next((b for b in names if b.lower().split("-")[0].split("_")[0] in ("ar", "autoregressive")), names[0])
     each = lossless.prompts * pace.request_seconds(lossless.max_tokens or experiment.load.max_tokens, 1)
     return 3 * each if baseline and variant == ar else each
+
+
+def probe_seconds(experiment: Experiment, deployment: Deployment) -> float:
+    """What the lossless probe adds to ``deployment``'s start at the plan's pace (what a sweep's ETA scales by the
+    engine's observed speed, orchestrator/plan/eta.py)."""
+    pace = pace_of(experiment, deployment.command)
+    return _lossless_seconds(experiment, deployment.variant, deployment.baseline, pace)
+
+
+def request_alone_seconds(experiment: Experiment, deployment: Deployment, max_tokens: int) -> float:
+    """The plan's seconds of one request of ``max_tokens`` sent alone to ``deployment`` (a warm-up request, a
+    lossless probe's answer): what the engine's observed speed is held against (orchestrator/plan/eta.py)."""
+    return pace_of(experiment, deployment.command).request_seconds(max_tokens, 1)
 
 
 def make_deployment(
