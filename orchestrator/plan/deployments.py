@@ -359,7 +359,7 @@ def _round_points(
 
 
 def _lossless_seconds(experiment: Experiment, variant: str, baseline: bool, pace: Pace) -> float:
-    """What the lossless probe adds to a deployment before its first point (orchestrator/sweep/lossless.py):
+    """What the lossless probe adds to a deployment, after its points (orchestrator/sweep/lossless.py):
     its prompts one at a time, three passes for the autoregressive baseline (twice alone, then batched)."""
     lossless = experiment.lossless
     if not lossless.enabled or not experiment.baselines:

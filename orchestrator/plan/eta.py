@@ -11,7 +11,8 @@ point's start. Deployments differ in what the plan expects of them (the autoregr
 lossless probe three times), so where the sweep says which deployment a worker takes (:meth:`EtaModel.planned`),
 each cost is compared with its own planned start, and a remaining deployment costs the plan's mean start plus
 the mean of those errors: the first deployment, a baseline, no longer sets the pace of the others. Else, the
-mean cost stands in. Until one is known, the mean observed load time stands in, and before that the
+mean cost stands in. Until one is known, the mean observed load time (and the plan's probe at the engine's
+observed speed, below) stands in, and before that the
 history's, and before that the plan's guess (:func:`planned_start_seconds`: the simulator's own start where
 the command runs it, else ``server.expected_load_time``).
 
@@ -22,15 +23,16 @@ The point ratio is the sum of measured point seconds over the sum of their estim
 measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
 estimates and teaches nothing.
 
-Before the first point: the engine's observed speed (issue 59). The requests a deployment sends before its first
-point, the warm-up's and the lossless probe's answers alone, are timed against what the plan's pace expects of
-one request alone (:meth:`EtaModel.requests_done`); their ratio is the engine's speed against the plan's. Until a
-point is measured it scales the remaining points (before the history's ratio: this run's engine, not an earlier
-one's), the lossless probe of every deployment still to start (the part of a start the health wait does not
-measure, ``expected_probe_seconds``), and what is left of the warm-up or probe under way
-(:meth:`EtaModel.phase_started`: its planned seconds x the ratio, less the time it has run). So a slow engine's
-ETA is its own from its first warm-up answer on, not the plan's guess until a point ends; and the ETA counts the
-probe under way, which the deployment's health (``load_observed``) took out of the remaining starts.
+Before the first point: the engine's observed speed (issue 59). The requests a deployment sends one at a time
+outside its points, the warm-up's (before them) and the lossless probe's answers alone (after them), are timed
+against what the plan's pace expects of one request alone (:meth:`EtaModel.requests_done`); their ratio is the
+engine's speed against the plan's. Until a point is measured it scales the remaining points (before the
+history's ratio: this run's engine, not an earlier one's); until a deployment's whole cost is known, it scales
+the lossless probe of every deployment still to start (the part of a start the health wait does not measure,
+``expected_probe_seconds``); and it scales what is left of a probe under way (:meth:`EtaModel.phase_started`:
+its planned seconds x the ratio, less the time it has run). So a slow engine's ETA is its own from its first
+warm-up answer on, not the plan's guess until a point ends, and the ETA counts the probe under way, whose
+deployment's health (``load_observed``) took it out of the remaining starts.
 
 History: :func:`eta_history` reads the newest earlier runs of an experiment (its run directories): each
 deployment's cost (its ``deploy`` event to its first record's start), and each successful point's measured

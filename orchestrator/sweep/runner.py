@@ -285,9 +285,8 @@ class SlotWorker:
         runs, batched, logprobs = (2, sweep.plan, TOP_LOGPROBS) if role == "ar" else (1, None, 0)
         exp = sweep.experiment
         # The answers alone time the engine against the plan's pace (the ETA's speed, orchestrator/plan/eta.py).
-        alone, each = runs * exp.lossless.prompts, request_alone_seconds(
-            exp, deployment, exp.lossless.max_tokens or exp.load.max_tokens
-        )
+        alone = runs * exp.lossless.prompts
+        each = request_alone_seconds(exp, deployment, exp.lossless.max_tokens or exp.load.max_tokens)
         sweep.eta.phase_started(probe_seconds(exp, deployment))
         timed = [0]
 
