@@ -6,9 +6,9 @@ what it is about: ``[3/18] ddtree(budget=7, topk=1) C=4: 356.4 tok/s, accept len
 when a deployment starts and when it is ready, and, while a server loads, one line every
 ``LOADING_EVERY`` seconds so a log shows it is alive.
 
-The phases between a deployment's start and its points (``warm-up: 1 of 2``, ``lossless probe: 3 of 10
-answers``) and the decide rounds (``decide round 1 of at most 2``) are a row of their own in a terminal and a
-line when they start outside one. Whatever runs, a line says so at least every ``LOADING_EVERY`` seconds
+The phases of a deployment that are not points (``warm-up: 1 of 2`` before them, ``lossless probe: 3 of 10
+answers`` after them) and the decide rounds (``decide round 1 of at most 2``) are a row of their own in a
+terminal and a line when they start outside one. Whatever runs, a line says so at least every ``LOADING_EVERY`` seconds
 outside a terminal (:meth:`SweepProgress.tick`, from a background thread: a probe answer or a point of a slow
 engine sends no event for minutes): what runs, how far it is, for how long, and the ETA. A stop request asks
 :meth:`SweepProgress.stopping_text` what the sweep waits for before it restores the host.

@@ -57,6 +57,8 @@ __all__ = [
     "expand_matrix",
     "load_lines",
     "make_deployment",
+    "probe_seconds",
+    "request_alone_seconds",
     "round_deployment",
     "server_config",
     "window_seed",
@@ -368,7 +370,7 @@ def _round_points(
 
 
 def _lossless_seconds(experiment: Experiment, variant: str, baseline: bool, pace: Pace) -> float:
-    """What the lossless probe adds to a deployment before its first point (orchestrator/sweep/lossless.py):
+    """What the lossless probe adds to a deployment, after its points (orchestrator/sweep/lossless.py):
     its prompts one at a time, three passes for the autoregressive baseline (twice alone, then batched)."""
     lossless = experiment.lossless
     if not lossless.enabled or not experiment.baselines:
@@ -377,6 +379,19 @@ def _lossless_seconds(experiment: Experiment, variant: str, baseline: bool, pace
     ar = next((b for b in names if b.lower().split("-")[0].split("_")[0] in ("ar", "autoregressive")), names[0])
     each = lossless.prompts * pace.request_seconds(lossless.max_tokens or experiment.load.max_tokens, 1)
     return 3 * each if baseline and variant == ar else each
+
+
+def probe_seconds(experiment: Experiment, deployment: Deployment) -> float:
+    """What the lossless probe adds to ``deployment``'s start at the plan's pace (what a sweep's ETA scales by the
+    engine's observed speed, orchestrator/plan/eta.py)."""
+    pace = pace_of(experiment, deployment.command)
+    return _lossless_seconds(experiment, deployment.variant, deployment.baseline, pace)
+
+
+def request_alone_seconds(experiment: Experiment, deployment: Deployment, max_tokens: int) -> float:
+    """The plan's seconds of one request of ``max_tokens`` sent alone to ``deployment`` (a warm-up request, a
+    lossless probe's answer): what the engine's observed speed is held against (orchestrator/plan/eta.py)."""
+    return pace_of(experiment, deployment.command).request_seconds(max_tokens, 1)
 
 
 def make_deployment(

@@ -11,7 +11,8 @@ point's start. Deployments differ in what the plan expects of them (the autoregr
 lossless probe three times), so where the sweep says which deployment a worker takes (:meth:`EtaModel.planned`),
 each cost is compared with its own planned start, and a remaining deployment costs the plan's mean start plus
 the mean of those errors: the first deployment, a baseline, no longer sets the pace of the others. Else, the
-mean cost stands in. Until one is known, the mean observed load time stands in, and before that the
+mean cost stands in. Until one is known, the mean observed load time (and the plan's probe at the engine's
+observed speed, below) stands in, and before that the
 history's, and before that the plan's guess (:func:`planned_start_seconds`: the simulator's own start where
 the command runs it, else ``server.expected_load_time``).
 
@@ -20,7 +21,18 @@ added (:meth:`EtaModel.add_planned`), so the remaining time counts the round und
 
 The point ratio is the sum of measured point seconds over the sum of their estimates; a point that was never
 measured (``seconds <= 0``: a deployment that did not start fails its points at once) only leaves the remaining
-estimates and teaches nothing. Until a point is measured, the history's ratio stands in, else 1.
+estimates and teaches nothing.
+
+Before the first point: the engine's observed speed (issue 59). The requests a deployment sends one at a time
+outside its points, the warm-up's (before them) and the lossless probe's answers alone (after them), are timed
+against what the plan's pace expects of one request alone (:meth:`EtaModel.requests_done`); their ratio is the
+engine's speed against the plan's. Until a point is measured it scales the remaining points (before the
+history's ratio: this run's engine, not an earlier one's); until a deployment's whole cost is known, it scales
+the lossless probe of every deployment still to start (the part of a start the health wait does not measure,
+``expected_probe_seconds``); and it scales what is left of a probe under way (:meth:`EtaModel.phase_started`:
+its planned seconds x the ratio, less the time it has run). So a slow engine's ETA is its own from its first
+warm-up answer on, not the plan's guess until a point ends, and the ETA counts the probe under way, whose
+deployment's health (``load_observed``) took it out of the remaining starts.
 
 History: :func:`eta_history` reads the newest earlier runs of an experiment (its run directories): each
 deployment's cost (its ``deploy`` event to its first record's start), and each successful point's measured
@@ -35,7 +47,7 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -83,6 +95,11 @@ class EtaModel:
     remaining_loads: int
     remaining_point_estimates: float
     history: EtaHistory | None = None
+    #: The plan's mean lossless probe of one deployment (:func:`orchestrator.plan.deployments.probe_seconds`):
+    #: what a start costs beyond its health wait, at the plan's pace.
+    expected_probe_seconds: float = 0.0
+    #: The monotonic clock (a test's own).
+    clock: Callable[[], float] = time.monotonic
     _loads: list[float] = field(default_factory=list)
     _deployments: list[float] = field(default_factory=list)
     _observed_points: float = 0.0
@@ -91,8 +108,16 @@ class EtaModel:
     _loaded: set[int] = field(default_factory=set)
     _planned: dict[int, float] = field(default_factory=dict)
     _errors: list[float] = field(default_factory=list)
-    _created: float = field(default_factory=time.monotonic)
+    _created: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _speed_observed: float = 0.0
+    _speed_estimated: float = 0.0
+    _request_marks: dict[int, float] = field(default_factory=dict)
+    _phases: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self._created is None:
+            self._created = self.clock()
 
     def planned(self, deployments: Iterable[Deployment]) -> Iterator[Deployment]:
         """``deployments`` as a worker takes them, each one's planned start noted for that worker's thread: the
@@ -103,7 +128,7 @@ class EtaModel:
                 self._planned[worker] = deployment.wall_start_seconds
                 # A worker's first deployment counts from when the worker takes it: what the sweep did before
                 # (opening the run, the host's lock, undoing what a killed run left) is not a deployment's cost.
-                self._marks.setdefault(worker, time.monotonic())
+                self._marks.setdefault(worker, self.clock())
             yield deployment
 
     def load_observed(self, seconds: float) -> None:
@@ -123,10 +148,46 @@ class EtaModel:
         with self._lock:
             self.remaining_loads = max(0, self.remaining_loads - 1)
 
-    def point_observed(self, estimated: float, seconds: float) -> None:
-        now = time.monotonic()
+    def phase_started(self, planned_seconds: float) -> None:
+        """This worker's deployment begins a phase before its first point (the warm-up, the lossless probe) that the
+        plan expects to take ``planned_seconds`` at its pace: its remainder counts in the ETA until it ends."""
+        now = self.clock()
+        with self._lock:
+            self._phases[threading.get_ident()] = (max(0.0, planned_seconds), now)
+            self._request_marks[threading.get_ident()] = now
+
+    def phase_ended(self) -> None:
+        with self._lock:
+            self._phases.pop(threading.get_ident(), None)
+            self._request_marks.pop(threading.get_ident(), None)
+
+    def requests_done(self, count: int, expected_each: float) -> None:
+        """``count`` more requests of this worker's phase, sent one at a time, ended since its last ones (or its
+        start); the plan's pace expects ``expected_each`` seconds of each: the engine's speed (module docstring)."""
+        now = self.clock()
         worker = threading.get_ident()
         with self._lock:
+            mark = self._request_marks.get(worker)
+            self._request_marks[worker] = now
+            if mark is None or count <= 0 or expected_each <= 0 or now <= mark:
+                return
+            self._speed_observed += now - mark
+            self._speed_estimated += count * expected_each
+
+    def speed_scale(self) -> float | None:
+        """The engine's observed seconds over the plan's for the requests before a point; None: none timed."""
+        with self._lock:
+            return self._speed_scale()
+
+    def _speed_scale(self) -> float | None:
+        return self._speed_observed / self._speed_estimated if self._speed_estimated > 0 else None
+
+    def point_observed(self, estimated: float, seconds: float) -> None:
+        now = self.clock()
+        worker = threading.get_ident()
+        with self._lock:
+            self._phases.pop(worker, None)
+            self._request_marks.pop(worker, None)
             self.remaining_point_estimates = max(0.0, self.remaining_point_estimates - estimated)
             if seconds > 0:
                 self._observed_points += seconds
@@ -134,7 +195,7 @@ class EtaModel:
                 if worker in self._loaded:
                     self._loaded.discard(worker)
                     start = now - seconds
-                    cost = max(0.0, start - self._marks.get(worker, self._created))
+                    cost = max(0.0, start - self._marks.get(worker, self._created or 0.0))
                     self._deployments.append(cost)
                     planned = self._planned.pop(worker, None)
                     if planned is not None:
@@ -152,10 +213,13 @@ class EtaModel:
             return max(0.0, self.expected_load_seconds + statistics.fmean(self._errors))
         if self._deployments:
             return statistics.fmean(self._deployments)
+        # Before a deployment closes: its observed health wait plus the plan's probe at the engine's speed.
+        probe = self.expected_probe_seconds * (self._speed_scale() or 1.0)
+        started = statistics.fmean(self._loads) + probe if self._loads else 0.0
         if history is not None and history.deployment_seconds is not None:
-            return max(history.deployment_seconds, statistics.fmean(self._loads) if self._loads else 0.0)
+            return max(history.deployment_seconds, started)
         if self._loads:
-            return statistics.fmean(self._loads)
+            return started
         return self.expected_load_seconds
 
     def point_scale(self) -> float:
@@ -165,14 +229,19 @@ class EtaModel:
     def _point_scale(self) -> float:
         if self._estimated_points > 0:
             return self._observed_points / self._estimated_points
+        if (speed := self._speed_scale()) is not None:
+            return speed
         if self.history is not None and self.history.point_scale is not None:
             return self.history.point_scale
         return 1.0
 
     def remaining(self, parallel: int = 1) -> float:
+        now = self.clock()
         with self._lock:
             total = self.remaining_loads * self._deployment_seconds()
             total += self.remaining_point_estimates * self._point_scale()
+            scale = self._speed_scale() or self._point_scale()
+            total += sum(max(0.0, planned * scale - (now - since)) for planned, since in self._phases.values())
         return total / max(1, parallel)
 
 

@@ -69,12 +69,15 @@ def progress_figure(history: list[dict[str, Any]]) -> Figure | None:
         ax.scatter([xs[i] for i in longer], [ys[i] for i in longer], marker="s", s=60, facecolors="none",
                    edgecolors="C1", label="measured longer (a later rung)", zorder=3)  # fmt: skip
     maximise = score0.get("sense", "max") == "max"
+    # The best so far is the best of each configuration's latest score, as the search's own best() has it
+    # (orchestrator/sweep/searching.py): a survivor measured longer revises its score, and the line with it,
+    # down as well as up (issue 59, item 7: the line kept a short window's lucky high).
     best: list[float] = []
-    current = -math.inf if maximise else math.inf
-    for y, ok in zip(ys, feasible, strict=True):
-        if ok and (y > current if maximise else y < current):
-            current = y
-        best.append(current)
+    latest: dict[str, tuple[float, bool]] = {}
+    for i, (row, y, ok) in enumerate(zip(rows, ys, feasible, strict=True)):
+        latest[str(row.get("config_hash") or row.get("label") or f"row {i}")] = (y, ok)
+        values = [v for v, good in latest.values() if good]
+        best.append((max(values) if maximise else min(values)) if values else (-math.inf if maximise else math.inf))
     shown = [(x, b) for x, b in zip(xs, best, strict=True) if math.isfinite(b)]
     if shown:
         ax.step([s[0] for s in shown], [s[1] for s in shown], where="post", color="C2", label="best feasible so far")

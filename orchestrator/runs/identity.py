@@ -44,6 +44,7 @@ __all__ = [
     "resolved_experiment",
     "resumed_at",
     "run_kind",
+    "running_seconds",
 ]
 
 RUN_KINDS = ("sweep", "search", "playbook")
@@ -245,6 +246,35 @@ def resumed_at(run_dir: Path) -> list[str]:
         if isinstance(event, dict) and event.get("kind") == "start" and event.get("resumed") is True:
             times.append(str(event.get("time") or "?"))
     return times
+
+
+def running_seconds(run_dir: Path) -> float | None:
+    """The seconds a controller ran the run: each opening's span, from its ``start`` event to the last event
+    before the next opening (the ``end`` event of one that ended; the last thing a killed one wrote), summed; a
+    resumed run's pause between two openings is not in it (issue 59). None: no ``start`` event with a time."""
+    from datetime import datetime
+
+    total, span = 0.0, None
+    for line in _event_lines(run_dir):
+        try:
+            event = parse_json(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or not isinstance(event.get("time"), str):
+            continue
+        try:
+            moment = datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+        if event.get("kind") == "start":
+            if span is not None:
+                total += span[1] - span[0]
+            span = (moment, moment)
+        elif span is not None:
+            span = (span[0], max(span[1], moment))
+    if span is None:
+        return None
+    return total + span[1] - span[0]
 
 
 def _ending_error(run_dir: Path) -> str | None:

@@ -1,6 +1,6 @@
 """The lossless probe: each configuration's temperature-0 answers, for the lossless check.
 
-**The probe** (:func:`probe`, after each deployment's warm-up): the first ``lossless.prompts`` prompts of the
+**The probe** (:func:`probe`, after each deployment's points): the first ``lossless.prompts`` prompts of the
 workload (its seed, so every configuration gets the same ones), sent one at a time, streamed, at temperature 0,
 with the load's ``max_tokens`` (or ``lossless.max_tokens``), in the load's API and request shape. One at a time,
 because batch composition changes the floating-point reductions of real engines: greedy outputs of the same

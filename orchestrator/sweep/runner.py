@@ -41,7 +41,14 @@ from typing import Any
 from orchestrator.errors import HostError, HostLockedError, ServiceError, SpecsweepError, StartFailed, StoreError
 from orchestrator.experiment.schema import Experiment
 from orchestrator.launchers import Launcher, RunningServer, Slot, launcher_for
-from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, build_plan
+from orchestrator.plan.deployments import (
+    Deployment,
+    LoadPoint,
+    Plan,
+    build_plan,
+    probe_seconds,
+    request_alone_seconds,
+)
 from orchestrator.runs.identity import host_identities, resolved_experiment
 from orchestrator.runs.store import Record, discard_run, utc_now_iso
 from orchestrator.search.driver import search_plan, uses_search
@@ -157,11 +164,12 @@ class SlotWorker:
 
     def run_deployment(self, deployment: Deployment) -> None:
         pending = self.sweep.pending_points(self.name, deployment)
-        if not pending:
+        # A resumed run whose deployment measured all its points but was stopped in its probe asks it again.
+        if not pending and not self.sweep.probe_missing(self.name, deployment):
             self.sweep.eta.load_skipped()
             return
         attempt = 1
-        while pending and not self.sweep.stop:
+        while not self.sweep.stop:
             if not self.deploy(deployment, pending, attempt):
                 if not self.sweep.stop:
                     self.sweep.start_failed(self.name, deployment, self.last_start_failure)
@@ -175,6 +183,12 @@ class SlotWorker:
             break
         for point in pending:  # the server died again: what is left fails with the evidence
             self.fail_point(deployment, point, "server_died", "the server is not running", self.evidence())
+        if not pending and self.server is not None and not self.sweep.halted:
+            # The probe comes after the deployment's points, on the server that served them (issue 59): the first
+            # point is measured a whole probe sooner (on a slow engine, minutes: the AR baseline's answers alone
+            # twice and batched), and the probe's answers to the workload's first prompts never reach the
+            # points' drafter corpus (orchestrator/sweep/corpus.py). Its requests, and so its verdict, are the same.
+            self.lossless_probe(deployment, self.server)
         self.release()
 
     def deploy(self, deployment: Deployment, pending: list[LoadPoint], attempt: int) -> bool:
@@ -227,8 +241,7 @@ class SlotWorker:
                 host=self.name, deployment_id=deployment.id, label=deployment.label, load_seconds=load_seconds
             )
         )
-        self.warm_up(server)
-        self.lossless_probe(deployment, server)
+        self.warm_up(deployment, server)
         return True
 
     def note_provenance(self, deployment: Deployment, server: RunningServer) -> None:
@@ -270,14 +283,30 @@ class SlotWorker:
 
         # the baseline's answers carry each token's likeliest alternatives: the check tells near ties by them
         runs, batched, logprobs = (2, sweep.plan, TOP_LOGPROBS) if role == "ar" else (1, None, 0)
-        answers = sweep.measurer.lossless_probe(
-            server.url,
-            runs=runs,
-            batched=batched,
-            stop=sweep.stop.requested,
-            logprobs=logprobs,
-            progress=lambda done, total: self.phase(deployment, "lossless probe", done, total),
-        )
+        exp = sweep.experiment
+        # The answers alone time the engine against the plan's pace (the ETA's speed, orchestrator/plan/eta.py).
+        alone = runs * exp.lossless.prompts
+        each = request_alone_seconds(exp, deployment, exp.lossless.max_tokens or exp.load.max_tokens)
+        sweep.eta.phase_started(probe_seconds(exp, deployment))
+        timed = [0]
+
+        def progress(done: int, total: int) -> None:
+            if timed[0] < min(done, alone):
+                sweep.eta.requests_done(min(done, alone) - timed[0], each)
+                timed[0] = min(done, alone)
+            self.phase(deployment, "lossless probe", done, total)
+
+        try:
+            answers = sweep.measurer.lossless_probe(
+                server.url,
+                runs=runs,
+                batched=batched,
+                stop=sweep.stop.requested,
+                logprobs=logprobs,
+                progress=progress,
+            )
+        finally:
+            sweep.eta.phase_ended()
         if not answers or sweep.stop:  # cut short: the next deployment of it (a resume) asks it all again
             return
         name = sweep.store.write_lines(
@@ -324,16 +353,27 @@ class SlotWorker:
             )
         )
 
-    def warm_up(self, server: RunningServer) -> None:
-        warmup = self.sweep.experiment.load.warmup
+    def warm_up(self, deployment: Deployment, server: RunningServer) -> None:
+        exp, eta = self.sweep.experiment, self.sweep.eta
+        warmup = exp.load.warmup
         if warmup > 0 and not self.sweep.stop:
             self.phase(None, "warm-up", 0, warmup)
+        # Its requests, one at a time, time the engine against the plan's pace (orchestrator/plan/eta.py); its
+        # own planned time is in the first point's estimate, so the phase adds none.
+        each, timed = request_alone_seconds(exp, deployment, exp.load.max_tokens), [0]
+        eta.phase_started(0.0)
 
         def progress(report: Any) -> None:
             if report.phase in ("load", "done") and report.done:
+                if report.done > timed[0] and not report.errors:
+                    eta.requests_done(report.done - timed[0], each)
+                timed[0] = max(timed[0], report.done)
                 self.phase(None, "warm-up", report.done, warmup)
 
-        client = self.sweep.measurer.warm_up(server.url, self.sweep.stop.requested, progress)
+        try:
+            client = self.sweep.measurer.warm_up(server.url, self.sweep.stop.requested, progress)
+        finally:
+            eta.phase_ended()
         if client is not None:
             warmup = self.sweep.experiment.load.warmup
             self.sweep.store.event("warmup", host=self.name, requests=warmup, errors=client.get("errors"))
@@ -495,7 +535,7 @@ class SlotWorker:
             if not self.deploy(deployment, [point], 2):
                 return True
         else:
-            self.warm_up(server)
+            self.warm_up(deployment, server)
         return None
 
     def fail_point(

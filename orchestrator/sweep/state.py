@@ -4,6 +4,7 @@ the records so far, the points as the answer counts them, the ETA and the proven
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.experiment.schema import Experiment
-from orchestrator.plan.deployments import Deployment, LoadPoint, Plan
+from orchestrator.plan.deployments import Deployment, LoadPoint, Plan, probe_seconds
 from orchestrator.plan.eta import EtaModel, eta_history, planned_start_seconds
 from orchestrator.runs.provenance import ProvenanceLog
 from orchestrator.runs.store import Record, ResumeState, RunStore
@@ -100,6 +101,8 @@ class SweepState:
             remaining_point_estimates=self.schedule.remaining_point_seconds(),
             # What earlier runs of this experiment taught (eta.py): the first ETA is not the plan's guess.
             history=eta_history(options.results_root, experiment.name, exclude=store.path),
+            # The part of a start the engine's speed stretches (the probe), to scale before a deployment ends.
+            expected_probe_seconds=statistics.fmean([probe_seconds(experiment, d) for d in plan.deployments] or [0.0]),
         )
         self.total_points = self.schedule.pending_count()
         #: Points as the answer counts them (a configuration at a load, its repeats combined): what the live
@@ -137,6 +140,21 @@ class SweepState:
         if self._lossless_ar is None or self._lossless_ar is True:
             return None
         return "ar" if deployment.variant == self._lossless_ar else "other"
+
+    def probe_missing(self, host: str, deployment: Deployment) -> bool:
+        """Whether ``deployment``, whose points this run measured (not reused from another run), still lacks its
+        lossless answers: a resumed run stopped in the probe that follows the points (runner.run_deployment)."""
+        if self.lossless_role(deployment) is None:
+            return False
+        from orchestrator.analysis.lossless import LOSSLESS_DIR
+
+        folder = self.store.path / LOSSLESS_DIR
+        if any(folder.glob(f"**/{deployment.id}.jsonl")):
+            return False
+        return any(
+            r.deployment_id == deployment.id and r.host == host and not r.baseline_source and r.status != "skipped"
+            for r in self.resume.latest.values()
+        )
 
     @property
     def halted(self) -> str | None:

@@ -55,8 +55,8 @@ def sweep_with_fault(
     itl_ms: float | None = None,
 ) -> SweptFault:
     """``specsweep sweep`` of the one variant ``linear`` (``spec_args``, its fault among them) on a simulator, with
-    ``$HOME`` at ``home``; it must exit 0. The lossless probe is off: its requests would come before the point's
-    and move a fault counted in requests."""
+    ``$HOME`` at ``home``; it must exit 0. The lossless probe is off: its requests would reach the server beside
+    the point's and move a fault counted in requests."""
     doc = local_experiment(name, free_port(), {"linear": spec_args}, load=load, itl_ms=itl_ms)
     if engine is not None:
         doc["engine"] = engine

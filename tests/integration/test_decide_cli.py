@@ -118,6 +118,11 @@ def _check_the_rounds(run_dir: Path, env: dict[str, str]) -> dict[str, Any]:
     assert sorted(tie["contenders"]) == ["ar", "ar_again"]
     markdown = Path(payload["files"]["report.md"]).read_text(encoding="utf-8")
     assert "Deciding each load" in markdown
+    # The terminal's report says them as the sweep's ending does (issue 59, item 7: it left them out).
+    shown = run_cli("report", str(run_dir), env=env)
+    assert shown.returncode == 0, shown.stderr
+    said = " ".join(shown.stdout.split())
+    assert "decide (load.decide; " in said and "translation C=1: budget ran out (" in said, said[-1500:]
     if code["status"] == "decided" and code["extra_rounds"] == 0:
         assert "code C=1: decided in the planned round (linear)" in markdown
     assert "translation C=1: budget ran out (" in markdown

@@ -215,10 +215,18 @@ def fake_tools(
         def finish(self) -> list[str]:
             return []
 
+    def probe(*args: Any, stop: threading.Event | None = None, **kwargs: Any) -> list[Any]:
+        """One answer, as a server that answered the probe (none once a stop came: a probe cut short)."""
+        from orchestrator.sweep.lossless import Answer
+
+        if stop is not None and stop.is_set():
+            return []
+        return [Answer(prompt_index=0, prompt_sha256="0", run=1, text="a")]
+
     return Tools(
         load=load,
         scrape=lambda url, path, key: None,
         get=lambda url, path, key: (None, None),
         sampler=lambda url, path, key: NoSampler(),
-        probe=lambda *args, **kwargs: [],
+        probe=probe,
     )

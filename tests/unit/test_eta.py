@@ -111,3 +111,82 @@ def test_what_the_sweep_did_before_a_worker_took_its_first_deployment_is_no_depl
     model.load_observed(0.05)
     model.point_observed(estimated=1.0, seconds=0.01)
     assert model.deployment_seconds() < 0.3  # about 0.1 s (its plan), not the 0.5 s since the model began
+
+
+class _Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_engines_speed_before_the_first_point_scales_what_is_left() -> None:
+    """Issue 59: a slow engine's ETA was the plan's guess until its first point ended (a lossless probe of 17
+    minutes, ETA unchanged). The warm-up's and the probe's answers alone, timed against the plan's pace, give the
+    engine's speed: it scales the points, the probe of every start to come, and what is left of the probe under
+    way."""
+    clock = _Clock()
+    model = EtaModel(
+        expected_load_seconds=70.0,  # 60 s of health wait and 10 s of probe per start, at the plan's pace
+        remaining_loads=3,
+        remaining_point_estimates=100.0,
+        expected_probe_seconds=10.0,
+        clock=clock,
+    )
+    assert model.remaining() == pytest.approx(3 * 70.0 + 100.0)
+    clock.now += 60.0
+    model.load_observed(60.0)  # the first deployment is healthy
+    # The warm-up: two requests alone, each planned at 1 s, took 10 s each (the engine runs at a tenth).
+    model.phase_started(0.0)
+    clock.now += 10.0
+    model.requests_done(1, 1.0)
+    clock.now += 10.0
+    model.requests_done(1, 1.0)
+    model.phase_ended()
+    assert model.speed_scale() == pytest.approx(10.0)
+    assert model.point_scale() == pytest.approx(10.0)  # no point yet: the engine's speed stands in
+    # Two starts to come: 60 s of health wait each (as observed) and the probe at a tenth of the plan's speed.
+    assert model.deployment_seconds() == pytest.approx(60.0 + 10.0 * 10.0)
+    assert model.remaining() == pytest.approx(2 * 160.0 + 100.0 * 10.0)
+    # The probe under way: planned at 10 s, so 100 s at this speed; 30 s of it have run.
+    model.phase_started(10.0)
+    clock.now += 30.0
+    assert model.remaining() == pytest.approx(2 * 160.0 + 1000.0 + 70.0)
+    clock.now += 200.0  # longer than its estimate: what is left of it is none, never negative
+    assert model.remaining() == pytest.approx(2 * 160.0 + 1000.0)
+    # Once a point is measured, the points' own ratio wins, and the deployment's whole cost is known: 310 s from
+    # the model's start to the point's (health 60, warm-up 20, probe 230).
+    clock.now += 50.0
+    model.point_observed(estimated=10.0, seconds=50.0)
+    assert model.point_scale() == pytest.approx(5.0)
+    assert model.deployment_seconds() == pytest.approx(310.0)
+    assert model.remaining() == pytest.approx(2 * 310.0 + 90.0 * 5.0, rel=1e-6)
+
+
+def test_the_engines_speed_comes_before_an_earlier_runs_point_scale() -> None:
+    clock = _Clock()
+    history = EtaHistory(deployment_seconds=5.0, point_scale=1.0, runs=1)
+    model = EtaModel(
+        expected_load_seconds=5.0, remaining_loads=0, remaining_point_estimates=10.0, history=history, clock=clock
+    )
+    assert model.remaining() == pytest.approx(10.0)
+    model.phase_started(0.0)
+    clock.now += 8.0
+    model.requests_done(2, 1.0)  # 4 s a request planned at 1 s: this run's engine is slower than the last one
+    assert model.remaining() == pytest.approx(40.0)
+
+
+def test_requests_timed_with_no_phase_or_no_estimate_teach_nothing() -> None:
+    clock = _Clock()
+    model = EtaModel(expected_load_seconds=1.0, remaining_loads=1, remaining_point_estimates=10.0, clock=clock)
+    clock.now += 5.0
+    model.requests_done(1, 1.0)  # no phase began on this worker: no mark to time from
+    model.phase_started(0.0)
+    clock.now += 5.0
+    model.requests_done(1, 0.0)  # the plan expects nothing of it
+    model.requests_done(0, 1.0)
+    assert model.speed_scale() is None
+    assert model.point_scale() == 1.0

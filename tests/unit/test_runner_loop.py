@@ -195,7 +195,9 @@ def test_resume_runs_only_what_is_left_reading_the_records_once(
     again = FakeSlot("box")
     result = _sweep(tmp_path, again, experiment=exp, resume="latest")
     assert reads == [str(result.run_dir)]  # records.jsonl read once, when the run opened
-    assert again.launches == ["ddtree(budget=7)", "ddtree(budget=16)"]
+    # linear measured its points; the stop came before its lossless probe (which follows them): deployed again
+    # for the probe alone.
+    assert again.launches == ["linear", "ddtree(budget=7)", "ddtree(budget=16)"]
     assert result.state == "done" and result.points == {"planned": 8, "ok": 8, "failed": 0}
     assert len(result.records) == 4
 

@@ -627,3 +627,21 @@ def test_the_search_figure_numbers_restarts_in_whole_numbers_only() -> None:
     low, high = ax.get_xlim()
     ticks = [t for t in ax.get_xticks() if low <= t <= high]
     assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_search_figures_best_line_follows_a_survivors_revised_score() -> None:
+    """Issue 59, item 7: a survivor measured longer revised its score down, and the best line kept the short
+    window's high. The line is the best of each configuration's latest score, as the search's own best()."""
+    from orchestrator.report.search import progress_figure
+
+    def row(n: int, config: str, value: float, rung: int = 0, feasible: bool = True) -> dict[str, object]:
+        score = {"value": value, "feasible": feasible, "sense": "max"}
+        return {"restarts": n, "config_hash": config, "rung": rung, "strategy": "successive-halving", "score": score}
+
+    history = [row(3, "a", 100.0), row(4, "b", 80.0), row(5, "c", 120.0, feasible=False), row(6, "a", 60.0, rung=1)]
+    figure = progress_figure(history)
+    assert figure is not None
+    (ax,) = figure.axes
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "best feasible so far"]
+    assert list(line.get_xdata()) == [3, 4, 5, 6]
+    assert list(line.get_ydata()) == [100.0, 100.0, 100.0, 80.0]  # a's longer window: b is the best now

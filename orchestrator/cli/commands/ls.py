@@ -39,6 +39,17 @@ def _time(text: Any) -> datetime | None:
         return None
 
 
+def _seconds(run_dir: Path, started: datetime | None, ended: datetime | None, resumed: list[str]) -> float | None:
+    """How long the run ran: from its start to its end, or, resumed, its openings' spans summed (the pause
+    between a stop and its resume is not the run's time)."""
+    from orchestrator.runs.identity import running_seconds
+
+    if not started or not ended:
+        return None
+    running = running_seconds(run_dir) if resumed else None
+    return round(running if running is not None else (ended - started).total_seconds(), 1)
+
+
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What ``ls`` shows of one run directory (``--json`` prints these)."""
     try:
@@ -62,6 +73,7 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     # A run killed (kill -9) still says running in run.json; no controller holds its lock: it is interrupted.
     state = effective_state(run_dir, str(info.get("state", "?")))
     started, ended = _time(info.get("started_at")), _time(info.get("ended_at"))
+    resumed = resumed_at(run_dir)
     hosts: list[Any] = info["hosts"] if isinstance(info.get("hosts"), list) else []
     return {
         "run_dir": str(run_dir),
@@ -83,10 +95,11 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
         "counts_error": why,
         "started_at": info.get("started_at"),
         "ended_at": info.get("ended_at"),
-        "seconds": round((ended - started).total_seconds(), 1) if started and ended else None,
+        # A resumed run's time is its openings' (runs/identity.py, running_seconds): not the pause between them.
+        "seconds": _seconds(run_dir, started, ended, resumed),
         "stop_reason": info.get("stop_reason"),
         # When it was resumed (--resume), oldest first: the state column says "resumed" beside how it ended.
-        "resumed_at": resumed_at(run_dir),
+        "resumed_at": resumed,
         "resume": resume_hint(run_dir, info.get("experiment_file")) if state in ("interrupted", "stopped") else None,
     }
 

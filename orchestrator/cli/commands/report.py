@@ -82,6 +82,7 @@ def report(
 ) -> None:
     """Build the report of a run from its run directory alone: findings first, then winners, figures, tables.
     A playbook's run leads with its verdict (PASS or FAIL, and each check that failed); an empty run is refused."""
+    from orchestrator.analysis.deciding import decision_lines
     from orchestrator.report import build_report
     from orchestrator.runs.identity import playbook_verdict, require_points
     from orchestrator.runs.runref import resolve_run
@@ -120,6 +121,9 @@ def report(
             console.print("[green]no findings: every check passed[/]")
         if result.answer.loads:
             console.print(render_winners(result, console.width))
+        # load.decide: decided, or the budget ran out (as the sweep's ending says them, issue 59 item 7)
+        for line in decision_lines(result.answer.decisions, result.answer.path):
+            console.print(Text(line))
         console.print(
             f"report: {escape(str(result.files['report.html']))}  (and report.md, summary.csv, checks.json, figures/)",
             soft_wrap=True,
