@@ -6,17 +6,25 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 
 
 def verify_schedule(
-    run: str = typer.Argument(
-        ...,
+    run: str | None = typer.Argument(
+        None,
         metavar="RUN",
         help="The sweep the schedule is derived from: a run directory, latest, latest~N, EXPERIMENT/latest, or "
-        "an experiment file (its latest run).",
+        "an experiment file (its latest run). May be left out with --resume.",
         show_default=False,
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        metavar="VERIFY_RUN",
+        help="Continue an interrupted verification run (the command an interrupted verify-schedule prints): its "
+        "verification experiment as written, the inline secrets read again from the source's experiment file.",
     ),
     results: Path | None = typer.Option(
         None,
@@ -57,49 +65,47 @@ def verify_schedule(
     Where the schedule fitted to RUN runs one configuration at every load, there is nothing to deploy: the verdict
     is that static configuration (exit 0).
 
-    Exit codes are the sweep's (0, 1, 2, 3, 4, 130); a verdict of losing is not an error."""
-    import yaml
+    An interrupted verification run is continued by `verify-schedule --resume VERIFY_RUN` (the command it
+    prints); a Ctrl-C while the schedule is derived, before the verification run is made, leaves no run.
 
+    Exit codes are the sweep's (0, 1, 2, 3, 4, 130); a verdict of losing is not an error."""
     from orchestrator.analysis.answer import answer
-    from orchestrator.analysis.schedule import schedule
     from orchestrator.analysis.verification import verdict_text
     from orchestrator.cli.commands.sweep import sweep
-    from orchestrator.errors import StoreError
-    from orchestrator.runs.identity import require_points
-    from orchestrator.runs.liveness import still_running
+    from orchestrator.errors import Interrupted
     from orchestrator.runs.runref import resolve_run
-    from orchestrator.runs.store import RunStore
-    from orchestrator.sweep.verification import VERIFY_FILE, verification_experiment
-    from orchestrator.sweep.verifysecrets import restore_secrets
+    from orchestrator.sweep.verification import resumed_verification
+    from orchestrator.sweep.verifysecrets import verification_secrets
 
-    run_dir = resolve_run(run, results)
-    if still_running(run_dir):  # first: its points, its winners and so the schedule are not yet what they will be
-        raise StoreError(
-            f"{run_dir}: the sweep is still running (a controller holds its lock): verify its schedule once it ends"
-        )
-    require_points(run_dir, "verify-schedule", usable=True)
-    ans = answer(run_dir)
-    sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
-    if sched.constant and sched.unsupported is None:  # one configuration everywhere: nothing to deploy
-        typer.echo(f"# verdict: no schedule to verify: {sched.recommendation_text()}")
-        return
-    doc = verification_experiment(run_dir, ans, sched, rates=list(rates) or None)
-    source = RunStore.open(run_dir).info.experiment_file
-    secrets = restore_secrets(doc, run_dir / "experiment.yaml", source)
-    os.environ.update(secrets)  # the inline secrets, read again from the experiment file, for this sweep only
-    if secrets and not (quiet or as_json):
-        names = ", ".join(f"${name}" for name in secrets)
-        typer.echo(f"secrets written inline in {source} reach the verification sweep as {names}", err=True)
-    path = run_dir / VERIFY_FILE
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    root = results if results is not None else run_dir.parent.parent
+    if resume is not None:
+        if variant or host or workload or max_batch_size or rates:
+            raise typer.BadParameter(
+                "with --resume the verification experiment is the run's own: leave out --variant, --host, "
+                "--workload, --max-batch-size and --rate"
+            )
+        made_dir, path, run_dir = resumed_verification(resume, run, results)
+        secrets = verification_secrets(run_dir)
+        os.environ.update(secrets)  # the inline secrets, read again from the source's experiment file
+        root = results if results is not None else made_dir.parent.parent
+        resume = str(made_dir)
+    else:
+        if run is None:
+            raise typer.BadParameter("give RUN, the sweep to derive the schedule from (or --resume VERIFY_RUN)")
+        try:
+            derived = _derive(run, results, variant, host, workload, max_batch_size, rates, quiet or as_json)
+        except KeyboardInterrupt:
+            raise Interrupted("verify-schedule: interrupted while deriving the schedule; no run was made") from None
+        if derived is None:
+            return
+        doc, run_dir, path = derived
+        root = results if results is not None else run_dir.parent.parent
     if not (quiet or as_json):
         typer.echo(f"verification experiment: {path}", err=True)
     code = 0
     try:
         sweep(
             file=path,
-            resume=None,
+            resume=resume,
             retry_failed=False,
             redo_changed=False,
             allow_failures=allow_failures,
@@ -117,10 +123,58 @@ def verify_schedule(
         if code:
             raise typer.Exit(code)
         return
-    made = resolve_run(f"{doc['name']}/latest", root)
+    made = Path(resume) if resume is not None else resolve_run(f"{doc['name']}/latest", root)
     typer.echo(verdict_text(answer(made).schedule_verdicts), nl=False)
     if code:
         raise typer.Exit(code)
+
+
+def _derive(
+    run: str,
+    results: Path | None,
+    variant: str | None,
+    host: str | None,
+    workload: str | None,
+    max_batch_size: int | None,
+    rates: list[float],
+    silent: bool,
+) -> tuple[dict[str, Any], Path, Path] | None:
+    """(the verification experiment, the source run, where it is written) of RUN's schedule; None when there is
+    nothing to deploy (the verdict printed). Sets the variables its inline secrets are read from."""
+    import yaml
+
+    from orchestrator.analysis.answer import answer
+    from orchestrator.analysis.schedule import schedule
+    from orchestrator.errors import StoreError
+    from orchestrator.files import write_atomic
+    from orchestrator.runs.identity import require_points
+    from orchestrator.runs.liveness import still_running
+    from orchestrator.runs.runref import resolve_run
+    from orchestrator.runs.store import RunStore
+    from orchestrator.sweep.verification import VERIFY_FILE, verification_experiment
+    from orchestrator.sweep.verifysecrets import restore_secrets
+
+    run_dir = resolve_run(run, results)
+    if still_running(run_dir):  # first: its points, its winners and so the schedule are not yet what they will be
+        raise StoreError(
+            f"{run_dir}: the sweep is still running (a controller holds its lock): verify its schedule once it ends"
+        )
+    require_points(run_dir, "verify-schedule", usable=True)
+    ans = answer(run_dir)
+    sched = schedule(ans, variant=variant, host=host, workload=workload, max_batch_size=max_batch_size)
+    if sched.constant and sched.unsupported is None:  # one configuration everywhere: nothing to deploy
+        typer.echo(f"# verdict: no schedule to verify: {sched.recommendation_text()}")
+        return None
+    doc = verification_experiment(run_dir, ans, sched, rates=list(rates) or None)
+    source = RunStore.open(run_dir).info.experiment_file
+    secrets = restore_secrets(doc, run_dir / "experiment.yaml", source)
+    os.environ.update(secrets)  # the inline secrets, read again from the experiment file, for this sweep only
+    if secrets and not silent:
+        names = ", ".join(f"${name}" for name in secrets)
+        typer.echo(f"secrets written inline in {source} reach the verification sweep as {names}", err=True)
+    path = run_dir / VERIFY_FILE
+    write_atomic(path, yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))  # whole, even if interrupted
+    return doc, run_dir, path
 
 
 def register(app: typer.Typer) -> None:
