@@ -188,6 +188,11 @@ def test_resume_refuses_a_run_that_is_no_verification(source: dict[str, Any]) ->
     proc = run_cli("verify-schedule", "--resume", str(source["run"]), env=source["env"])
     assert proc.returncode == 1 and "not a verification run" in proc.stderr, proc.stderr
     assert f"specsweep sweep {source['file']} --resume {source['run']}" in proc.stderr
+    # The verification experiment is the run's own: the options that derive one are refused with --resume.
+    both = run_cli("verify-schedule", "--resume", str(source["run"]), "--rate", "3", env=source["env"])
+    assert both.returncode == 2 and "leave out" in both.stderr, both.stderr
+    neither = run_cli("verify-schedule", env=source["env"])
+    assert neither.returncode == 2 and "give RUN" in neither.stderr, neither.stderr
 
 
 def test_a_ctrl_c_before_the_verification_run_is_made_leaves_none(source: dict[str, Any], tmp_path: Path) -> None:

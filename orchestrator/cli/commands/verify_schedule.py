@@ -86,7 +86,7 @@ def verify_schedule(
         made_dir, path, run_dir = resumed_verification(resume, run, results)
         secrets = verification_secrets(run_dir)
         os.environ.update(secrets)  # the inline secrets, read again from the source's experiment file
-        root = results if results is not None else made_dir.parent.parent
+        root = made_dir.parent.parent  # its own results directory, whatever --results looked it up in
         resume = str(made_dir)
     else:
         if run is None:
