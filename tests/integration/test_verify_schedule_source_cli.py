@@ -209,4 +209,5 @@ def test_a_ctrl_c_before_the_verification_run_is_made_leaves_none(source: dict[s
     if made:  # the signal came once the run directory was made: interrupted, and resumable as it says
         assert run_state(made[0]) == "interrupted" and f"verify-schedule --resume {made[0]}" in err
     else:
+        assert "no run was made" in err or "no run directory was made" in err, err
         assert "Traceback" not in err, err

@@ -73,7 +73,9 @@ def verify_schedule(
     from orchestrator.analysis.verification import verdict_text
     from orchestrator.cli.commands.sweep import sweep
     from orchestrator.errors import Interrupted
-    from orchestrator.runs.runref import resolve_run
+    from orchestrator.runs.liveness import effective_state
+    from orchestrator.runs.runref import resolve_run, runs_of
+    from orchestrator.runs.store import RunStore
     from orchestrator.sweep.verification import resumed_verification
     from orchestrator.sweep.verifysecrets import verification_secrets
 
@@ -99,10 +101,12 @@ def verify_schedule(
             return
         doc, run_dir, path = derived
         root = results if results is not None else run_dir.parent.parent
-    if not (quiet or as_json):
-        typer.echo(f"verification experiment: {path}", err=True)
+    name = RunStore.open(Path(resume)).info.experiment if resume is not None else str(doc["name"])
+    before = set(runs_of(root, name))
     code = 0
     try:
+        if not (quiet or as_json):
+            typer.echo(f"verification experiment: {path}", err=True)
         sweep(
             file=path,
             resume=resume,
@@ -119,6 +123,19 @@ def verify_schedule(
         )
     except typer.Exit as stop:
         code = stop.exit_code
+    except KeyboardInterrupt:  # outside the sweep's own handler: before it began, or after its run ended
+        new = sorted(set(runs_of(root, name)) - before)
+        if resume is None and not new:
+            raise Interrupted(
+                "verify-schedule: interrupted before the verification run began; no run was made"
+            ) from None
+        store = RunStore.open((new or [Path(str(resume))])[-1])
+        if effective_state(store.path, store.info.state) in ("interrupted", "running"):
+            raise Interrupted(f"verify-schedule: interrupted; resume with {store.resume_command}") from None
+        raise Interrupted(
+            f"verify-schedule: interrupted after run {store.path} ended ({store.info.state}): its report may be "
+            f"incomplete; specsweep report {store.path} writes it again"
+        ) from None
     if dry_run or as_json or code not in (0, 3):
         if code:
             raise typer.Exit(code)
