@@ -12,6 +12,7 @@
 #   scripts/get-llama-server.sh --source   # only unpack the llama.cpp tree (the contract tests read it)
 #                                          # and print LLAMA_CPP_SRC=...; no build, no model
 #   scripts/get-llama-server.sh --model    # only fetch and verify the model (no build)
+#   scripts/get-llama-server.sh --check-sdist FILE   # only check FILE against the sdist's pinned sha256
 #   eval "$(scripts/get-llama-server.sh)"  # sets LLAMA_SERVER and LLAMA_MODEL
 #
 # Only the two `LLAMA_SERVER=...` / `LLAMA_MODEL=...` lines go to stdout; progress goes to stderr.
@@ -23,6 +24,10 @@
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
+# sha256 of llama_cpp_python-0.3.36.tar.gz as the package index publishes it (the file pip downloads from it;
+# checked against a fresh download). pip refuses another file (--require-hashes) and so does check_sdist,
+# before anything is extracted from it or built.
+SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 MODEL_PARTS_VERSION=1.0.0
 MODEL_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
@@ -33,6 +38,7 @@ JOBS=${JOBS:-2}
 SDIST_DIR=$CACHE/sdist
 SRC_ROOT=$CACHE/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION
 SRC=$SRC_ROOT/vendor/llama.cpp
+SRC_STAMP=$SRC_ROOT/.specsweep-sdist-sha256
 BUILD=$CACHE/build/llama.cpp-$LLAMA_CPP_PYTHON_VERSION
 BIN=$BUILD/bin/llama-server
 BUILD_STAMP=$BUILD/.specsweep-build-ok
@@ -64,6 +70,30 @@ fi
 log() { printf '[get-llama-server] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# The sha256 of file $1 on stdout (hashlib: sha256sum is not everywhere, e.g. macOS).
+sha256_of() {
+    "$PYTHON" -c 'import hashlib, sys
+h = hashlib.sha256()
+with open(sys.argv[1], "rb") as f:
+    while block := f.read(1 << 20):
+        h.update(block)
+print(h.hexdigest())' "$1"
+}
+
+# Succeed when file $1 is the pinned sdist; otherwise say what it is and what it should be, and fail.
+check_sdist() {
+    local got
+    if ! got=$(sha256_of "$1" 2>/dev/null); then
+        log "error: cannot read the sdist $1"
+        return 1
+    fi
+    if [[ $got != "$SDIST_SHA256" ]]; then
+        log "error: $1 is not the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist: its sha256 is $got," \
+            "the pinned one $SDIST_SHA256; refusing to extract or build from it"
+        return 1
+    fi
+}
+
 print_paths() {
     printf 'LLAMA_SERVER=%q\n' "$BIN"
     printf 'LLAMA_MODEL=%q\n' "$MODEL"
@@ -88,12 +118,18 @@ case "${1:-}" in
         model_is_present || log "model not fetched (run scripts/get-llama-server.sh)"
         exit 1
         ;;
+    --check-sdist)
+        [[ -n ${2:-} ]] || die "--check-sdist needs a file"
+        check_sdist "$2" || exit 1
+        log "$2: sha256 $SDIST_SHA256, the pinned sdist"
+        exit 0
+        ;;
     ""|--source|--model) ;;
     -h|--help)
         sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 0
         ;;
-    *) die "unknown argument: $1 (expected --print, --source, --model or nothing)" ;;
+    *) die "unknown argument: $1 (expected --print, --source, --model, --check-sdist FILE or nothing)" ;;
 esac
 
 mkdir -p "$CACHE"
@@ -123,19 +159,34 @@ ensure_build_tools() {
 }
 
 fetch_source() {
-    [[ -f $SRC/CMakeLists.txt ]] && return 0
+    # A tree is reused only when it was extracted from the pinned sdist (its stamp holds the sha256).
+    [[ -f $SRC/CMakeLists.txt && -f $SRC_STAMP && "$(cat "$SRC_STAMP")" == "$SDIST_SHA256" ]] && return 0
     local sdist=$SDIST_DIR/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz
+    if [[ -f $sdist ]] && ! check_sdist "$sdist"; then
+        log "removing the cached $sdist and downloading it again"
+        rm -f -- "$sdist"
+    fi
     if [[ ! -f $sdist ]]; then
         log "downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist"
         mkdir -p "$SDIST_DIR"
-        pip_download --no-binary :all: -d "$SDIST_DIR" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+        # --hash makes pip refuse any other file (hash-checking mode), before it is saved.
+        local req
+        req=$(mktemp "$CACHE/sdist-requirement.XXXXXX")
+        printf 'llama-cpp-python==%s --hash=sha256:%s\n' "$LLAMA_CPP_PYTHON_VERSION" "$SDIST_SHA256" >"$req"
+        if ! pip_download --no-binary :all: -d "$SDIST_DIR" -r "$req"; then
+            rm -f "$req"
+            die "could not download the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION sdist with sha256 $SDIST_SHA256"
+        fi
+        rm -f "$req"
     fi
+    check_sdist "$sdist" || die "the downloaded sdist is not the pinned one"
     log "extracting vendor/llama.cpp"
     local tmp
     tmp=$(mktemp -d "$CACHE/src.XXXXXX")
     tar -xzf "$sdist" -C "$tmp" "llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
     # A leftover git-submodule pointer; without it cmake stops asking git for a commit that is not there.
     rm -f "$tmp/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp/.git"
+    printf '%s' "$SDIST_SHA256" >"$tmp/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/.specsweep-sdist-sha256"
     mkdir -p "$CACHE/src"
     rm -rf "$SRC_ROOT"
     mv "$tmp/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION" "$SRC_ROOT"

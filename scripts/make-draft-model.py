@@ -42,8 +42,11 @@ def main(argv: list[str]) -> None:
     config["_specsweep_draft"] = f"the first {layers} of {total} decoder layers of the target"
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for extra in sorted(source.iterdir()):
-        copied = extra.name not in ("config.json", "model.safetensors") and not extra.name.startswith(".")
-        if extra.is_file() and copied:
+        if (
+            extra.is_file()
+            and extra.name not in ("config.json", "model.safetensors")
+            and not extra.name.startswith(".")
+        ):
             shutil.copyfile(extra, out / extra.name)
     print(f"draft model: {layers} of {total} layers, {len(kept)} tensors -> {out}", file=sys.stderr)
 

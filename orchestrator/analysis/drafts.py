@@ -18,18 +18,14 @@ tokens that came from steps that drafted: at a load whose k is 0 only the tail d
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.analysis.roles import finite
+from orchestrator.analysis.roles import finite, speculative_configs
 from orchestrator.errors import ConfigError
 from orchestrator.sim.dynamic_sd import build_lookup, validate_schedule
 
 __all__ = ["DRAFTED_SHARE_AT_K0", "KUsed", "command_schedule", "drafts_per_draft", "k_used"]
-
-_SPEC_CONFIG = re.compile(r"""--speculative[-_]config(?:=|\s+)(['"]?)(\{.*?\})\1(?:\s|$)""", re.DOTALL)
 
 #: At a load whose scheduled k is 0, at most this share of the window's tokens may come from drafting steps
 #: (the tail of a closed-loop point, when its batch drains below the range); an engine that ignored the
@@ -42,14 +38,8 @@ K_SLACK = 0.5
 def command_schedule(command: str | None) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
     """(``num_speculative_tokens``, the schedule) of a command's ``--speculative-config`` that holds
     ``num_speculative_tokens_per_batch_size``; None for any other command (or one vLLM would refuse)."""
-    if not command:
-        return None
-    for found in _SPEC_CONFIG.finditer(command):
-        try:
-            doc: Any = json.loads(found.group(2))
-        except ValueError:
-            continue
-        if not isinstance(doc, dict) or doc.get("num_speculative_tokens_per_batch_size") is None:
+    for doc in speculative_configs(command):
+        if doc.get("num_speculative_tokens_per_batch_size") is None:
             continue
         k = doc.get("num_speculative_tokens")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -18,7 +18,8 @@ Chain length of a configuration (``chain_length``), in drafted tokens (the bonus
    count the block, whose first slot is the verified token, so drafts = value - 1;
 3. the rendered command: ``--speculative-num-steps N`` (N), ``--speculative-num-draft-tokens N`` (N - 1,
    SGLang counts the root), ``--draft-tokens N`` (the simulator, N), ``--draft-max N`` (llama.cpp, N),
-   ``"num_speculative_tokens": N`` (vLLM's ``--speculative-config``, N).
+   ``"num_speculative_tokens": N`` (vLLM's ``--speculative-config``, N; its quotes may be backslash-escaped,
+   ``\\"num_speculative_tokens\\": N``, as inside a double-quoted shell word).
 
 A tree (``tree_shape``) is a configuration with a top-k and a node budget: parameters ``topk`` and ``budget``
 (or the command flags ``--speculative-ddtree-topk``/``--speculative-eagle-topk``/``--topk`` and
@@ -28,9 +29,10 @@ a chain of ``min(B, L)`` drafts (DOMAIN.md).
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ __all__ = [
     "fit_acceptance",
     "is_speculative",
     "row_params",
+    "speculative_configs",
     "tree_shape",
 ]
 
@@ -63,8 +66,9 @@ _COMMAND_DRAFTS: list[tuple[re.Pattern[str], int]] = [
     (re.compile(r"--speculative[-_]num[-_]draft[-_]tokens[=\s]+(\d+)"), -1),
     (re.compile(r"--draft[-_]tokens[=\s]+(\d+)"), 0),
     (re.compile(r"--draft[-_]max[=\s]+(\d+)"), 0),
-    # The value as a JSON number or a JSON string ("num_speculative_tokens": "{k}" renders "4"; issue 49).
-    (re.compile(r"""["']?num_speculative_tokens["']?\s*[:=]\s*["']?(\d+)"""), 0),
+    # The value as a JSON number or a JSON string ("num_speculative_tokens": "{k}" renders "4"; issue 49), the
+    # JSON's quotes backslash-escaped too (--speculative-config inside a double-quoted shell word; issue 58, R11).
+    (re.compile(r"""\\*["']?num_speculative_tokens\\*["']?\s*[:=]\s*\\*["']?(\d+)"""), 0),
 ]
 _TOPK_PARAMS = ("topk", "top_k", "eagle_topk", "speculative_eagle_topk")
 _BUDGET_PARAMS = ("budget", "tree_budget", "max_nodes")
@@ -140,6 +144,31 @@ def chain_length(params: Mapping[str, Any], command: str | None, explicit: int |
             if match:
                 return int(match.group(1)) + offset
     return None
+
+
+_SPEC_CONFIG_FLAG = re.compile(r"""--speculative[-_]config(?:=|\s+)\\*["']?""")
+_SHELL_ESCAPE = re.compile(r"""\\(["\\$`])""")
+
+
+def speculative_configs(command: str | None) -> Iterator[dict[str, Any]]:
+    """Each ``--speculative-config`` JSON object of a rendered command, in order: single-quoted, double-quoted,
+    unquoted, over several lines, or written inside a double-quoted shell word with its quotes backslash-escaped
+    (``"... --speculative-config '{\\"num_speculative_tokens\\": 4}'"``; issue 58, R11). Read as JSON from the
+    flag's value on (one object, whatever follows it); a value that is not a JSON object is left out."""
+    if not command:
+        return
+    decoder = json.JSONDecoder()
+    for found in _SPEC_CONFIG_FLAG.finditer(command):
+        rest = command[found.end() :]
+        # As written; then with a double-quoted shell word's escapes undone (\" \\ \$ \` are what bash undoes).
+        for text in (rest, _SHELL_ESCAPE.sub(r"\1", rest)):
+            try:
+                doc, _ = decoder.raw_decode(text)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                yield doc
+            break
 
 
 @dataclass(frozen=True)

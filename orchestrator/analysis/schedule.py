@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.breakeven import frame_roles
 from orchestrator.analysis.intervals import Difference
-from orchestrator.analysis.roles import chain_length
+from orchestrator.analysis.roles import chain_length, speculative_configs
 from orchestrator.analysis.schedule_fit import Measured, fit_schedule
 from orchestrator.engines.registry import get_engine
 from orchestrator.errors import ConfigError, SpecsweepError
@@ -58,7 +58,6 @@ __all__ = [
 #: when the command does not set ``--max-num-seqs``.
 VLLM_DEFAULT_MAX_NUM_SEQS = 128
 
-_SPEC_CONFIG = re.compile(r"""--speculative[-_]config(?:=|\s+)(['"]?)(\{.*\})\1""", re.DOTALL)
 _MAX_NUM_SEQS = re.compile(r"--max[-_]num[-_]seqs(?:=|\s+)(\d+)")
 _SIM_ENGINE = re.compile(r"--engine(?:=|\s+)(\w+)")
 
@@ -283,16 +282,7 @@ def _engine(ans: Answer, command: str | None) -> str:
 
 
 def _base_config(command: str | None) -> dict[str, Any] | None:
-    if not command:
-        return None
-    found = _SPEC_CONFIG.search(command)
-    if not found:
-        return None
-    try:
-        parsed = json.loads(found.group(2))
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) else None
+    return next(speculative_configs(command), None)
 
 
 def schedule(

@@ -83,7 +83,14 @@ class SecretSource(_Strict):
         if self.secret_env is not None:
             text = os.environ.get(self.secret_env)
             if text is None:
-                raise ValueError(f"the secret ${self.secret_env} is not set in the controller's environment")
+                # verify-schedule sets these from the source's experiment file (orchestrator/sweep/verifysecrets.py)
+                hint = (
+                    ": verify-schedule sets it; continue a verification run with specsweep verify-schedule "
+                    "--resume VERIFY_RUN"
+                    if self.secret_env.startswith("SPECSWEEP_VERIFY_")
+                    else ""
+                )
+                raise ValueError(f"the secret ${self.secret_env} is not set in the controller's environment{hint}")
         else:
             path = Path(str(self.secret_file)).expanduser()
             if not path.is_absolute() and base is not None:

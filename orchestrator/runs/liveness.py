@@ -8,11 +8,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 from pathlib import Path
 
 from orchestrator.runs.runlock import _HELD, LOCK_FILE
 
-__all__ = ["effective_state", "resume_hint", "still_running"]
+__all__ = ["VERIFY_FILE", "effective_state", "is_verification_file", "resume_hint", "still_running"]
+
+#: The verification experiment ``specsweep verify-schedule`` writes into the run it derives a schedule from.
+VERIFY_FILE = "verify-schedule.yaml"
 
 
 def still_running(run_dir: str | Path) -> bool:
@@ -45,5 +49,15 @@ def effective_state(run_dir: str | Path, state: str) -> str:
 
 
 def resume_hint(run_dir: str | Path, experiment_file: str | None) -> str:
-    """How to continue an interrupted run."""
-    return f"specsweep sweep {experiment_file or 'EXPERIMENT.yaml'} --resume {run_dir}"
+    """How to continue an interrupted run, as a command that runs as printed. A verification run (its experiment
+    is ``verify-schedule.yaml`` inside the run it was derived from) is continued by ``verify-schedule --resume``:
+    its experiment reads the source's inline secrets from variables only verify-schedule sets (issue 58, S9)."""
+    if experiment_file and is_verification_file(experiment_file):
+        return f"specsweep verify-schedule --resume {shlex.quote(str(run_dir))}"
+    return f"specsweep sweep {shlex.quote(experiment_file or 'EXPERIMENT.yaml')} --resume {shlex.quote(str(run_dir))}"
+
+
+def is_verification_file(experiment_file: str | Path) -> bool:
+    """Whether ``experiment_file`` is the verification experiment verify-schedule wrote into a run."""
+    path = Path(experiment_file)
+    return path.name == VERIFY_FILE and (path.parent / "run.json").is_file()

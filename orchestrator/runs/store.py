@@ -428,8 +428,9 @@ class RunStore:
 
     @property
     def resume_command(self) -> str:
-        """The whole command that continues this run (``ls`` shows an interrupted run with it): a run made by
-        ``verify-schedule`` is continued by ``sweep`` of its verification experiment, not by an option."""
+        """The whole command that continues this run, as printed (``ls`` shows an interrupted run with it): a run
+        made by ``verify-schedule`` is continued by ``verify-schedule --resume RUN``, which sets the variables its
+        experiment reads inline secrets from (:func:`orchestrator.runs.liveness.resume_hint`)."""
         from orchestrator.runs.liveness import resume_hint
 
         return resume_hint(self.path, self.info.experiment_file)

@@ -38,7 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import HostError, HostLockedError, ServiceError, SpecsweepError, StartFailed, StoreError
+from orchestrator.errors import (
+    HostError,
+    HostLockedError,
+    Interrupted,
+    ServiceError,
+    SpecsweepError,
+    StartFailed,
+    StoreError,
+)
 from orchestrator.experiment.schema import Experiment
 from orchestrator.launchers import Launcher, RunningServer, Slot, launcher_for
 from orchestrator.plan.deployments import (
@@ -584,6 +592,8 @@ def run_sweep(
     plan = build_plan(experiment)
     if uses_search(experiment):
         plan = search_plan(experiment, plan)
+    if stop:  # a Ctrl-C while the plan was made: no run is made (issue 58, S13); one after this is interrupted
+        raise Interrupted("interrupted before the run began: no run directory was made")
     opened = open_run(experiment, plan, options.open_options())
     store = opened.store
     try:

@@ -31,11 +31,12 @@ import yaml
 
 from orchestrator.analysis.answer import Answer
 from orchestrator.analysis.schedule import Schedule, ScheduleError, vllm_speculative_config
+from orchestrator.errors import StoreError
 from orchestrator.experiment.schema import load_experiment
+from orchestrator.runs.liveness import VERIFY_FILE
 
-__all__ = ["VERIFY_FILE", "default_ramp_rate", "verification_experiment"]
+__all__ = ["VERIFY_FILE", "default_ramp_rate", "resumed_verification", "verification_experiment"]
 
-VERIFY_FILE = "verify-schedule.yaml"
 SCHEDULE_VARIANT = "schedule"
 
 _SPEC_FLAGS = ("--speculative-config", "--speculative_config")
@@ -195,3 +196,24 @@ def verification_experiment(
     load["max_in_flight"] = max(loads)
     doc["load"] = load
     return doc
+
+
+def resumed_verification(resume: str, run: str | None, results: Path | None) -> tuple[Path, Path, Path]:
+    """What ``verify-schedule --resume VERIFY_RUN`` continues (issue 58, S9): (the verification run, its
+    verification experiment, the source run that experiment was derived from). A StoreError names a run that is
+    no verification run, or one of another source than ``run`` (when given)."""
+    from orchestrator.runs.liveness import is_verification_file, resume_hint
+    from orchestrator.runs.runref import resolve_run
+    from orchestrator.runs.store import RunStore
+
+    made = resolve_run(resume, results)
+    file = RunStore.open(made).info.experiment_file
+    if not file or not is_verification_file(file):
+        raise StoreError(
+            f"{made}: not a verification run (its experiment file is {file or 'not recorded'}, not a run's "
+            f"{VERIFY_FILE}): continue it with {resume_hint(made, file)}"
+        )
+    path = Path(file)
+    if run is not None and resolve_run(run, results).resolve() != path.parent.resolve():
+        raise StoreError(f"{made} verifies the schedule of run {path.parent}, not of {run}: leave RUN out")
+    return made, path, path.parent

@@ -16,6 +16,7 @@ this its servers ran with ``HF_TOKEN=[redacted]`` and its load sent ``**********
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from orchestrator.analysis.schedule import ScheduleError
 from orchestrator.errors import SpecsweepError
 from orchestrator.redaction import REDACTED
 
-__all__ = ["MASKED_API_KEY", "restore_secrets"]
+__all__ = ["MASKED_API_KEY", "restore_secrets", "verification_secrets"]
 
 #: How pydantic writes a SecretStr (an inline ``server.api_key``) into the resolved experiment.
 MASKED_API_KEY = "**********"
@@ -119,3 +120,16 @@ def restore_secrets(doc: dict[str, Any], stored: Path, source: str | None) -> di
         assert isinstance(parent, dict)
         parent[path[-1]] = {"secret_env": name}
     return env
+
+
+def verification_secrets(source_run: Path) -> dict[str, str]:
+    """The environment variables (name -> value) a verification experiment derived from ``source_run`` reads
+    its inline secrets from, read again as when it was derived (``verify-schedule --resume``; issue 58, S9).
+    The verification experiment keeps the source's ``server`` and ``service`` as they were, and only there can
+    an inline secret become a reference (:func:`restore_secrets`), so only they are read."""
+    from orchestrator.runs.store import RunStore
+
+    store = RunStore.open(source_run)
+    whole = store.experiment()
+    doc: dict[str, Any] = {key: copy.deepcopy(whole[key]) for key in ("server", "service") if key in whole}
+    return restore_secrets(doc, source_run / "experiment.yaml", store.info.experiment_file)

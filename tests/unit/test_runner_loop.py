@@ -285,3 +285,21 @@ def test_worker_threads_are_joined(tmp_path: Path) -> None:
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= before
+
+
+def test_a_stop_asked_before_the_run_is_made_makes_no_run(tmp_path: Path) -> None:
+    """A Ctrl-C while the plan is made (verify-schedule's derivation ends there; issue 58, S13): no run directory,
+    no deployment; the interrupt says no run was made."""
+    stop = StopSignal()
+    stop.request()
+    exp = make_experiment(tmp_path)
+    slot = FakeSlot("box")
+    with pytest.raises(Interrupted, match="no run directory was made"):
+        run_sweep(
+            exp,
+            SweepOptions(results_root=tmp_path / "results"),
+            stop=stop,
+            launcher=FakeLauncher(slot),
+            measurer=PointMeasurer(exp, fake_tools([slot])),
+        )
+    assert slot.launches == [] and not (tmp_path / "results").exists()

@@ -7,6 +7,7 @@ text is vLLM's ``--speculative-config``."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -88,7 +89,11 @@ def _from_levels(levels: list[LoadAnswer]) -> dict[tuple[str, int], float]:
 
 
 def _answer(
-    ks: list[int], loads: list[int], levels: list[LoadAnswer], values: dict[tuple[str, int], float] | None = None
+    ks: list[int],
+    loads: list[int],
+    levels: list[LoadAnswer],
+    values: dict[tuple[str, int], float] | None = None,
+    cmd: Callable[[int], str] = _cmd,
 ) -> Answer:
     values = values if values is not None else _from_levels(levels)
     points: list[PointAnswer] = []
@@ -100,7 +105,7 @@ def _answer(
             points.append(_point(label, "ngram", load, k, value=values.get((label, load))))
     rows.append({"label": AR, "command": "vllm serve m", "role": "ar", "speculative": False})
     for k in ks:
-        rows.append({"label": f"ngram k={k}", "command": _cmd(k), "role": None, "speculative": True})
+        rows.append({"label": f"ngram k={k}", "command": cmd(k), "role": None, "speculative": True})
     analysis: Any = SimpleNamespace(frame=pd.DataFrame(rows), path=Path("run"), metric="output_tok_s")
     return Answer(analysis=analysis, points=points, loads=levels, counts=Counts(planned=len(points)))
 
@@ -364,3 +369,46 @@ def test_the_runs_contamination_is_repeated_with_the_schedule() -> None:
     sched = schedule(ans, max_batch_size=16)
     assert f"# contaminated: {said}" in schedule_text(sched)
     assert sched.to_dict()["contamination"] == [said]
+
+
+# The same --speculative-config as a rendered command may hold it (issue 58, R11): the k and the rest of the JSON
+# are read from each, and the schedule keeps the rest (method, prompt_lookup_max).
+_SPEC_FORMS = {
+    "single-quoted": lambda k: (
+        "vllm serve m --speculative-config "
+        f"""'{{"method": "ngram", "prompt_lookup_max": 4, "num_speculative_tokens": {k}}}'"""
+    ),
+    "escaped-in-double-quoted-word": lambda k: (
+        'bash -c "vllm serve m --speculative-config '
+        f"""'{{\\"method\\": \\"ngram\\", \\"prompt_lookup_max\\": 4, \\"num_speculative_tokens\\": {k}}}'\""""
+    ),
+    "escaped-double-quoted": lambda k: (
+        "vllm serve m --speculative-config "
+        f"""\"{{\\"method\\": \\"ngram\\", \\"prompt_lookup_max\\": 4, \\"num_speculative_tokens\\": {k}}}\" --port 1"""
+    ),
+    "unquoted": lambda k: (
+        "vllm serve m --speculative-config="
+        f"""{{"method":"ngram","prompt_lookup_max":4,"num_speculative_tokens":{k}}} -tp 1"""
+    ),
+    "multi-line": lambda k: (
+        f"""vllm serve m --speculative-config '{{\n  "method": "ngram",\n  "prompt_lookup_max": 4,\n"""
+        f"""  "num_speculative_tokens": {k}\n}}' --max-num-seqs 64"""
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(_SPEC_FORMS), ids=list(_SPEC_FORMS))
+def test_the_draft_length_and_the_config_are_read_from_every_form_of_the_flag(form: str) -> None:
+    cmd = _SPEC_FORMS[form]
+    levels = [
+        _level(1, "ngram k=4", [], _others("ngram k=4", [])),
+        _level(4, "ngram k=1", [], _others("ngram k=1", [])),
+    ]
+    sched = schedule(_answer([1, 2, 4], [1, 4], levels, cmd=cmd), max_batch_size=64)
+    assert sched.entries == [[1, 1, 4], [2, 64, 1]]
+    assert vllm_speculative_config(sched) == {
+        "method": "ngram",
+        "prompt_lookup_max": 4,
+        "num_speculative_tokens": 4,
+        "num_speculative_tokens_per_batch_size": [[1, 1, 4], [2, 64, 1]],
+    }
