@@ -70,8 +70,9 @@ TOP_LOGPROBS = 5
 #: An answer's bytes are read up to this at least (the load's cap on a body read whole, load/client.py
 #: ``_BODY_LIMIT``), or :data:`_BYTES_A_TOKEN` a token asked where that is more.
 _BODY_LIMIT = 64 * 1024 * 1024
-#: One streamed event's bytes are read up to this at least, or :data:`_BYTES_A_TOKEN` a token asked (a chunk
-#: an engine merged while the client lagged carries many tokens: vLLM's RequestOutputCollector merges them).
+#: One streamed event's bytes are read up to this at least, or a sixteenth of :data:`_BYTES_A_TOKEN` a token
+#: asked (a chunk an engine merged while the client lagged carries many tokens: vLLM's RequestOutputCollector
+#: merges them).
 _EVENT_LIMIT = 1024 * 1024
 #: Far above what one token costs in a stream with five alternatives (vLLM's chat chunk: about 1 KB).
 _BYTES_A_TOKEN = 16 * 1024
