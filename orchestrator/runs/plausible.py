@@ -79,9 +79,6 @@ def _suspect(value: Any, depth: int = 0) -> bool:
     (bench/RESULTS-scale.md)."""
     kind = type(value)
     if kind is dict:
-        for key in value:
-            if len(key) > MAX_NAME_CHARS:  # a name no engine or client gives (see _long_key)
-                return True
         items = value.values()
     elif kind is list or kind is tuple:
         items = value
@@ -104,23 +101,35 @@ def _suspect(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _long_key(value: Any, where: str, depth: int = 0) -> str | None:
-    """The path of the first key in ``value`` longer than :data:`MAX_NAME_CHARS`: each key of a record's figures
-    becomes a column of the analysis's frame, and a megabyte key made every one of its columns' names a megabyte
-    (issue 58, R15)."""
-    if depth > _MAX_DEPTH:
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and len(key) > MAX_NAME_CHARS:
-                return f"{where}: a key {len(key):,} characters long"
-            if (found := _long_key(item, f"{where}.{key}", depth + 1)) is not None:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            if (found := _long_key(item, f"{where}[{index}]", depth + 1)) is not None:
-                return found
-    return None
+#: How deep a record's figures' keys become the analysis's column names (orchestrator/analysis/frame.py
+#: ``flatten_server``: ``server.prometheus.<figure>.<statistic>``).
+_KEY_DEPTH = 3
+
+
+def _long_keys(value: Any, depth: int = 1) -> bool:
+    """Whether a key of ``value``'s dicts, to :data:`_KEY_DEPTH` levels, is longer than :data:`MAX_NAME_CHARS`:
+    those keys become columns of the analysis's frame, and a megabyte key made every one of its columns' names a
+    megabyte (issue 58, R15). C-level ``max(map(len, ...))`` a dict, no path made (:func:`_long_key` says it)."""
+    if type(value) is not dict or not value:
+        return False
+    if max(map(len, value)) > MAX_NAME_CHARS:
+        return True
+    if depth < _KEY_DEPTH:
+        for item in value.values():
+            if type(item) is dict and _long_keys(item, depth + 1):
+                return True
+    return False
+
+
+def _long_key(value: Any, where: str, depth: int = 1) -> str:
+    """Where :func:`_long_keys` found its key, in words."""
+    for key in value:
+        if len(key) > MAX_NAME_CHARS:
+            return f"{where}: a key {len(key):,} characters long"
+    for key, item in value.items():
+        if depth < _KEY_DEPTH and _long_keys(item, depth + 1):
+            return _long_key(item, f"{where}.{key}", depth + 1)
+    return where
 
 
 def impossible_figure(sections: dict[str, Any]) -> str | None:
@@ -129,10 +138,9 @@ def impossible_figure(sections: dict[str, Any]) -> str | None:
     for section, value in sections.items():
         if value is None:
             continue
-        suspect = _suspect(value)
-        if suspect and (long := _long_key(value, section)) is not None:
-            return f"{long}: no figure is named by more than {MAX_NAME_CHARS:,} characters"
-        numbers = _numbers(value, section) if suspect else ()  # the full walk only where the screen doubts
+        if _long_keys(value):
+            return f"{_long_key(value, section)}: no figure is named by more than {MAX_NAME_CHARS:,} characters"
+        numbers = _numbers(value, section) if _suspect(value) else ()  # the full walk only where the screen doubts
         for where, number in numbers:
             if isinstance(number, float) and not math.isfinite(number):
                 return f"{where} is {number!r}, not a finite number"

@@ -96,3 +96,16 @@ def test_report_of_records_with_megabyte_names_refuses_them_and_stays_fast(tmp_p
     assert doc["counts"]["ok"] == 1
     assert len(json.dumps(doc)) < 200_000  # no megabyte name in the answer
     assert took < scaled(120)  # a guard against minutes (it was 20 s and 1 GB for one such record), not a measurement
+
+
+def test_ls_counts_what_report_counts_of_records_with_megabyte_names(tmp_path: Path, env: dict) -> None:
+    probe = RunStore.create(tmp_path / "probe", "p", {"name": "p"}, {})
+    probe.release()
+    plain = [_record(probe, i, 100.0 + i) for i in range(3)]
+    lines = [plain[0], plain[1] | {"variant": MEGABYTE}, plain[2] | {"params": {"k": HUGE}}]
+    run = _run(tmp_path / "results", lines)
+    listed = run_cli("ls", "--results", str(run.parent.parent), "--json", env=env)  # before any answer.json
+    assert listed.returncode == 0, listed.stderr
+    [summary] = json.loads(listed.stdout)["runs"]
+    assert (summary["planned"], summary["ok"]) == (3, 1), summary
+    assert _report(run, env)["counts"]["ok"] == 1
