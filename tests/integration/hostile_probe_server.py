@@ -9,7 +9,8 @@ log-probabilities (the warm-up's, the load's) with a short honest stream. A chat
 - ``endless``: one token every ``--every`` seconds, for ever (a stream that never ends);
 - ``silent``: the headers, then nothing (the connection stays open).
 
-``--mark FILE`` writes FILE when the probe's first request comes. In a test's process: :class:`HostileServer`
+``--mark FILE`` writes FILE when the probe's first request comes; ``--every-request`` makes every chat request
+hostile, the warm-up's too (its first then writes FILE). In a test's process: :class:`HostileServer`
 (its own thread and event loop; ``on_event`` is called after each event it sent). As a process (a sweep's
 service command): ``python hostile_probe_server.py --port N --mode M``.
 """
@@ -49,9 +50,11 @@ class HostileServer:
         every: float = 0.02,
         on_event: Callable[[int], None] | None = None,
         mark: str | None = None,
+        every_request: bool = False,
     ) -> None:
         self.mode = mode
         self.mark = mark  # a file written when the probe's first request comes (a test waits for it)
+        self.every_request = every_request  # hostile to every chat request (the warm-up's too), not the probe's only
         self.alternatives = alternatives
         self.events = events
         self.every = every
@@ -72,7 +75,7 @@ class HostileServer:
         body = await request.json()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        if not body.get("top_logprobs"):  # not the probe's baseline: a short honest answer
+        if not body.get("top_logprobs") and not self.every_request:  # not the probe's: a short honest answer
             for piece in [" a"] * min(4, int(body.get("max_tokens") or 4)):
                 await response.write(_chunk(piece))
             await response.write(_chunk("", finish="length") + b"data: [DONE]\n\n")
@@ -140,9 +143,15 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--mark", default=None, help="a file to write when the probe's first request comes")
+    parser.add_argument("--every-request", action="store_true", help="hostile to the warm-up's requests too")
     args, _rest = parser.parse_known_args()  # a sweep's {spec_args} may follow
     server = HostileServer(
-        args.mode, alternatives=args.alternatives, events=args.events, every=args.every, mark=args.mark
+        args.mode,
+        alternatives=args.alternatives,
+        events=args.events,
+        every=args.every,
+        mark=args.mark,
+        every_request=args.every_request,
     )
     print(f"listening on http://127.0.0.1:{args.port}", flush=True)
     web.run_app(server.app(), host="127.0.0.1", port=args.port, print=None, handler_cancellation=True)
