@@ -44,7 +44,7 @@ from orchestrator.analysis.statuses import STATUSES
 from orchestrator.files import MAX_LINE, NotReadable, bounded_lines, read_bounded
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.planned import load_of
-from orchestrator.runs.plausible import COUNTED
+from orchestrator.runs.plausible import COUNTED, MAX_NAME_CHARS
 from orchestrator.runs.store import Record, read_record_line
 
 __all__ = ["quick_counts"]
@@ -161,10 +161,11 @@ class _Line(msgspec.Struct, gc=False):
     rest of the line is skipped unread (in C). ``gc=False``: decoded JSON holds no cycles, and thousands of
     tracked objects a run made the collector walk the process's objects (decoding 11 -> 7 ms a run)."""
 
-    host: str
-    point_id: str
+    # a name longer than a sweep writes (runs/plausible.py ``impossible_identity``) fails the decoding
+    host: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
+    point_id: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
     status: Literal["ok", "failed", "skipped"]
-    variant: str
+    variant: Annotated[str, msgspec.Meta(max_length=MAX_NAME_CHARS)]
     mode: Literal["concurrency", "rate"]
     schema_version: Literal[1] = 1  # runs/record.py RUN_SCHEMA_VERSION (held by the tests); another: not counted
     # as written (its label is made once per distinct text, the text decoded then: :func:`_labels`)

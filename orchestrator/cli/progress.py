@@ -186,7 +186,7 @@ class SweepProgress:
         waits = []
         for text in running:
             if text.startswith("lossless probe"):
-                waits.append("cutting the lossless probe's answer in flight (at its next token)")
+                waits.append("cutting the lossless probe's answer in flight (at once, wherever it waits)")
             elif text.startswith("warm-up"):
                 waits.append("cancelling the warm-up's request in flight")
             elif ": loading," in text or text.endswith(": starting"):

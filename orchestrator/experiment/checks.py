@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import ConfigError
-from orchestrator.experiment.common import Scalar
+from orchestrator.experiment.common import Scalar, setting_problem
 from orchestrator.experiment.hosts import LocalHostSpec, SSHHostSpec
 from orchestrator.experiment.launcherspecs import LauncherSpecBase
 from orchestrator.experiment.launcherspecs.base import spec_classes
@@ -110,6 +110,7 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
     def variant_problems(vname: str, variant: Variant) -> None:
         vpath: tuple[Any, ...] = ("variants", vname)
         matrix_keys = set(variant.matrix)
+        _setting_problems(vpath, variant)
         for extra in variant.include:
             if set(extra) != matrix_keys:
                 raise _Problem(
@@ -166,6 +167,23 @@ def _check_templates(exp: ExperimentLike, problems: list[_Problem]) -> None:
             variant_problems(vname, variant)
         except _Problem as problem:
             problems.append(problem)
+
+
+def _setting_problems(vpath: tuple[Any, ...], variant: Variant) -> None:
+    """A matrix value, include/exclude value or template field that is no server setting
+    (:func:`~orchestrator.experiment.common.setting_problem`), at its key."""
+    for key, values in variant.matrix.items():
+        for index, item in enumerate(values):
+            if problem := setting_problem(item):
+                raise _Problem((*vpath, "matrix", key, index), f"matrix key {key!r}: {problem}")
+    for section in ("include", "exclude"):
+        for index, entry in enumerate(getattr(variant, section)):
+            for key, item in entry.items():
+                if problem := setting_problem(item):
+                    raise _Problem((*vpath, section, index, key), f"{section} key {key!r}: {problem}")
+    for key, item in (variant.model_extra or {}).items():
+        if problem := setting_problem(item):
+            raise _Problem((*vpath, key), f"template field {key!r}: {problem}")
 
 
 def _unknown_placeholder(

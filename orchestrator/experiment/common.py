@@ -13,10 +13,34 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orchestrator.experiment.durations import parse_duration
 
-__all__ = ["Duration", "Scalar", "read_regular_file"]
+__all__ = ["MAX_SETTING", "MAX_SETTING_CHARS", "Duration", "Scalar", "read_regular_file", "setting_problem"]
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 Scalar = str | int | float | bool
+
+#: The largest magnitude of a number a matrix, an include/exclude entry or a template field gives: 2^53, the
+#: largest integer the analysis's float64 columns hold exactly (a matrix value of 10^300 passed and then broke
+#: the report's frame; issue 58, R15). No engine setting comes near it.
+MAX_SETTING = 2**53
+#: The longest text such a value may be: far above any command-line value (a JSON speculative config is a few
+#: hundred characters), far below what makes every table, label and name of the run megabytes long.
+MAX_SETTING_CHARS = 4096
+
+
+def setting_problem(value: object) -> str | None:
+    """Why ``value`` (a matrix value, an include/exclude value, a template field) is no server setting: a
+    number beyond +-:data:`MAX_SETTING` or not finite, a text longer than :data:`MAX_SETTING_CHARS`; else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if not -MAX_SETTING <= value <= MAX_SETTING:  # NaN compares false too
+            # an int past 10^308 has no float, and str() of one past 4,300 digits raises: its size is said
+            shown = f"{value:.3g}" if isinstance(value, float) else f"about 10^{int(abs(value).bit_length() * 0.30103)}"
+            return f"{shown} is no setting (a number is finite and at most 2^53 = {MAX_SETTING} in size)"
+    elif isinstance(value, str) and len(value) > MAX_SETTING_CHARS:
+        return f"a text of {len(value):,} characters is no setting (at most {MAX_SETTING_CHARS:,})"
+    return None
+
 
 # Whole-string patterns, always used with fullmatch (``re.match`` with ``$`` accepts a trailing newline).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

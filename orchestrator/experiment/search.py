@@ -87,7 +87,7 @@ class LimitSpec(_Strict):
 
 
 class MixEntry(_Strict):
-    concurrency: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1, le=100000)  # as load.concurrency's
     rate: float | None = Field(None, gt=0)
     weight: float = Field(1.0, gt=0)
 
@@ -101,7 +101,7 @@ class MixEntry(_Strict):
 class LoadAtSpec(_Strict):
     """Which load the objective is read at: one concurrency, one rate, or a weighted mix of loads."""
 
-    concurrency: int | None = Field(None, ge=1)
+    concurrency: int | None = Field(None, ge=1, le=100000)  # as load.concurrency's
     rate: float | None = Field(None, gt=0)
     mix: list[MixEntry] | None = None
     #: With ``load.workloads``: the workload the objective is read on (a search scores one workload).

@@ -39,6 +39,11 @@ class SSEParser:
         self.clean = False
 
     @property
+    def pending(self) -> int:
+        """Bytes held back: an event not ended yet (a caller that bounds an event's size reads it)."""
+        return len(self._buf)
+
+    @property
     def comments(self) -> int:
         """Comment lines seen so far (keep-alives); informational."""
         return self._comments

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator import __version__
 from orchestrator.errors import SchemaVersionError
-from orchestrator.runs.plausible import impossible_figure, impossible_load
+from orchestrator.runs.plausible import impossible_figure, impossible_identity, impossible_load
 from orchestrator.runs.reading import parse_json
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
 # One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
 # would misread the new one (adding an optional field does not need a bump).
 RUN_SCHEMA_VERSION = 1
+_NAMES = ("run_id", "experiment", "deployment_id", "point_id", "config_hash", "host", "variant")
 
 Scalar = str | int | float | bool
 
@@ -93,6 +94,9 @@ class Record(BaseModel):
         if why := impossible_figure({"client": self.client, "server": self.server, "intervals": self.intervals}):
             raise ValueError(why)
         if why := impossible_load(self.concurrency, self.rate):
+            raise ValueError(why)
+        names = {"params": self.params, **{name: getattr(self, name) for name in _NAMES}}
+        if why := impossible_identity(names):
             raise ValueError(why)
         return self
 

