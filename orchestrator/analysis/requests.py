@@ -88,11 +88,16 @@ def request_samples(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 def samples_frame(run_path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
     """One row per (point, figure, sample) for the successful points of ``frame`` that have a requests file:
-    ``label workload load_label figure value`` (``figure`` is ``ttft_ms`` or ``itl_ms``)."""
-    parts: list[pd.DataFrame] = []
+    ``label workload load_label figure value`` (``figure`` is ``ttft_ms`` or ``itl_ms``).
+
+    Made as one frame from every point's samples (a frame a point and figure, then their concatenation, cost
+    most of the report's reading of its requests at thousands of points: bench/RESULTS-scale.md)."""
+    columns = ["label", "workload", "load_label", "figure", "value"]
     if frame.empty or "requests_file" not in frame.columns:
-        return pd.DataFrame(columns=["label", "workload", "load_label", "figure", "value"])
+        return pd.DataFrame(columns=columns)
     measured = frame[(frame["status"] == "ok") & frame["alias_of"].isna()]
+    keys: list[tuple[Any, Any, Any, str]] = []
+    parts: list[np.ndarray] = []
     for row in measured.to_dict("records"):
         files = row.get("requests_files") or [row.get("requests_file")]
         rows: list[dict[str, Any]] = []
@@ -100,17 +105,15 @@ def samples_frame(run_path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
             rows += read_requests(run_path, name if isinstance(name, str) else None)
         for figure, values in request_samples(rows).items():
             if values.size:
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "label": row.get("label"),
-                            "workload": row.get("workload") or "",
-                            "load_label": row.get("load_label"),
-                            "figure": figure,
-                            "value": values,
-                        }
-                    )
-                )
+                keys.append((row.get("label"), row.get("workload") or "", row.get("load_label"), figure))
+                parts.append(values)
     if not parts:
-        return pd.DataFrame(columns=["label", "workload", "load_label", "figure", "value"])
-    return pd.concat(parts, ignore_index=True)
+        return pd.DataFrame(columns=columns)
+    sizes = [part.size for part in parts]
+    out: dict[str, Any] = {}
+    for index, name in enumerate(columns[:-1]):
+        cells = np.empty(len(keys), dtype=object)
+        cells[:] = [key[index] for key in keys]
+        out[name] = np.repeat(cells, sizes)
+    out["value"] = np.concatenate(parts).astype(float, copy=False)
+    return pd.DataFrame(out, columns=columns)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -285,13 +286,17 @@ def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> 
     at = samples[samples["load_label"] == load_label]
     if at.empty:
         return None
+    # Each configuration's samples found once (a filter of the load's samples per configuration and figure was
+    # quadratic: bench/RESULTS-scale.md); each group keeps the samples' order.
+    grouped = {key: part["value"] for key, part in at.groupby(["figure", "label"], sort=False)}
+    nothing = pd.Series([], dtype=float)
     colours = config_colours(analysis)
     figure = _figure(10.5, 3.8)
     axes = figure.subplots(1, 2, squeeze=False)[0]
     for ax, figure_name, title in ((axes[0], "ttft_ms", "time to first token"), (axes[1], "itl_ms", "inter-token")):
         drawn = 0
         for label in config_order(analysis):
-            values = np.sort(at[(at["figure"] == figure_name) & (at["label"] == label)]["value"].to_numpy(float))
+            values = np.sort(grouped.get((figure_name, label), nothing).to_numpy(float))
             # A gap of 0 ms (tokens the client read at once: a busy client reads several chunks in one go) counts
             # in the share, but has no place on a log axis: each curve starts at its share of such gaps.
             shares = np.arange(1, values.size + 1) / max(values.size, 1)
@@ -331,34 +336,34 @@ def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
-def workload_figures(analysis: Analysis) -> list[tuple[str, Figure, str]]:
-    """(name, figure, caption) of the workload heatmap and of the latency CDFs of each load."""
-    out: list[tuple[str, Figure, str]] = []
+def workload_figures(analysis: Analysis) -> Iterator[tuple[str, Figure, str]]:
+    """(name, figure, caption) of the workload heatmap and of the latency CDFs of each load, each made when the
+    caller asks for the next: the caller saves one before the next is drawn (25 loads' CDFs held at once, each
+    with every request's samples, were most of the report's memory at thousands of points)."""
     heatmap = speedup_by_workload_heatmap(analysis)
     if heatmap is not None:
-        out.append(
-            (
-                "speedup_by_workload",
-                heatmap,
-                "Speedup over the autoregressive baseline of each configuration on each workload, one panel per load.",
-            )
+        yield (
+            "speedup_by_workload",
+            heatmap,
+            "Speedup over the autoregressive baseline of each configuration on each workload, one panel per load.",
         )
+    del heatmap
     windows = analysis.run.windows if analysis.run.windows is not None else analysis.frame
     samples = samples_frame(analysis.path, windows)
     if samples.empty:
-        return out
+        return
     measured = _measured_ok(analysis)
     labels = measured.sort_values(["workload", "mode", "load"], kind="stable")["load_label"].drop_duplicates()
     order = {w: i for i, w in enumerate(workload_names(analysis))}
     loads = sorted(labels, key=lambda lbl: order.get(str(lbl).split(" ")[0], 0))
+    by_load = {key: part for key, part in samples.groupby("load_label", sort=False)}
+    del samples
     for load_label in loads:
-        figure = latency_cdfs(analysis, samples, str(load_label))
+        at = by_load.pop(str(load_label), None)
+        figure = latency_cdfs(analysis, at, str(load_label)) if at is not None else None
         if figure is not None:
-            out.append(
-                (
-                    f"latency_cdf-{_safe(str(load_label))}",
-                    figure,
-                    f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
-                )
+            yield (
+                f"latency_cdf-{_safe(str(load_label))}",
+                figure,
+                f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
             )
-    return out
