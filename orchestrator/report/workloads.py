@@ -31,7 +31,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from orchestrator.analysis.answer import Answer, LoadAnswer
 from orchestrator.analysis.checks import capped_share
-from orchestrator.analysis.requests import samples_frame
+from orchestrator.analysis.requests import samples_by_load
 from orchestrator.analysis.result import Analysis
 from orchestrator.report.figures import _figure, config_colours, config_order
 
@@ -282,21 +282,27 @@ def speedup_by_workload_heatmap(analysis: Analysis) -> Figure | None:
 
 
 def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> Figure | None:
-    """TTFT and inter-token latency CDFs of every configuration at one load, from every request."""
+    """TTFT and inter-token latency CDFs of every configuration at one load, from every request (``samples``:
+    ``requests.samples_frame``)."""
     at = samples[samples["load_label"] == load_label]
     if at.empty:
         return None
-    # Each configuration's samples found once (a filter of the load's samples per configuration and figure was
-    # quadratic: bench/RESULTS-scale.md); each group keeps the samples' order.
-    grouped = {key: part["value"] for key, part in at.groupby(["figure", "label"], sort=False)}
-    nothing = pd.Series([], dtype=float)
+    grouped = {key: part["value"].to_numpy(float) for key, part in at.groupby(["figure", "label"], sort=False)}
+    return _latency_cdfs(analysis, grouped, load_label)
+
+
+def _latency_cdfs(analysis: Analysis, grouped: dict[tuple[str, Any], np.ndarray], load_label: str) -> Figure:
+    """:func:`latency_cdfs` of one load's samples by (figure, configuration label). Each configuration's samples
+    are found once (a filter of the load's samples per configuration and figure was quadratic:
+    bench/RESULTS-scale.md)."""
+    nothing = np.empty(0, dtype=float)
     colours = config_colours(analysis)
     figure = _figure(10.5, 3.8)
     axes = figure.subplots(1, 2, squeeze=False)[0]
     for ax, figure_name, title in ((axes[0], "ttft_ms", "time to first token"), (axes[1], "itl_ms", "inter-token")):
         drawn = 0
         for label in config_order(analysis):
-            values = np.sort(grouped.get((figure_name, label), nothing).to_numpy(float))
+            values = np.sort(grouped.get((figure_name, label), nothing))
             # A gap of 0 ms (tokens the client read at once: a busy client reads several chunks in one go) counts
             # in the share, but has no place on a log axis: each curve starts at its share of such gaps.
             shares = np.arange(1, values.size + 1) / max(values.size, 1)
@@ -349,21 +355,20 @@ def workload_figures(analysis: Analysis) -> Iterator[tuple[str, Figure, str]]:
         )
     del heatmap
     windows = analysis.run.windows if analysis.run.windows is not None else analysis.frame
-    samples = samples_frame(analysis.path, windows)
-    if samples.empty:
+    by_load = samples_by_load(analysis.path, windows)
+    if not by_load:
         return
     measured = _measured_ok(analysis)
     labels = measured.sort_values(["workload", "mode", "load"], kind="stable")["load_label"].drop_duplicates()
     order = {w: i for i, w in enumerate(workload_names(analysis))}
     loads = sorted(labels, key=lambda lbl: order.get(str(lbl).split(" ")[0], 0))
-    by_load = {key: part for key, part in samples.groupby("load_label", sort=False)}
-    del samples
     for load_label in loads:
-        at = by_load.pop(str(load_label), None)
-        figure = latency_cdfs(analysis, at, str(load_label)) if at is not None else None
-        if figure is not None:
-            yield (
-                f"latency_cdf-{_safe(str(load_label))}",
-                figure,
-                f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
-            )
+        parts = by_load.pop(str(load_label), None)
+        if parts is None:
+            continue
+        grouped = {key: np.concatenate(values).astype(float, copy=False) for key, values in parts.items()}
+        yield (
+            f"latency_cdf-{_safe(str(load_label))}",
+            _latency_cdfs(analysis, grouped, str(load_label)),
+            f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
+        )

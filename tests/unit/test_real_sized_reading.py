@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from orchestrator.analysis.frame import _drop_unread, open_run, tidy_frame
-from orchestrator.analysis.requests import samples_frame
+from orchestrator.analysis.requests import samples_by_load, samples_frame
 from orchestrator.runs.store import RunStore
 
 SIM_DEMO = Path(__file__).resolve().parents[1] / "data" / "runs" / "sim-demo"
@@ -78,3 +79,9 @@ def test_samples_frame_holds_every_request_sample_of_each_ok_point_in_order(tmp_
     assert [r[:4] for r in rows] == [e[:4] for e in expected]
     assert np.allclose([r[4] for r in rows], [e[4] for e in expected])
     assert samples_frame(run, frame[frame["status"] == "failed"]).empty
+    by_load = samples_by_load(run, frame)
+    assert list(by_load) == ["C=1", "chat C=4"]
+    assert {key: np.concatenate(v).tolist() for key, v in by_load["C=1"].items()} == pytest.approx(
+        {("ttft_ms", "A"): [20.0, 30.0], ("itl_ms", "A"): [5.0, 5.0]}
+    )
+    assert list(by_load["chat C=4"]) == [("ttft_ms", "C"), ("itl_ms", "C")]
