@@ -20,12 +20,17 @@ their real work) and a server accept length. The commands, each its own process:
 ``--loads 25`` gives each configuration 25 concurrencies (issue 49 measured at 25 loads, one latency chart
 each); ``--heavy`` makes each record the size of a real sweep's (about 16 KB a line: the client's percentiles,
 token sources and spec figures and the server's window, from tests/data/runs/sim-demo), which is what memory
-per record is measured on; ``--commands`` picks which commands to time.
+per record is measured on; ``--template RUN`` makes each record one of a real run's, whole (a run of
+sweeps/demo.yaml: about 33 KB a line, its server samples, Prometheus series and intervals), with its requests
+file (every request's timings, which the report reads for its latency CDFs) and its server window, as a sweep
+writes them (issue 58, N16); ``--commands`` picks which commands to time.
 
     python bench/scale.py                          # 100, 500, 1000, 2000, 5000, 10000, 20000 points
     python bench/scale.py --sizes 100,1000         # other sizes
     python bench/scale.py --profile 2000           # cProfile of the report at 2,000 points: the top costs
     python bench/scale.py --loads 25 --heavy --sizes 5000 --commands report,recommend,ls-bare
+    specsweep sweep sweeps/demo.yaml --results /tmp/demo     # a real run to copy records from, then:
+    python bench/scale.py --loads 25 --template /tmp/demo/demo/<run id> --sizes 1000,5000 --commands report
 
 Results and the exact command lines: bench/RESULTS-scale.md.
 """
