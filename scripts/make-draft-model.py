@@ -42,7 +42,8 @@ def main(argv: list[str]) -> None:
     config["_specsweep_draft"] = f"the first {layers} of {total} decoder layers of the target"
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     for extra in sorted(source.iterdir()):
-        if extra.is_file() and extra.name not in ("config.json", "model.safetensors") and not extra.name.startswith("."):
+        skipped = extra.name in ("config.json", "model.safetensors") or extra.name.startswith(".")
+        if extra.is_file() and not skipped:
             shutil.copyfile(extra, out / extra.name)
     print(f"draft model: {layers} of {total} layers, {len(kept)} tensors -> {out}", file=sys.stderr)
 
