@@ -287,7 +287,10 @@ def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> 
     at = samples[samples["load_label"] == load_label]
     if at.empty:
         return None
-    grouped = {key: part["value"].to_numpy(float) for key, part in at.groupby(["figure", "label"], sort=False)}
+    grouped: dict[tuple[str, Any], np.ndarray] = {
+        (str(figure), label): part["value"].to_numpy(float)
+        for (figure, label), part in at.groupby(["figure", "label"], sort=False)
+    }
     return _latency_cdfs(analysis, grouped, load_label)
 
 
