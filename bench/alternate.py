@@ -6,6 +6,8 @@ every tree once, in the order given, so a drift of the machine's speed falls on 
     python bench/alternate.py --trees /tmp/before,/tmp/after --rounds 2 -- report RUN -o OUT -q
     python bench/alternate.py --trees /tmp/before,/tmp/after --synthesise 5000 --heavy \\
         -- report {run} -o {out} -q
+    python bench/alternate.py --trees /tmp/before,/tmp/after --synthesise 20000 --template DEMO_RUN \\
+        --rounds 1 -- recommend {run}
 
 Each tree's command runs as ``python -m orchestrator ARGS`` with the tree as its working directory (so its own
 ``orchestrator`` package is imported); ``{run}`` is replaced by the run directory (``--synthesise``: one run made
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--synthesise", type=int, default=0, help="make one run of about this many points first")
     parser.add_argument("--loads", type=int, default=MANY_LOADS, help="concurrencies per configuration")
     parser.add_argument("--heavy", action="store_true", help="records the size of a real sweep's")
+    parser.add_argument("--template", type=Path, default=None, help="each record one of this run's (bench/scale.py)")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("args", nargs="+", help="the command's arguments, after --")
     options = parser.parse_args()
@@ -45,7 +48,11 @@ def main() -> None:
         run = ""
         if options.synthesise:
             run_dir, _experiment = synthesise(
-                Path(tmp) / "results", options.synthesise, loads=options.loads, heavy=options.heavy
+                Path(tmp) / "results",
+                options.synthesise,
+                loads=options.loads,
+                heavy=options.heavy,
+                template=options.template,
             )
             run = str(run_dir)
         print("| round | tree | wall s | CPU s | peak MiB | exit | load average |")

@@ -20,12 +20,17 @@ their real work) and a server accept length. The commands, each its own process:
 ``--loads 25`` gives each configuration 25 concurrencies (issue 49 measured at 25 loads, one latency chart
 each); ``--heavy`` makes each record the size of a real sweep's (about 16 KB a line: the client's percentiles,
 token sources and spec figures and the server's window, from tests/data/runs/sim-demo), which is what memory
-per record is measured on; ``--commands`` picks which commands to time.
+per record is measured on; ``--template RUN`` makes each record one of a real run's, whole (a run of
+sweeps/demo.yaml: about 33 KB a line, its server samples, Prometheus series and intervals), with its requests
+file (every request's timings, which the report reads for its latency CDFs) and its server window, as a sweep
+writes them (issue 58, N16); ``--commands`` picks which commands to time.
 
     python bench/scale.py                          # 100, 500, 1000, 2000, 5000, 10000, 20000 points
     python bench/scale.py --sizes 100,1000         # other sizes
     python bench/scale.py --profile 2000           # cProfile of the report at 2,000 points: the top costs
     python bench/scale.py --loads 25 --heavy --sizes 5000 --commands report,recommend,ls-bare
+    specsweep sweep sweeps/demo.yaml --results /tmp/demo     # a real run to copy records from, then:
+    python bench/scale.py --loads 25 --template /tmp/demo/demo/<run id> --sizes 1000,5000 --commands report
 
 Results and the exact command lines: bench/RESULTS-scale.md.
 """
@@ -53,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.experiment.schema import parse_experiment  # noqa: E402
 from orchestrator.plan.deployments import build_plan  # noqa: E402
+from orchestrator.redaction import redact_json_line  # noqa: E402
 from orchestrator.runs.store import Record, RunStore  # noqa: E402
 
 LOADS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -113,26 +119,117 @@ def _heavy_parts() -> dict[bool, tuple[dict[str, Any], dict[str, Any] | None]]:
     return out
 
 
+class Template:
+    """The records of a real run (``--template RUN``, e.g. a run of sweeps/demo.yaml) with each one's requests
+    file and server window, by ``baseline``: each synthesised record is one of them in turn (its whole line:
+    client, server with its samples and metrics, intervals, engine info, cache flush, machine), its identity,
+    load and headline figures replaced, its requests file and window written beside it as the sweep writes
+    them (the report reads every point's requests for its latency CDFs and goodput)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        import json
+
+        self.by_baseline: dict[bool, list[tuple[dict[str, Any], bytes | None, bytes | None]]] = {}
+        for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines():
+            raw = json.loads(line)
+            if raw.get("status") != "ok":
+                continue
+            files = []
+            for key in ("requests_file", "window_file"):
+                rel = raw.get(key)
+                files.append((run_dir / rel).read_bytes() if rel and (run_dir / rel).is_file() else None)
+            self.by_baseline.setdefault(bool(raw.get("baseline")), []).append((raw, files[0], files[1]))
+        if set(self.by_baseline) != {False, True}:
+            raise SystemExit(f"{run_dir}: the template needs a baseline and a speculative record that are ok")
+        self.used = dict.fromkeys(self.by_baseline, 0)
+
+    def record(self, store: RunStore, baseline: bool, fields: dict[str, Any]) -> Record:
+        """The next template record of ``baseline``'s kind with ``fields`` set, its files written."""
+        import copy
+
+        choices = self.by_baseline[baseline]
+        raw, requests, window = choices[self.used[baseline] % len(choices)]
+        self.used[baseline] += 1
+        raw = copy.deepcopy(raw)
+        client, server = raw.get("client") or {}, raw.get("server")
+        # The template's intervals scaled with the figures set (lo/hi/se about the new value).
+        figures = (raw.get("intervals") or {}).get("figures") or {}
+        for name, value in fields["client"].items():
+            entry = figures.get(name)
+            old = client.get(name)
+            if isinstance(entry, dict) and isinstance(old, int | float) and old > 0:
+                for key in ("value", "lo", "hi", "se"):
+                    if isinstance(entry.get(key), int | float):
+                        entry[key] = entry[key] * value / old
+        client.update(fields.pop("client"))
+        client["concurrency"] = fields["concurrency"]
+        if server is not None and not baseline:
+            server["accept_len"] = fields.pop("accept_len")
+        fields.pop("accept_len", None)
+        point = fields["point_id"]
+        for key, data, folder, suffix in (
+            ("requests_file", requests, "requests", ".jsonl"),
+            ("window_file", window, "windows", ".log"),
+        ):
+            raw[key] = None
+            if data is not None:
+                (store.path / folder).mkdir(exist_ok=True)
+                (store.path / folder / f"{point}{suffix}").write_bytes(data)
+                raw[key] = f"{folder}/{point}{suffix}"
+        raw.update(fields, client=client, server=server, aliases=[], baseline_source=None, attempt=1, restart=1)
+        return Record.model_validate(raw)
+
+
 def synthesise(
-    root: Path, points: int, seed: int = 0, loads: int = len(LOADS), heavy: bool = False
+    root: Path,
+    points: int,
+    seed: int = 0,
+    loads: int = len(LOADS),
+    heavy: bool = False,
+    template: Path | None = None,
 ) -> tuple[Path, Path]:
     """(run directory, experiment file) of about ``points`` points under ``root`` (see the module docstring) at
     ``loads`` concurrencies: every point of the plan recorded, so the run is complete. ``heavy``: each record
-    the size of a real sweep's (:data:`HEAVY_RUN`)."""
+    the size of a real sweep's (:data:`HEAVY_RUN`); ``template``: each record one of that run's, with its
+    requests file and window (:class:`Template`)."""
     rng = random.Random(seed)
     parts = _heavy_parts() if heavy else {}
+    real = Template(template) if template else None
     raw = experiment_of(points, loads_of(loads))
     experiment_file = root / "scale.yaml"
     root.mkdir(parents=True, exist_ok=True)
     experiment_file.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     plan = build_plan(parse_experiment(raw, {}, str(experiment_file), read_secrets=False))
     store = RunStore.create(root, "scale", raw, plan.to_json_dict(), experiment_file=str(experiment_file))
+    lines: list[str] = []
     for deployment in plan.deployments:
         baseline = deployment.variant == "autoregressive"
         gain = 1.0 if baseline else rng.uniform(0.8, 2.2)
         for point in deployment.load_points:
             load = point.concurrency or 1
             tok_s = 100.0 * load**0.7 * gain * rng.uniform(0.97, 1.03)
+            if real is not None:
+                fields = {
+                    "run_id": store.run_id,
+                    "experiment": "scale",
+                    "deployment_id": deployment.id,
+                    "point_id": point.id,
+                    "config_hash": deployment.config_hash,
+                    "host": "gpu-box",
+                    "variant": deployment.variant,
+                    "params": dict(deployment.params),
+                    "mode": "concurrency",
+                    "concurrency": load,
+                    "repeat": point.repeat,
+                    "baseline": baseline,
+                    "accept_len": rng.uniform(1.5, 4.5),
+                    # The latencies stay the template record's (its requests file holds them in full).
+                    "client": {"output_tok_s": tok_s, "per_user_tok_s": tok_s / load},
+                }
+                # The line ``RunStore.append`` writes, written with the others at the end (not fsynced one by one:
+                # 20,000 records of 33 KB took minutes to write).
+                lines.append(redact_json_line(real.record(store, baseline, fields).model_dump_json()) + "\n")
+                continue
             store.append(
                 Record(
                     run_id=store.run_id,
@@ -167,6 +264,9 @@ def synthesise(
                     ),
                 )
             )
+    if lines:
+        with (store.path / "records.jsonl").open("a", encoding="utf-8") as out:
+            out.writelines(lines)
     store.set_state("done")
     store.release()
     return store.path, experiment_file
@@ -220,6 +320,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,500,1000,2000,5000,10000,20000")
     parser.add_argument("--loads", type=int, default=len(LOADS), help="concurrencies per configuration (25: issue 49)")
     parser.add_argument("--heavy", action="store_true", help="records the size of a real sweep's (16 KB a line)")
+    parser.add_argument(
+        "--template", type=Path, default=None, help="each record one of this run's (e.g. a run of sweeps/demo.yaml)"
+    )
     parser.add_argument("--commands", default=",".join(COMMANDS), help="which commands to time, joined by commas")
     parser.add_argument("--profile", type=int, default=0, help="profile report at this many points instead")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds one command may take")
@@ -232,22 +335,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="specsweep-scale-") as tmp:
         if options.profile:
             run_dir, _file = synthesise(
-                Path(tmp) / "results", options.profile, loads=options.loads, heavy=options.heavy
+                Path(tmp) / "results",
+                options.profile,
+                loads=options.loads,
+                heavy=options.heavy,
+                template=options.template,
             )
             print(profile_report(run_dir))
             return
-        kind = ", heavy records" if options.heavy else ""
+        kind = f", records of {options.template}" if options.template else ", heavy records" if options.heavy else ""
         print(f"{options.loads} loads{kind}. Each cell: wall s / CPU s / peak MiB.", flush=True)
-        print("| points | " + " | ".join(commands) + " |")
-        print("|---:|" + "---:|" * len(commands), flush=True)
+        print("| points | KB a line | " + " | ".join(commands) + " |")
+        print("|---:|---:|" + "---:|" * len(commands), flush=True)
         for size in (int(s) for s in options.sizes.split(",")):
             root = Path(tmp) / f"results-{size}"
-            run_dir, experiment_file = synthesise(root, size, loads=options.loads, heavy=options.heavy)
+            run_dir, experiment_file = synthesise(
+                root, size, loads=options.loads, heavy=options.heavy, template=options.template
+            )
             points = sum(1 for _ in (run_dir / "records.jsonl").open("rb"))
             results: dict[str, tuple[float, float, float, int]] = {}
             for name in commands:
                 results[name] = _run(name, run_dir, experiment_file, Path(tmp), env, options.timeout)
-            cells = [str(points)]
+            line_kb = (run_dir / "records.jsonl").stat().st_size / max(points, 1) / 1024
+            cells = [str(points), f"{line_kb:.1f}"]
             for name in commands:
                 wall, cpu, mib, code = results[name]
                 note = "" if code == 0 else (" (timed out)" if code == -9 else f" (exit {code})")

@@ -204,7 +204,7 @@ def load_label(mode: str, concurrency: int | None, rate: float | None) -> str:
 def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
     """Read a run directory (refusing an unknown schema) into a ``RunData`` with its tidy frame."""
     store = RunStore.open(path)
-    records = store.records()
+    records = store.records(trim=_drop_unread)
     experiment = store.experiment()
     try:
         plan = store.plan()
@@ -236,6 +236,26 @@ def open_run(path: str | Path, *, all_attempts: bool = False) -> RunData:
         windows=windows,
         provenance=store.read_json("provenance.json"),
     )
+
+
+def _drop_unread(record: Record) -> None:
+    """Drop, from an accepted record, the parts of its server section the frame never reads
+    (:func:`flatten_server`): its lists (the window's samples), its prose and the raw Prometheus series. A real
+    sweep's record is mostly these (a demo record: about 26 of its 33 KB are the samples), and ``open_run``
+    holds every record while it reads them: 19,800 such records took over 1 GB (bench/RESULTS-scale.md)."""
+    server = record.server
+    if not isinstance(server, dict):
+        return
+    for key in [k for k, v in server.items() if isinstance(v, list) or k in _SERVER_SKIPPED]:
+        del server[key]
+    prometheus = server.get("prometheus")
+    if isinstance(prometheus, dict):
+        for key in [k for k, v in prometheus.items() if isinstance(v, list) or (isinstance(v, dict) and k in _RAW)]:
+            del prometheus[key]
+
+
+#: The raw series and prose of a Prometheus window the frame does not read (:func:`flatten_server`).
+_RAW = ("counters", "gauges", "definitions")
 
 
 def _consumed(records: list[Record]) -> Iterator[Record]:
@@ -521,7 +541,7 @@ def flatten_server(server: dict[str, Any] | None) -> dict[str, Any]:
             for k, v in value.items():
                 if _scalar(v):
                     out[f"prom_{_clean(k)}"] = v
-                elif isinstance(v, dict) and k not in ("counters", "gauges", "definitions"):  # raw series, prose
+                elif isinstance(v, dict) and k not in _RAW:  # raw series, prose
                     out.update({f"prom_{_clean(k)}_{_clean(s)}": x for s, x in v.items() if _scalar(x)})
             out.update(_integrity_reasons("prom", value.get("integrity")))
         elif key == "disagreement" and isinstance(value, dict):

@@ -12,7 +12,7 @@ the report's CDF plots draw (TTFT and inter-token latency per request, in ms).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from orchestrator.engines.responses import SpecFigures
 from orchestrator.load.spec import summarize_spec
 from orchestrator.load.stats import distribution
 
-__all__ = ["figures_from_requests", "read_requests", "request_samples", "samples_frame"]
+__all__ = ["figures_from_requests", "read_requests", "request_samples", "samples_by_load", "samples_frame"]
 
 
 def read_requests(run_path: str | Path, requests_file: str | None) -> list[dict[str, Any]]:
@@ -86,12 +86,11 @@ def request_samples(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {"ttft_ms": ttft, "itl_ms": _itl_seconds(ok) * 1000.0}
 
 
-def samples_frame(run_path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (point, figure, sample) for the successful points of ``frame`` that have a requests file:
-    ``label workload load_label figure value`` (``figure`` is ``ttft_ms`` or ``itl_ms``)."""
-    parts: list[pd.DataFrame] = []
+def _point_samples(run_path: str | Path, frame: pd.DataFrame) -> Iterator[tuple[Any, Any, Any, str, np.ndarray]]:
+    """(label, workload, load label, figure, samples) of each successful point of ``frame`` with a requests file,
+    in the frame's order, each figure's samples non-empty."""
     if frame.empty or "requests_file" not in frame.columns:
-        return pd.DataFrame(columns=["label", "workload", "load_label", "figure", "value"])
+        return
     measured = frame[(frame["status"] == "ok") & frame["alias_of"].isna()]
     for row in measured.to_dict("records"):
         files = row.get("requests_files") or [row.get("requests_file")]
@@ -100,17 +99,31 @@ def samples_frame(run_path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
             rows += read_requests(run_path, name if isinstance(name, str) else None)
         for figure, values in request_samples(rows).items():
             if values.size:
-                parts.append(
-                    pd.DataFrame(
-                        {
-                            "label": row.get("label"),
-                            "workload": row.get("workload") or "",
-                            "load_label": row.get("load_label"),
-                            "figure": figure,
-                            "value": values,
-                        }
-                    )
-                )
-    if not parts:
-        return pd.DataFrame(columns=["label", "workload", "load_label", "figure", "value"])
-    return pd.concat(parts, ignore_index=True)
+                yield row.get("label"), row.get("workload") or "", row.get("load_label"), figure, values
+
+
+def samples_frame(run_path: str | Path, frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per (point, figure, sample) for the successful points of ``frame`` that have a requests file:
+    ``label workload load_label figure value`` (``figure`` is ``ttft_ms`` or ``itl_ms``)."""
+    columns = ["label", "workload", "load_label", "figure", "value"]
+    found = list(_point_samples(run_path, frame))
+    if not found:
+        return pd.DataFrame(columns=columns)
+    sizes = [values.size for *_key, values in found]
+    out: dict[str, Any] = {}
+    for index, name in enumerate(columns[:-1]):
+        cells = np.empty(len(found), dtype=object)
+        cells[:] = [point[index] for point in found]
+        out[name] = np.repeat(cells, sizes)
+    out["value"] = np.concatenate([values for *_key, values in found]).astype(float, copy=False)
+    return pd.DataFrame(out, columns=columns)
+
+
+def samples_by_load(run_path: str | Path, frame: pd.DataFrame) -> dict[Any, dict[tuple[str, Any], list[np.ndarray]]]:
+    """The samples of :func:`samples_frame` by load label, then by (figure, configuration label), each point's
+    in the frame's order: what the latency CDFs draw, without a row per sample (a frame of 5 million rows and
+    its copy by load were most of the report's memory at 4,875 real-sized points: bench/RESULTS-scale.md)."""
+    out: dict[Any, dict[tuple[str, Any], list[np.ndarray]]] = {}
+    for label, _workload, load_label, figure, values in _point_samples(run_path, frame):
+        out.setdefault(load_label, {}).setdefault((figure, label), []).append(values)
+    return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from orchestrator.analysis.answer import Answer, LoadAnswer
 from orchestrator.analysis.checks import capped_share
-from orchestrator.analysis.requests import samples_frame
+from orchestrator.analysis.requests import samples_by_load
 from orchestrator.analysis.result import Analysis
 from orchestrator.report.figures import _figure, config_colours, config_order
 
@@ -281,17 +282,30 @@ def speedup_by_workload_heatmap(analysis: Analysis) -> Figure | None:
 
 
 def latency_cdfs(analysis: Analysis, samples: pd.DataFrame, load_label: str) -> Figure | None:
-    """TTFT and inter-token latency CDFs of every configuration at one load, from every request."""
+    """TTFT and inter-token latency CDFs of every configuration at one load, from every request (``samples``:
+    ``requests.samples_frame``)."""
     at = samples[samples["load_label"] == load_label]
     if at.empty:
         return None
+    grouped: dict[tuple[str, Any], np.ndarray] = {
+        (str(figure), label): part["value"].to_numpy(float)
+        for (figure, label), part in at.groupby(["figure", "label"], sort=False)
+    }
+    return _latency_cdfs(analysis, grouped, load_label)
+
+
+def _latency_cdfs(analysis: Analysis, grouped: dict[tuple[str, Any], np.ndarray], load_label: str) -> Figure:
+    """:func:`latency_cdfs` of one load's samples by (figure, configuration label). Each configuration's samples
+    are found once (a filter of the load's samples per configuration and figure was quadratic:
+    bench/RESULTS-scale.md)."""
+    nothing = np.empty(0, dtype=float)
     colours = config_colours(analysis)
     figure = _figure(10.5, 3.8)
     axes = figure.subplots(1, 2, squeeze=False)[0]
     for ax, figure_name, title in ((axes[0], "ttft_ms", "time to first token"), (axes[1], "itl_ms", "inter-token")):
         drawn = 0
         for label in config_order(analysis):
-            values = np.sort(at[(at["figure"] == figure_name) & (at["label"] == label)]["value"].to_numpy(float))
+            values = np.sort(grouped.get((figure_name, label), nothing))
             # A gap of 0 ms (tokens the client read at once: a busy client reads several chunks in one go) counts
             # in the share, but has no place on a log axis: each curve starts at its share of such gaps.
             shares = np.arange(1, values.size + 1) / max(values.size, 1)
@@ -331,34 +345,33 @@ def _safe(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
-def workload_figures(analysis: Analysis) -> list[tuple[str, Figure, str]]:
-    """(name, figure, caption) of the workload heatmap and of the latency CDFs of each load."""
-    out: list[tuple[str, Figure, str]] = []
+def workload_figures(analysis: Analysis) -> Iterator[tuple[str, Figure, str]]:
+    """(name, figure, caption) of the workload heatmap and of the latency CDFs of each load, each made when the
+    caller asks for the next: the caller saves one before the next is drawn (25 loads' CDFs held at once, each
+    with every request's samples, were most of the report's memory at thousands of points)."""
     heatmap = speedup_by_workload_heatmap(analysis)
     if heatmap is not None:
-        out.append(
-            (
-                "speedup_by_workload",
-                heatmap,
-                "Speedup over the autoregressive baseline of each configuration on each workload, one panel per load.",
-            )
+        yield (
+            "speedup_by_workload",
+            heatmap,
+            "Speedup over the autoregressive baseline of each configuration on each workload, one panel per load.",
         )
+    del heatmap
     windows = analysis.run.windows if analysis.run.windows is not None else analysis.frame
-    samples = samples_frame(analysis.path, windows)
-    if samples.empty:
-        return out
+    by_load = samples_by_load(analysis.path, windows)
+    if not by_load:
+        return
     measured = _measured_ok(analysis)
     labels = measured.sort_values(["workload", "mode", "load"], kind="stable")["load_label"].drop_duplicates()
     order = {w: i for i, w in enumerate(workload_names(analysis))}
     loads = sorted(labels, key=lambda lbl: order.get(str(lbl).split(" ")[0], 0))
     for load_label in loads:
-        figure = latency_cdfs(analysis, samples, str(load_label))
-        if figure is not None:
-            out.append(
-                (
-                    f"latency_cdf-{_safe(str(load_label))}",
-                    figure,
-                    f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
-                )
-            )
-    return out
+        parts = by_load.pop(str(load_label), None)
+        if parts is None:
+            continue
+        grouped = {key: np.concatenate(values).astype(float, copy=False) for key, values in parts.items()}
+        yield (
+            f"latency_cdf-{_safe(str(load_label))}",
+            _latency_cdfs(analysis, grouped, str(load_label)),
+            f"TTFT and inter-token latency CDFs at {load_label}, from every request (requests/<point>.jsonl).",
+        )

@@ -40,7 +40,7 @@ import shutil
 import socket
 import stat
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -681,13 +681,14 @@ class RunStore:
 
     # ---- reading -----------------------------------------------------------------------------------
 
-    def records(self, *, figures: bool = True) -> list[Record]:
+    def records(self, *, figures: bool = True, trim: Callable[[Record], None] | None = None) -> list[Record]:
         """Every readable record in file order; unreadable lines are skipped into ``skipped_lines``.
 
         A line that is a record of an unknown schema version is refused (``SchemaVersionError``), not skipped:
         reading it as if it were ours would be wrong silently. The records share their equal strings (keys,
         definitions, notes: :func:`_shared`); ``figures`` False drops each accepted record's figures
-        (:data:`FIGURE_FIELDS`), for a reader of identities and statuses only.
+        (:data:`FIGURE_FIELDS`), for a reader of identities and statuses only; ``trim`` is called on each
+        accepted record as it is read (a reader that drops what it never reads, before the next is read).
         """
         target = self.path / "records.jsonl"
         records: list[Record] = []
@@ -696,6 +697,8 @@ class RunStore:
         for number, text in _lines(target):
             read = read_record_line(text, number, target, strings=strings, figures=figures)
             if isinstance(read, Record):
+                if trim is not None:
+                    trim(read)
                 records.append(read)
             else:
                 skipped.append(read)
