@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 from orchestrator.experiment.schema import parse_experiment  # noqa: E402
 from orchestrator.plan.deployments import build_plan  # noqa: E402
 from orchestrator.redaction import redact_json_line  # noqa: E402
+from orchestrator.runs.recordindex import build_index  # noqa: E402
 from orchestrator.runs.store import Record, RunStore  # noqa: E402
 
 LOADS = [1, 2, 4, 8, 16, 32, 64, 128]
@@ -267,6 +268,7 @@ def synthesise(
     if lines:
         with (store.path / "records.jsonl").open("a", encoding="utf-8") as out:
             out.writelines(lines)
+        build_index(store.path)  # as the store's append writes it line by line (runs/recordindex.py)
     store.set_state("done")
     store.release()
     return store.path, experiment_file

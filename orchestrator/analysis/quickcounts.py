@@ -45,6 +45,7 @@ from orchestrator.files import MAX_LINE, NotReadable, bounded_lines, read_bounde
 from orchestrator.runs.layout import planned_points, read_layout
 from orchestrator.runs.planned import load_of
 from orchestrator.runs.plausible import COUNTED, MAX_NAME_CHARS
+from orchestrator.runs.recordindex import INDEX_NAME, covers
 from orchestrator.runs.store import Record, read_record_line
 
 __all__ = ["quick_counts"]
@@ -179,6 +180,18 @@ class _Line(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Line)
+
+
+class _Indexed(_Line, gc=False):
+    """A line of ``records.index.jsonl`` (orchestrator/runs/recordindex.py): the same fields, of the same types,
+    with the record line's bytes in ``records.jsonl`` and whether the store's reading keeps it."""
+
+    start: int = -1
+    end: int = -1
+    kept: bool = False
+
+
+_INDEX_DECODER = msgspec.json.Decoder(_Indexed)
 _PARAMS = msgspec.json.Decoder(dict[str, Any])
 #: Lines read and screened together when the file is read line by line (:func:`_lines_read`).
 _CHUNK_LINES = 4096
@@ -274,10 +287,31 @@ def _lines_read(path: Path) -> list[_Line]:
     return raws
 
 
+def _indexed(path: Path) -> list[_Line] | None:
+    """The records ``path`` (records.jsonl) holds that the store keeps, from the index written beside it
+    (runs/recordindex.py), without reading the records: None when there is none or it is not surely the whole
+    file's (``recordindex.covers``), or a line of it is not read surely (then the records are read)."""
+    index = path.with_name(INDEX_NAME)
+    try:
+        records_stat, index_stat = path.stat(), index.stat()
+        if not stat.S_ISREG(index_stat.st_mode) or not stat.S_ISREG(records_stat.st_mode):
+            return None
+        entries: list[_Indexed] = _INDEX_DECODER.decode_lines(_bytes(index))
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not covers([(e.start, e.end) for e in entries], records_stat, index_stat):
+        return None
+    return [entry for entry in entries if entry.kept]
+
+
 def _records(path: Path) -> list[_Line]:
     """Every record of ``path`` (records.jsonl) the store keeps, in the file's order, blank lines skipped (the
-    store skips them); :class:`_Unsure` for a line not read surely. Read :data:`_BLOCK_BYTES` at a time
-    (bench/RESULTS-scale.md, session fifteen); a line is what ``files.bounded_lines`` gives (split at ``\n``)."""
+    store skips them); :class:`_Unsure` for a line not read surely. From the index beside it where that is
+    surely the file's (:func:`_indexed`); else read :data:`_BLOCK_BYTES` at a time (bench/RESULTS-scale.md,
+    session fifteen), a line what ``files.bounded_lines`` gives (split at ``\n``)."""
+    indexed = _indexed(path)
+    if indexed is not None:
+        return indexed
     raws: list[_Line] = []
     try:
         for block in _blocks(path):

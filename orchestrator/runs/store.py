@@ -14,6 +14,7 @@ Layout of ``results/<experiment>/<YYYYmmddTHHMMSSZ>-<short id>/`` (the directory
     provenance.json    how the run was made: specsweep and its git revision, the experiment file's hash, and per
                        host and deployment the engine, the command running on the host and the GPUs
     superseded.jsonl   records a ``--resume --redo-changed`` took out of the run (its configuration changed)
+    records.index.jsonl  each record's identity, status and client counts, for ``ls`` (runs/recordindex.py)
 
 The run's ``state`` in ``run.json``: ``running``; ``done`` (the plan ran to its end; ``points`` counts the
 points that are ``ok`` and ``failed``); ``failed`` (the plan ran to its end and no point succeeded, or the run
@@ -56,6 +57,7 @@ from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
 from orchestrator.runs.record import RUN_SCHEMA_VERSION, Record, SkippedLine, read_record_line, refuse_schema
+from orchestrator.runs.recordindex import INDEX_NAME, append_index, index_line
 from orchestrator.runs.runlock import RunLock
 
 __all__ = [
@@ -476,13 +478,19 @@ class RunStore:
         """Append one record as one line, flushed and fsynced before returning."""
         self._still_ours()
         line = redact_json_line(record.model_dump_json()) + "\n"
+        data = line.encode("utf-8")
         target = self.path / "records.jsonl"
         with self._lock:
             self._terminate_torn_tail(target)
             try:
-                _append_bytes(target, line.encode("utf-8"))
+                start = target.stat().st_size if target.exists() else 0
+                _append_bytes(target, data)
             except OSError as exc:
                 raise _store_error("append a record to", target, exc) from exc
+            # The few fields ls counts, beside it (runs/recordindex.py): whether the store's own reading keeps
+            # the line, and its bytes, so a reader trusts the index only where it is the whole file's.
+            kept = isinstance(read_record_line(line, 0, target), Record)
+            append_index(self.path, index_line(line, start, start + len(data), kept=kept))
 
     def event(self, kind: str, **fields: Any) -> None:
         """Append one event (``deploy``, ``healthy``, ``restore``, ...) with the current time."""
@@ -633,6 +641,8 @@ class RunStore:
                 _write_atomic(target, "".join(line + "\n" for line in kept))
             except OSError as exc:
                 raise _store_error("move superseded records out of", target, exc) from exc
+            with contextlib.suppress(OSError):  # its spans are the old file's: ls reads the records instead
+                (self.path / INDEX_NAME).unlink(missing_ok=True)
             self._tail_checked = True
         return len(moved)
 
