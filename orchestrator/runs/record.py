@@ -24,6 +24,7 @@ __all__ = [
     "SkippedLine",
     "read_record_line",
     "refuse_schema",
+    "share_strings",
 ]
 
 # One version for run.json and for every line of records.jsonl: bump it when a reader of the old shape
@@ -171,6 +172,15 @@ def _shared(value: Any, strings: dict[str, str]) -> Any:
         return value
 
     return walk(value)
+
+
+def share_strings(record: Record, strings: dict[str, str]) -> None:
+    """Share the strings of an accepted ``record``'s sections (its dicts and lists: :func:`_shared`) with those of
+    the records read before it, in place: for a reader that trims a record before it keeps it."""
+    for name, value in record:
+        if isinstance(value, dict | list):
+            with contextlib.suppress(RecursionError):
+                setattr(record, name, _shared(value, strings))
 
 
 def read_record_line(

@@ -56,7 +56,14 @@ from orchestrator.files import NotReadable, bounded_lines, read_bounded, write_a
 from orchestrator.redaction import redact, redact_json_line, redact_text
 from orchestrator.runs.listing import find_latest, next_sequence, run_directories
 from orchestrator.runs.reading import confined, parse_json
-from orchestrator.runs.record import RUN_SCHEMA_VERSION, Record, SkippedLine, read_record_line, refuse_schema
+from orchestrator.runs.record import (
+    RUN_SCHEMA_VERSION,
+    Record,
+    SkippedLine,
+    read_record_line,
+    refuse_schema,
+    share_strings,
+)
 from orchestrator.runs.recordindex import INDEX_NAME, append_index, index_line
 from orchestrator.runs.runlock import RunLock
 
@@ -705,10 +712,13 @@ class RunStore:
         skipped: list[SkippedLine] = []
         strings: dict[str, str] = {}
         for number, text in _lines(target):
-            read = read_record_line(text, number, target, strings=strings, figures=figures)
+            # With a trim, the strings are shared after it: what it drops (a real record's samples, most of it)
+            # is never walked for them (bench/RESULTS-scale.md, recommend at scale).
+            read = read_record_line(text, number, target, strings=None if trim else strings, figures=figures)
             if isinstance(read, Record):
                 if trim is not None:
                     trim(read)
+                    share_strings(read, strings)
                 records.append(read)
             else:
                 skipped.append(read)

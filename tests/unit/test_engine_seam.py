@@ -349,9 +349,13 @@ def test_a_new_engines_dialect_is_an_engine_the_simulator_speaks(monkeypatch: py
             return ToyDialect
 
     assert "seamdialect" not in spoken_engines()
-    with pytest.raises(SystemExit):
-        parse_args(["--engine", "seamdialect"])
+    with pytest.raises(ConfigError, match="unknown engine 'seamdialect'; choose one of sglang, vllm, llamacpp"):
+        make_dialect(parse_args(["--engine", "seamdialect"]), lambda line: None)
     registry.register_engine(Toy(name="seamdialect"))
     assert spoken_engines()[-1] == "seamdialect" and "sim" not in spoken_engines()
     assert parse_args(["--engine", "seamdialect"]).engine == "seamdialect"
     assert dialect_class("seamdialect") is ToyDialect
+    assert (
+        type(make_dialect(parse_args(["--engine", "seamdialect", "--profile", "tiny"]), lambda line: None))
+        is ToyDialect
+    )
