@@ -524,7 +524,7 @@ def report(runs: list[ToolRun]) -> str:
             t, c = p["tool"], dict(p["counters"], accept_len=p["counters"]["accept_len_tool_definition"])
             cells = []
             for f in FIGURES:
-                digits = 0 if f in ("requests", "output_tokens") else 4 if f == "accept_len" else 1
+                digits = {"requests": 0, "output_tokens": 0, "accept_len": 4, "tok_s": 2}.get(f, 1)
                 mark = {True: "", False: " ✗", None: ""}[agrees(f, t.get(f), c.get(f))]
                 cells.append(f"{_cell(_num(t.get(f)), digits)} / {_cell(_num(c.get(f)), digits)}{mark}")
             lines.append(f"| {r.round} | {r.tool} | {p['config']} | {p['concurrency']} | " + " | ".join(cells) + " |")
@@ -553,16 +553,24 @@ def verdict(runs: list[ToolRun]) -> list[str]:
         ratio = _cell(_ratio(a, b), 2)
         out.append(f"- {name}: specsweep {_cell(a, 1)}, bench_serving {_cell(b, 1)}, ratio {ratio}")
     for tool in ("specsweep", "bench_serving"):
-        for f in ("output_tokens", "tok_s", "accept_len"):
+        for figure in ("output_tokens", "tok_s", "accept_len"):
             verdicts = []
             for r in runs:
                 if r.tool != tool:
                     continue
                 for p in r.points:
                     c = dict(p["counters"], accept_len=p["counters"]["accept_len_tool_definition"])
-                    verdicts.append(agrees(f, p["tool"].get(f), c.get(f)))
+                    verdicts.append(agrees(figure, p["tool"].get(figure), c.get(figure)))
             judged = [v for v in verdicts if v is not None]
-            out.append(f"- {tool} {f}: equals the counters in {sum(judged)} of {len(judged)} windows")
+            out.append(f"- {tool} {figure}: equals the counters in {sum(judged)} of {len(judged)} windows")
+    out.append("Where the wall time went (per run: outside the measured windows, and what it held):")
+    for r in runs:
+        windows = sum(p["tool"].get("duration_s") or 0.0 for p in r.points)
+        held = ", ".join(f"{k} {v:.0f}" for k, v in r.phases.items() if k != "measured windows")
+        out.append(
+            f"- round {r.round} {r.tool}: {r.wall_s:.0f} s = measured windows {windows:.0f} + outside them "
+            f"{r.wall_s - windows:.0f} ({held})"
+        )
     return out
 
 
@@ -574,7 +582,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="rounds of A then B")
     parser.add_argument("--order", default="AB", choices=["AB", "BA"], help="which tool runs first in a round")
     parser.add_argument("--out", default="", help="keep the work files here (default: a temporary directory)")
+    parser.add_argument("--report", default="", help="only print the tables of a finished run's runs.json")
     options = parser.parse_args()
+    if options.report:
+        print(report([ToolRun(**r) for r in json.loads(Path(options.report).read_text())]))
+        return
     if not os.environ.get("SGLANG_PYTHON") or not os.environ.get("SGLANG_MODEL"):
         parser.error('SGLANG_PYTHON and SGLANG_MODEL must be set: eval "$(bash scripts/get-sglang-cpu.sh)"; export ...')
     doc = yaml.safe_load(Path(options.sweep).read_text())
