@@ -3,9 +3,11 @@ and bench_serving's output line read into the common figures."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
-from bench.peers import agrees, bench_serving_figures, by_name, counter_deltas, referee, trim_experiment
+from bench.peers import agrees, bench_serving_figures, by_name, counter_deltas, phases, referee, trim_experiment
 
 DOC = {
     "variants": {
@@ -112,3 +114,22 @@ def test_agreement_is_exact_for_counts_and_within_5e_4_for_accept_length() -> No
     assert agrees("accept_len", 1.25, 1.2424) is False
     assert agrees("tok_s", 10.04, 10.0) is True and agrees("tok_s", 11.4, 10.0) is False
     assert agrees("ttft_ms", 300.0, 290.0) is None and agrees("output_tokens", None, 3.0) is None
+
+
+def test_a_runs_phases_come_from_its_events_each_ending_at_the_next() -> None:
+    events = [
+        {"time": "2026-12-07T20:05:01.000Z", "kind": "start"},
+        {"time": "2026-12-07T20:05:02.000Z", "kind": "deploy"},
+        {"time": "2026-12-07T20:06:52.000Z", "kind": "healthy"},
+        {"time": "2026-12-07T20:07:10.000Z", "kind": "warmup"},
+        {"time": "2026-12-07T20:10:05.000Z", "kind": "lossless_probe"},
+        {"time": "2026-12-07T20:15:30.000Z", "kind": "deploy"},
+        {"time": "2026-12-07T20:17:00.000Z", "kind": "healthy"},
+    ]
+    t0 = datetime.fromisoformat("2026-12-07T20:05:00+00:00").timestamp()
+    assert phases(events, t0) == {
+        "server start": 110.0 + 90.0,
+        "warm-up": 18.0,
+        "lossless probe": 175.0,
+        "before first event": 1.0,
+    }
