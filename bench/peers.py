@@ -29,9 +29,10 @@ finished request by managers/tokenizer_manager.py; TPOT = decode latency / (comp
 observability/req_time_stats.py ``get_time_per_output_token``). tok/s by the counters is their tokens over the
 tool's own measured duration (the counters carry no clock of the window).
 
-Client cost: the peer's bench_serving processes are timed by ``wait4`` (CPU and peak RSS, exact); specsweep's
-client is every process of its tree in its own session (the servers run in sessions of their own and are left
-out), sampled from ``/proc`` every 0.2 s (the CPU of the last 0.2 s of a process can be missed).
+Client cost: the peer's bench_serving processes are timed by ``wait4`` (CPU and peak RSS, exact); specsweep's CPU
+by ``wait4`` too (its servers are not its children: the process service leaves them to init, in sessions of their
+own), and its peak memory is the sum over every process of its tree in its own session, sampled from ``/proc``
+every 0.2 s (which also gives a sampled CPU figure, ``client_cpu_sampled_s``, as a cross-check).
 
     eval "$(bash scripts/get-sglang-cpu.sh)"; export SGLANG_PYTHON SGLANG_MODEL
     python bench/peers.py --loads 1,4 --variants ar,ngram4 --repeats 1     # reduced grid
@@ -276,6 +277,7 @@ class ToolRun:
     restarts: int = 0
     client_cpu_s: float = 0.0
     client_peak_mib: float = 0.0
+    client_cpu_sampled_s: float | None = None
     points: list[dict[str, Any]] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     load_avg: list[float] = field(default_factory=list)
@@ -295,14 +297,20 @@ def run_specsweep(doc: dict[str, Any], work: Path, round_: int) -> ToolRun:
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(exp)], stdout=log, stderr=log, env=env)
     sampler = TreeSampler(proc.pid)
     sampler.start()
-    while proc.poll() is None:
-        time.sleep(5)
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(1)
         loads.append(os.getloadavg()[0])
     run.wall_s = time.time() - t0
     sampler.stop.set()
     sampler.join()
-    run.exit = proc.returncode
-    run.client_cpu_s, run.client_peak_mib = sampler.cpu_s, sampler.peak_rss / 2**20
+    proc.returncode = run.exit = os.waitstatus_to_exitcode(status)
+    # wait4: specsweep and the children it reaped. Its servers are not among them: the process service starts each
+    # through a shell that leaves it to init, in a session of its own. The sampled figure is the cross-check.
+    run.client_cpu_s, run.client_cpu_sampled_s = usage.ru_utime + usage.ru_stime, sampler.cpu_s
+    run.client_peak_mib = sampler.peak_rss / 2**20
     run.load_avg = [min(loads), max(loads)]
     run_dirs = sorted(results.glob("*/*/records.jsonl"))
     if not run_dirs:
