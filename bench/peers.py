@@ -320,7 +320,6 @@ def run_specsweep(doc: dict[str, Any], work: Path, round_: int) -> ToolRun:
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
     run.restarts = sum(1 for e in events if e.get("kind") == "deploy")
-    run.phases = phases(events, t0)
     starts = []
     for record in records:
         client = record.get("client") or {}
@@ -338,12 +337,22 @@ def run_specsweep(doc: dict[str, Any], work: Path, round_: int) -> ToolRun:
         )
         if client.get("started_at"):
             starts.append((client["started_at"], client.get("ended_at") or client["started_at"]))
+    run.phases = phases(events, t0, starts)
     if starts:
         first = min(starts)
         run.first_point_start_s, run.first_point_end_s = first[0] - t0, first[1] - t0
         run.phases["measured windows"] = sum(end - start for start, end in starts)
-        run.phases["after the last point"] = t0 + run.wall_s - max(end for _, end in starts)
+        # after the last event too (the report, the ending): the run's end is its process's
+        run.phases["after the last point"] = run.phases.get("after the last point", 0.0) + max(
+            0.0, t0 + run.wall_s - max(at for at in (max(end for _, end in starts), _last_event(events)))
+        )
     return run
+
+
+def _last_event(events: list[dict[str, Any]]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(events[-1]["time"].replace("Z", "+00:00")).timestamp() if events else 0.0
 
 
 def _config_label(record: dict[str, Any]) -> str:
@@ -352,21 +361,36 @@ def _config_label(record: dict[str, Any]) -> str:
     return str(record.get("variant")) + (f"({inside})" if inside else "")
 
 
-def phases(events: list[dict[str, Any]], t0: float) -> dict[str, float]:
+def phases(
+    events: list[dict[str, Any]], t0: float, windows: list[tuple[float, float]] | tuple[()] = ()
+) -> dict[str, float]:
     """Seconds spent per phase of a specsweep run, from its events: server start (deploy to healthy), warm-up,
-    lossless probe; each phase ends at the next event."""
+    lossless probe; each phase ends at the next event, less the measured ``windows`` (start, end) inside it (the
+    probe's event comes after a deployment's points, so its span holds them: issue 59)."""
     from datetime import datetime
 
     def at(e: dict[str, Any]) -> float:
         return datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
+    def outside(start: float, end: float) -> float:
+        inside = sum(max(0.0, min(end, w_end) - max(start, w_start)) for w_start, w_end in windows)
+        return end - start - inside
+
     out: dict[str, float] = {}
     for e, nxt in itertools.pairwise(events):
         kind = {"healthy": "server start", "warmup": "warm-up", "lossless_probe": "lossless probe"}.get(nxt["kind"])
         if kind:
-            out[kind] = out.get(kind, 0.0) + at(nxt) - at(e)
+            out[kind] = out.get(kind, 0.0) + outside(at(e), at(nxt))
     if events:
         out["before first event"] = at(events[0]) - t0
+    if windows and events:  # what follows the last window and no phase above holds (the restore, the report)
+        last = max(end for _, end in windows)
+        named = sum(
+            max(0.0, at(nxt) - max(at(e), last))
+            for e, nxt in itertools.pairwise(events)
+            if nxt["kind"] in ("healthy", "warmup", "lossless_probe")
+        )
+        out["after the last point"] = max(0.0, at(events[-1]) - last - named)
     return out
 
 

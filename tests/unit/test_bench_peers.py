@@ -133,3 +133,28 @@ def test_a_runs_phases_come_from_its_events_each_ending_at_the_next() -> None:
         "lossless probe": 175.0,
         "before first event": 1.0,
     }
+
+
+def test_the_probes_phase_leaves_out_the_points_measured_before_it() -> None:
+    """The probe runs after a deployment's points (issue 59): its event's span holds their windows, which are
+    counted as measured, not as probe; what follows the last window and no phase holds is after the last point."""
+    events = [
+        {"time": "2026-12-07T20:05:01.000Z", "kind": "start"},
+        {"time": "2026-12-07T20:05:02.000Z", "kind": "deploy"},
+        {"time": "2026-12-07T20:05:32.000Z", "kind": "healthy"},
+        {"time": "2026-12-07T20:05:42.000Z", "kind": "warmup"},
+        {"time": "2026-12-07T20:06:42.000Z", "kind": "lossless_probe"},
+        {"time": "2026-12-07T20:06:50.000Z", "kind": "restore"},
+    ]
+    t0 = datetime.fromisoformat("2026-12-07T20:05:00+00:00").timestamp()
+    windows = [(t0 + 45.0, t0 + 65.0), (t0 + 70.0, t0 + 90.0)]  # 40 s of points inside the probe's 60 s span
+    got = phases(events, t0, windows)
+    assert got == {
+        "server start": 30.0,
+        "warm-up": 10.0,
+        "lossless probe": 20.0,
+        "before first event": 1.0,
+        "after the last point": 8.0,
+    }
+    # With the windows and the second from start to deploy (no phase), the run's 110 s from t0 to its last event.
+    assert sum(got.values()) + 40.0 + 1.0 == 110.0
