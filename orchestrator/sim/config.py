@@ -142,7 +142,7 @@ def build_parser(prog: str = "python -m orchestrator.sim") -> argparse.ArgumentP
     add(
         "--engine",
         default="sglang",
-        help="whose dialect to speak: sglang (default), vllm, llamacpp, or another engine's with a dialect",
+        help="sglang, vllm, llamacpp or an installed engine with a dialect: whose dialect to speak (default sglang)",
     )
     add(
         "--engine-version",
