@@ -344,15 +344,16 @@ def run_specsweep(doc: dict[str, Any], work: Path, round_: int) -> ToolRun:
         run.phases["measured windows"] = sum(end - start for start, end in starts)
         # after the last event too (the report, the ending): the run's end is its process's
         run.phases["after the last point"] = run.phases.get("after the last point", 0.0) + max(
-            0.0, t0 + run.wall_s - max(at for at in (max(end for _, end in starts), _last_event(events)))
+            0.0, t0 + run.wall_s - max(max(end for _, end in starts), _event_time(events[-1]) if events else 0.0)
         )
     return run
 
 
-def _last_event(events: list[dict[str, Any]]) -> float:
+def _event_time(event: dict[str, Any]) -> float:
+    """An event's time (events.jsonl's ``time``, UTC with ``Z``) in seconds since the epoch."""
     from datetime import datetime
 
-    return datetime.fromisoformat(events[-1]["time"].replace("Z", "+00:00")).timestamp() if events else 0.0
+    return datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
 
 
 def _config_label(record: dict[str, Any]) -> str:
@@ -367,10 +368,7 @@ def phases(
     """Seconds spent per phase of a specsweep run, from its events: server start (deploy to healthy), warm-up,
     lossless probe; each phase ends at the next event, less the measured ``windows`` (start, end) inside it (the
     probe's event comes after a deployment's points, so its span holds them: issue 59)."""
-    from datetime import datetime
-
-    def at(e: dict[str, Any]) -> float:
-        return datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+    at = _event_time
 
     def outside(start: float, end: float) -> float:
         inside = sum(max(0.0, min(end, w_end) - max(start, w_start)) for w_start, w_end in windows)
